@@ -1,0 +1,23 @@
+# Finds libzstd and defines Zstd::Zstd. Uses zstd's own CMake package where the distribution ships
+# one (Debian 12), else searches for the header and library (Ubuntu's libzstd-dev has no config).
+find_package(zstd CONFIG QUIET)
+if(TARGET zstd::libzstd_shared)
+  set(_zstd_target zstd::libzstd_shared)
+elseif(TARGET zstd::libzstd_static)
+  set(_zstd_target zstd::libzstd_static)
+endif()
+if(_zstd_target AND NOT TARGET Zstd::Zstd)
+  add_library(Zstd::Zstd INTERFACE IMPORTED)
+  set_target_properties(Zstd::Zstd PROPERTIES INTERFACE_LINK_LIBRARIES ${_zstd_target})
+  set(Zstd_FOUND TRUE)
+  return()
+endif()
+find_path(Zstd_INCLUDE_DIR zstd.h)
+find_library(Zstd_LIBRARY NAMES zstd)
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(Zstd REQUIRED_VARS Zstd_LIBRARY Zstd_INCLUDE_DIR)
+if(Zstd_FOUND AND NOT TARGET Zstd::Zstd)
+  add_library(Zstd::Zstd UNKNOWN IMPORTED)
+  set_target_properties(Zstd::Zstd PROPERTIES IMPORTED_LOCATION ${Zstd_LIBRARY}
+                        INTERFACE_INCLUDE_DIRECTORIES ${Zstd_INCLUDE_DIR})
+endif()

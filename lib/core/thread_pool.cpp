@@ -1,0 +1,109 @@
+#include "core/thread_pool.h"
+
+#include <memory>
+
+namespace fpg {
+
+size_t resolve_threads(size_t requested) {
+  if (requested > 0) return requested;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw > 0 ? hw : 1;
+}
+
+ThreadPool::ThreadPool(size_t threads) {
+  const size_t n = resolve_threads(threads);
+  for (size_t i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+// Takes items one at a time until none are left; called with mu_ held, returns with it held.
+void ThreadPool::run_items() {
+  std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+  while (next_ < job_n_) {
+    const size_t i = next_++;
+    const auto* fn = job_;
+    lock.unlock();
+    try {
+      (*fn)(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+    lock.lock();
+    if (++finished_ == job_n_) done_.notify_all();
+  }
+  lock.release();
+}
+
+void ThreadPool::worker_loop() {
+  size_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    ++busy_;
+    lock.release();  // run_items adopts the held lock and hands it back
+    run_items();
+    lock = std::unique_lock<std::mutex>(mu_, std::adopt_lock);
+    if (--busy_ == 0) done_.notify_all();
+  }
+}
+
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t)>& fn) {
+  if (n == 0) return;
+  if (workers_.empty() || n == 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  // One job at a time: nested or concurrent calls from other threads run inline instead.
+  if (job_ != nullptr) {
+    lock.unlock();
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  job_ = &fn;
+  job_n_ = n;
+  next_ = finished_ = 0;
+  error_ = nullptr;
+  ++generation_;
+  wake_.notify_all();
+  lock.release();
+  run_items();
+  lock = std::unique_lock<std::mutex>(mu_, std::adopt_lock);
+  done_.wait(lock, [&] { return finished_ == job_n_ && busy_ == 0; });
+  job_ = nullptr;
+  job_n_ = 0;
+  std::exception_ptr err = error_;
+  error_ = nullptr;
+  lock.unlock();
+  if (err) std::rethrow_exception(err);
+}
+
+namespace {
+std::unique_ptr<ThreadPool>& global_slot() {
+  static std::unique_ptr<ThreadPool> pool;
+  return pool;
+}
+}  // namespace
+
+ThreadPool& ThreadPool::global() {
+  auto& slot = global_slot();
+  if (!slot) slot = std::make_unique<ThreadPool>(0);
+  return *slot;
+}
+
+void ThreadPool::set_global_threads(size_t threads) {
+  global_slot() = std::make_unique<ThreadPool>(threads);
+}
+
+}  // namespace fpg

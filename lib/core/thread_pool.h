@@ -1,0 +1,47 @@
+// A fixed pool of worker threads with a blocking parallel_for; the `--threads` option sizes it.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fpg {
+
+class ThreadPool {
+ public:
+  // threads == 0 means one per hardware thread. A pool of 1 runs everything on the caller.
+  explicit ThreadPool(size_t threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  size_t size() const { return workers_.size() + 1; }  // the caller works too
+
+  // Calls fn(i) for every i in [0, n), spread over the pool and the caller; returns when all are
+  // done. The first exception thrown by fn is rethrown here (the remaining items still run).
+  void parallel_for(size_t n, const std::function<void(size_t)>& fn);
+
+  // The process-wide pool that `--threads` configures.
+  static ThreadPool& global();
+  static void set_global_threads(size_t threads);
+
+ private:
+  void worker_loop();
+  void run_items();
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t job_n_ = 0, next_ = 0, finished_ = 0, generation_ = 0, busy_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+};
+
+// Resolves a requested thread count: 0 -> hardware threads (at least 1).
+size_t resolve_threads(size_t requested);
+
+}  // namespace fpg
