@@ -1,2 +1,55 @@
-// placeholder, replaced below
-int main() { return 0; }
+// fpgather: entry point. Parses the global options, dispatches to a subcommand and maps errors to
+// the documented exit codes (0 ok, 1 check failed, 2 usage, 3 input/output or format, 4 internal).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+
+namespace fpg::cli {
+
+bool progress_enabled(const GlobalOptions& global) {
+  return !global.no_progress && isatty(fileno(stderr));
+}
+
+}  // namespace fpg::cli
+
+int main(int argc, char** argv) {
+  using namespace fpg;
+  CLI::App app{"fpgather: the data-parallel optimizer pipeline of large-model training, FP8 "
+               "quantization, and the checkpoint tools around them."};
+  app.set_version_flag("--version", std::string("fpgather ") + FPGATHER_VERSION);
+  app.require_subcommand(1);
+  cli::GlobalOptions global;
+  app.add_option("--log-level", global.log_level,
+                 "trace, debug, info, warn (default), error or off; also env FPGATHER_LOG");
+  app.add_flag("--json", global.json, "Print results as JSON on stdout");
+  app.add_option("--threads", global.threads, "Worker threads (default: one per hardware thread)");
+  app.add_flag("--no-progress", global.no_progress, "Never draw progress bars");
+
+  cli::Runner run;
+  cli::register_convert(app, global, run);
+  cli::register_inspect(app, global, run);
+  cli::register_bench(app, global, run);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, version or the parse error
+    return code == 0 ? 0 : static_cast<int>(ExitCode::usage);
+  }
+  try {
+    init_logging(global.log_level);
+    ThreadPool::set_global_threads(global.threads);
+    return run ? run() : static_cast<int>(ExitCode::usage);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fpgather: error: %s\n", e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fpgather: internal error: %s\n", e.what());
+    return static_cast<int>(ExitCode::internal);
+  }
+}

@@ -1,0 +1,29 @@
+// Shared pieces of the fpgather command line: global options and subcommand registration.
+// cmd/ only parses and prints; the work lives in libfpgather.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace fpg::cli {
+
+struct GlobalOptions {
+  std::string log_level;  // empty: FPGATHER_LOG, else warn
+  bool json = false;      // machine-readable results on stdout
+  size_t threads = 0;     // 0: one per hardware thread
+  bool no_progress = false;
+};
+
+// Each subcommand file defines one of these; main.cpp calls them all. The callback that a
+// subcommand sets returns its exit code through `run`.
+using Runner = std::function<int()>;
+void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run);
+void register_inspect(CLI::App& app, const GlobalOptions& global, Runner& run);
+void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run);
+
+// True when progress bars may be drawn: stderr is a terminal and --no-progress was not given.
+bool progress_enabled(const GlobalOptions& global);
+
+}  // namespace fpg::cli
