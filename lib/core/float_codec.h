@@ -4,13 +4,21 @@
 // Every encoder rounds to nearest, ties to even, on the exact fp32 value; subnormals are produced
 // (no flush to zero) and the sign of zero is kept. What happens past the largest finite value is the
 // caller's choice (Overflow). The rules, with worked examples, are in ../shared/notes/fp8.md §1; the
-// golden tables in testdata/codecs/ hold them to PyTorch and ml_dtypes.
+// golden tables in testdata/codecs/ (gen_codec_goldens.py, tests/unit/float_codec_test.cpp) hold every
+// encoder and decoder to PyTorch 2.11 CPU `.to()` bit for bit, NaN bits included, except where noted.
 //
-// NaN outputs (documented in man/fpgather-convert.1):
-//   bf16  -> 0x7FC0 (sign dropped), as PyTorch's CPU conversion;
-//   fp16  -> 0x7E00 | sign, as PyTorch;
-//   E4M3 / E5M2, nonsaturating -> 0x7F | sign, as PyTorch <= 2.11 .to();
-//   E4M3 / E5M2, saturate      -> 0x7F (sign dropped), as CUDA's cvt.rn.satfinite and Transformer Engine.
+// NaN outputs. The libraries disagree on NaN bits; each choice below names the one it follows:
+//   encode bf16  -> 0x7FC0 (sign dropped): torch's portable c10 path (ATEN_CPU_CAPABILITY=default).
+//                   torch's AVX2/AVX-512 kernels give 0xFFFF, CUDA 0x7FFF, ml_dtypes 0x7FC0 | sign.
+//   encode fp16  -> sign | 0x7E00 | top 10 mantissa bits: torch (x86 F16C; IEEE: payload cut, quieted).
+//                   numpy keeps a signalling NaN signalling; CUDA gives 0x7FFF.
+//   encode E4M3 / E5M2, nonsaturating -> 0x7F | sign: torch <= 2.11 .to() (ml_dtypes: E5M2 0x7E | sign).
+//   encode E4M3 / E5M2, saturate      -> 0x7F (sign dropped): CUDA cvt.rn.satfinite, Transformer Engine.
+//   encode E8M0  -> 0xFF (all rules).
+//   decode fp16 / E5M2 -> sign | 0x7FC00000 | payload << 13: torch (quieted; numpy does not quiet).
+//   decode E4M3  -> sign | 0x7FF00000: torch (c10 fp8e4m3fn_to_fp32_value; ml_dtypes 0x7FC00000 | sign).
+//   decode E8M0  -> 0x7FC00000: ml_dtypes (torch gives the signalling NaN 0x7F800001).
+//   decode bf16  -> the bits shifted, payload as is (all libraries).
 //
 // These functions are FPG_HD: the CUDA kernels call the very same code, so CPU and GPU agree bit for bit.
 #pragma once
@@ -94,7 +102,7 @@ FPG_HD float float_from_e4m3(uint8_t b) {
   const uint32_t s = static_cast<uint32_t>(b & 0x80u) << 24;
   const uint32_t e = (b >> 3) & 0xFu;
   const uint32_t m = b & 0x7u;
-  if (e == 0xFu && m == 0x7u) return bits_float(s | 0x7FC00000u);
+  if (e == 0xFu && m == 0x7u) return bits_float(s | 0x7FF00000u);  // torch's NaN: the mantissa bits, quiet
   if (e == 0) return bits_float(s | float_bits(static_cast<float>(m) * 0.001953125f));  // m * 2^-9
   return bits_float(s | ((e - 7u + 127u) << 23) | (m << 20));
 }
@@ -120,7 +128,7 @@ FPG_HD uint16_t fp16_from_float(float x, Overflow policy = Overflow::nonsaturati
   const uint32_t s = (u >> 16) & 0x8000u;
   const uint32_t a = u & 0x7FFFFFFFu;
   const bool sat = policy == Overflow::saturate;
-  if (a > 0x7F800000u) return static_cast<uint16_t>(0x7E00u | s);
+  if (a > 0x7F800000u) return static_cast<uint16_t>(0x7E00u | s | ((a >> 13) & 0x3FFu));  // quiet, payload kept
   if (a == 0x7F800000u) return static_cast<uint16_t>((sat ? 0x7BFFu : 0x7C00u) | s);
   const uint32_t mag = codec_detail::magnitude_code<10, 15>(a);
   if (mag > 0x7BFFu) return static_cast<uint16_t>((sat ? 0x7BFFu : 0x7C00u) | s);
@@ -131,7 +139,7 @@ FPG_HD float float_from_fp16(uint16_t h) {
   const uint32_t s = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1Fu;
   const uint32_t m = h & 0x3FFu;
-  if (e == 0x1Fu) return bits_float(s | 0x7F800000u | (m << 13));  // inf, or NaN with its payload
+  if (e == 0x1Fu) return bits_float(s | 0x7F800000u | (m ? 0x400000u | (m << 13) : 0u));  // inf; NaN quieted
   if (e == 0) return bits_float(s | float_bits(static_cast<float>(m) * 5.9604644775390625e-08f));  // m*2^-24
   return bits_float(s | ((e - 15u + 127u) << 23) | (m << 13));
 }
