@@ -15,8 +15,10 @@
 // "tail" is the last numel % W elements of each parameter (W = 8 on an AVX2 torch build, 16 on AVX-512):
 // torch runs those through a scalar loop that GCC contracted differently from the Vectorized<float>
 // body: the fmas above are what GCC's default -ffp-contract=fast made of `v*β2 + c*g*g` in each loop of
-// torch 2.11.0's x86 build (probed against it; the other contraction choices mismatch v on ~25% of
-// elements within 5 steps). Likewise `g += p*λ` and the lerp became single fmas in both loops.
+// torch 2.11.0's x86 build (probed against it; the other contraction choices mismatch v on 15–40% of
+// elements within 5 steps). Likewise `g += p*λ` and the lerp are single fmas in both loops.
+// Every other product and sum rounds on its own: this code relies on -ffp-contract=off (CMakeLists.txt);
+// CUDA kernels sharing it must be built with --fmad=false.
 //
 // torch's CUDA fused kernel (fused_adam_utils.cuh) rounds differently (scalars cast to fp32 *before*
 // combining, powf, m ← fma(β1, m, fma(−β1, g, g)), AdamW p ← fma(−γλ, p, p), p ← p − (γ/bc1·m)/den;
