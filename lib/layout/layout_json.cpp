@@ -1,5 +1,7 @@
 #include "layout/layout_json.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -149,6 +151,13 @@ BucketedLayout bucketed_from_json(const Reader& rd, const json& doc, const std::
     for (auto& bk : b.buckets) cut_bucket(bk, b.params, l.dp);
     l.buffers.push_back(std::move(b));
   }
+  // A param lives in one place only; a duplicate would give its elements two owners.
+  std::vector<uint32_t> seen;
+  for (const Buffer& b : l.buffers)
+    for (const ParamSlot& s : b.params) seen.push_back(s.param);
+  std::sort(seen.begin(), seen.end());
+  if (auto dup = std::adjacent_find(seen.begin(), seen.end()); dup != seen.end())
+    rd.fail(Reader::join(path, "buffers"), "param index " + std::to_string(*dup) + " appears twice");
   return l;
 }
 
@@ -212,6 +221,8 @@ LayerWiseLayout layer_wise_layout_from_json(std::string_view text, const std::st
   pack_layer_wise(l);
   l.scalar = bucketed_from_json(rd, rd.at(doc, "", "scalar"), "scalar");
   if (l.scalar.dp != l.dp) rd.fail("scalar.dp", "differs from dp");
+  for (const OwnedMatrix& m : l.matrices)
+    if (l.scalar.locate(m.param)) rd.fail("scalar", "param index " + std::to_string(m.param) + " is also a matrix");
   return l;
 }
 

@@ -92,6 +92,7 @@ TEST_CASE("layout JSON errors name the source and the field", "[layout]") {
   fails_with(replace_once(good, "\"dp\":4", "\"dp\":\"4\""), "dp");
   fails_with(replace_once(good, "\"param_dtype\":\"BF16\"", "\"param_dtype\":\"BF17\""), "param_dtype");
   fails_with(replace_once(good, "\"kind\":\"bucketed\"", "\"kind\":\"layer_wise\""), "kind");
+  fails_with(replace_once(good, "\"index\":2", "\"index\":3"), "appears twice");
 
   BucketedOptions o3;
   o3.dp = 3;
