@@ -3,6 +3,7 @@
 // timeout, released the waiting ranks.
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -132,10 +133,18 @@ TEST_CASE("mismatched collectives are a usage error on every rank", "[comm]") {
 TEST_CASE("a rank stuck outside collectives trips the timeout", "[comm]") {
   CommOptions opts;
   opts.timeout = std::chrono::milliseconds(50);
+  // rank 2 arrives only once rank 0 has been released by the timeout: no race with the scheduler
+  std::promise<void> timed_out;
+  std::shared_future<void> released = timed_out.get_future().share();
   const auto t0 = Clock::now();
   REQUIRE_THROWS_AS(run_ranks(3, [&](Communicator& c) {
-    if (c.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    c.barrier()->wait();
+    if (c.rank() == 2) released.wait_for(std::chrono::seconds(30));
+    try {
+      c.barrier()->wait();
+    } catch (const CommAborted&) {
+      if (c.rank() == 0) timed_out.set_value();
+      throw;
+    }
   }, opts), CommAborted);
   REQUIRE(seconds_since(t0) < 30);
 }
