@@ -1,0 +1,62 @@
+// `fpgather convert IN OUT --fp8 RECIPE`: quantize the tensors of a safetensors model to FP8, and
+// `--dequantize`: the reverse. Both stream tensor by tensor and slab by slab (bounded memory: a few
+// megabytes per thread plus the scale tensor being built), use the thread pool, and write every output
+// file under a temporary name that is renamed only when the whole model is complete.
+//
+// Output of a quantized tensor NAME (M = product of the leading dimensions, K = the last):
+//   NAME            F8_E4M3 or F8_E5M2, NAME's shape
+//   NAME_scale_inv  tensorwise       F32 []
+//                   blockwise        F32 [ceil(M/128), ceil(K/128)]     (128x128 blocks)
+//                   blockwise-1x128  F32 [M, ceil(K/128)]
+//                   mxfp8            F8_E8M0 [M, K/32], compact, rowwise
+// Values are quantized from the stored values as they are (F32 and BF16 directly; F16 widened to
+// fp32 exactly). Other tensors are copied byte for byte. __metadata__ keeps IN's entries and records
+// the recipe under the keys "fpgather.fp8.*" (kMetadata* below), which --dequantize reads back.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "fp8/recipe.h"
+
+namespace fpg::convert {
+
+constexpr const char* kMetadataRecipe = "fpgather.fp8.recipe";
+constexpr const char* kMetadataFormat = "fpgather.fp8.format";
+constexpr const char* kMetadataPow2 = "fpgather.fp8.pow2_scales";
+constexpr const char* kMetadataMxRule = "fpgather.fp8.mx_scale";
+constexpr const char* kMetadataProducer = "fpgather.producer";
+constexpr const char* kScaleSuffix = "_scale_inv";
+
+struct QuantizeModelOptions {
+  fp8::Recipe recipe;                  // tensorwise, blockwise_128x128, blockwise_1x128 or mxfp8 rowwise
+  std::optional<std::string> include;  // ECMAScript regex searched in names; chooses among floating
+                                       // tensors of any rank (default: floating tensors of rank >= 2)
+  std::optional<std::string> exclude;  // removes matching tensors from the choice
+  ThreadPool* pool = nullptr;          // null: the global pool
+  bool progress = false;
+};
+
+struct DequantizeModelOptions {
+  DType dtype = DType::BF16;           // BF16 or F32
+  ThreadPool* pool = nullptr;
+  bool progress = false;
+};
+
+struct ConvertSummary {
+  size_t quantized = 0;     // tensors quantized (or dequantized)
+  size_t copied = 0;        // tensors copied unchanged
+  uint64_t bytes_in = 0;    // tensor bytes read
+  uint64_t bytes_out = 0;   // tensor bytes written
+  std::vector<std::string> files;  // output files, index last when there is one
+};
+
+// Throws UsageError (exit 2) for a recipe a chosen tensor cannot take, naming it, before anything is
+// written; FormatError (exit 3) for unreadable input or a failed write.
+ConvertSummary quantize_model(const std::string& in, const std::string& out, const QuantizeModelOptions& opt);
+ConvertSummary dequantize_model(const std::string& in, const std::string& out, const DequantizeModelOptions& opt);
+
+}  // namespace fpg::convert
