@@ -48,16 +48,25 @@ void dispatch(Format f, Input in, Fn&& fn) {
   }
 }
 
-// out[i] = fp8(float(x[i]) * scale): the fp32 multiply, then RNE satfinite.
+// out[i] = fp8(float(x[i]) * scale): the fp32 multiply, then RNE satfinite. Input and output never
+// overlap (restrict: no run-time alias checks in the short per-block calls).
 template <Format F, typename In>
-FPG_FORCE_INLINE void cast_run(const In* x, size_t n, float scale, uint8_t* out) {
+FPG_FORCE_INLINE void cast_run(const In* __restrict x, size_t n, float scale, uint8_t* __restrict out) {
   for (size_t i = 0; i < n; ++i) out[i] = encode<F>(to_f32(x[i]) * scale);
 }
 
 // MX columnwise: each element has its own E8M0 scale byte (its column's block in this band).
 template <Format F, typename In>
-FPG_FORCE_INLINE void cast_run_e8m0(const In* x, size_t n, const uint8_t* e, uint8_t* out) {
+FPG_FORCE_INLINE void cast_run_e8m0(const In* __restrict x, size_t n, const uint8_t* __restrict e,
+                                    uint8_t* __restrict out) {
   for (size_t i = 0; i < n; ++i) out[i] = encode<F>(to_f32(x[i]) * mx_exp2f_rcp(e[i]));
+}
+
+// out[i] = fp8(float(x[i]) * mult[i]): a per-element multiplier row (MX columnwise, cached per band).
+template <Format F, typename In>
+FPG_FORCE_INLINE void cast_run_mul(const In* __restrict x, size_t n, const float* __restrict mult,
+                                   uint8_t* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] = encode<F>(to_f32(x[i]) * mult[i]);
 }
 
 // 256-entry decode table, so dequantisation is a lookup and a multiply.

@@ -1,5 +1,7 @@
 #include "fp8/mxfp8.h"
 
+#include <vector>
+
 #include "core/error.h"
 #include "fp8/amax.h"
 #include "fp8/cast_loops.h"
@@ -36,26 +38,49 @@ FPG_CPU_CLONES void row_cast_impl(GridMap g, uint64_t K, uint64_t start, uint64_
   });
 }
 
+// Columnwise: each column of a 32-row band has its own scale. When the fragment spans several rows,
+// the band's multipliers are expanded to floats once per band, so the inner loop is a plain
+// multiply-and-encode; short fragments convert the scale bytes per element instead.
 template <Format F, typename In>
 FPG_CPU_CLONES void col_cast_impl(uint64_t K, uint64_t start, uint64_t count, const In* x,
                                   const uint8_t* e8m0, uint8_t* out) {
+  if (count < 4 * K) {
+    for_each_row_piece(K, start, count, [&](uint64_t off, uint64_t len, uint64_t r, uint64_t c) {
+      cast_run_e8m0<F>(x + off, len, e8m0 + ((r / 32) * K + c), out + off);
+    });
+    return;
+  }
+  std::vector<float> mult(K);
+  uint64_t band = ~uint64_t{0};
   for_each_row_piece(K, start, count, [&](uint64_t off, uint64_t len, uint64_t r, uint64_t c) {
-    cast_run_e8m0<F>(x + off, len, e8m0 + ((r / 32) * K + c), out + off);
+    if (r / 32 != band) {
+      band = r / 32;
+      const uint8_t* e = e8m0 + band * K;
+      for (uint64_t k = 0; k < K; ++k) mult[k] = mx_exp2f_rcp(e[k]);
+    }
+    cast_run_mul<F>(x + off, len, mult.data() + c, out + off);
   });
 }
 
 template <Format F, typename In>
 FPG_CPU_CLONES void fused_impl(MxRule rule, uint64_t start, uint64_t count, const In* x, float* amax,
                                uint8_t* e8m0, uint8_t* out) {
-  // K % 32 == 0, so blocks are 32 consecutive flat elements and cell = flat index / 32.
-  uint8_t* e = e8m0 + start / 32;
-  float* a = amax ? amax + start / 32 : nullptr;
-  for (uint64_t off = 0; off < count; off += 32) {
-    const float m = amax_of(x + off, 32);
-    if (a) { *a = amax_fold(*a, m); ++a; }
-    const uint8_t s = mx_scale(m, F, rule);
-    *e++ = s;
-    cast_run<F>(x + off, 32, mx_exp2f_rcp(s), out + off);
+  // K % 32 == 0, so blocks are 32 consecutive flat elements and cell = flat index / 32. Groups of
+  // 8 blocks: the amaxes, then the scales, then the casts, so each phase runs as a tight loop.
+  constexpr uint64_t G = 8;
+  const uint64_t blocks = count / 32, first = start / 32;
+  for (uint64_t b0 = 0; b0 < blocks; b0 += G) {
+    const uint64_t nb = blocks - b0 < G ? blocks - b0 : G;
+    float m[G];
+    float mult[G];
+    for (uint64_t b = 0; b < nb; ++b) m[b] = amax_of(x + (b0 + b) * 32, 32);
+    for (uint64_t b = 0; b < nb; ++b) {
+      const uint8_t s = mx_scale(m[b], F, rule);
+      e8m0[first + b0 + b] = s;
+      mult[b] = mx_exp2f_rcp(s);
+      if (amax) amax[first + b0 + b] = amax_fold(amax[first + b0 + b], m[b]);
+    }
+    for (uint64_t b = 0; b < nb; ++b) cast_run<F>(x + (b0 + b) * 32, 32, mult[b], out + (b0 + b) * 32);
   }
 }
 

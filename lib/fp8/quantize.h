@@ -43,6 +43,12 @@ QuantizedTensor quantize_tensor(const Recipe& r, Input in, const std::vector<uin
                                 const void* values, std::string_view name = {},
                                 const QuantizeOptions& opt = {});
 
+// The core of quantize_tensor, into the caller's buffers (numel bytes each: out when the plan has
+// rowwise data, out_col when it has MX columnwise data), e.g. straight into an output file mapping.
+// amax and scales are overwritten with the plan's grids.
+void quantize_into(const Plan& p, const void* values, uint8_t* out, uint8_t* out_col, AmaxGrid& amax,
+                   Scales& scales, const QuantizeOptions& opt = {});
+
 // The inverse from the stored pair (data, scale_inv bytes in the layout above) to fp32.
 std::vector<float> dequantize_tensor(const Recipe& r, const std::vector<uint64_t>& shape, const uint8_t* data,
                                      const uint8_t* scale_inv, std::string_view name = {});

@@ -54,9 +54,13 @@ FPG_HD uint8_t mx_e8m0_floor(float amax, Format f) {
 // The multiplier 2^(127-e) that takes x to the FP8 grid of the block (TE exp2f_rcp): bits
 // (254-e)<<23, except e=254 -> 2^-127 (0x00400000, an fp32 subnormal), e=255 -> NaN, and e=0 ->
 // 2^127. x * exp2f_rcp(e) is exactly x / 2^(e-127), so the FLOOR rule's RNE(x/X) uses it too.
+// Written with masks, not selects, so that the per-element use in the columnwise cast vectorises.
 FPG_HD float mx_exp2f_rcp(uint8_t e) {
-  const uint32_t b = e == 0xFFu ? 0x7FC00000u : e == 0xFEu ? 0x00400000u : (254u - e) << 23;
-  return bits_float(b);
+  const uint32_t u = e;
+  const uint32_t is254 = 0u - (((u ^ 0xFEu) - 1u) >> 31);  // all ones when e == 254
+  const uint32_t is255 = 0u - (((u ^ 0xFFu) - 1u) >> 31);  // all ones when e == 255
+  const uint32_t normal = ((254u - u) << 23) & ~(is254 | is255);
+  return bits_float(normal | (0x00400000u & is254) | (0x7FC00000u & is255));
 }
 
 // Dequantisation factor 2^(e-127) (notes §4.5): e=0 -> 2^-127, e=255 -> NaN.

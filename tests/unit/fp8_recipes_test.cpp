@@ -199,6 +199,10 @@ TEST_CASE("fp8 mxfp8: notes 4.2 table under floor and rceil", "[fp8]") {
   CHECK(float_bits(mx_exp2f_rcp(127)) == 0x3F800000u);
   CHECK(float_bits(mx_exp2f_rcp(254)) == 0x00400000u);  // 2^-127
   CHECK(std::isnan(mx_exp2f_rcp(255)));
+  for (int e = 0; e < 254; ++e) {
+    REQUIRE(mx_exp2f_rcp(static_cast<uint8_t>(e)) == std::ldexp(1.0f, 127 - e));
+    REQUIRE(mx_exp2f_rcp(static_cast<uint8_t>(e)) * mx_scale_value(static_cast<uint8_t>(e)) == 1.0f);
+  }
 
   // Elements: amax 1 -> 256 = 0x78 (both); 448 -> 0x7E; 480 -> floor saturates 0x7E, rceil 240 = 0x77.
   const auto first_byte = [](float amax, MxRule rule) {
