@@ -1,0 +1,80 @@
+#include "formats/safetensors/fs_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+
+namespace fpg::safetensors {
+
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return {".", path};
+  if (slash == 0) return {"/", path.substr(1)};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir == ".") return name;
+  if (dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+void pwrite_all(int fd, const std::string& path, uint64_t offset, const void* data, uint64_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pwrite(fd, p + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
+      throw FormatError(path + ": write of bytes [" + std::to_string(offset + done) + ", " +
+                        std::to_string(offset + size) + ") failed: " + std::strerror(e));
+    }
+    done += static_cast<uint64_t>(n);
+  }
+}
+
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw FormatError(dir + ": cannot open directory to fsync: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  // Some filesystems cannot fsync a directory (EINVAL); there is nothing more to make durable.
+  if (rc != 0 && e != EINVAL) throw FormatError(dir + ": directory fsync failed: " + std::strerror(e));
+}
+
+void write_file_atomic(const std::string& path, const std::string& contents) {
+  const auto [dir, base] = split_path(path);
+  std::random_device rd;
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    tmp = join_path(dir, "." + base + ".tmp-" + std::to_string(rd()) + std::to_string(rd()));
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && (errno != EEXIST || attempt >= 16))
+      throw FormatError(path + ": cannot create a temporary file in " + dir + ": " +
+                        std::strerror(errno));
+  }
+  try {
+    pwrite_all(fd, tmp, 0, contents.data(), contents.size());
+    if (::fsync(fd) != 0) throw FormatError(tmp + ": fsync failed: " + std::strerror(errno));
+    const int rc = ::close(fd);
+    fd = -1;
+    if (rc != 0) throw FormatError(tmp + ": close failed: " + std::strerror(errno));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      throw FormatError(path + ": cannot rename " + tmp + " into place: " + std::strerror(errno));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  fsync_directory(dir);
+}
+
+}  // namespace fpg::safetensors

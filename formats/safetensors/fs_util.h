@@ -1,0 +1,24 @@
+// Small POSIX file helpers shared by the safetensors writer and the index writer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace fpg::safetensors {
+
+// ("dir", "name") of a path; dir is "." for a bare name.
+std::pair<std::string, std::string> split_path(const std::string& path);
+std::string join_path(const std::string& dir, const std::string& name);
+
+// pwrite until done (short writes, EINTR); throws fpg::FormatError naming `path` and the range.
+void pwrite_all(int fd, const std::string& path, uint64_t offset, const void* data, uint64_t size);
+
+// fsync of a directory, so a rename into it survives a crash; throws fpg::FormatError.
+void fsync_directory(const std::string& dir);
+
+// Writes `contents` to `path` atomically: temporary file in the same directory, fsync, rename,
+// fsync of the directory. Throws fpg::FormatError; never leaves the temporary file behind.
+void write_file_atomic(const std::string& path, const std::string& contents);
+
+}  // namespace fpg::safetensors
