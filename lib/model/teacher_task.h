@@ -6,6 +6,9 @@
 // (NetworkCompute, the student's own code). So micro-batch i is a pure function of (seed, B, i):
 // DP rank r at step t with A accumulation steps draws micro_batch_index(t, N, r, A, a), and a DP=1
 // run accumulating N·A micro-batches per step draws exactly the same ones.
+//
+// What learns (AdamW, weight decay 1e-2, micro-batch 32, fp32, held-out loss): tiny at lr 1e-3..3e-3
+// falls from 1.11 to 0.15..0.11 in 200 steps; small at lr 1e-3 from 1.02 to 0.35 (3e-3 is slower there).
 #pragma once
 
 #include <cstdint>
