@@ -9,10 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/float_codec.h"
 #include "core/hostdevice.h"
 #include "fp8/simd.h"
+#include "fp8/source.h"
 
 namespace fpg {
 namespace fp8 {
@@ -39,49 +41,53 @@ FPG_HD float amax_fold(float acc, float x) {
 
 // ---- host loops (written so that -O2/-O3 vectorise them without -ffast-math) ---------------------
 
-FPG_FORCE_INLINE float amax_of(const float* x, size_t n) {
-  int32_t m = 0;  // keys are < 2^31: a signed max is the same and vectorises on plain SSE2
-  for (size_t i = 0; i < n; ++i) {
+// Ordering key of |load(x)| for each source, as an int (keys are < 2^31).
+template <class S>
+FPG_FORCE_INLINE int32_t source_key(typename S::T x) {
+  if constexpr (std::is_same<S, SrcF32>::value) {
     uint32_t u;
-    memcpy(&u, x + i, 4);
-    int32_t a = static_cast<int32_t>(u & 0x7FFFFFFFu);
-    a = a > 0x7F800000 ? 0 : a;
-    m = a > m ? a : m;
+    memcpy(&u, &x, 4);
+    const int32_t a = static_cast<int32_t>(u & 0x7FFFFFFFu);
+    return a > 0x7F800000 ? 0 : a;
+  } else {
+    // bf16 bits, as stored or from RNE of fp32; max over bf16 keys of the bf16-rounded values is
+    // bf16(max) (rounding is monotonic), so this is the amax of what gets quantized.
+    uint16_t b;
+    if constexpr (std::is_same<S, SrcBf16>::value) b = x;
+    else b = S::bits(x);
+    const int32_t a = b & 0x7FFF;
+    return a > 0x7F80 ? 0 : a << 16;
   }
-  return bits_float(static_cast<uint32_t>(m));
 }
 
-FPG_FORCE_INLINE float amax_of(const uint16_t* x, size_t n) {
-  int16_t m = 0;  // bf16 keys are < 2^15
-  for (size_t i = 0; i < n; ++i) {
-    int16_t a = static_cast<int16_t>(x[i] & 0x7FFF);
-    a = a > 0x7F80 ? int16_t{0} : a;
-    m = a > m ? a : m;
+template <class S>
+FPG_FORCE_INLINE float amax_of(const typename S::T* x, size_t n) {
+  if constexpr (std::is_same<S, SrcBf16>::value) {
+    int16_t m = 0;  // 16-bit lanes: twice the width of the generic loop
+    for (size_t i = 0; i < n; ++i) {
+      int16_t a = static_cast<int16_t>(x[i] & 0x7FFF);
+      a = a > 0x7F80 ? int16_t{0} : a;
+      m = a > m ? a : m;
+    }
+    return float_from_bf16(static_cast<uint16_t>(m));
+  } else {
+    int32_t m = 0;  // a signed max is the same and vectorises on plain SSE2
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t a = source_key<S>(x[i]);
+      m = a > m ? a : m;
+    }
+    return bits_float(static_cast<uint32_t>(m));
   }
-  return float_from_bf16(static_cast<uint16_t>(m));
 }
 
 // dst[i] = max(dst[i], |x[i]|): the columnwise (32x1 block) amax, one grid row per 32 tensor rows.
 // dst holds amaxes (non-negative, no NaN), so its bits are its keys.
-FPG_FORCE_INLINE void amax_fold_into(float* dst, const float* x, size_t n) {
+template <class S>
+FPG_FORCE_INLINE void amax_fold_into(float* dst, const typename S::T* x, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    uint32_t u, d;
-    memcpy(&u, x + i, 4);
-    memcpy(&d, dst + i, 4);
-    int32_t a = static_cast<int32_t>(u & 0x7FFFFFFFu);
-    a = a > 0x7F800000 ? 0 : a;
-    const int32_t di = static_cast<int32_t>(d);
-    const uint32_t r = static_cast<uint32_t>(a > di ? a : di);
-    memcpy(dst + i, &r, 4);
-  }
-}
-
-FPG_FORCE_INLINE void amax_fold_into(float* dst, const uint16_t* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    int32_t a = x[i] & 0x7FFF;
-    a = a > 0x7F80 ? 0 : a << 16;
     uint32_t d;
     memcpy(&d, dst + i, 4);
+    const int32_t a = source_key<S>(x[i]);
     const int32_t di = static_cast<int32_t>(d);
     const uint32_t r = static_cast<uint32_t>(a > di ? a : di);
     memcpy(dst + i, &r, 4);

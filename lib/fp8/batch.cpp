@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fp8/amax.h"
+#include "fp8/source.h"
 
 namespace fpg {
 namespace fp8 {
@@ -30,7 +31,7 @@ std::vector<Piece> split(const FragmentJob* jobs, size_t n) {
 }
 
 const void* advance(const Plan& p, const void* in, uint64_t elements) {
-  const size_t size = p.input == Input::f32 ? 4 : 2;
+  const size_t size = input_size(p.input);
   return static_cast<const uint8_t*>(in) + elements * size;
 }
 

@@ -9,20 +9,20 @@ namespace fpg {
 namespace fp8 {
 namespace {
 
-template <typename In>
-FPG_CPU_CLONES void amax_impl(GridMap g, uint64_t K, uint64_t start, uint64_t count, const In* x, float* grid,
-                              uint64_t base) {
+template <class S>
+FPG_CPU_CLONES void amax_impl(GridMap g, uint64_t K, uint64_t start, uint64_t count, const typename S::T* x,
+                              float* grid, uint64_t base) {
   for_each_cell_run(g, K, start, count, [&](uint64_t off, uint64_t len, uint64_t cell) {
     float& a = grid[cell - base];
-    a = amax_fold(a, amax_of(x + off, len));
+    a = amax_fold(a, amax_of<S>(x + off, len));
   });
 }
 
-template <Format F, typename In>
-FPG_CPU_CLONES void cast_impl(GridMap g, uint64_t K, uint64_t start, uint64_t count, const In* x,
+template <Format F, class S>
+FPG_CPU_CLONES void cast_impl(GridMap g, uint64_t K, uint64_t start, uint64_t count, const typename S::T* x,
                               const float* scale, uint8_t* out) {
   for_each_cell_run(g, K, start, count, [&](uint64_t off, uint64_t len, uint64_t cell) {
-    cast_run<F>(x + off, len, scale[cell], out + off);
+    cast_run<F, S>(x + off, len, scale[cell], out + off);
   });
 }
 
@@ -31,16 +31,18 @@ FPG_CPU_CLONES void cast_impl(GridMap g, uint64_t K, uint64_t start, uint64_t co
 void blockwise_partial_amax(const Plan& p, uint64_t start, uint64_t count, const void* in, float* grid,
                             uint64_t grid_base) {
   const GridMap g = grid_map(p);
-  if (p.input == Input::f32) amax_impl(g, p.K, start, count, static_cast<const float*>(in), grid, grid_base);
-  else amax_impl(g, p.K, start, count, static_cast<const uint16_t*>(in), grid, grid_base);
+  dispatch_source(p.input, [&](auto src) {
+    using S = decltype(src);
+    amax_impl<S>(g, p.K, start, count, static_cast<const typename S::T*>(in), grid, grid_base);
+  });
 }
 
 void blockwise_cast(const Plan& p, const float* scale, uint64_t start, uint64_t count, const void* in,
                     uint8_t* out) {
   const GridMap g = grid_map(p);
-  dispatch(p.recipe.format, p.input, [&](auto ft, auto it) {
-    using In = typename decltype(it)::type;
-    cast_impl<decltype(ft)::value>(g, p.K, start, count, static_cast<const In*>(in), scale, out);
+  dispatch(p.recipe.format, p.input, [&](auto ft, auto src) {
+    using S = decltype(src);
+    cast_impl<decltype(ft)::value, S>(g, p.K, start, count, static_cast<const typename S::T*>(in), scale, out);
   });
 }
 

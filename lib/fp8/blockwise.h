@@ -12,9 +12,9 @@ namespace fpg {
 namespace fp8 {
 
 // The tensorwise rule, except that an inf scale (tiny amax) becomes the input type's max: FLT_MAX
-// for fp32 input, bf16 max (0x7F7F) for bf16 input (TE value_for_inf, notes §3.1, TE#786).
+// for fp32 input, bf16 max (0x7F7F) for bf16-valued input (TE value_for_inf, notes §3.1, TE#786).
 FPG_HD float blockwise_scale(float amax, Format f, bool pow2, float epsilon, Input in) {
-  const float inf_value = in == Input::bf16 ? bits_float(kBf16MaxBits) : kFloatMax;
+  const float inf_value = in == Input::f32 ? kFloatMax : bits_float(kBf16MaxBits);
   return scale_from_amax(amax, format_max(f), pow2, epsilon, inf_value);
 }
 

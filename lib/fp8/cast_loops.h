@@ -1,7 +1,7 @@
-// The inner loops of every recipe: contiguous runs of high-precision values (fp32, or bf16 raw
-// bits) multiplied by an fp32 scale and encoded with the branch-free satfinite encoders of
-// format.h, and the matching decode loops. Templates on the format and the input type, so that
-// each loop body is a straight line that the compiler vectorises.
+// The inner loops of every recipe: contiguous runs of high-precision values (read through a source
+// policy of source.h) multiplied by an fp32 scale and encoded with the branch-free satfinite
+// encoders of format.h, and the matching decode loops. Templates on the format and the source, so
+// that each loop body is a straight line that the compiler vectorises.
 #pragma once
 
 #include <cstddef>
@@ -13,12 +13,10 @@
 #include "fp8/recipe.h"
 #include "fp8/scale_rules.h"
 #include "fp8/simd.h"
+#include "fp8/source.h"
 
 namespace fpg {
 namespace fp8 {
-
-FPG_HD float to_f32(float x) { return x; }
-FPG_HD float to_f32(uint16_t bf16) { return float_from_bf16(bf16); }
 
 template <Format F>
 FPG_HD uint8_t encode(float x) {
@@ -29,44 +27,25 @@ FPG_HD uint8_t encode(float x) {
   }
 }
 
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-template <Format F>
-using FormatTag = std::integral_constant<Format, F>;
-
-// Calls fn(FormatTag<F>{}, TypeTag<In>{}) for the runtime format and input type.
-template <class Fn>
-void dispatch(Format f, Input in, Fn&& fn) {
-  if (f == Format::e4m3) {
-    if (in == Input::f32) fn(FormatTag<Format::e4m3>{}, TypeTag<float>{});
-    else fn(FormatTag<Format::e4m3>{}, TypeTag<uint16_t>{});
-  } else {
-    if (in == Input::f32) fn(FormatTag<Format::e5m2>{}, TypeTag<float>{});
-    else fn(FormatTag<Format::e5m2>{}, TypeTag<uint16_t>{});
-  }
-}
-
 // out[i] = fp8(float(x[i]) * scale): the fp32 multiply, then RNE satfinite. Input and output never
 // overlap (restrict: no run-time alias checks in the short per-block calls).
-template <Format F, typename In>
-FPG_FORCE_INLINE void cast_run(const In* __restrict x, size_t n, float scale, uint8_t* __restrict out) {
-  for (size_t i = 0; i < n; ++i) out[i] = encode<F>(to_f32(x[i]) * scale);
+template <Format F, class S>
+FPG_FORCE_INLINE void cast_run(const typename S::T* __restrict x, size_t n, float scale, uint8_t* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] = encode<F>(S::load(x[i]) * scale);
 }
 
 // MX columnwise: each element has its own E8M0 scale byte (its column's block in this band).
-template <Format F, typename In>
-FPG_FORCE_INLINE void cast_run_e8m0(const In* __restrict x, size_t n, const uint8_t* __restrict e,
+template <Format F, class S>
+FPG_FORCE_INLINE void cast_run_e8m0(const typename S::T* __restrict x, size_t n, const uint8_t* __restrict e,
                                     uint8_t* __restrict out) {
-  for (size_t i = 0; i < n; ++i) out[i] = encode<F>(to_f32(x[i]) * mx_exp2f_rcp(e[i]));
+  for (size_t i = 0; i < n; ++i) out[i] = encode<F>(S::load(x[i]) * mx_exp2f_rcp(e[i]));
 }
 
 // out[i] = fp8(float(x[i]) * mult[i]): a per-element multiplier row (MX columnwise, cached per band).
-template <Format F, typename In>
-FPG_FORCE_INLINE void cast_run_mul(const In* __restrict x, size_t n, const float* __restrict mult,
+template <Format F, class S>
+FPG_FORCE_INLINE void cast_run_mul(const typename S::T* __restrict x, size_t n, const float* __restrict mult,
                                    uint8_t* __restrict out) {
-  for (size_t i = 0; i < n; ++i) out[i] = encode<F>(to_f32(x[i]) * mult[i]);
+  for (size_t i = 0; i < n; ++i) out[i] = encode<F>(S::load(x[i]) * mult[i]);
 }
 
 // 256-entry decode table, so dequantisation is a lookup and a multiply.

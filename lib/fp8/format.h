@@ -35,7 +35,8 @@ FPG_HD float format_max_rcp(Format f) {
 // integer domain: adding 0x7FFFF + lsb and shifting is RNE, and a carry rolls into the exponent
 // field (448 + 1/2 ulp ties to 0x7E; beyond it the clamp saturates). Subnormal targets
 // (|x| < 2^-6) are rounded by the FPU itself: 2^14 + |x| has an ulp of 2^-9, the E4M3 subnormal
-// quantum, and the add is RNE on the exact value (so no double rounding; x86 SSE does not flush).
+// quantum, and the add is RNE on the exact value (so no double rounding). Flush-to-zero cannot change
+// the result: an fp32-subnormal |x| encodes as 0 either way, and the sum itself is normal.
 FPG_HD uint8_t e4m3_satfinite(float x) {
   const uint32_t u = float_bits(x);
   const uint32_t a = u & 0x7FFFFFFFu;

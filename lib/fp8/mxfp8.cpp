@@ -12,41 +12,41 @@ namespace fpg {
 namespace fp8 {
 namespace {
 
-template <typename In>
-FPG_CPU_CLONES void row_amax_impl(GridMap g, uint64_t K, uint64_t start, uint64_t count, const In* x,
+template <class S>
+FPG_CPU_CLONES void row_amax_impl(GridMap g, uint64_t K, uint64_t start, uint64_t count, const typename S::T* x,
                                   float* grid, uint64_t base) {
   for_each_cell_run(g, K, start, count, [&](uint64_t off, uint64_t len, uint64_t cell) {
     float& a = grid[cell - base];
-    a = amax_fold(a, amax_of(x + off, len));
+    a = amax_fold(a, amax_of<S>(x + off, len));
   });
 }
 
 // One grid row per 32-row band; a row piece folds elementwise into its band's row.
-template <typename In>
-FPG_CPU_CLONES void col_amax_impl(uint64_t K, uint64_t start, uint64_t count, const In* x, float* grid,
-                                  uint64_t base) {
+template <class S>
+FPG_CPU_CLONES void col_amax_impl(uint64_t K, uint64_t start, uint64_t count, const typename S::T* x,
+                                  float* grid, uint64_t base) {
   for_each_row_piece(K, start, count, [&](uint64_t off, uint64_t len, uint64_t r, uint64_t c) {
-    amax_fold_into(grid + ((r / 32) * K + c - base), x + off, len);
+    amax_fold_into<S>(grid + ((r / 32) * K + c - base), x + off, len);
   });
 }
 
-template <Format F, typename In>
-FPG_CPU_CLONES void row_cast_impl(GridMap g, uint64_t K, uint64_t start, uint64_t count, const In* x,
+template <Format F, class S>
+FPG_CPU_CLONES void row_cast_impl(GridMap g, uint64_t K, uint64_t start, uint64_t count, const typename S::T* x,
                                   const uint8_t* e8m0, uint8_t* out) {
   for_each_cell_run(g, K, start, count, [&](uint64_t off, uint64_t len, uint64_t cell) {
-    cast_run<F>(x + off, len, mx_exp2f_rcp(e8m0[cell]), out + off);
+    cast_run<F, S>(x + off, len, mx_exp2f_rcp(e8m0[cell]), out + off);
   });
 }
 
 // Columnwise: each column of a 32-row band has its own scale. When the fragment spans several rows,
 // the band's multipliers are expanded to floats once per band, so the inner loop is a plain
 // multiply-and-encode; short fragments convert the scale bytes per element instead.
-template <Format F, typename In>
-FPG_CPU_CLONES void col_cast_impl(uint64_t K, uint64_t start, uint64_t count, const In* x,
+template <Format F, class S>
+FPG_CPU_CLONES void col_cast_impl(uint64_t K, uint64_t start, uint64_t count, const typename S::T* x,
                                   const uint8_t* e8m0, uint8_t* out) {
   if (count < 4 * K) {
     for_each_row_piece(K, start, count, [&](uint64_t off, uint64_t len, uint64_t r, uint64_t c) {
-      cast_run_e8m0<F>(x + off, len, e8m0 + ((r / 32) * K + c), out + off);
+      cast_run_e8m0<F, S>(x + off, len, e8m0 + ((r / 32) * K + c), out + off);
     });
     return;
   }
@@ -58,12 +58,12 @@ FPG_CPU_CLONES void col_cast_impl(uint64_t K, uint64_t start, uint64_t count, co
       const uint8_t* e = e8m0 + band * K;
       for (uint64_t k = 0; k < K; ++k) mult[k] = mx_exp2f_rcp(e[k]);
     }
-    cast_run_mul<F>(x + off, len, mult.data() + c, out + off);
+    cast_run_mul<F, S>(x + off, len, mult.data() + c, out + off);
   });
 }
 
-template <Format F, typename In>
-FPG_CPU_CLONES void fused_impl(MxRule rule, uint64_t start, uint64_t count, const In* x, float* amax,
+template <Format F, class S>
+FPG_CPU_CLONES void fused_impl(MxRule rule, uint64_t start, uint64_t count, const typename S::T* x, float* amax,
                                uint8_t* e8m0, uint8_t* out) {
   // K % 32 == 0, so blocks are 32 consecutive flat elements and cell = flat index / 32. Groups of
   // 8 blocks: the amaxes, then the scales, then the casts, so each phase runs as a tight loop.
@@ -73,14 +73,14 @@ FPG_CPU_CLONES void fused_impl(MxRule rule, uint64_t start, uint64_t count, cons
     const uint64_t nb = blocks - b0 < G ? blocks - b0 : G;
     float m[G];
     float mult[G];
-    for (uint64_t b = 0; b < nb; ++b) m[b] = amax_of(x + (b0 + b) * 32, 32);
+    for (uint64_t b = 0; b < nb; ++b) m[b] = amax_of<S>(x + (b0 + b) * 32, 32);
     for (uint64_t b = 0; b < nb; ++b) {
       const uint8_t s = mx_scale(m[b], F, rule);
       e8m0[first + b0 + b] = s;
       mult[b] = mx_exp2f_rcp(s);
       if (amax) amax[first + b0 + b] = amax_fold(amax[first + b0 + b], m[b]);
     }
-    for (uint64_t b = 0; b < nb; ++b) cast_run<F>(x + (b0 + b) * 32, 32, mult[b], out + (b0 + b) * 32);
+    for (uint64_t b = 0; b < nb; ++b) cast_run<F, S>(x + (b0 + b) * 32, 32, mult[b], out + (b0 + b) * 32);
   }
 }
 
@@ -88,27 +88,23 @@ FPG_CPU_CLONES void fused_impl(MxRule rule, uint64_t start, uint64_t count, cons
 
 void mx_partial_amax(const Plan& p, uint64_t start, uint64_t count, const void* in, float* row,
                      uint64_t row_base, float* col, uint64_t col_base) {
-  const bool f32 = p.input == Input::f32;
-  if (p.has_rowwise() && row) {
-    const GridMap g = grid_map(p);
-    if (f32) row_amax_impl(g, p.K, start, count, static_cast<const float*>(in), row, row_base);
-    else row_amax_impl(g, p.K, start, count, static_cast<const uint16_t*>(in), row, row_base);
-  }
-  if (p.has_columnwise() && col) {
-    if (f32) col_amax_impl(p.K, start, count, static_cast<const float*>(in), col, col_base);
-    else col_amax_impl(p.K, start, count, static_cast<const uint16_t*>(in), col, col_base);
-  }
+  dispatch_source(p.input, [&](auto src) {
+    using S = decltype(src);
+    const typename S::T* x = static_cast<const typename S::T*>(in);
+    if (p.has_rowwise() && row) row_amax_impl<S>(grid_map(p), p.K, start, count, x, row, row_base);
+    if (p.has_columnwise() && col) col_amax_impl<S>(p.K, start, count, x, col, col_base);
+  });
 }
 
 void mx_cast(const Plan& p, const uint8_t* e8m0_row, const uint8_t* e8m0_col, uint64_t start,
              uint64_t count, const void* in, uint8_t* out_row, uint8_t* out_col) {
   const GridMap g = grid_map(p);
-  dispatch(p.recipe.format, p.input, [&](auto ft, auto it) {
-    using In = typename decltype(it)::type;
+  dispatch(p.recipe.format, p.input, [&](auto ft, auto src) {
+    using S = decltype(src);
     constexpr Format F = decltype(ft)::value;
-    const In* x = static_cast<const In*>(in);
-    if (p.has_rowwise() && out_row) row_cast_impl<F>(g, p.K, start, count, x, e8m0_row, out_row);
-    if (p.has_columnwise() && out_col) col_cast_impl<F>(p.K, start, count, x, e8m0_col, out_col);
+    const typename S::T* x = static_cast<const typename S::T*>(in);
+    if (p.has_rowwise() && out_row) row_cast_impl<F, S>(g, p.K, start, count, x, e8m0_row, out_row);
+    if (p.has_columnwise() && out_col) col_cast_impl<F, S>(p.K, start, count, x, e8m0_col, out_col);
   });
 }
 
@@ -116,9 +112,9 @@ void mx_quantize_rowwise_fused(const Plan& p, uint64_t start, uint64_t count, co
                                float* amax_row, uint8_t* e8m0_row, uint8_t* out_row) {
   if (!p.has_rowwise() || start % 32 != 0 || count % 32 != 0)
     throw InternalError("mx_quantize_rowwise_fused needs a rowwise plan and a 32-aligned fragment");
-  dispatch(p.recipe.format, p.input, [&](auto ft, auto it) {
-    using In = typename decltype(it)::type;
-    fused_impl<decltype(ft)::value>(p.recipe.mx_rule, start, count, static_cast<const In*>(in), amax_row,
+  dispatch(p.recipe.format, p.input, [&](auto ft, auto src) {
+    using S = decltype(src);
+    fused_impl<decltype(ft)::value, S>(p.recipe.mx_rule, start, count, static_cast<const typename S::T*>(in), amax_row,
                                     e8m0_row, out_row);
   });
 }

@@ -7,6 +7,7 @@
 #include "fp8/batch.h"
 #include "fp8/delayed.h"
 #include "fp8/mxfp8.h"
+#include "fp8/source.h"
 
 namespace fpg {
 namespace fp8 {
@@ -55,7 +56,7 @@ void quantize_into(const Plan& p, const void* values, uint8_t* out, uint8_t* out
     scales.e8m0.resize(p.grid.size());
     const uint64_t rows_per_slab = std::max<uint64_t>(1, (uint64_t{1} << 18) / std::max<uint64_t>(p.K, 1));
     const uint64_t slabs = p.K ? (p.M + rows_per_slab - 1) / rows_per_slab : 0;
-    const size_t esize = p.input == Input::f32 ? 4 : 2;
+    const size_t esize = input_size(p.input);
     pool.parallel_for(slabs, [&](size_t s) {
       const uint64_t start = s * rows_per_slab * p.K;
       const uint64_t count = std::min(rows_per_slab * p.K, n - start);

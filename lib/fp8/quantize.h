@@ -37,7 +37,8 @@ struct QuantizeOptions {
   std::optional<float> scale;              // per-tensor scale to cast with (delayed scaling: required)
 };
 
-// Quantizes a whole tensor of `shape` from `values` (fp32, or bf16 raw bits, per `in`). Throws
+// Quantizes a whole tensor of `shape` from `values` (fp32, bf16 raw bits, or fp32 read as bf16, per
+// `in`). Throws
 // UsageError naming `name` when the recipe cannot take the shape.
 QuantizedTensor quantize_tensor(const Recipe& r, Input in, const std::vector<uint64_t>& shape,
                                 const void* values, std::string_view name = {},

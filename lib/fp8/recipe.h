@@ -24,7 +24,8 @@ enum class Scaling : uint8_t {
 };
 
 enum class MxRule : uint8_t { rceil, floor };  // notes §4.2: TE/cuBLAS round-up, OCP/torchao floor
-enum class Input : uint8_t { f32, bf16 };      // element type of the high-precision values (bf16: raw bits)
+// The high-precision values: fp32, bf16 (raw bits), or fp32 rounded to bf16 first (fp8/source.h).
+enum class Input : uint8_t { f32, bf16, f32_as_bf16 };
 
 struct Recipe {
   Scaling scaling = Scaling::tensorwise;

@@ -55,6 +55,8 @@ FPG_HD uint8_t mx_e8m0_floor(float amax, Format f) {
 // (254-e)<<23, except e=254 -> 2^-127 (0x00400000, an fp32 subnormal), e=255 -> NaN, and e=0 ->
 // 2^127. x * exp2f_rcp(e) is exactly x / 2^(e-127), so the FLOOR rule's RNE(x/X) uses it too.
 // Written with masks, not selects, so that the per-element use in the columnwise cast vectorises.
+// e=254 gives an fp32 subnormal: a kernel that flushes denormals (CUDA -ftz, x86 DAZ) would turn an
+// inf block's inf into NaN instead of 448, so these casts must run without flushing.
 FPG_HD float mx_exp2f_rcp(uint8_t e) {
   const uint32_t u = e;
   const uint32_t is254 = 0u - (((u ^ 0xFEu) - 1u) >> 31);  // all ones when e == 254

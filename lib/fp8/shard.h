@@ -13,7 +13,8 @@
 // which is exactly the single fragment [0, numel) (tests/unit/fp8_shard_test.cpp).
 //
 // `in` always points at the fragment's first value (element `start` of the tensor), in the plan's
-// input type (fp32, or bf16 raw bits); `out`/`out_col` at the fragment's first output byte.
+// input type (fp32, bf16 raw bits, or fp32 read as bf16(x)); `out`/`out_col` at the fragment's
+// first output byte.
 #pragma once
 
 #include <cstdint>

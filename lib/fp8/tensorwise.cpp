@@ -8,14 +8,14 @@ namespace fpg {
 namespace fp8 {
 namespace {
 
-template <typename In>
-FPG_CPU_CLONES float amax_impl(const In* x, uint64_t n) {
-  return amax_of(x, n);
+template <class S>
+FPG_CPU_CLONES float amax_impl(const typename S::T* x, uint64_t n) {
+  return amax_of<S>(x, n);
 }
 
-template <Format F, typename In>
-FPG_CPU_CLONES void cast_impl(const In* x, uint64_t n, float scale, uint8_t* out) {
-  cast_run<F>(x, n, scale, out);
+template <Format F, class S>
+FPG_CPU_CLONES void cast_impl(const typename S::T* x, uint64_t n, float scale, uint8_t* out) {
+  cast_run<F, S>(x, n, scale, out);
 }
 
 FPG_CPU_CLONES void dequant_impl(const DecodeTable& t, const uint8_t* q, uint64_t n, float scale_inv,
@@ -26,14 +26,18 @@ FPG_CPU_CLONES void dequant_impl(const DecodeTable& t, const uint8_t* q, uint64_
 }  // namespace
 
 float amax_contiguous(Input in, const void* x, uint64_t n) {
-  return in == Input::f32 ? amax_impl(static_cast<const float*>(x), n)
-                          : amax_impl(static_cast<const uint16_t*>(x), n);
+  float a = 0.0f;
+  dispatch_source(in, [&](auto src) {
+    using S = decltype(src);
+    a = amax_impl<S>(static_cast<const typename S::T*>(x), n);
+  });
+  return a;
 }
 
 void cast_contiguous(Format f, Input in, const void* x, uint64_t n, float scale, uint8_t* out) {
-  dispatch(f, in, [&](auto ft, auto it) {
-    using In = typename decltype(it)::type;
-    cast_impl<decltype(ft)::value>(static_cast<const In*>(x), n, scale, out);
+  dispatch(f, in, [&](auto ft, auto src) {
+    using S = decltype(src);
+    cast_impl<decltype(ft)::value, S>(static_cast<const typename S::T*>(x), n, scale, out);
   });
 }
 

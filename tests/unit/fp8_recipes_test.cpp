@@ -38,6 +38,9 @@ TEST_CASE("fp8 amax ignores NaN and combines by max", "[fp8]") {
   CHECK(amax_contiguous(Input::f32, with_inf.data(), 3) == inf);
   std::vector<uint16_t> b = {0xFFC1, 0xC000 /* -2 */, 0x3F80 /* 1 */, 0x7F81};
   CHECK(amax_contiguous(Input::bf16, b.data(), b.size()) == 2.0f);
+  // fp32 read as bf16(fp32): the amax of the rounded values; NaN still ignored.
+  std::vector<float> r = {1.00390625f /* ties to 1.0 */, -1.01171875f /* rounds to -1.015625 */, nan};
+  CHECK(amax_contiguous(Input::f32_as_bf16, r.data(), r.size()) == 1.015625f);
   CHECK(amax_fold(nan, 1.0f) == 1.0f);
   CHECK(amax_fold(1.0f, nan) == 1.0f);
   CHECK(amax_fold(1.0f, -3.0f) == 3.0f);
@@ -175,6 +178,7 @@ TEST_CASE("fp8 blockwise: notes 3.3 example, shapes, edge rules", "[fp8]") {
   CHECK(blockwise_scale(1e-39f, Format::e4m3, false, 0.0f, Input::f32) == kFloatMax);
   CHECK(float_bits(blockwise_scale(1e-39f, Format::e4m3, false, 0.0f, Input::bf16)) == 0x7F7F0000u);
   CHECK(blockwise_scale(1e-39f, Format::e4m3, true, 0.0f, Input::bf16) == 0x1p127f);
+  CHECK(float_bits(blockwise_scale(1e-39f, Format::e4m3, false, 0.0f, Input::f32_as_bf16)) == 0x7F7F0000u);
 }
 
 TEST_CASE("fp8 mxfp8: notes 4.2 table under floor and rceil", "[fp8]") {

@@ -109,7 +109,7 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 
 std::string describe(const Recipe& r, Input in, const std::vector<uint64_t>& shape, size_t frags) {
   std::string s = std::string(scaling_name(r.scaling)) + " " + std::string(format_name(r.format)) +
-                  (in == Input::f32 ? " f32" : " bf16") + (r.pow2 ? " pow2" : "") +
+                  (in == Input::f32 ? " f32" : in == Input::bf16 ? " bf16" : " f32_as_bf16") + (r.pow2 ? " pow2" : "") +
                   (r.scaling == Scaling::mxfp8 ? std::string(" ") + std::string(mx_rule_name(r.mx_rule)) +
                                                      (r.mx_rowwise ? " row" : "") + (r.mx_columnwise ? " col" : "")
                                                : "") +
@@ -127,21 +127,30 @@ TEST_CASE("fp8 sharded quantization equals full-tensor quantization", "[fp8][sha
   for (int round = 0; round < 10; ++round)
     for (Format f : {Format::e4m3, Format::e5m2})
       for (const Recipe& r : all_recipes(f))
-        for (Input in : {Input::f32, Input::bf16}) {
+        for (Input in : {Input::f32, Input::bf16, Input::f32_as_bf16}) {
           const std::vector<uint64_t> shape = make_shape(rng, r);
           const Plan p = make_plan(r, in, shape);
           const uint64_t n = p.numel();
           const std::vector<float> vals = make_values(rng, n, round % 2 == 1);
           std::vector<uint16_t> bf(n);
           for (uint64_t i = 0; i < n; ++i) bf[i] = bf16_from_float(vals[i]);
-          const void* x = in == Input::f32 ? static_cast<const void*>(vals.data()) : bf.data();
-          const size_t esize = in == Input::f32 ? 4 : 2;
+          const void* x = in == Input::bf16 ? static_cast<const void*>(bf.data()) : vals.data();
+          const size_t esize = in == Input::bf16 ? 2 : 4;
           const auto at = [&](uint64_t i) { return static_cast<const uint8_t*>(x) + i * esize; };
           QuantizeOptions opt;
           if (r.scaling == Scaling::delayed) opt.scale = 0x1p-3f * static_cast<float>(1 + rng.below(100));
 
           // The reference: the whole tensor (MX rowwise takes its fused one-pass path).
           const QuantizedTensor full = quantize_tensor(r, in, shape, x, "t", opt);
+          if (in == Input::f32_as_bf16) {
+            // fp32 rounded on the fly is exactly the stored-bf16 quantization of bf16(values).
+            const QuantizedTensor via = quantize_tensor(r, Input::bf16, shape, bf.data(), "t", opt);
+            REQUIRE(same_bits(via.amax.row, full.amax.row));
+            REQUIRE(same_bits(via.amax.col, full.amax.col));
+            REQUIRE(via.data == full.data);
+            REQUIRE(via.data_col == full.data_col);
+            REQUIRE(via.scale_inv == full.scale_inv);
+          }
           const std::vector<uint64_t> cuts = make_cuts(rng, n, p.K);
           INFO(describe(r, in, shape, cuts.size() - 1));
 
@@ -201,7 +210,7 @@ TEST_CASE("fp8 sharded quantization equals full-tensor quantization", "[fp8][sha
           REQUIRE(bcol == full.data_col);
           ++cases;
         }
-  CHECK(cases == 10 * 2 * 14 * 2);
+  CHECK(cases == 10 * 2 * 14 * 3);
 }
 
 TEST_CASE("fp8 batched quantization splits large fragments across threads", "[fp8][shard]") {
