@@ -12,8 +12,6 @@
 namespace fpg::safetensors {
 namespace {
 
-using Json = nlohmann::ordered_json;  // keeps header order, which breaks ties between offsets
-
 std::string range_string(uint64_t begin, uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
 }
@@ -71,7 +69,7 @@ void Reader::parse() {
   if (n >= 3 && std::memcmp(text, "\xEF\xBB\xBF", 3) == 0)
     throw fail("header starts with a byte-order mark, which is not valid JSON here");
 
-  const Json header = parse_strict_json(f, "header", text, n);
+  const nlohmann::json header = parse_strict_json(f, "header", text, n);
   if (!header.is_object()) throw fail("header is JSON but not an object");
 
   tensors_.clear();
@@ -141,7 +139,8 @@ void Reader::parse() {
     tensors_.push_back(std::move(t));
   }
 
-  // File order; the stable sort keeps header order between equal ranges (empty tensors).
+  // File order. Equal ranges (empty tensors) stay in name order, the order of the parsed object;
+  // the reference leaves them in hash order, so no writer can rely on any order there.
   std::stable_sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return std::make_pair(a.begin, a.end) < std::make_pair(b.begin, b.end);
   });

@@ -18,54 +18,80 @@ struct Reject {
 
 }  // namespace
 
-nlohmann::ordered_json parse_strict_json(const std::string& file, const std::string& what,
-                                         const char* text, size_t size) {
-  using Json = nlohmann::ordered_json;
+namespace {
+
+// Pass one: a SAX walk that builds nothing and checks what the DOM parser cannot (repeated keys,
+// depth). nlohmann's callback parser could do it in one pass, but it rescans the parent object after
+// every closed value: quadratic in the number of tensors (minutes for a 100k-tensor header).
+class Checker : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit Checker(const std::string& what) : what_(what) {}
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    objects_.push_back({{}, objects_.empty() ? std::string() : objects_.back().last, {}});
+    return push();
+  }
+  bool key(string_t& k) override {
+    Frame& f = objects_.back();
+    f.last = k;
+    if (!f.keys.insert(k).second)
+      throw Reject{objects_.size() == 1
+                       ? what_ + " declares " + quote_name(k) + " twice"
+                       : what_ + ": key " + quote_name(k) + " appears twice in the entry " +
+                             quote_name(f.parent)};
+    return true;
+  }
+  bool end_object() override {
+    objects_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override { return push(); }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    throw Reject{what_ + " is not valid JSON: " + e.what()};
+  }
+
+ private:
   struct Frame {
     std::set<std::string> keys;
     std::string parent;  // the key this object is the value of ("" for the root)
     std::string last;    // the last key read in this object
   };
-  std::vector<Frame> objects;
-  size_t depth = 0;
-  Json::parser_callback_t cb = [&](int, nlohmann::json::parse_event_t ev, Json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    switch (ev) {
-      case E::object_start:
-        objects.push_back({{}, objects.empty() ? std::string() : objects.back().last, {}});
-        [[fallthrough]];
-      case E::array_start:
-        if (++depth > kMaxJsonDepth)
-          throw Reject{what + " JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
-        break;
-      case E::object_end:
-        objects.pop_back();
-        [[fallthrough]];
-      case E::array_end:
-        --depth;
-        break;
-      case E::key: {
-        Frame& f = objects.back();
-        f.last = parsed.get_ref<const std::string&>();
-        if (!f.keys.insert(f.last).second)
-          throw Reject{objects.size() == 1
-                           ? what + " declares " + quote_name(f.last) + " twice"
-                           : what + ": key " + quote_name(f.last) + " appears twice in the entry " +
-                                 quote_name(f.parent)};
-        break;
-      }
-      case E::value:
-        break;
-    }
+  bool push() {
+    if (++depth_ > kMaxJsonDepth)
+      throw Reject{what_ + " JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
     return true;
-  };
+  }
+
+  const std::string& what_;
+  std::vector<Frame> objects_;
+  size_t depth_ = 0;
+};
+
+}  // namespace
+
+nlohmann::json parse_strict_json(const std::string& file, const std::string& what,
+                                 const char* text, size_t size) {
   // nlohmann's lexer takes a NUL byte for the end of input and would ignore what follows; a NUL
   // is never valid JSON text (strings must escape it), so refuse it here.
   if (const void* nul = std::memchr(text, 0, size))
     throw FormatError(file + ": " + what + " is not valid JSON: NUL byte at offset " +
                       std::to_string(static_cast<const char*>(nul) - text) + " of the " + what);
   try {
-    return Json::parse(text, text + size, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+    Checker checker(what);
+    nlohmann::json::sax_parse(text, text + size, &checker);
+    return nlohmann::json::parse(text, text + size);
   } catch (const Reject& r) {
     throw FormatError(file + ": " + r.what);
   } catch (const nlohmann::json::exception& e) {
@@ -73,7 +99,7 @@ nlohmann::ordered_json parse_strict_json(const std::string& file, const std::str
   }
 }
 
-bool json_to_u64(const nlohmann::ordered_json& v, uint64_t* out) {
+bool json_to_u64(const nlohmann::json& v, uint64_t* out) {
   if (v.is_number_unsigned()) {
     *out = v.get<uint64_t>();
     return true;

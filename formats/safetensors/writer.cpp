@@ -71,22 +71,30 @@ Writer::Writer(std::string path, std::vector<TensorSpec> specs,
   coverage_.resize(tensors_.size());
 
   // ---- header: the reference's compact JSON, space-padded so the data starts 8-aligned ----
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
-    nlohmann::ordered_json m = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;  // std::map: sorted keys, a stable header
-    header[kMetadataKey] = std::move(m);
-  }
-  for (const TensorInfo& t : tensors_) {
-    nlohmann::ordered_json e = nlohmann::ordered_json::object();
-    e["dtype"] = std::string(dtype_name(t.dtype));
-    e["shape"] = t.shape;
-    e["data_offsets"] = {t.begin, t.end};
-    header[t.name] = std::move(e);
-  }
-  std::string text;
+  // Assembled by hand: nlohmann's ordered_json would search keys linearly (quadratic in tensors).
+  std::string text = "{";
   try {
-    text = header.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict);
+    auto str = [](const std::string& v) {
+      return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+    };
+    if (!metadata.empty()) {
+      text += std::string("\"") + kMetadataKey + "\":{";
+      for (const auto& [k, v] : metadata) {  // std::map: sorted keys, a stable header
+        if (text.back() != '{') text += ',';
+        text += str(k) + ":" + str(v);
+      }
+      text += "}";
+    }
+    for (const TensorInfo& t : tensors_) {
+      if (text.size() > 1) text += ',';
+      text += str(t.name) + ":{\"dtype\":\"" + std::string(dtype_name(t.dtype)) + "\",\"shape\":[";
+      for (size_t i = 0; i < t.shape.size(); ++i) {
+        if (i) text += ',';
+        text += std::to_string(t.shape[i]);
+      }
+      text += "],\"data_offsets\":[" + std::to_string(t.begin) + "," + std::to_string(t.end) + "]}";
+    }
+    text += "}";
   } catch (const nlohmann::json::exception&) {
     throw UsageError(path_ + ": a tensor name or metadata string is not valid UTF-8");
   }

@@ -55,7 +55,7 @@ def header_of(path):
 def describe(path, tensors):
     header = header_of(path)
     meta = header.pop("__metadata__", None)
-    items = sorted(header.items(), key=lambda kv: tuple(kv[1]["data_offsets"]))
+    items = sorted(header.items(), key=lambda kv: (tuple(kv[1]["data_offsets"]), kv[0]))
     out = []
     for name, info in items:
         arr = tensors[name]

@@ -260,3 +260,22 @@ TEST_CASE("safetensors writer: names needing JSON escapes round-trip", "[safeten
   }
   CHECK(r.metadata().at("k\"") == "v\n");
 }
+
+TEST_CASE("safetensors writer and reader handle a header of many tensors", "[safetensors]") {
+  // 100k tensors: guards against per-key linear searches (quadratic headers).
+  TempDir dir;
+  const std::string path = dir.file("many.safetensors");
+  std::vector<TensorSpec> specs;
+  for (int i = 0; i < 100000; ++i) specs.push_back({"layers." + std::to_string(i) + ".w", DType::U8, {1}});
+  {
+    Writer w(path, specs);
+    for (size_t i = 0; i < w.tensors().size(); ++i) {
+      const uint8_t v = static_cast<uint8_t>(i);
+      w.write(i, 0, &v, 1);
+    }
+    w.commit();
+  }
+  const Reader r(path);
+  REQUIRE(r.size() == 100000);
+  CHECK(*r.data(r.tensor("layers.99999.w")) == r.tensor("layers.99999.w").begin % 256);
+}
