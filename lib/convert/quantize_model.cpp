@@ -36,6 +36,13 @@ std::vector<Chosen> choose_tensors(const safetensors::Model& model, const Quanti
   std::optional<std::regex> include, exclude;
   if (opt.include) include = compile_regex(*opt.include, "--include");
   if (opt.exclude) exclude = compile_regex(*opt.exclude, "--exclude");
+  for (const auto& e : model.tensors()) {
+    const auto& t = *e.info;
+    if ((t.dtype == DType::F8_E4M3 || t.dtype == DType::F8_E5M2) && model.find(t.name + kScaleSuffix))
+      throw UsageError(model.path() + " is quantized already: tensor '" + t.name + "' is " +
+                       std::string(dtype_name(t.dtype)) + " with a '" + t.name + kScaleSuffix +
+                       "' (convert --dequantize first)");
+  }
   std::vector<Chosen> chosen;
   for (size_t i = 0; i < model.size(); ++i) {
     const auto& t = *model.tensors()[i].info;

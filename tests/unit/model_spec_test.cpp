@@ -54,7 +54,7 @@ TEST_CASE("the built-in network registers its params in forward order", "[model]
   CHECK(spec.find("nope") == -1);
 }
 
-TEST_CASE("--keep-fp32 marks params by regex search", "[model]") {
+TEST_CASE("keep-fp32 marks params by regex search", "[model]") {
   ModelSpec spec = preset("tiny");
   CHECK(mark_keep_in_fp32(spec, "norm") == spec.network->layers + 1);
   for (const auto& p : spec.params) {
