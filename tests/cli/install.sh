@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# cmake --install puts the binary, man pages, library, headers and CMake package in a prefix, and a
+# separate project builds against it with find_package(fpgather).
+source "$(dirname "$0")/common.sh"
+: "${BUILD:?BUILD must name the build directory}"
+expect_exit 0 cmake --install "$BUILD" --prefix "$WORK/prefix"
+for f in bin/fpgather share/man/man1/fpgather.1 share/man/man1/fpgather-convert.1 \
+         include/fpgather/fp8/quantize.h include/fpgather/formats/safetensors/reader.h \
+         lib/cmake/fpgather/fpgatherConfig.cmake; do
+  [ -e "$WORK/prefix/$f" ] || fail "install lacks $f"
+done
+expect_exit 0 "$WORK/prefix/bin/fpgather" --version
+expect_exit 0 cmake -S "$SRC/tests/install/consumer" -B "$WORK/consumer" -DCMAKE_PREFIX_PATH="$WORK/prefix" \
+  -DCMAKE_BUILD_TYPE=Release
+expect_exit 0 cmake --build "$WORK/consumer"
+# amax 2 -> scale 224: 1.3 -> 0x79 (notes/fp8.md §2.1), -0.5 -> -112 = 0xf4, 2 -> 448 = 0x7e; 448 -> 0x7e
+expect_exit 0 "$WORK/consumer/consumer"
+expect_in "$WORK/out" "79 f4 7e 00 7e"
+finish
