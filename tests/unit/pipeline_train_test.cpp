@@ -25,7 +25,7 @@ train::TrainOptions tiny(optim::OptimizerKind opt, uint64_t steps) {
   o.pipeline.clip_grad = 1.0;
   switch (opt) {
     case optim::OptimizerKind::lion:
-      o.pipeline.lr = 3e-4;
+      o.pipeline.lr = 1e-3;
       o.pipeline.beta1 = 0.9;
       o.pipeline.beta2 = 0.99;
       o.pipeline.weight_decay = 0.1;
