@@ -146,17 +146,13 @@ void BucketedPart::reduce_scatter(std::vector<comm::WorkPtr>& works) {
                                            DType::F32, comm::ReduceOp::sum));
 }
 
-void BucketedPart::scale_grads(float divisor) {
+void BucketedPart::scale_grads(float divisor, GradNorm& nrm) {
   for (size_t i = 0; i < st_.fragments.size(); ++i) {
     float* g = bufs_[frag_buffer_[i]].grad.data() + frag_world_[i];
     const uint64_t n = st_.fragments[i].param_range.size();
     for (uint64_t k = 0; k < n; ++k) g[k] = g[k] / divisor;
+    nrm.local_max = max_abs(g, n, nrm.local_max);
   }
-}
-
-void BucketedPart::add_max(GradNorm& nrm) const {
-  for (const StateFragment& f : st_.fragments)
-    nrm.local_max = max_abs(owned_grad(f), f.param_range.size(), nrm.local_max);
 }
 
 void BucketedPart::add_squares(GradNorm& nrm) const {

@@ -9,8 +9,9 @@
 //
 // Step phases (called by RankPipeline in this order, every rank alike):
 //   reduce_scatter   per bucket, in place, SUM in rank order (threads backend: deterministic)
-//   scale_grads      owned fragments /= micro_batches (one fp32 division; see rank_pipeline.h)
-//   add_max / add_squares / clip   the exact grad norm's passes over owned fragments
+//   scale_grads      owned fragments /= micro_batches (one fp32 division; see rank_pipeline.h), and
+//                    their max |g| in the same pass
+//   add_squares / clip   the exact grad norm's second pass and the clip over owned fragments
 //   step_optimizer   one multi-tensor call over every owned fragment
 //   copy_back        one pass over owned fragments: bf16 cast, fp32 copy, or FP8 through a FragmentJob
 //                    table (batched partial amax -> ONE packed all-reduce MAX of every FP8 tensor's
@@ -65,8 +66,8 @@ class BucketedPart {
   void init_masters(const InitFn& init, std::vector<float>& scratch);
 
   void reduce_scatter(std::vector<comm::WorkPtr>& works);
-  void scale_grads(float divisor);
-  void add_max(GradNorm& n) const;
+  // Divides the owned grads by divisor and folds their max |g| into n (one pass).
+  void scale_grads(float divisor, GradNorm& n);
   void add_squares(GradNorm& n) const;
   void clip(float coef);
   void step_optimizer(const Hypers& h);

@@ -14,6 +14,11 @@ std::optional<DistOpt> parse_dist_opt(const std::string& name) {
   return std::nullopt;
 }
 
+DistOpt resolve_dist_opt(std::optional<DistOpt> requested, optim::OptimizerKind optimizer) {
+  if (requested) return *requested;
+  return optimizer == optim::OptimizerKind::muon ? DistOpt::layerwise : DistOpt::bucketed;
+}
+
 void validate_config(const PipelineConfig& c) {
   if (c.optimizer == optim::OptimizerKind::muon && c.dist_opt == DistOpt::bucketed)
     throw UsageError(

@@ -69,6 +69,11 @@ struct PipelineConfig {
   bool compact_fp8_gather = true;
 };
 
+// The distributed optimizer to use when the user named none: layerwise for muon (Newton-Schulz needs
+// whole matrices), bucketed otherwise. A requested one is returned as is (validate_config refuses
+// muon with bucketed).
+DistOpt resolve_dist_opt(std::optional<DistOpt> requested, optim::OptimizerKind optimizer);
+
 // Throws UsageError with the reason when the config cannot run: muon with the bucketed optimizer
 // (Newton-Schulz needs whole matrices), non-positive lr, betas outside [0, 1), FP8 recipes that
 // need a direction, and the like. Shape checks happen when the pipeline is built.

@@ -177,15 +177,12 @@ void LayerWisePart::all_reduce(std::vector<comm::WorkPtr>& works) {
   works.push_back(comm_.all_reduce(grad_.data(), grad_.size(), DType::F32, comm::ReduceOp::sum));
 }
 
-void LayerWisePart::scale_grads(float divisor) {
+void LayerWisePart::scale_grads(float divisor, GradNorm& n) {
   for (uint32_t i : owned_) {
     float* g = grad_.data() + mats_[i].grad_off;
     for (uint64_t k = 0; k < mats_[i].numel; ++k) g[k] = g[k] / divisor;
+    n.local_max = max_abs(g, mats_[i].numel, n.local_max);
   }
-}
-
-void LayerWisePart::add_max(GradNorm& n) const {
-  for (uint32_t i : owned_) n.local_max = max_abs(grad_.data() + mats_[i].grad_off, mats_[i].numel, n.local_max);
 }
 
 void LayerWisePart::add_squares(GradNorm& n) const {

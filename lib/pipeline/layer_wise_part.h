@@ -52,8 +52,8 @@ class LayerWisePart {
   void init_masters(const InitFn& init);
 
   void all_reduce(std::vector<comm::WorkPtr>& works);
-  void scale_grads(float divisor);
-  void add_max(GradNorm& n) const;
+  // Divides the owned grads by divisor and folds their max |g| into n (one pass).
+  void scale_grads(float divisor, GradNorm& n);
   void add_squares(GradNorm& n) const;
   void clip(float coef);
   void step_optimizer(const Hypers& h);

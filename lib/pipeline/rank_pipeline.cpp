@@ -141,11 +141,9 @@ StepReport RankPipeline::step(const GradFn& grad_fn, uint64_t micro_batches) {
 
   t0 = Clock::now();
   const float divisor = static_cast<float>(micro_batches);
-  bucketed_->scale_grads(divisor);
-  if (layer_wise_) layer_wise_->scale_grads(divisor);
   GradNorm norm;
-  bucketed_->add_max(norm);
-  if (layer_wise_) layer_wise_->add_max(norm);
+  bucketed_->scale_grads(divisor, norm);
+  if (layer_wise_) layer_wise_->scale_grads(divisor, norm);
   norm.reduce_max(comm_);
   if (!norm.finite) {
     rep.grad_norm = norm.norm;

@@ -36,9 +36,11 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
   if (o.micro_batch < 1) throw UsageError("train: micro-batch must be at least 1");
   if (o.accumulation < 1) throw UsageError("train: accumulation must be at least 1");
   pipeline::validate_config(o.pipeline);
-  model::validate_spec(o.spec);
+  model::ModelSpec spec = o.spec;
+  if (!o.keep_fp32.empty()) model::mark_keep_in_fp32(spec, o.keep_fp32);
+  model::validate_spec(spec);
 
-  const model::NetworkDims dims = *o.spec.network;
+  const model::NetworkDims dims = *spec.network;
   const model::TeacherTask task(dims, o.seed, o.micro_batch);
   const uint64_t A = o.accumulation, N = o.dp;
 
@@ -47,9 +49,9 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
   comm::run_ranks(static_cast<int>(o.dp), [&](comm::Communicator& comm) {
     const uint64_t rank = static_cast<uint64_t>(comm.rank());
     const pipeline::InitFn init = [&](uint32_t p, float* out) {
-      model::init_network_param(o.spec.params[p], dims, o.seed, model::NetworkRole::student, out);
+      model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
     };
-    pipeline::RankPipeline pipe(o.spec, o.pipeline, comm, init, o.threads_per_rank);
+    pipeline::RankPipeline pipe(spec, o.pipeline, comm, init, o.threads_per_rank);
     if (observer) observer(0, pipe);
 
     model::NetworkCompute net(dims);
@@ -85,7 +87,7 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
   TrainSummary& s = result.summary;
   s.steps = o.steps;
   s.dp = o.dp;
-  s.params = o.spec.numel();
+  s.params = spec.numel();
   if (!result.steps.empty()) {
     s.initial_loss = result.steps.front().loss;
     s.final_loss = result.steps.back().loss;

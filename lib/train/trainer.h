@@ -23,6 +23,9 @@ struct TrainOptions {
   model::ModelSpec spec;  // must describe the built-in network (spec.network set)
   uint32_t dp = 2;
   pipeline::PipelineConfig pipeline;  // optimizer, hyperparameters, FP8, layout, clipping
+  // `--keep-fp32 REGEX`: params whose name matches become fp32-kept (model::mark_keep_in_fp32);
+  // empty: none beyond what the spec says.
+  std::string keep_fp32;
   uint64_t steps = 200;
   int64_t micro_batch = 32;
   uint64_t accumulation = 1;  // micro-batches per rank per step

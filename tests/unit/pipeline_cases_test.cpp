@@ -280,3 +280,38 @@ TEST_CASE("layer-wise transports: compact FP8 where smaller, bf16 staging otherw
     });
   }
 }
+
+TEST_CASE("trainer options: muon defaults to layerwise, refuses bucketed, keep-fp32 regex", "[pipeline]") {
+  REQUIRE(resolve_dist_opt(std::nullopt, optim::OptimizerKind::muon) == DistOpt::layerwise);
+  REQUIRE(resolve_dist_opt(std::nullopt, optim::OptimizerKind::adamw) == DistOpt::bucketed);
+  REQUIRE(resolve_dist_opt(DistOpt::bucketed, optim::OptimizerKind::muon) == DistOpt::bucketed);
+  train::TrainOptions o = options(DistOpt::bucketed, optim::OptimizerKind::muon, 2, 1);
+  REQUIRE_THROWS_AS(train::train(o), UsageError);
+  o.pipeline.dist_opt = DistOpt::layerwise;
+  o.keep_fp32 = "norm";
+  o.steps = 1;
+  bool seen = false;
+  train::train(o, [&](uint64_t, const RankPipeline& p) {
+    const int64_t n = p.spec().find("final_norm.weight");
+    REQUIRE(p.spec().params[static_cast<size_t>(n)].keep_in_fp32);
+    REQUIRE(p.stored_bytes(static_cast<uint32_t>(n)).size() == 4 * p.spec().params[static_cast<size_t>(n)].numel());
+    seen = true;
+  });
+  REQUIRE(seen);
+}
+
+TEST_CASE("accumulation on several ranks keeps ranks identical; pool size does not change bits", "[pipeline]") {
+  for (DistOpt d : {DistOpt::bucketed, DistOpt::layerwise}) {
+    train::TrainOptions o = options(d, optim::OptimizerKind::adamw, 3, 2);
+    o.pipeline.fp8.enabled = true;
+    o.pipeline.fp8.recipe = fp8::Recipe::mxfp8(fp8::Format::e4m3, fp8::MxRule::rceil, true, true);
+    const Run a = run_training(o);
+    for (size_t t = 0; t < a.snaps.size(); ++t)
+      for (size_t r = 1; r < 3; ++r)
+        for (size_t p = 0; p < o.spec.params.size(); ++p) REQUIRE(a.snaps[t][r].bytes[p] == a.snaps[t][0].bytes[p]);
+    o.threads_per_rank = 3;
+    const Run b = run_training(o);
+    check_same(a, b, o.spec);
+    REQUIRE(a.result.steps.back().loss == b.result.steps.back().loss);
+  }
+}
