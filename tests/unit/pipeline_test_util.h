@@ -56,7 +56,6 @@ struct RankSnap {
 struct Run {
   std::vector<std::vector<RankSnap>> snaps;  // [steps_done][rank]
   train::TrainResult result;
-  std::vector<std::vector<float>> clip;      // unused
 };
 
 inline Run run_training(const train::TrainOptions& o, bool keep_all_steps = true) {
@@ -76,7 +75,6 @@ inline Run run_training(const train::TrainOptions& o, bool keep_all_steps = true
 struct FullState {
   std::map<std::string, std::vector<std::vector<float>>> arrays;  // name -> per param
   std::vector<std::vector<int>> covered;                          // per param element: how many fragments
-  std::vector<int64_t> steps;                                     // distinct step counters seen
 };
 
 inline void add_part(FullState& f, const OptimizerState& st, const model::ModelSpec& spec) {

@@ -98,3 +98,18 @@ TEST_CASE("print loss curves", "[.pipeline-curves]") {
                 r.summary.median_times.gather * 1e3);
   }
 }
+
+TEST_CASE("print phase times of the small preset", "[.pipeline-bench]") {
+  for (const char* fp8 : {"none", "blockwise", "mxfp8"})
+    for (optim::OptimizerKind opt : {optim::OptimizerKind::adamw, optim::OptimizerKind::muon}) {
+      train::TrainOptions o = tiny(opt, 6);
+      o.spec = model::preset("small");
+      pipeline::test::set_fp8(o.pipeline, fp8);
+      const train::TrainResult r = train::train(o);
+      const auto& t = r.summary.median_times;
+      std::printf("small dp2 %-6s %-10s loss %.4f->%.4f step %.1f ms (fb %.1f rs %.1f opt %.1f cb %.1f ga %.1f)\n",
+                  optim::optimizer_name(opt), fp8, r.summary.initial_loss, r.summary.final_loss,
+                  r.summary.step_time_ms, t.forward_backward * 1e3, t.reduce_scatter * 1e3, t.optimizer * 1e3,
+                  t.copy_back * 1e3, t.gather * 1e3);
+    }
+}
