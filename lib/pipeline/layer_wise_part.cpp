@@ -1,0 +1,319 @@
+#include "pipeline/layer_wise_part.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/float_codec.h"
+#include "fp8/batch.h"
+
+namespace fpg::pipeline {
+namespace {
+
+void append_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
+template <class T>
+void append_vec(std::vector<uint8_t>& out, const std::vector<T>& v) {
+  append_bytes(out, v.data(), v.size() * sizeof(T));
+}
+
+float* or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+uint8_t* or_null(std::vector<uint8_t>& v) { return v.empty() ? nullptr : v.data(); }
+
+void compute_into(const fp8::Plan& p, const float* amax, const float* amax_col, fp8::Scales& s) {
+  fp8::compute_scales(p, amax, amax_col, or_null(s.scale), or_null(s.scale_inv), or_null(s.e8m0),
+                      or_null(s.e8m0_col));
+}
+
+}  // namespace
+
+LayerWisePart::LayerWisePart(const model::ModelSpec& spec, const layout::LayerWiseLayout& layout,
+                             const PipelineConfig& cfg, comm::Communicator& comm, OptimizerState& state,
+                             std::vector<Fp8ParamState>& fp8_states, const std::vector<Fp8Tensor>& fp8,
+                             const std::vector<int32_t>& fp8_index, ThreadPool& pool)
+    : spec_(spec), cfg_(cfg), comm_(comm), st_(state), fp8_states_(fp8_states), fp8_(fp8), pool_(pool) {
+  const uint32_t dp = layout.dp, rank = static_cast<uint32_t>(comm_.rank());
+  if (dp != static_cast<uint32_t>(comm_.size())) throw InternalError("pipeline: layer-wise layout for another dp");
+  matrix_of_.assign(spec_.params.size(), -1);
+  uint64_t grad_total = 0;
+  for (const layout::OwnedMatrix& om : layout.matrices) {
+    Matrix m;
+    m.param = om.param;
+    m.owner = om.owner;
+    m.rows = static_cast<int64_t>(om.rows);
+    m.cols = static_cast<int64_t>(om.cols);
+    m.numel = om.numel();
+    m.fp8 = fp8_index[om.param];
+    m.grad_off = grad_total;
+    grad_total += m.numel;
+    if (om.dtype == DType::F32) {
+      m.transport = Transport::f32;
+    } else if (m.fp8 >= 0 && cfg_.compact_fp8_gather) {
+      const fp8::Plan& p = fp8_[static_cast<size_t>(m.fp8)].from_master;
+      const uint64_t compact = fp8_data_bytes(p) + 4 * (p.grid.size() + p.col_grid.size());
+      m.transport = compact < 2 * m.numel ? Transport::fp8_compact : Transport::bf16;
+    }
+    matrix_of_[om.param] = static_cast<int32_t>(mats_.size());
+    mats_.push_back(m);
+  }
+  grad_.assign(grad_total, 0.0f);
+
+  // Rank slabs of each transport: rank-major, registration order inside a rank.
+  bf16_bytes_.assign(dp, 0);
+  f32_bytes_.assign(dp, 0);
+  fp8_bytes_.assign(dp, 0);
+  amax_bytes_.assign(dp, 0);
+  uint64_t bf16_n = 0, f32_n = 0, fp8_n = 0, amax_n = 0;
+  for (uint32_t r = 0; r < dp; ++r) {
+    for (Matrix& m : mats_) {
+      if (m.owner != r) continue;
+      switch (m.transport) {
+        case Transport::bf16:
+          m.xfer_off = bf16_n;
+          bf16_n += m.numel;
+          bf16_bytes_[r] += m.numel * 2;
+          break;
+        case Transport::f32:
+          m.xfer_off = f32_n;
+          f32_n += m.numel;
+          f32_bytes_[r] += m.numel * 4;
+          break;
+        case Transport::fp8_compact: {
+          const fp8::Plan& p = tensor(m).from_master;
+          if (p.has_columnwise()) throw InternalError("pipeline: compact FP8 gather of columnwise data");
+          m.data_off = fp8_n;
+          fp8_n += m.numel;
+          fp8_bytes_[r] += m.numel;
+          m.amax_xfer_off = amax_n;
+          amax_n += p.grid.size();
+          amax_bytes_[r] += p.grid.size() * 4;
+          break;
+        }
+      }
+    }
+  }
+  // Staged FP8 matrices keep their bytes after the compact region; their requantize grids in amax_.
+  uint64_t amax_local = 0;
+  for (Matrix& m : mats_) {
+    if (m.fp8 < 0 || m.transport != Transport::bf16) continue;
+    m.data_off = fp8_n;
+    fp8_n += m.numel;
+    const fp8::Plan& p = tensor(m).from_bf16;
+    m.amax_off = amax_local;
+    amax_local += p.grid.size() + p.col_grid.size();
+  }
+  bf16_xfer_.assign(bf16_n, 0);
+  f32_xfer_.assign(f32_n, 0.0f);
+  amax_xfer_.assign(amax_n, 0.0f);
+  amax_.assign(amax_local, 0.0f);
+  if (fp8_n) {
+    const fp8::Recipe& r = cfg_.fp8.recipe;
+    const bool mx = r.scaling == fp8::Scaling::mxfp8;
+    if (!mx || r.mx_rowwise) fp8_data_.assign(fp8_n, 0);
+    if (mx && r.mx_columnwise) fp8_col_.assign(fp8_n, 0);
+  }
+
+  // The owner's state: whole matrices, registration order.
+  st_.fragments.clear();
+  st_.by_param.clear();
+  for (uint32_t i = 0; i < mats_.size(); ++i) {
+    Matrix& m = mats_[i];
+    if (m.owner != rank) continue;
+    m.frag = static_cast<int32_t>(st_.add(m.param, layout::Range{0, m.numel}, m.numel));
+    owned_.push_back(i);
+  }
+  st_.allocate();
+}
+
+float* LayerWisePart::grad_of(uint32_t param) {
+  return grad_.data() + mats_[static_cast<size_t>(matrix_of_[param])].grad_off;
+}
+
+Transport LayerWisePart::transport(uint32_t param) const {
+  return mats_[static_cast<size_t>(matrix_of_[param])].transport;
+}
+
+void LayerWisePart::materialize(uint32_t param, float* out) const {
+  const Matrix& m = mats_[static_cast<size_t>(matrix_of_[param])];
+  if (m.fp8 >= 0) {
+    const fp8::Plan& p = tensor(m).from_master;
+    const bool row = p.has_rowwise();
+    fp8::dequantize_fragment(p, fstate(m).scales.view(), 0, m.numel,
+                             (row ? fp8_data_.data() : fp8_col_.data()) + m.data_off, out, !row);
+  } else if (m.transport == Transport::f32) {
+    std::memcpy(out, f32_xfer_.data() + m.xfer_off, m.numel * 4);
+  } else {
+    for (uint64_t k = 0; k < m.numel; ++k) out[k] = float_from_bf16(bf16_xfer_[m.xfer_off + k]);
+  }
+}
+
+std::vector<uint8_t> LayerWisePart::stored_bytes(uint32_t param) const {
+  const Matrix& m = mats_[static_cast<size_t>(matrix_of_[param])];
+  std::vector<uint8_t> out;
+  if (m.fp8 >= 0) {
+    if (!fp8_data_.empty()) append_bytes(out, fp8_data_.data() + m.data_off, m.numel);
+    if (!fp8_col_.empty()) append_bytes(out, fp8_col_.data() + m.data_off, m.numel);
+    const Fp8ParamState& st = fstate(m);
+    append_vec(out, st.scales.scale);
+    append_vec(out, st.scales.scale_inv);
+    append_vec(out, st.scales.e8m0);
+    append_vec(out, st.scales.e8m0_col);
+    append_vec(out, st.delayed.amax_history);
+    append_bytes(out, &st.delayed.scale, 4);
+    append_bytes(out, &st.delayed.scale_inv, 4);
+  } else if (m.transport == Transport::f32) {
+    append_bytes(out, f32_xfer_.data() + m.xfer_off, m.numel * 4);
+  } else {
+    append_bytes(out, bf16_xfer_.data() + m.xfer_off, m.numel * 2);
+  }
+  return out;
+}
+
+void LayerWisePart::all_reduce(std::vector<comm::WorkPtr>& works) {
+  works.push_back(comm_.all_reduce(grad_.data(), grad_.size(), DType::F32, comm::ReduceOp::sum));
+}
+
+void LayerWisePart::scale_grads(float divisor, GradNorm& n) {
+  for (uint32_t i : owned_) {
+    float* g = grad_.data() + mats_[i].grad_off;
+    for (uint64_t k = 0; k < mats_[i].numel; ++k) g[k] = g[k] / divisor;
+    n.local_max = max_abs(g, mats_[i].numel, n.local_max);
+  }
+}
+
+void LayerWisePart::add_squares(GradNorm& n) const {
+  for (uint32_t i : owned_)
+    add_scaled_squares(grad_.data() + mats_[i].grad_off, mats_[i].numel, n.exponent, n.local_sum);
+}
+
+void LayerWisePart::clip(float coef) {
+  for (uint32_t i : owned_) {
+    float* g = grad_.data() + mats_[i].grad_off;
+    for (uint64_t k = 0; k < mats_[i].numel; ++k) g[k] = g[k] * coef;
+  }
+}
+
+void LayerWisePart::step_optimizer(const Hypers& h) {
+  std::vector<const float*> grads;
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (uint32_t i : owned_) {
+    grads.push_back(grad_.data() + mats_[i].grad_off);
+    shapes.emplace_back(mats_[i].rows, mats_[i].cols);
+  }
+  optimizer_step(st_, grads, h, shapes);
+}
+
+void LayerWisePart::copy_back() {
+  // One pass over the owned matrices; compact FP8 ones become one batched quantization.
+  std::vector<fp8::FragmentJob> jobs;
+  std::vector<uint32_t> job_mat;
+  for (uint32_t i : owned_) {
+    const Matrix& m = mats_[i];
+    const float* master = st_.master.data() + st_.fragments[static_cast<size_t>(m.frag)].offset;
+    switch (m.transport) {
+      case Transport::bf16:
+        for (uint64_t k = 0; k < m.numel; ++k) bf16_xfer_[m.xfer_off + k] = bf16_from_float(master[k]);
+        break;
+      case Transport::f32: std::memcpy(f32_xfer_.data() + m.xfer_off, master, m.numel * 4); break;
+      case Transport::fp8_compact: {
+        const fp8::Plan& p = tensor(m).from_master;
+        fp8::FragmentJob j;
+        j.plan = &p;
+        j.start = 0;
+        j.count = m.numel;
+        j.in = master;
+        j.amax = amax_xfer_.data() + m.amax_xfer_off;
+        std::fill(j.amax, j.amax + p.grid.size(), 0.0f);
+        j.out = fp8_data_.data() + m.data_off;
+        jobs.push_back(j);
+        job_mat.push_back(i);
+        break;
+      }
+    }
+  }
+  if (jobs.empty()) return;
+  if (is_delayed(cfg_.fp8)) {
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      load_delayed_scales(fstate(mats_[job_mat[k]]));
+      jobs[k].scales = fstate(mats_[job_mat[k]]).scales.view();
+    }
+    fp8::batch_cast(jobs.data(), jobs.size(), pool_);
+    fp8::batch_partial_amax(jobs.data(), jobs.size(), pool_);  // recorded by every rank in requantize()
+    return;
+  }
+  fp8::batch_partial_amax(jobs.data(), jobs.size(), pool_);
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Matrix& m = mats_[job_mat[k]];
+    compute_into(tensor(m).from_master, jobs[k].amax, nullptr, fstate(m).scales);
+    jobs[k].scales = fstate(m).scales.view();
+  }
+  fp8::batch_cast(jobs.data(), jobs.size(), pool_);
+}
+
+void LayerWisePart::gather(std::vector<comm::WorkPtr>& works) {
+  // Every rank joins every gather (empty ranks contribute 0 bytes), even when all sizes are 0.
+  if (!bf16_xfer_.empty()) works.push_back(comm_.all_gather_v(bf16_xfer_.data(), bf16_bytes_));
+  if (!f32_xfer_.empty()) works.push_back(comm_.all_gather_v(f32_xfer_.data(), f32_bytes_));
+  if (!amax_xfer_.empty()) {
+    works.push_back(comm_.all_gather_v(fp8_data_.data(), fp8_bytes_));
+    works.push_back(comm_.all_gather_v(amax_xfer_.data(), amax_bytes_));
+  }
+}
+
+void LayerWisePart::requantize() {
+  const bool delayed = is_delayed(cfg_.fp8);
+  std::vector<fp8::FragmentJob> jobs;
+  std::vector<uint32_t> job_mat;
+  for (uint32_t i = 0; i < mats_.size(); ++i) {
+    const Matrix& m = mats_[i];
+    if (m.fp8 < 0) continue;
+    if (m.transport == Transport::fp8_compact) {
+      // The owner's bytes arrived with their amax grid: derive the same scales here.
+      const float* a = amax_xfer_.data() + m.amax_xfer_off;
+      if (delayed) {
+        load_delayed_scales(fstate(m));  // what the owner cast with
+        record_delayed(cfg_.fp8, fstate(m), a[0]);
+      } else {
+        compute_into(tensor(m).from_master, a, nullptr, fstate(m).scales);
+      }
+      continue;
+    }
+    const fp8::Plan& p = tensor(m).from_bf16;
+    fp8::FragmentJob j;
+    j.plan = &p;
+    j.start = 0;
+    j.count = m.numel;
+    j.in = bf16_xfer_.data() + m.xfer_off;
+    j.amax = amax_.data() + m.amax_off;
+    j.amax_col = p.has_columnwise() ? amax_.data() + m.amax_off + p.grid.size() : nullptr;
+    j.out = fp8_data_.empty() ? nullptr : fp8_data_.data() + m.data_off;
+    j.out_col = fp8_col_.empty() ? nullptr : fp8_col_.data() + m.data_off;
+    jobs.push_back(j);
+    job_mat.push_back(i);
+  }
+  if (jobs.empty()) return;
+  std::fill(amax_.begin(), amax_.end(), 0.0f);
+  if (delayed) {
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      load_delayed_scales(fstate(mats_[job_mat[k]]));
+      jobs[k].scales = fstate(mats_[job_mat[k]]).scales.view();
+    }
+    fp8::batch_cast(jobs.data(), jobs.size(), pool_);
+    fp8::batch_partial_amax(jobs.data(), jobs.size(), pool_);
+    for (size_t k = 0; k < jobs.size(); ++k) record_delayed(cfg_.fp8, fstate(mats_[job_mat[k]]), jobs[k].amax[0]);
+    return;
+  }
+  fp8::batch_partial_amax(jobs.data(), jobs.size(), pool_);
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Matrix& m = mats_[job_mat[k]];
+    compute_into(*jobs[k].plan, jobs[k].amax, jobs[k].amax_col, fstate(m).scales);
+    jobs[k].scales = fstate(m).scales.view();
+  }
+  fp8::batch_cast(jobs.data(), jobs.size(), pool_);
+}
+
+}  // namespace fpg::pipeline

@@ -1,0 +1,133 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "comm/group.h"
+#include "core/error.h"
+#include "model/network_compute.h"
+#include "model/network_init.h"
+#include "model/teacher_task.h"
+
+namespace fpg::train {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json times_json(const pipeline::PhaseTimes& t) {
+  return {{"forward_backward_ms", t.forward_backward * 1e3}, {"reduce_scatter_ms", t.reduce_scatter * 1e3},
+          {"optimizer_ms", t.optimizer * 1e3},               {"copy_back_ms", t.copy_back * 1e3},
+          {"gather_ms", t.gather * 1e3},                     {"step_ms", t.total() * 1e3}};
+}
+
+double json_number(double x) { return std::isfinite(x) ? x : 0.0; }
+
+}  // namespace
+
+TrainResult train(const TrainOptions& o, const RankObserver& observer, const StepCallback& on_step) {
+  if (!o.spec.network) throw UsageError("train: the model spec does not describe the built-in network");
+  if (o.dp == 0) throw UsageError("train: dp must be at least 1");
+  if (o.micro_batch < 1) throw UsageError("train: micro-batch must be at least 1");
+  if (o.accumulation < 1) throw UsageError("train: accumulation must be at least 1");
+  pipeline::validate_config(o.pipeline);
+  model::ModelSpec spec = o.spec;
+  if (!o.keep_fp32.empty()) model::mark_keep_in_fp32(spec, o.keep_fp32);
+  model::validate_spec(spec);
+
+  const model::NetworkDims dims = *spec.network;
+  const model::TeacherTask task(dims, o.seed, o.micro_batch);
+  const uint64_t A = o.accumulation, N = o.dp;
+
+  TrainResult result;
+  result.steps.resize(o.steps);
+  comm::run_ranks(static_cast<int>(o.dp), [&](comm::Communicator& comm) {
+    const uint64_t rank = static_cast<uint64_t>(comm.rank());
+    const pipeline::InitFn init = [&](uint32_t p, float* out) {
+      model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
+    };
+    pipeline::RankPipeline pipe(spec, o.pipeline, comm, init, o.threads_per_rank);
+    if (observer) observer(0, pipe);
+
+    model::NetworkCompute net(dims);
+    model::MicroBatch mb;
+    std::vector<float> losses(A), all_losses(A * N);
+    for (uint64_t t = 0; t < o.steps; ++t) {
+      const pipeline::GradFn grad_fn = [&](const std::vector<const float*>& params,
+                                           const std::vector<float*>& grads) {
+        for (uint64_t a = 0; a < A; ++a) {
+          task.draw(model::micro_batch_index(t, N, rank, A, a), net, mb);
+          losses[a] = net.forward_backward(params, mb.x.data(), mb.target.data(), mb.rows, grads,
+                                           a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate);
+        }
+      };
+      const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
+      comm.all_gather(losses.data(), all_losses.data(), A * sizeof(float))->wait();
+      if (rank == 0) {
+        double sum = 0;
+        for (float l : all_losses) sum += static_cast<double>(l);
+        StepMetrics& m = result.steps[t];
+        m.step = t;
+        m.loss = sum / static_cast<double>(N * A);
+        m.grad_norm = rep.grad_norm;
+        m.clip_coef = rep.clip_coef;
+        m.skipped = rep.skipped;
+        m.times = rep.times;
+        if (on_step) on_step(m);
+      }
+      if (observer) observer(t + 1, pipe);
+    }
+  });
+
+  TrainSummary& s = result.summary;
+  s.steps = o.steps;
+  s.dp = o.dp;
+  s.params = spec.numel();
+  if (!result.steps.empty()) {
+    s.initial_loss = result.steps.front().loss;
+    s.final_loss = result.steps.back().loss;
+  }
+  std::vector<double> total, fb, rs, opt, cb, ga;
+  for (const StepMetrics& m : result.steps) {
+    s.skipped += m.skipped ? 1 : 0;
+    total.push_back(m.times.total());
+    fb.push_back(m.times.forward_backward);
+    rs.push_back(m.times.reduce_scatter);
+    opt.push_back(m.times.optimizer);
+    cb.push_back(m.times.copy_back);
+    ga.push_back(m.times.gather);
+  }
+  s.step_time_ms = median(total) * 1e3;
+  s.median_times = {median(fb), median(rs), median(opt), median(cb), median(ga)};
+  result.cursor = {o.seed, o.steps, o.micro_batch, o.accumulation, o.dp};
+  return result;
+}
+
+std::string step_json(const StepMetrics& m) {
+  nlohmann::json j = {{"step", m.step},
+                      {"loss", json_number(m.loss)},
+                      {"grad_norm", json_number(m.grad_norm)},
+                      {"clip_coef", m.clip_coef},
+                      {"skipped", m.skipped}};
+  j["times"] = times_json(m.times);
+  return j.dump();
+}
+
+std::string summary_json(const TrainSummary& s) {
+  nlohmann::json j = {{"initial_loss", json_number(s.initial_loss)},
+                      {"final_loss", json_number(s.final_loss)},
+                      {"steps", s.steps},
+                      {"dp", s.dp},
+                      {"params", s.params},
+                      {"skipped_steps", s.skipped},
+                      {"step_time_ms", s.step_time_ms}};
+  j["phase_ms"] = times_json(s.median_times);
+  return j.dump();
+}
+
+}  // namespace fpg::train

@@ -1,0 +1,86 @@
+// `fpgather train` as a library: N DP ranks on the threads backend, each running a RankPipeline
+// (pipeline/rank_pipeline.h) over the built-in network and the teacher task (model/teacher_task.h).
+//
+// Data: at step t, rank r runs micro-batches micro_batch_index(t, dp, r, accumulation, a) for
+// a = 0..accumulation-1, so the data order depends only on (seed, step) — the data cursor is the
+// step number (TrainCursor). The reported loss of a step is the mean, over all dp·accumulation
+// micro-batches, of each micro-batch's mean loss, summed in double in micro-batch index order
+// (rank-major), taken on the params the step starts from.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/model_spec.h"
+#include "pipeline/config.h"
+#include "pipeline/rank_pipeline.h"
+
+namespace fpg::train {
+
+struct TrainOptions {
+  model::ModelSpec spec;  // must describe the built-in network (spec.network set)
+  uint32_t dp = 2;
+  pipeline::PipelineConfig pipeline;  // optimizer, hyperparameters, FP8, layout, clipping
+  // `--keep-fp32 REGEX`: params whose name matches become fp32-kept (model::mark_keep_in_fp32);
+  // empty: none beyond what the spec says.
+  std::string keep_fp32;
+  uint64_t steps = 200;
+  int64_t micro_batch = 32;
+  uint64_t accumulation = 1;  // micro-batches per rank per step
+  uint64_t seed = 1234;       // student init, teacher and data
+  size_t threads_per_rank = 1;  // ThreadPool of each rank's batched FP8 passes
+};
+
+// What a resumed run needs besides the rank states: where the data stream stands. The data is a
+// pure function of (seed, micro-batch index), so there is no other RNG state.
+struct TrainCursor {
+  uint64_t seed = 0;
+  uint64_t next_step = 0;  // optimizer steps (taken or skipped) so far
+  int64_t micro_batch = 0;
+  uint64_t accumulation = 1;
+  uint32_t dp = 1;
+};
+
+struct StepMetrics {
+  uint64_t step = 0;       // 0-based
+  double loss = 0;         // see above
+  double grad_norm = 0;
+  float clip_coef = 1.0f;
+  bool skipped = false;
+  pipeline::PhaseTimes times;  // rank 0's
+};
+
+struct TrainSummary {
+  double initial_loss = 0;  // loss of step 0 (the initial params)
+  double final_loss = 0;    // loss of the last step
+  uint64_t steps = 0;
+  uint32_t dp = 0;
+  uint64_t params = 0;      // elements of the spec
+  uint64_t skipped = 0;
+  double step_time_ms = 0;  // median over steps of rank 0's step time
+  pipeline::PhaseTimes median_times;  // per phase, median over steps (seconds)
+};
+
+struct TrainResult {
+  std::vector<StepMetrics> steps;
+  TrainSummary summary;
+  TrainCursor cursor;
+};
+
+// Called on every rank's own thread: after the pipeline is built (steps_done = 0) and after every
+// step (steps_done = t + 1). Observers may read the pipeline (tests snapshot it) but not step it.
+using RankObserver = std::function<void(uint64_t steps_done, const pipeline::RankPipeline& rank)>;
+// Called on rank 0's thread after every step (progress, metrics files).
+using StepCallback = std::function<void(const StepMetrics& m)>;
+
+// Throws UsageError for unusable options (no network in the spec, dp 0, micro_batch < 1, …, and
+// the pipeline's own checks such as muon with --dist-opt bucketed).
+TrainResult train(const TrainOptions& opts, const RankObserver& observer = {}, const StepCallback& on_step = {});
+
+// The JSON line of one step (metrics file) and the summary object, as `--json` prints them.
+std::string step_json(const StepMetrics& m);
+std::string summary_json(const TrainSummary& s);
+
+}  // namespace fpg::train
