@@ -14,7 +14,7 @@ struct Preset {
 
 // Dims chosen to land near 100k / 10M / 125M / 1B parameters with SwiGLU ratios F/H of 2.7-3.7.
 constexpr std::array<Preset, 4> kPresets = {{
-    {"tiny", {20, 48, 176, 4, 20}},
+    {"tiny", {20, 96, 96, 4, 20}},
     {"small", {128, 320, 864, 12, 128}},
     {"base", {1024, 768, 2048, 26, 1024}},
     {"1b", {2048, 2048, 5632, 29, 2048}},

@@ -1,7 +1,8 @@
 // Built-in model presets: the built-in network at four sizes.
 //
 //   name   input hidden  ffn  layers output   params
-//   tiny      20     48   176      4     20      103,536   tests; norms leave 64-alignment gaps
+//   tiny      20     96    96      4     20      114,912   tests; hidden and ffn multiples of 32 (MXFP8
+//                                                           takes every matrix), norms leave 64-alignment gaps
 //   small    128    320   864     12    128   10,039,360
 //   base    1024    768  2048     26   1024  124,276,992
 //   1b      2048   2048  5632     29   2048 1,011,937,280

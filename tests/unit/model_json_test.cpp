@@ -51,7 +51,7 @@ TEST_CASE("a JSON spec with explicit params", "[model]") {
 
 TEST_CASE("a JSON spec from network dims, and round trips", "[model]") {
   const ModelSpec s = parse_spec_json(
-      R"({"network": {"input": 20, "hidden": 48, "ffn": 176, "layers": 4, "output": 20}})", "dir/my-net.json");
+      R"({"network": {"input": 20, "hidden": 96, "ffn": 96, "layers": 4, "output": 20}})", "dir/my-net.json");
   CHECK(s.name == "my-net");
   CHECK(s.params == preset("tiny").params);
   CHECK(*s.network == *preset("tiny").network);

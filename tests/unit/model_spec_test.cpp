@@ -9,7 +9,9 @@ using namespace fpg;
 using namespace fpg::model;
 
 TEST_CASE("presets land near their target sizes", "[model]") {
-  const std::pair<const char*, double> targets[] = {{"tiny", 1e5}, {"small", 1e7}, {"base", 1.25e8}, {"1b", 1e9}};
+  // tiny is ~115k: the smallest 4-block network whose matrices MXFP8 takes (multiples of 32) and
+  // whose norms still leave 64-alignment gaps.
+  const std::pair<const char*, double> targets[] = {{"tiny", 1.15e5}, {"small", 1e7}, {"base", 1.25e8}, {"1b", 1e9}};
   for (const auto& [name, target] : targets) {
     CAPTURE(name);
     const ModelSpec spec = preset(name);
@@ -20,7 +22,7 @@ TEST_CASE("presets land near their target sizes", "[model]") {
     CHECK(double(spec.numel()) < 1.1 * target);
     CHECK(!check_spec(spec));
   }
-  CHECK(preset("tiny").numel() == 103536);
+  CHECK(preset("tiny").numel() == 114912);
   CHECK(preset_names() == std::vector<std::string>{"tiny", "small", "base", "1b"});
   CHECK_THROWS_AS(preset("huge"), UsageError);
 }
