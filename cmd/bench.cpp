@@ -3,9 +3,11 @@
 #include <sstream>
 
 #include "bench/quantize_bench.h"
+#include "formats/fpckpt/bench.h"
 #include "cli.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "ckpt/chunk_codec.h"
 
 namespace fpg::cli {
 namespace {
@@ -72,6 +74,59 @@ int run_bench_quantize(const BenchQuantizeArgs& a, const GlobalOptions& g) {
   return 0;
 }
 
+struct BenchIoArgs {
+  fpckpt::IoBenchOptions o;
+  double gib = 1.0;
+};
+
+int run_bench_io(BenchIoArgs a, const GlobalOptions& g) {
+  if (a.gib <= 0) throw UsageError("--size-gib must be positive");
+  a.o.bytes = static_cast<uint64_t>(a.gib * (1ull << 30)) / 4 * 4;
+  for (const auto& c : a.o.compressions) ckpt::parse_compression(c);  // refuse bad values before timing
+  const auto rows = fpckpt::run_io_bench(a.o);
+  if (g.json) {
+    nlohmann::json j = {{"benchmark", "io"}, {"bytes", a.o.bytes}, {"dir", a.o.dir}, {"ranks", a.o.ranks},
+                        {"threads", resolve_threads(g.threads)}, {"results", nlohmann::json::array()}};
+    for (const auto& r : rows)
+      j["results"].push_back({{"what", r.what}, {"seconds", r.seconds}, {"gbps", r.gbps}, {"ratio_to_plain", r.ratio},
+                              {"compression_ratio", r.compression}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("io: %.2f GiB fp32 state in %s, %u rank files, %zu threads (ratio = GB/s / plain file GB/s, same run)\n",
+              a.o.bytes / double(1ull << 30), a.o.dir.c_str(), a.o.ranks, resolve_threads(g.threads));
+  std::printf("%-20s %9s %9s %8s %12s\n", "what", "s", "GB/s", "ratio", "compression");
+  for (const auto& r : rows)
+    std::printf("%-20s %9.3f %9.3f %8.2f %11.3fx\n", r.what.c_str(), r.seconds, r.gbps, r.ratio, r.compression);
+  return 0;
+}
+
+int run_bench_validate(const fpckpt::ValidateBenchOptions& o, const GlobalOptions& g) {
+  if (o.keys == 0 || o.ranks == 0 || o.chunks == 0) throw UsageError("--chunks, --keys and --ranks must be positive");
+  const auto r = fpckpt::run_validate_bench(o);
+  if (g.json) {
+    nlohmann::json j = {{"benchmark", "validate"}, {"chunks", r.chunks}, {"keys", r.keys}, {"runs", r.runs},
+                        {"padding_intervals", r.padding}, {"index_bytes", r.index_bytes},
+                        {"index_bytes_per_chunk", r.bytes_per_chunk()}, {"write_s", r.write_s}, {"read_s", r.read_s},
+                        {"check_s", r.check_s}, {"files_s", r.files_s}, {"chunks_per_s", r.chunks_per_s()},
+                        {"problems", r.problems}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("validate (index only): %llu chunks, %llu keys, %llu runs, %llu padding intervals\n",
+              static_cast<unsigned long long>(r.chunks), static_cast<unsigned long long>(r.keys),
+              static_cast<unsigned long long>(r.runs), static_cast<unsigned long long>(r.padding));
+  std::printf("index size        %llu bytes, %.2f bytes/chunk\n", static_cast<unsigned long long>(r.index_bytes),
+              r.bytes_per_chunk());
+  std::printf("write index       %.3f s\n", r.write_s);
+  std::printf("read index        %.3f s\n", r.read_s);
+  std::printf("coverage checks   %.3f s\n", r.check_s);
+  std::printf("file checks       %.3f s\n", r.files_s);
+  std::printf("validate total    %.3f s = %.2f M chunks/s (read + checks), %llu problems\n", r.total_s(),
+              r.chunks_per_s() / 1e6, static_cast<unsigned long long>(r.problems));
+  return 0;
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
@@ -87,6 +142,23 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
                 "tensorwise, blockwise, blockwise-1x128, mxfp8, mxfp8-both (repeatable; default all)");
   q->add_option("--min-seconds", args->min_seconds, "Minimum time per measurement")->capture_default_str();
   q->callback([args, &global, &run] { run = [args, &global] { return run_bench_quantize(*args, global); }; });
+
+  auto io = std::make_shared<BenchIoArgs>();
+  auto* i = cmd->add_subcommand("io", "Checkpoint save/load vs a plain large file write/read, same run");
+  i->add_option("--dir", io->o.dir, "Directory for the files (removed afterwards)")->capture_default_str();
+  i->add_option("--size-gib", io->gib, "State size in GiB")->capture_default_str();
+  i->add_option("--ranks", io->o.ranks, "Rank files the state is split over")->capture_default_str();
+  i->add_option("--chunk-bytes", io->o.chunk_bytes, "Checkpoint chunk size")->capture_default_str();
+  i->add_option("--compress", io->o.compressions, "Encodings to measure (repeatable; default none and zstd:1)");
+  i->callback([io, &global, &run] { run = [io, &global] { return run_bench_io(*io, global); }; });
+
+  auto va = std::make_shared<fpckpt::ValidateBenchOptions>();
+  auto* v = cmd->add_subcommand("validate", "Index-only validation of a synthetic index: chunks/s and bytes/chunk");
+  v->add_option("--dir", va->dir, "Directory for the index (removed afterwards)")->capture_default_str();
+  v->add_option("--chunks", va->chunks, "Chunks in the synthetic index")->capture_default_str();
+  v->add_option("--keys", va->keys, "Keys")->capture_default_str();
+  v->add_option("--ranks", va->ranks, "Rank files")->capture_default_str();
+  v->callback([va, &global, &run] { run = [va, &global] { return run_bench_validate(*va, global); }; });
 }
 
 }  // namespace fpg::cli

@@ -1,9 +1,17 @@
-// fpgather inspect: what a safetensors model holds (tensors, dtypes, shapes, bytes, metadata).
+// fpgather inspect: what a safetensors model holds (tensors, dtypes, shapes, bytes, metadata), or
+// what an fpgather checkpoint holds (summary, --keys, --key NAME).
+#include <sys/stat.h>
+
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "core/dtype.h"
+#include "core/error.h"
+#include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/index_file.h"
+#include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/summary.h"
 #include "formats/safetensors/model.h"
 
 namespace fpg::cli {
@@ -11,6 +19,9 @@ namespace {
 
 struct InspectArgs {
   std::string path;
+  bool keys = false;
+  std::string key;
+  bool json = false;
 };
 
 std::string shape_text(const std::vector<uint64_t>& shape) {
@@ -19,7 +30,141 @@ std::string shape_text(const std::vector<uint64_t>& shape) {
   return s + "]";
 }
 
+bool is_checkpoint(const std::string& path) {
+  struct stat st {};
+  return stat((path + "/" + fpckpt::kIndexFile).c_str(), &st) == 0 ||
+         stat((path + "/" + fpckpt::kLatestFile).c_str(), &st) == 0;
+}
+
+std::string mb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
+  return buf;
+}
+
+nlohmann::json sizes_json(const fpckpt::KindSizes& k) {
+  return {{"keys", k.keys}, {"numel", k.numel}, {"logical_bytes", k.logical_bytes}, {"stored_bytes", k.stored_bytes},
+          {"chunks", k.chunks}, {"padding_elements", k.padding_elems}};
+}
+
+std::string flags_text(uint32_t f) {
+  std::string s;
+  if (f & ckpt::kFilterShuffle) s += "shuffle+";
+  s += (f & ckpt::kFilterZstd) ? "zstd" : "raw";
+  return s;
+}
+
+int inspect_key(const fpckpt::CheckpointReader& r, const std::string& name, bool json) {
+  const ckpt::Index& ix = r.index();
+  const long k = r.find_key(name);
+  if (k < 0) throw UsageError(r.dir() + ": no key named '" + name + "' (see inspect --keys)");
+  const ckpt::Key& key = ix.keys[k];
+  std::vector<const ckpt::Padding*> pads;
+  for (const auto& p : ix.padding)
+    if (p.key == static_cast<uint32_t>(k)) pads.push_back(&p);
+  if (json) {
+    nlohmann::json j = {{"key", key.name}, {"kind", ckpt::kind_name(key.kind)}, {"dtype", dtype_name(key.dtype)},
+                        {"shape", key.shape}, {"numel", key.numel()}, {"chunks", nlohmann::json::array()},
+                        {"padding", nlohmann::json::array()}};
+    for (uint32_t c : r.chunks_of(k)) {
+      const auto& ch = ix.chunks[c];
+      const auto& run = ix.runs[ch.run];
+      j["chunks"].push_back({{"lo", ch.offset}, {"hi", ch.hi()}, {"file", ix.files[run.file].name},
+                             {"dataset", "/" + std::to_string(run.dataset)},
+                             {"chunk", (ch.offset - run.lo) / run.chunk_elems}, {"stored_bytes", ch.stored_bytes},
+                             {"encoding", flags_text(ch.flags)}, {"xxh3_stored", ch.checksum_stored},
+                             {"xxh3_logical", ch.checksum_logical}});
+    }
+    for (const auto* p : pads) j["padding"].push_back({{"lo", p->lo}, {"hi", p->hi}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s: %s %s %s, %llu elements, %zu chunks, %zu padding intervals\n", key.name.c_str(),
+              std::string(ckpt::kind_name(key.kind)).c_str(), std::string(dtype_name(key.dtype)).c_str(),
+              ckpt::shape_text(key.shape).c_str(), static_cast<unsigned long long>(key.numel()), r.chunks_of(k).size(),
+              pads.size());
+  std::printf("%-24s  %-16s  %-12s  %12s  %-12s  %s\n", "range", "file", "location", "stored", "encoding", "xxh3 stored/logical");
+  for (uint32_t c : r.chunks_of(k)) {
+    const auto& ch = ix.chunks[c];
+    const auto& run = ix.runs[ch.run];
+    const std::string range = "[" + std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + ")";
+    const std::string loc = "/" + std::to_string(run.dataset) + "#" + std::to_string((ch.offset - run.lo) / run.chunk_elems);
+    std::printf("%-24s  %-16s  %-12s  %12u  %-12s  %016llx/%016llx\n", range.c_str(), ix.files[run.file].name.c_str(),
+                loc.c_str(), ch.stored_bytes, flags_text(ch.flags).c_str(),
+                static_cast<unsigned long long>(ch.checksum_stored), static_cast<unsigned long long>(ch.checksum_logical));
+  }
+  for (const auto* p : pads)
+    std::printf("[%llu, %llu)  padding\n", static_cast<unsigned long long>(p->lo), static_cast<unsigned long long>(p->hi));
+  return 0;
+}
+
+int inspect_checkpoint(const InspectArgs& a, bool json) {
+  const fpckpt::CheckpointReader r(a.path);
+  if (!a.key.empty()) return inspect_key(r, a.key, json);
+  const auto s = fpckpt::summarize(r.index());
+  if (json) {
+    nlohmann::json j = {{"path", r.dir()}, {"format", "fpgather checkpoint"}, {"format_version", s.format_version},
+                        {"producer", s.producer}, {"step", s.step}, {"model", s.model}, {"layout", s.layout},
+                        {"optimizer", s.optimizer}, {"fp8", s.fp8}, {"documents", s.documents},
+                        {"files", s.files}, {"file_bytes", s.file_bytes}, {"runs", s.runs},
+                        {"compression_ratio", s.compression_ratio}, {"totals", sizes_json(s.total)}};
+    for (int k = 0; k < ckpt::kKeyKindCount; ++k)
+      if (s.by_kind[k].keys) j["by_kind"][std::string(ckpt::kind_name(static_cast<ckpt::KeyKind>(k)))] = sizes_json(s.by_kind[k]);
+    if (a.keys) {
+      j["keys"] = nlohmann::json::array();
+      for (const auto& kr : s.keys)
+        j["keys"].push_back({{"name", kr.name}, {"kind", ckpt::kind_name(kr.kind)}, {"dtype", dtype_name(kr.dtype)},
+                             {"shape", kr.shape}, {"numel", kr.numel}, {"chunks", kr.chunks},
+                             {"padding_intervals", kr.padding_intervals}, {"padding_elements", kr.padding_elems},
+                             {"logical_bytes", kr.logical_bytes}, {"stored_bytes", kr.stored_bytes}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  auto line = [](const char* what, const std::string& v) { std::printf("%-12s %s\n", what, v.empty() ? "-" : v.c_str()); };
+  std::printf("%s: fpgather checkpoint\n", r.dir().c_str());
+  line("format", s.format_version);
+  line("producer", s.producer);
+  line("step", s.step);
+  line("model", s.model);
+  line("layout", s.layout);
+  line("optimizer", s.optimizer);
+  line("fp8 recipe", s.fp8);
+  std::string docs;
+  for (const auto& d : s.documents) docs += (docs.empty() ? "" : ", ") + d;
+  line("documents", docs);
+  char ratio[64];
+  std::snprintf(ratio, sizeof ratio, "%.3fx (%s logical, %s stored)", s.compression_ratio, mb(s.total.logical_bytes).c_str(),
+                mb(s.total.stored_bytes).c_str());
+  line("compression", ratio);
+  line("files", std::to_string(s.files) + " data files, " + mb(s.file_bytes) + ", " + std::to_string(s.runs) + " runs");
+  std::printf("%-16s %6s %14s %14s %14s %8s %12s\n", "kind", "keys", "elements", "logical bytes", "stored bytes", "chunks", "padding");
+  auto row = [](const std::string& name, const fpckpt::KindSizes& k) {
+    std::printf("%-16s %6llu %14llu %14llu %14llu %8llu %12llu\n", name.c_str(), static_cast<unsigned long long>(k.keys),
+                static_cast<unsigned long long>(k.numel), static_cast<unsigned long long>(k.logical_bytes),
+                static_cast<unsigned long long>(k.stored_bytes), static_cast<unsigned long long>(k.chunks),
+                static_cast<unsigned long long>(k.padding_elems));
+  };
+  for (int k = 0; k < ckpt::kKeyKindCount; ++k)
+    if (s.by_kind[k].keys) row(std::string(ckpt::kind_name(static_cast<ckpt::KeyKind>(k))), s.by_kind[k]);
+  row("total", s.total);
+  if (a.keys) {
+    size_t width = 4;
+    for (const auto& kr : s.keys) width = std::max(width, kr.name.size());
+    std::printf("\n%-*s  %-15s  %-8s  %-16s  %7s  %9s  %12s\n", static_cast<int>(width), "key", "kind", "dtype", "shape",
+                "chunks", "padding", "stored");
+    for (const auto& kr : s.keys)
+      std::printf("%-*s  %-15s  %-8s  %-16s  %7llu  %9llu  %12llu\n", static_cast<int>(width), kr.name.c_str(),
+                  std::string(ckpt::kind_name(kr.kind)).c_str(), std::string(dtype_name(kr.dtype)).c_str(),
+                  ckpt::shape_text(kr.shape).c_str(), static_cast<unsigned long long>(kr.chunks),
+                  static_cast<unsigned long long>(kr.padding_elems), static_cast<unsigned long long>(kr.stored_bytes));
+  }
+  return 0;
+}
+
 int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
+  if (is_checkpoint(a.path)) return inspect_checkpoint(a, g.json || a.json);
+  if (a.keys || !a.key.empty()) throw UsageError(a.path + ": --keys and --key apply to fpgather checkpoints");
   const auto model = safetensors::Model::open(a.path);
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
   uint64_t numel = 0;
@@ -29,7 +174,7 @@ int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
     d.second += e.info->nbytes();
     numel += e.info->numel;
   }
-  if (g.json) {
+  if (g.json || a.json) {
     nlohmann::json j;
     j["path"] = a.path;
     j["format"] = "safetensors";
@@ -84,8 +229,13 @@ int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
 
 void register_inspect(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto args = std::make_shared<InspectArgs>();
-  auto* cmd = app.add_subcommand("inspect", "Show what a safetensors model holds");
-  cmd->add_option("PATH", args->path, "A .safetensors file, an index .json, or a directory holding one")->required();
+  auto* cmd = app.add_subcommand("inspect", "Show what a safetensors model or an fpgather checkpoint holds");
+  cmd->add_option("PATH", args->path,
+                  "A .safetensors file, an index .json, a directory holding one, or a checkpoint directory "
+                  "(or one holding `latest`)")->required();
+  cmd->add_flag("--keys", args->keys, "Checkpoint: list every key");
+  cmd->add_option("--key", args->key, "Checkpoint: one key's chunks and padding");
+  cmd->add_flag("--json", args->json, "Print as JSON (same as the global --json)");
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_inspect(*args, global); }; });
 }
 

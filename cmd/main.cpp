@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   cli::register_convert(app, global, run);
   cli::register_inspect(app, global, run);
   cli::register_bench(app, global, run);
+  cli::register_validate(app, global, run);
+  cli::register_diff(app, global, run);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,227 @@
+#include "formats/fpckpt/bench.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "ckpt/coverage.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/index_file.h"
+#include "formats/fpckpt/reader.h"
+
+namespace fpg::fpckpt {
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Drops a file's pages from the page cache so reads come from the disk (no root needed).
+void evict(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+void evict_checkpoint(const std::string& dir, const ckpt::Index& ix) {
+  for (const auto& f : ix.files) evict(dir + "/" + f.name);
+  evict(dir + "/" + kIndexFile);
+}
+
+// Optimizer-like values: N(0, 0.02)-ish floats from a cheap generator (Irwin-Hall of 4 uniforms).
+void fill_state(std::vector<float>& v) {
+  ThreadPool& pool = ThreadPool::global();
+  const size_t parts = pool.size() * 4;
+  pool.parallel_for(parts, [&](size_t p) {
+    uint64_t s = 0x9E3779B97F4A7C15ull * (p + 1);
+    const size_t lo = v.size() * p / parts, hi = v.size() * (p + 1) / parts;
+    for (size_t i = lo; i < hi; ++i) {
+      float u = 0;
+      for (int k = 0; k < 4; ++k) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        u += static_cast<float>(s >> 40) * (1.f / 16777216.f);
+      }
+      v[i] = (u - 2.f) * 0.035f;
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
+  std::vector<IoBenchRow> rows;
+  std::vector<float> state(o.bytes / 4);
+  fill_state(state);
+  const uint64_t bytes = state.size() * 4;
+  const std::string base = o.dir + "/fpgather-bench-io-" + std::to_string(getpid());
+  if (mkdir(base.c_str(), 0755) != 0) throw FormatError(base + ": cannot create: " + std::strerror(errno));
+  struct Cleanup {
+    std::string p;
+    ~Cleanup() { remove_tree(p); }
+  } cleanup{base};
+
+  // Baseline: one large file, 64 MiB writes, fsync; then read back cold.
+  const std::string plain = base + "/plain.bin";
+  double t0 = now();
+  {
+    const int fd = ::open(plain.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw FormatError(plain + ": cannot create");
+    const auto* p = reinterpret_cast<const char*>(state.data());
+    for (uint64_t off = 0; off < bytes;) {
+      const ssize_t n = ::write(fd, p + off, std::min<uint64_t>(64ull << 20, bytes - off));
+      if (n <= 0) throw FormatError(plain + ": write failed");
+      off += static_cast<uint64_t>(n);
+    }
+    fsync(fd);
+    ::close(fd);
+  }
+  const double plain_w = now() - t0;
+  rows.push_back({"plain write+fsync", plain_w, bytes / plain_w / 1e9, 1, 1});
+  evict(plain);
+  std::vector<char> rbuf(64ull << 20);
+  t0 = now();
+  {
+    const int fd = ::open(plain.c_str(), O_RDONLY);
+    while (::read(fd, rbuf.data(), rbuf.size()) > 0) {
+    }
+    ::close(fd);
+  }
+  const double plain_r = now() - t0;
+  rows.push_back({"plain read (cold)", plain_r, bytes / plain_r / 1e9, 1, 1});
+  unlink(plain.c_str());
+
+  // Keys of 64 MiB, split evenly over the ranks (each rank its contiguous share of every key).
+  const uint64_t key_elems = std::min<uint64_t>(16ull << 20, state.size());
+  const uint64_t nkeys = (state.size() + key_elems - 1) / key_elems;
+  for (const auto& comp : o.compressions) {
+    WriteOptions wo;
+    wo.compression = ckpt::parse_compression(comp);
+    wo.chunk_bytes = o.chunk_bytes;
+    const std::string dir = base + "/ckpt-" + comp;
+    t0 = now();
+    ckpt::Index ix;
+    {
+      CheckpointWriter w(dir, wo);
+      for (uint32_t r = 0; r < o.ranks; ++r) {
+        auto& rw = w.rank(r);
+        for (uint64_t k = 0; k < nkeys; ++k) {
+          const uint64_t klo = k * key_elems, n = std::min(key_elems, state.size() - klo);
+          const uint32_t key = rw.declare({"state/" + std::to_string(k), DType::F32, {n}, ckpt::KeyKind::optimizer_state});
+          const uint64_t lo = n * r / o.ranks, hi = n * (r + 1) / o.ranks;
+          rw.write(key, lo, state.data() + klo + lo, hi - lo);
+        }
+      }
+      ix = w.commit();
+    }
+    const double save = now() - t0;
+    uint64_t stored = 0;
+    for (const auto& c : ix.chunks) stored += c.stored_bytes;
+    rows.push_back({"save " + comp, save, bytes / save / 1e9, (bytes / save) / (bytes / plain_w),
+                    static_cast<double>(bytes) / stored});
+    evict_checkpoint(dir, ix);
+    std::vector<float> back(key_elems);
+    t0 = now();
+    {
+      CheckpointReader rd(dir);
+      for (uint64_t k = 0; k < nkeys; ++k) {
+        const long key = rd.find_key("state/" + std::to_string(k));
+        const uint64_t n = rd.index().keys[key].numel();
+        rd.read(static_cast<uint32_t>(key), 0, n, back.data());
+        if (std::memcmp(back.data(), state.data() + k * key_elems, n * 4) != 0)
+          throw InternalError("bench io: loaded state differs from the saved one");
+      }
+    }
+    const double load = now() - t0;
+    rows.push_back({"load " + comp, load, bytes / load / 1e9, (bytes / load) / (bytes / plain_r), 1});
+    remove_tree(dir);
+  }
+  return rows;
+}
+
+ValidateBenchResult run_validate_bench(const ValidateBenchOptions& o) {
+  ValidateBenchResult res;
+  const std::string base = o.dir + "/fpgather-bench-validate-" + std::to_string(getpid());
+  if (mkdir(base.c_str(), 0755) != 0) throw FormatError(base + ": cannot create: " + std::strerror(errno));
+  struct Cleanup {
+    std::string p;
+    ~Cleanup() { remove_tree(p); }
+  } cleanup{base};
+
+  // Bucket-like keys: each rank holds a contiguous share of every key, cut into 1024-element chunks,
+  // with a 64-element padding gap declared in the middle of each key.
+  ckpt::Index ix;
+  ix.producer = "fpgather bench";
+  const uint64_t per_key = std::max<uint64_t>(1, o.chunks / o.keys);
+  const uint32_t ce = 1024;
+  for (uint32_t r = 0; r < o.ranks; ++r) ix.files.push_back({"rank-" + std::to_string(r) + ".h5", r, 1u << 20});
+  for (uint32_t k = 0; k < o.keys; ++k) {
+    const uint64_t data = per_key * ce;
+    const uint64_t gap_at = (per_key / 2) * ce;
+    ix.keys.push_back({"optimizer/buffer0/bucket" + std::to_string(k) + "/exp_avg", DType::F32, {data + 64},
+                       ckpt::KeyKind::optimizer_state});
+    ix.padding.push_back({k, gap_at, gap_at + 64});
+    for (uint32_t r = 0; r < o.ranks; ++r) {
+      const uint64_t c0 = per_key * r / o.ranks, c1 = per_key * (r + 1) / o.ranks;
+      if (c1 == c0) continue;
+      // Split a rank's share at the gap so that runs never straddle it.
+      std::vector<std::pair<uint64_t, uint64_t>> pieces;
+      const uint64_t mid = per_key / 2;
+      if (c0 < mid && c1 > mid) pieces = {{c0, mid}, {mid, c1}};
+      else pieces = {{c0, c1}};
+      for (const auto& [a, b] : pieces) {
+        const uint64_t lo = a * ce + (a >= mid ? 64 : 0);
+        const auto run = static_cast<uint32_t>(ix.runs.size());
+        ix.runs.push_back({r, run, k, ce, lo, (b - a) * ce, DType::F32, ckpt::kFilterZstd});
+        for (uint64_t c = a; c < b; ++c) {
+          ckpt::Chunk ch;
+          ch.run = run;
+          ch.offset = lo + (c - a) * ce;
+          ch.length = ce;
+          ch.stored_bytes = 3000;
+          ch.flags = ckpt::kFilterZstd;
+          ch.checksum_stored = c * 0x9E3779B97F4A7C15ull;
+          ch.checksum_logical = ~ch.checksum_stored;
+          ix.chunks.push_back(ch);
+        }
+      }
+    }
+  }
+  const std::string path = base + "/" + kIndexFile;
+  double t0 = now();
+  write_index(path, ix);
+  res.write_s = now() - t0;
+  for (const auto& f : ix.files) {  // sparse files of the recorded sizes, for the file checks
+    const int fd = ::open((base + "/" + f.name).c_str(), O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) {
+      if (ftruncate(fd, static_cast<off_t>(f.size)) != 0) {
+      }
+      ::close(fd);
+    }
+  }
+  struct stat st {};
+  stat(path.c_str(), &st);
+  res.index_bytes = static_cast<uint64_t>(st.st_size);
+  t0 = now();
+  const ckpt::Index back = read_index(path);
+  res.read_s = now() - t0;
+  t0 = now();
+  const auto problems = ckpt::check_index(back);
+  res.check_s = now() - t0;
+  t0 = now();
+  const auto fp = ckpt::check_files(back, base);
+  res.files_s = now() - t0;
+  res.problems = problems.size() + fp.size();
+  res.chunks = back.chunks.size();
+  res.keys = back.keys.size();
+  res.runs = back.runs.size();
+  res.padding = back.padding.size();
+  return res;
+}
+
+}  // namespace fpg::fpckpt

@@ -1,0 +1,48 @@
+// `fpgather bench io` and `fpgather bench validate` (BENCHMARKS.md): checkpoint save/load throughput
+// as a ratio to a plain large-file write/read measured in the same run on the same directory, and
+// index-only validation speed and index size on a synthetic index.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fpg::fpckpt {
+
+struct IoBenchOptions {
+  std::string dir = "/tmp";        // where the files go (removed afterwards)
+  uint64_t bytes = 1ull << 30;     // state size
+  uint64_t chunk_bytes = 4ull << 20;
+  std::vector<std::string> compressions = {"none", "zstd:1"};
+  uint32_t ranks = 8;              // the state is split over this many rank files
+};
+
+struct IoBenchRow {
+  std::string what;  // "plain write", "plain read", "save none", "load none", ...
+  double seconds = 0, gbps = 0;
+  double ratio = 0;           // gbps / plain write (saves) or plain read (loads)
+  double compression = 1;     // logical / stored bytes (saves)
+};
+
+std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o);
+
+struct ValidateBenchOptions {
+  std::string dir = "/tmp";
+  uint64_t chunks = 1'000'000;
+  uint32_t keys = 1000;
+  uint32_t ranks = 8;
+};
+
+struct ValidateBenchResult {
+  uint64_t chunks = 0, keys = 0, runs = 0, padding = 0;
+  uint64_t index_bytes = 0;
+  double write_s = 0, read_s = 0, check_s = 0, files_s = 0;
+  double total_s() const { return read_s + check_s + files_s; }
+  double chunks_per_s() const { return total_s() > 0 ? chunks / total_s() : 0; }
+  double bytes_per_chunk() const { return chunks ? static_cast<double>(index_bytes) / chunks : 0; }
+  uint64_t problems = 0;
+};
+
+ValidateBenchResult run_validate_bench(const ValidateBenchOptions& o);
+
+}  // namespace fpg::fpckpt

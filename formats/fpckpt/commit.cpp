@@ -1,0 +1,239 @@
+#include "formats/fpckpt/commit.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "formats/fpckpt/index_file.h"
+#include "formats/safetensors/fs_util.h"
+
+namespace fpg::fpckpt {
+
+using safetensors::fsync_directory;
+using safetensors::join_path;
+using safetensors::split_path;
+
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return lstat(p.c_str(), &st) == 0;
+}
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::string begin_staging(const std::string& target) {
+  std::string t = target;
+  while (t.size() > 1 && t.back() == '/') t.pop_back();
+  if (exists(t)) throw UsageError(t + ": already exists; a checkpoint is never written over another");
+  const auto [dir, name] = split_path(t);
+  if (!is_dir(dir)) throw UsageError(t + ": parent directory " + dir + " does not exist");
+  std::random_device rd;
+  char suffix[24];
+  std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
+  const std::string staging = join_path(dir, "." + name + ".tmp-" + suffix);
+  if (mkdir(staging.c_str(), 0755) != 0) throw FormatError(staging + ": cannot create: " + std::strerror(errno));
+  return staging;
+}
+
+ckpt::Index merge_manifests(const std::vector<RankManifest>& manifests, const ckpt::Documents& documents) {
+  ckpt::Index ix;
+  ix.version = ckpt::kFormatVersion;
+  ix.producer = std::string("fpgather ") + FPGATHER_VERSION;
+  ix.documents = documents;
+  std::vector<const RankManifest*> order;
+  for (const auto& m : manifests) order.push_back(&m);
+  std::sort(order.begin(), order.end(), [](const RankManifest* a, const RankManifest* b) { return a->rank < b->rank; });
+  std::unordered_map<std::string, uint32_t> key_of;
+  for (const RankManifest* m : order) {
+    std::vector<uint32_t> key_map(m->keys.size());
+    for (size_t k = 0; k < m->keys.size(); ++k) {
+      const ckpt::Key& key = m->keys[k];
+      const auto it = key_of.find(key.name);
+      if (it == key_of.end()) {
+        key_map[k] = static_cast<uint32_t>(ix.keys.size());
+        key_of.emplace(key.name, key_map[k]);
+        ix.keys.push_back(key);
+      } else {
+        const ckpt::Key& prev = ix.keys[it->second];
+        if (prev.dtype != key.dtype || prev.shape != key.shape || prev.kind != key.kind)
+          throw UsageError("checkpoint key '" + key.name + "': rank " + std::to_string(m->rank) + " declares " +
+                           std::string(dtype_name(key.dtype)) + " " + ckpt::shape_text(key.shape) + ", another rank " +
+                           std::string(dtype_name(prev.dtype)) + " " + ckpt::shape_text(prev.shape));
+        key_map[k] = it->second;
+      }
+    }
+    const uint32_t file = static_cast<uint32_t>(ix.files.size());
+    if (!m->file.name.empty()) ix.files.push_back(m->file);
+    else if (!m->runs.empty()) throw InternalError("rank manifest has runs but no file");
+    const uint32_t run0 = static_cast<uint32_t>(ix.runs.size());
+    for (ckpt::Run r : m->runs) {
+      r.file = file;
+      r.key = key_map.at(r.key);
+      ix.runs.push_back(r);
+    }
+    for (ckpt::Chunk c : m->chunks) {
+      c.run += run0;
+      ix.chunks.push_back(c);
+    }
+    for (ckpt::Padding p : m->padding) {
+      p.key = key_map.at(p.key);
+      ix.padding.push_back(p);
+    }
+  }
+  // Chunks by key and offset: the order the coverage sweep wants (it then skips its sort).
+  ix.link_chunks();
+  std::vector<uint32_t> run_map(ix.runs.size());
+  {
+    std::vector<uint32_t> order_runs(ix.runs.size());
+    for (uint32_t i = 0; i < order_runs.size(); ++i) order_runs[i] = i;
+    std::stable_sort(order_runs.begin(), order_runs.end(), [&](uint32_t a, uint32_t b) {
+      return ix.runs[a].key != ix.runs[b].key ? ix.runs[a].key < ix.runs[b].key : ix.runs[a].lo < ix.runs[b].lo;
+    });
+    std::vector<ckpt::Run> runs(ix.runs.size());
+    for (uint32_t i = 0; i < order_runs.size(); ++i) {
+      runs[i] = ix.runs[order_runs[i]];
+      run_map[order_runs[i]] = i;
+    }
+    ix.runs = std::move(runs);
+  }
+  for (auto& c : ix.chunks) c.run = run_map[c.run];
+  std::stable_sort(ix.chunks.begin(), ix.chunks.end(), [](const ckpt::Chunk& a, const ckpt::Chunk& b) {
+    return a.run != b.run ? a.run < b.run : a.offset < b.offset;
+  });
+  ix.link_chunks();
+  std::sort(ix.padding.begin(), ix.padding.end(), [](const ckpt::Padding& a, const ckpt::Padding& b) {
+    return a.key != b.key ? a.key < b.key : a.lo < b.lo;
+  });
+  std::vector<ckpt::Padding> merged;
+  for (const auto& p : ix.padding) {
+    if (!merged.empty() && merged.back().key == p.key && merged.back().hi == p.lo) merged.back().hi = p.hi;
+    else merged.push_back(p);
+  }
+  ix.padding = std::move(merged);
+  return ix;
+}
+
+void commit(const std::string& staging, const std::string& target, const ckpt::Index& index) {
+  write_index(join_path(staging, kIndexFile), index);
+  fsync_directory(staging);
+  if (exists(target)) throw UsageError(target + ": already exists; a checkpoint is never written over another");
+  if (rename(staging.c_str(), target.c_str()) != 0)
+    throw FormatError(target + ": cannot rename " + staging + " into place: " + std::strerror(errno));
+  fsync_directory(split_path(target).first);
+}
+
+void update_latest(const std::string& root, const std::string& name) {
+  if (!ckpt::valid_file_name(name)) throw UsageError("latest: '" + name + "' is not a plain directory name");
+  safetensors::write_file_atomic(join_path(root, kLatestFile), name + "\n");
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  const std::string latest = join_path(path, kLatestFile);
+  struct stat st {};
+  if (stat(latest.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return path;
+  std::ifstream in(latest);
+  std::string name;
+  std::getline(in, name);
+  name = trim(name);
+  if (!ckpt::valid_file_name(name)) throw FormatError(latest + ": '" + name + "' is not a plain checkpoint name");
+  const std::string dir = join_path(path, name);
+  if (!is_dir(dir)) throw FormatError(latest + ": names " + name + ", which is not a directory in " + path);
+  return dir;
+}
+
+void remove_tree(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    if (DIR* d = opendir(path.c_str())) {
+      while (dirent* e = readdir(d)) {
+        const std::string n = e->d_name;
+        if (n == "." || n == "..") continue;
+        remove_tree(join_path(path, n));
+      }
+      closedir(d);
+    }
+    rmdir(path.c_str());
+  } else {
+    unlink(path.c_str());
+  }
+}
+
+std::vector<std::string> apply_retention(const std::string& root, size_t keep) {
+  std::vector<std::string> removed;
+  if (keep == 0) return removed;
+  std::vector<std::string> ckpts;
+  DIR* d = opendir(root.c_str());
+  if (!d) throw FormatError(root + ": cannot list: " + std::strerror(errno));
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.empty() || n[0] == '.') continue;  // staging directories and hidden files are not checkpoints
+    if (exists(join_path(join_path(root, n), kIndexFile))) ckpts.push_back(n);
+  }
+  closedir(d);
+  std::sort(ckpts.begin(), ckpts.end());
+  std::string latest;
+  {
+    std::ifstream in(join_path(root, kLatestFile));
+    if (in) std::getline(in, latest);
+    latest = trim(latest);
+  }
+  if (ckpts.size() <= keep) return removed;
+  for (size_t i = 0; i + keep < ckpts.size(); ++i) {
+    if (ckpts[i] == latest) continue;
+    remove_tree(join_path(root, ckpts[i]));
+    removed.push_back(ckpts[i]);
+  }
+  if (!removed.empty()) fsync_directory(root);
+  return removed;
+}
+
+CheckpointWriter::CheckpointWriter(std::string target, WriteOptions opts) : target_(std::move(target)), opts_(opts) {
+  while (target_.size() > 1 && target_.back() == '/') target_.pop_back();
+  staging_ = begin_staging(target_);
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (!committed_) {
+    ranks_.clear();
+    remove_tree(staging_);
+  }
+}
+
+RankWriter& CheckpointWriter::rank(uint32_t r) {
+  if (committed_) throw InternalError("CheckpointWriter used after commit()");
+  if (r >= ranks_.size()) ranks_.resize(r + 1);
+  if (!ranks_[r]) ranks_[r] = std::make_unique<RankWriter>(staging_, r, opts_);
+  return *ranks_[r];
+}
+
+ckpt::Index CheckpointWriter::commit() {
+  std::vector<RankManifest> manifests;
+  for (auto& w : ranks_)
+    if (w) manifests.push_back(w->finish());
+  ckpt::Index ix = merge_manifests(manifests, documents_);
+  fpckpt::commit(staging_, target_, ix);
+  committed_ = true;
+  ranks_.clear();
+  return ix;
+}
+
+}  // namespace fpg::fpckpt

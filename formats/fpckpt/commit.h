@@ -1,0 +1,69 @@
+// Atomic commit of a checkpoint directory (notes/checkpoint.md §4): every rank writes into a staging
+// directory beside the target; the committing rank merges the ranks' manifests into the index,
+// writes index.h5 last (fsynced), fsyncs the staging directory, renames it to the target in one
+// rename(), and fsyncs the parent. A crash leaves either no checkpoint or a complete one (a stale
+// staging directory, ".NAME.tmp-*", is never read). `latest` in a checkpoint root names the newest
+// complete checkpoint and is replaced atomically.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/index.h"
+#include "formats/fpckpt/rank_writer.h"
+
+namespace fpg::fpckpt {
+
+constexpr const char* kLatestFile = "latest";
+
+// Creates the staging directory for `target` and returns its path. UsageError if `target` exists.
+std::string begin_staging(const std::string& target);
+
+// Merges the manifests (any order; ranks that wrote nothing may be absent) with the documents into an
+// index: keys by name (UsageError on a dtype/shape/kind conflict), files in rank order, runs and
+// chunks renumbered, padding sorted and adjacent intervals merged.
+ckpt::Index merge_manifests(const std::vector<RankManifest>& manifests, const ckpt::Documents& documents);
+
+// Writes the index into `staging` and renames it to `target` (fsyncs as above).
+void commit(const std::string& staging, const std::string& target, const ckpt::Index& index);
+
+// Replaces ROOT/latest with "NAME\n" atomically. NAME must be a plain directory name in ROOT.
+void update_latest(const std::string& root, const std::string& name);
+
+// Where a checkpoint is expected: a directory holding `latest` stands for the checkpoint it names.
+// Returns the checkpoint directory; FormatError if `latest` names something that is not there.
+std::string resolve_checkpoint(const std::string& path);
+
+// Keeps the `keep` newest complete checkpoints in ROOT (subdirectories holding index.h5, newest by
+// name: step-%08d names sort by step) and the one `latest` names; removes the others. Returns the
+// names removed. keep == 0 keeps all.
+std::vector<std::string> apply_retention(const std::string& root, size_t keep);
+
+// The whole save for a process that writes every rank itself (the threads backend, tests, benches).
+// Not committed when destroyed: the staging directory is removed.
+class CheckpointWriter {
+ public:
+  CheckpointWriter(std::string target, WriteOptions opts = {});
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  RankWriter& rank(uint32_t r);  // created on first use
+  ckpt::Documents& documents() { return documents_; }
+  // Finishes every rank, writes the index, commits. Returns the committed index.
+  ckpt::Index commit();
+  const std::string& staging() const { return staging_; }
+
+ private:
+  std::string target_, staging_;
+  WriteOptions opts_;
+  std::vector<std::unique_ptr<RankWriter>> ranks_;
+  ckpt::Documents documents_;
+  bool committed_ = false;
+};
+
+// Removes a directory tree (the staging directory of an abandoned save, old checkpoints).
+void remove_tree(const std::string& path);
+
+}  // namespace fpg::fpckpt

@@ -1,0 +1,33 @@
+// Saving one rank's optimizer state in either state layout (DESIGN.md, "Checkpoints"), the way the
+// pipeline will call it: the rank writes exactly the fragments it owns and declares the alignment
+// gaps inside its shard as padding; the tail padding past numel_unpadded belongs to the layout and
+// is neither written nor declared. Values come from a callback, in pieces of at most piece_elems, so
+// memory stays bounded whatever the fragment size.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ckpt/key_names.h"
+#include "formats/fpckpt/rank_writer.h"
+#include "layout/bucketed_layout.h"
+#include "model/model_spec.h"
+
+namespace fpg::fpckpt {
+
+// Fills out[0, n) with elements [lo, lo + n) of the flattened state `state` of spec param `param`.
+using StateSource = std::function<void(uint32_t param, const std::string& state, uint64_t lo, uint64_t n, float* out)>;
+
+struct StateSaveOptions {
+  ckpt::StateLayout layout = ckpt::StateLayout::model;
+  std::vector<std::string> states;    // e.g. {"exp_avg", "exp_avg_sq"}
+  uint64_t piece_elems = 16ull << 20;  // elements per write call (and buffer size)
+};
+
+// Writes rank writer.rank()'s share of every state of `layout` (F32 keys of kind optimizer_state).
+void save_optimizer_state(RankWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,
+                          const StateSaveOptions& opts, const StateSource& source);
+
+}  // namespace fpg::fpckpt

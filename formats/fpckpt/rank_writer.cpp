@@ -1,0 +1,256 @@
+#include "formats/fpckpt/rank_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <condition_variable>
+#include <cstdio>
+
+#include "ckpt/checksum.h"
+#include "core/error.h"
+#include "formats/fpckpt/hdf5_util.h"
+
+namespace fpg::fpckpt {
+
+struct RankWriter::H5 {
+  std::string path;
+  Hid file;
+};
+
+std::string rank_file_name(uint32_t rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rank-%05u.h5", rank);
+  return buf;
+}
+
+RankWriter::RankWriter(std::string dir, uint32_t rank, WriteOptions opts) : dir_(std::move(dir)), opts_(opts) {
+  manifest_.rank = rank;
+  if (opts_.chunk_bytes == 0) throw UsageError("checkpoint chunk size must be positive");
+}
+
+RankWriter::~RankWriter() {
+  if (h5_ && h5_->file.valid()) {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    h5_->file.reset();
+  }
+}
+
+uint32_t RankWriter::declare(const ckpt::Key& key) {
+  if (finished_) throw InternalError("RankWriter used after finish()");
+  if (!ckpt::valid_key_name(key.name)) throw UsageError("checkpoint key name '" + key.name + "' is empty, too long or has control characters");
+  if (!key.checked_numel()) throw UsageError("checkpoint key '" + key.name + "': shape " + ckpt::shape_text(key.shape) + " overflows");
+  if (dtype_bits(key.dtype) % 8 != 0)
+    throw UsageError("checkpoint key '" + key.name + "': dtype " + std::string(dtype_name(key.dtype)) + " has sub-byte elements, which format 1 does not store");
+  const auto it = key_of_.find(key.name);
+  if (it != key_of_.end()) {
+    const ckpt::Key& k = manifest_.keys[it->second];
+    if (k.dtype != key.dtype || k.shape != key.shape || k.kind != key.kind)
+      throw UsageError("checkpoint key '" + key.name + "' declared twice with different dtype, shape or kind");
+    return it->second;
+  }
+  const auto id = static_cast<uint32_t>(manifest_.keys.size());
+  manifest_.keys.push_back(key);
+  key_of_.emplace(key.name, id);
+  return id;
+}
+
+void RankWriter::declare_padding(uint32_t key, uint64_t lo, uint64_t hi) {
+  if (key >= manifest_.keys.size()) throw InternalError("RankWriter::declare_padding: undeclared key");
+  const ckpt::Key& k = manifest_.keys[key];
+  if (lo >= hi || hi > k.numel())
+    throw UsageError("checkpoint key '" + k.name + "': padding [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                     ") is empty or outside [0, " + std::to_string(k.numel()) + ")");
+  manifest_.padding.push_back({key, lo, hi});
+}
+
+void RankWriter::open_file() {
+  h5_ = std::make_unique<H5>();
+  manifest_.file.name = rank_file_name(manifest_.rank);
+  manifest_.file.rank = manifest_.rank;
+  h5_->path = dir_ + "/" + manifest_.file.name;
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  hdf5_init();
+  Hid fcpl = checked(H5Pcreate(H5P_FILE_CREATE), H5Pclose, h5_->path, "property list");
+  H5Pset_obj_track_times(fcpl, 0);
+  h5_->file = checked(H5Fcreate(h5_->path.c_str(), H5F_ACC_EXCL, fcpl, H5P_DEFAULT), H5Fclose, h5_->path, "create data file");
+}
+
+namespace {
+
+// HDF5 has no bf16 or FP8 type: those are stored as unsigned integers of their width, with a `dtype`
+// attribute naming the real type.
+hid_t storage_type(DType t) {
+  switch (t) {
+    case DType::F32: return H5T_IEEE_F32LE;
+    case DType::F64: return H5T_IEEE_F64LE;
+    case DType::I8: return H5T_STD_I8LE;
+    case DType::I16: return H5T_STD_I16LE;
+    case DType::I32: return H5T_STD_I32LE;
+    case DType::I64: return H5T_STD_I64LE;
+    case DType::U16: return H5T_STD_U16LE;
+    case DType::U32: return H5T_STD_U32LE;
+    case DType::U64: return H5T_STD_U64LE;
+    default: break;
+  }
+  switch (dtype_bits(t)) {
+    case 16: return H5T_STD_U16LE;
+    case 32: return H5T_STD_U32LE;
+    case 64: return H5T_STD_U64LE;
+    default: return H5T_STD_U8LE;  // 8-bit types; C64 is stored as bytes too
+  }
+}
+
+void string_attr(hid_t obj, const char* name, const std::string& v) {
+  Hid type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type, std::max<size_t>(1, v.size()));
+  H5Tset_strpad(type, H5T_STR_NULLPAD);
+  Hid space(H5Screate(H5S_SCALAR), H5Sclose);
+  Hid a(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (a.valid()) H5Awrite(a, type, v.c_str());
+}
+
+void u64_attr(hid_t obj, const char* name, uint64_t v) {
+  Hid space(H5Screate(H5S_SCALAR), H5Sclose);
+  Hid a(H5Acreate2(obj, name, H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (a.valid()) H5Awrite(a, H5T_NATIVE_UINT64, &v);
+}
+
+}  // namespace
+
+void RankWriter::write(uint32_t key, uint64_t lo, const void* data, uint64_t numel) {
+  if (finished_) throw InternalError("RankWriter used after finish()");
+  if (key >= manifest_.keys.size()) throw InternalError("RankWriter::write: undeclared key");
+  const ckpt::Key& k = manifest_.keys[key];
+  if (lo > k.numel() || numel > k.numel() - lo)
+    throw UsageError("checkpoint key '" + k.name + "': write of [" + std::to_string(lo) + ", " + std::to_string(lo + numel) +
+                     ") leaves [0, " + std::to_string(k.numel()) + ")");
+  if (numel == 0) return;
+  if (!h5_) open_file();
+  const size_t elem = dtype_bits(k.dtype) / 8;
+  // Chunks of about chunk_bytes, evened out so the edge chunk wastes less than one element per chunk.
+  const uint64_t per = std::max<uint64_t>(1, std::min<uint64_t>(opts_.chunk_bytes / elem, UINT32_MAX / elem));
+  const uint64_t nchunks = (numel + per - 1) / per;
+  const uint64_t d = (numel + nchunks - 1) / nchunks;
+
+  const auto dataset = static_cast<uint32_t>(manifest_.runs.size());
+  ckpt::Run run;
+  run.file = 0;
+  run.dataset = dataset;
+  run.key = key;
+  run.chunk_elems = static_cast<uint32_t>(d);
+  run.lo = lo;
+  run.numel = numel;
+  run.dtype = k.dtype;
+  const ckpt::Compression& comp = opts_.compression;
+  const bool shuffle = comp.zstd && comp.shuffle && elem > 1;
+  run.filters = comp.zstd ? (ckpt::kFilterZstd | (shuffle ? ckpt::kFilterShuffle : 0u)) : 0u;
+
+  Hid ds;
+  int vfd = -1;
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    const hsize_t dims[1] = {numel}, chunk[1] = {d};
+    Hid space = checked(H5Screate_simple(1, dims, nullptr), H5Sclose, h5_->path, "dataspace");
+    Hid dcpl = checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, h5_->path, "property list");
+    H5Pset_obj_track_times(dcpl, 0);
+    H5Pset_chunk(dcpl, 1, chunk);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    if (shuffle && H5Pset_shuffle(dcpl) < 0) hdf5_fail(h5_->path, "shuffle filter");
+    if (comp.zstd) {
+      // Recorded, not run: chunks arrive compressed. Optional, so HDF5 builds without the plugin
+      // still create and read the dataset; readers with the plugin (h5py + hdf5plugin) decode it.
+      const unsigned cd[1] = {static_cast<unsigned>(comp.level)};
+      if (H5Pset_filter(dcpl, kZstdFilterId, H5Z_FLAG_OPTIONAL, 1, cd) < 0) hdf5_fail(h5_->path, "zstd filter");
+    }
+    const std::string name = std::to_string(dataset);
+    ds = checked(H5Dcreate2(h5_->file, name.c_str(), storage_type(k.dtype), space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+                 H5Dclose, h5_->path, "create dataset /" + name + " for key '" + k.name + "'");
+    string_attr(ds, "key", k.name);
+    string_attr(ds, "dtype", std::string(dtype_name(k.dtype)));
+    u64_attr(ds, "offset", lo);
+    void* handle = nullptr;
+    if (H5Fget_vfd_handle(h5_->file, H5P_DEFAULT, &handle) >= 0 && handle) vfd = *static_cast<int*>(handle);
+  }
+
+  const size_t first_chunk = manifest_.chunks.size();
+  manifest_.chunks.resize(first_chunk + nchunks);
+  std::mutex order_mu;
+  std::condition_variable order_cv;
+  uint64_t next = 0;
+  bool failed = false;
+  const int n_filters = (shuffle ? 1 : 0) + (comp.zstd ? 1 : 0);
+  ThreadPool& pool = opts_.pool ? *opts_.pool : ThreadPool::global();
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  uint64_t written = 0;
+  pool.parallel_for(nchunks, [&](size_t i) {
+    try {
+      thread_local ckpt::CodecScratch scratch;
+      const uint64_t off = i * d;
+      const uint64_t len = std::min(d, numel - off);
+      const uint8_t* src = bytes + off * elem;
+      const ckpt::EncodedChunk enc = ckpt::encode_chunk(src, len, d, elem, comp, scratch);
+      ckpt::Chunk& c = manifest_.chunks[first_chunk + i];
+      c.run = dataset;
+      c.key = key;
+      c.length = static_cast<uint32_t>(len);
+      c.offset = lo + off;
+      c.stored_bytes = static_cast<uint32_t>(enc.size);
+      c.flags = enc.flags;
+      c.checksum_stored = ckpt::checksum(enc.data, enc.size);
+      c.checksum_logical = ckpt::checksum(src, len * elem);
+      // Filter mask: bit i set = filter i of the pipeline (shuffle?, zstd) was not applied.
+      uint32_t mask = 0;
+      if (!(enc.flags & ckpt::kFilterZstd)) mask = (1u << n_filters) - 1;
+      {
+        std::unique_lock<std::mutex> l(order_mu);
+        order_cv.wait(l, [&] { return next == i || failed; });
+      }
+      if (!failed) {
+        std::lock_guard<std::mutex> lock(hdf5_mutex());
+        const hsize_t at[1] = {off};
+        if (H5Dwrite_chunk(ds, H5P_DEFAULT, mask, at, enc.size, enc.data) < 0)
+          hdf5_fail(h5_->path, "write chunk [" + std::to_string(lo + off) + ", " + std::to_string(lo + off + len) +
+                                   ") of key '" + k.name + "'");
+        written += enc.size;
+      }
+      std::lock_guard<std::mutex> l(order_mu);
+      next = i + 1;
+      order_cv.notify_all();
+    } catch (...) {
+      std::lock_guard<std::mutex> l(order_mu);
+      failed = true;
+      order_cv.notify_all();
+      throw;
+    }
+  });
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    ds.reset();
+    // Start writeback as we go: an fsync of gigabytes at the end costs seconds (notes/checkpoint.md §4).
+    unsynced_ += written;
+    if (vfd >= 0 && unsynced_ >= (64ull << 20)) {
+      sync_file_range(vfd, 0, 0, SYNC_FILE_RANGE_WRITE);
+      unsynced_ = 0;
+    }
+  }
+  manifest_.runs.push_back(run);
+}
+
+RankManifest RankWriter::finish() {
+  if (finished_) throw InternalError("RankWriter::finish called twice");
+  finished_ = true;
+  if (h5_) {
+    {
+      std::lock_guard<std::mutex> lock(hdf5_mutex());
+      if (H5Fclose(h5_->file.release()) < 0) hdf5_fail(h5_->path, "close data file");
+    }
+    fsync_file(h5_->path);
+    struct stat st {};
+    if (stat(h5_->path.c_str(), &st) != 0) throw FormatError(h5_->path + ": cannot stat after writing");
+    manifest_.file.size = static_cast<uint64_t>(st.st_size);
+  }
+  return std::move(manifest_);
+}
+
+}  // namespace fpg::fpckpt

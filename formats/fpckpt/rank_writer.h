@@ -1,0 +1,77 @@
+// One rank's data file: the rank stores each contiguous piece of a key it owns as a run (an HDF5
+// dataset "/<n>", 1-D, chunked), cut into chunks that are shuffled/compressed and checksummed in
+// the thread pool and written with H5Dwrite_chunk in order. Padding is declared, never written; a
+// rank that owns only padding creates no file. finish() closes and fsyncs the file and returns the
+// manifest that the committing rank merges into the index (commit.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ckpt/chunk_codec.h"
+#include "ckpt/index.h"
+#include "core/thread_pool.h"
+
+namespace fpg::fpckpt {
+
+struct WriteOptions {
+  ckpt::Compression compression;      // default zstd:1, no shuffle
+  uint64_t chunk_bytes = 4ull << 20;  // target chunk size; memory is about threads x 3 chunks
+  ThreadPool* pool = nullptr;         // nullptr: ThreadPool::global()
+};
+
+// What one rank wrote, in its own numbering: runs' `file` is 0 (this file), runs' and padding's
+// `key` index `keys`, chunks' `run` index `runs`.
+struct RankManifest {
+  uint32_t rank = 0;
+  ckpt::FileEntry file;  // name empty if the rank wrote no data
+  std::vector<ckpt::Key> keys;
+  std::vector<ckpt::Run> runs;
+  std::vector<ckpt::Chunk> chunks;
+  std::vector<ckpt::Padding> padding;
+};
+
+// "rank-00003.h5"
+std::string rank_file_name(uint32_t rank);
+
+class RankWriter {
+ public:
+  RankWriter(std::string dir, uint32_t rank, WriteOptions opts = {});
+  ~RankWriter();
+  RankWriter(const RankWriter&) = delete;
+  RankWriter& operator=(const RankWriter&) = delete;
+
+  // Declares a key (idempotent by name) and returns its number for write/declare_padding.
+  // UsageError if the name is invalid or declared before with another dtype, shape or kind, or the
+  // dtype has sub-byte elements.
+  uint32_t declare(const ckpt::Key& key);
+
+  // Stores elements [lo, lo + numel) of `key` from `data` (numel elements of the key's dtype).
+  // UsageError if the range leaves the key's extent; FormatError on write failure.
+  void write(uint32_t key, uint64_t lo, const void* data, uint64_t numel);
+
+  // Declares [lo, hi) of `key` as padding (never stored; reads as zeros).
+  void declare_padding(uint32_t key, uint64_t lo, uint64_t hi);
+
+  // Closes and fsyncs the data file; the writer cannot be used afterwards.
+  RankManifest finish();
+
+  uint32_t rank() const { return manifest_.rank; }
+
+ private:
+  void open_file();
+
+  std::string dir_;
+  WriteOptions opts_;
+  RankManifest manifest_;
+  std::unordered_map<std::string, uint32_t> key_of_;
+  struct H5;  // HDF5 handles, kept out of this header
+  std::unique_ptr<H5> h5_;
+  bool finished_ = false;
+  uint64_t unsynced_ = 0;
+};
+
+}  // namespace fpg::fpckpt

@@ -1,0 +1,57 @@
+// Reading a checkpoint: open (resolving `latest`), list keys, read any flat range of a key. Each
+// chunk is read with H5Dread_chunk (no HDF5 filter plugin needed), its stored checksum checked,
+// decoded in fpgather's threads, its logical checksum checked; memory is one chunk's buffers per
+// thread. Declared padding reads as zeros.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ckpt/chunk_codec.h"
+#include "ckpt/index.h"
+#include "core/thread_pool.h"
+
+namespace fpg::fpckpt {
+
+class CheckpointReader {
+ public:
+  // `path` is a checkpoint directory or a root holding `latest`. FormatError (or VersionError) if the
+  // index is missing or unreadable.
+  explicit CheckpointReader(const std::string& path);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  const ckpt::Index& index() const { return index_; }
+  // Index of the key named `name`, or -1.
+  long find_key(const std::string& name) const;
+
+  // Reads elements [lo, hi) of `key` into `out` ((hi - lo) elements of the key's dtype). FormatError
+  // naming file, key and range on a gap, a checksum mismatch or a read failure.
+  void read(uint32_t key, uint64_t lo, uint64_t hi, void* out, ThreadPool* pool = nullptr) const;
+
+  // Reads chunk `c`, checks both checksums and decodes it into `logical` (resized). Returns "" or
+  // what is wrong; `kind` is set to "checksum" or "read".
+  std::string verify_chunk(uint32_t c, ckpt::CodecScratch& scratch, std::vector<uint8_t>& stored,
+                           std::vector<uint8_t>& logical) const;
+
+  // The chunks of `key` sorted by offset (indices into index().chunks).
+  const std::vector<uint32_t>& chunks_of(uint32_t key) const { return by_key_[key]; }
+
+ private:
+  // Raw stored bytes of chunk c; "" or the error.
+  std::string read_stored(uint32_t c, std::vector<uint8_t>& stored) const;
+
+  std::string dir_;
+  ckpt::Index index_;
+  std::vector<std::vector<uint32_t>> by_key_;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> pad_by_key_;  // sorted [lo, hi)
+  struct Handles;  // open HDF5 files and datasets, guarded by the HDF5 mutex
+  std::unique_ptr<Handles> h5_;
+};
+
+}  // namespace fpg::fpckpt

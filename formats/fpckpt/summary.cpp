@@ -1,0 +1,89 @@
+#include "formats/fpckpt/summary.h"
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/documents.h"
+
+namespace fpg::fpckpt {
+namespace {
+
+nlohmann::json doc_json(const ckpt::Index& ix, const char* name) {
+  const auto text = ix.documents.get(name);
+  if (!text) return nullptr;
+  try {
+    return nlohmann::json::parse(*text);
+  } catch (const std::exception&) {
+    return "(not JSON)";
+  }
+}
+
+std::string scalar_text(const nlohmann::json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_null()) return "";
+  return j.dump();
+}
+
+}  // namespace
+
+Summary summarize(const ckpt::Index& ix) {
+  Summary s;
+  s.format_version = ckpt::to_string(ix.version);
+  s.producer = ix.producer;
+  for (const auto& [n, t] : ix.documents.all()) s.documents.push_back(n);
+  if (auto o = doc_json(ix, ckpt::doc::optimizer); o.is_object()) {
+    if (o.contains("step")) s.step = scalar_text(o["step"]);
+    s.optimizer = scalar_text(o.value("name", nlohmann::json()));
+    if (o.contains("state_layout")) s.optimizer += (s.optimizer.empty() ? "" : ", ") + std::string("state layout ") + scalar_text(o["state_layout"]);
+  }
+  if (auto m = doc_json(ix, ckpt::doc::model); m.is_object()) {
+    s.model = scalar_text(m.value("name", nlohmann::json()));
+    if (m.contains("params") && m["params"].is_array())
+      s.model += (s.model.empty() ? "" : ", ") + std::to_string(m["params"].size()) + " params";
+  }
+  if (auto l = doc_json(ix, ckpt::doc::layout); l.is_object()) {
+    s.layout = scalar_text(l.value("kind", nlohmann::json()));
+    if (l.contains("dp")) s.layout += ", dp " + scalar_text(l["dp"]);
+  }
+  if (auto f = doc_json(ix, ckpt::doc::fp8); f.is_object()) s.fp8 = scalar_text(f.value("recipe", nlohmann::json()));
+
+  s.keys.resize(ix.keys.size());
+  for (size_t k = 0; k < ix.keys.size(); ++k) {
+    const auto& key = ix.keys[k];
+    KeyRow& r = s.keys[k];
+    r.name = key.name;
+    r.kind = key.kind;
+    r.dtype = key.dtype;
+    r.shape = key.shape;
+    r.numel = key.numel();
+  }
+  for (const auto& c : ix.chunks) {
+    if (c.run >= ix.runs.size() || ix.runs[c.run].key >= ix.keys.size()) continue;
+    KeyRow& r = s.keys[ix.runs[c.run].key];
+    ++r.chunks;
+    r.stored_bytes += c.stored_bytes;
+    r.logical_bytes += dtype_bytes(r.dtype, c.length);
+  }
+  for (const auto& p : ix.padding) {
+    if (p.key >= ix.keys.size() || p.hi < p.lo) continue;
+    ++s.keys[p.key].padding_intervals;
+    s.keys[p.key].padding_elems += p.hi - p.lo;
+  }
+  for (const auto& r : s.keys) {
+    const auto kind = static_cast<size_t>(r.kind) < ckpt::kKeyKindCount ? static_cast<size_t>(r.kind) : ckpt::kKeyKindCount - 1;
+    for (KindSizes* ks : {&s.by_kind[kind], &s.total}) {
+      ++ks->keys;
+      ks->numel += r.numel;
+      ks->logical_bytes += r.logical_bytes;
+      ks->stored_bytes += r.stored_bytes;
+      ks->chunks += r.chunks;
+      ks->padding_elems += r.padding_elems;
+    }
+  }
+  s.files = ix.files.size();
+  for (const auto& f : ix.files) s.file_bytes += f.size;
+  s.runs = ix.runs.size();
+  s.compression_ratio = s.total.stored_bytes ? static_cast<double>(s.total.logical_bytes) / s.total.stored_bytes : 1.0;
+  return s;
+}
+
+}  // namespace fpg::fpckpt

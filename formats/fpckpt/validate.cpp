@@ -1,0 +1,127 @@
+#include "formats/fpckpt/validate.h"
+
+#include <atomic>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "ckpt/coverage.h"
+#include "ckpt/layout_check.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/index_file.h"
+#include "formats/fpckpt/reader.h"
+#include "layout/layout_json.h"
+
+namespace fpg::fpckpt {
+
+std::vector<ckpt::Problem> check_recorded_layout(const ckpt::Index& ix, bool& checked) {
+  checked = false;
+  const auto layout_doc = ix.documents.get(ckpt::doc::layout);
+  const auto opt_doc = ix.documents.get(ckpt::doc::optimizer);
+  if (!layout_doc || !opt_doc) return {};
+  auto problem = [](const std::string& msg) {
+    return std::vector<ckpt::Problem>{{ckpt::ProblemKind::layout_mismatch, "", 0, 0, "", msg}};
+  };
+  nlohmann::json opt;
+  try {
+    opt = nlohmann::json::parse(*opt_doc);
+  } catch (const std::exception& e) {
+    return problem(std::string("optimizer document is not JSON: ") + e.what());
+  }
+  if (!opt.is_object() || !opt.contains("state_layout") || !opt.contains("states")) return {};
+  const auto sl = opt["state_layout"].is_string() ? ckpt::parse_state_layout(opt["state_layout"].get<std::string>())
+                                                  : std::nullopt;
+  if (!sl) return problem("optimizer document: state_layout must be \"bucket\" or \"model\"");
+  std::vector<std::string> states;
+  if (!opt["states"].is_array()) return problem("optimizer document: states must be an array of names");
+  for (const auto& s : opt["states"]) {
+    if (!s.is_string()) return problem("optimizer document: states must be an array of names");
+    states.push_back(s.get<std::string>());
+  }
+  try {
+    const auto j = nlohmann::json::parse(*layout_doc);
+    const std::string kind = j.value("kind", "");
+    checked = true;
+    if (kind == "bucketed")
+      return ckpt::check_layout(ix, layout::bucketed_layout_from_json(*layout_doc, "layout document"), *sl, states);
+    if (kind == "layer_wise")
+      return ckpt::check_layout(ix, layout::layer_wise_layout_from_json(*layout_doc, "layout document"), *sl, states);
+    checked = false;
+    return problem("layout document: unknown kind '" + kind + "'");
+  } catch (const std::exception& e) {
+    checked = false;
+    return problem(std::string("layout document: ") + e.what());
+  }
+}
+
+ValidateReport validate_checkpoint(const std::string& path, const ValidateOptions& opts) {
+  ValidateReport rep;
+  rep.dir = resolve_checkpoint(path);
+  std::unique_ptr<CheckpointReader> reader;
+  try {
+    reader = std::make_unique<CheckpointReader>(rep.dir);
+  } catch (const VersionError& e) {
+    rep.readable = false;
+    rep.version = e.version;
+    const bool newer = e.version.major > ckpt::kFormatVersion.major;
+    rep.problems.push_back({ckpt::ProblemKind::version, "", 0, 0, kIndexFile,
+                            "format version " + ckpt::to_string(e.version) + " is " +
+                                (newer ? "newer than this fpgather reads (up to " + ckpt::to_string(ckpt::kFormatVersion) +
+                                             "); use a newer fpgather"
+                                       : "older than any this fpgather reads")});
+    return rep;
+  }
+  const ckpt::Index& ix = reader->index();
+  rep.version = ix.version;
+  rep.keys = ix.keys.size();
+  rep.chunks = ix.chunks.size();
+  rep.padding = ix.padding.size();
+  rep.files = ix.files.size();
+  rep.problems = ckpt::check_index(ix);
+  auto file_problems = ckpt::check_files(ix, rep.dir);
+  std::set<std::string> bad_files;
+  for (const auto& p : file_problems) bad_files.insert(p.file);
+  rep.problems.insert(rep.problems.end(), file_problems.begin(), file_problems.end());
+  auto layout_problems = check_recorded_layout(ix, rep.layout_checked);
+  rep.problems.insert(rep.problems.end(), layout_problems.begin(), layout_problems.end());
+
+  if (opts.data) {
+    std::vector<uint32_t> todo;
+    for (uint32_t c = 0; c < ix.chunks.size(); ++c) {
+      const auto& ch = ix.chunks[c];
+      if (ch.run >= ix.runs.size() || ix.runs[ch.run].file >= ix.files.size() || ix.runs[ch.run].key >= ix.keys.size())
+        continue;
+      if (bad_files.count(ix.files[ix.runs[ch.run].file].name)) continue;  // already reported, unreadable
+      if (ix.runs[ch.run].dtype != ix.keys[ix.runs[ch.run].key].dtype) continue;  // reported as dtype
+      todo.push_back(c);
+    }
+    uint64_t total = 0;
+    for (uint32_t c : todo) total += ix.chunks[c].stored_bytes;
+    Progress progress("validate", total, opts.progress);
+    std::mutex mu;
+    std::atomic<uint64_t> bytes{0};
+    ThreadPool& pool = opts.pool ? *opts.pool : ThreadPool::global();
+    pool.parallel_for(todo.size(), [&](size_t i) {
+      thread_local ckpt::CodecScratch scratch;
+      thread_local std::vector<uint8_t> stored, logical;
+      const uint32_t c = todo[i];
+      const auto& ch = ix.chunks[c];
+      const std::string err = reader->verify_chunk(c, scratch, stored, logical);
+      bytes += ch.stored_bytes;
+      progress.advance(ch.stored_bytes);
+      if (err.empty()) return;
+      const auto& run = ix.runs[ch.run];
+      std::lock_guard<std::mutex> lock(mu);
+      rep.problems.push_back({ckpt::ProblemKind::checksum, ix.keys[run.key].name, ch.offset, ch.hi(),
+                              ix.files[run.file].name, err});
+    });
+    rep.chunks_read = todo.size();
+    rep.bytes_read = bytes;
+  }
+  ckpt::sort_problems(rep.problems);
+  return rep;
+}
+
+}  // namespace fpg::fpckpt

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# fpgather inspect and diff on checkpoints: summary, --keys, --key, --json; diff across DP layouts
+# (equal), against a perturbed state (different), tolerances, keys present in one only.
+source "$(dirname "$0")/common.sh"
+CK="$TESTDATA/ckpt"
+F=("$FPGATHER" --no-progress)
+G=$(ls -d "$CK"/golden-v*/ | tail -1)
+
+expect_exit 0 "${F[@]}" inspect "$G"
+for s in "fpgather checkpoint" "format       1." "step         7" "model        ckpt-fixture, 2 params" \
+         "layout       bucketed, dp 8" "optimizer    adamw, state layout bucket" "fp8 recipe   tensorwise" \
+         "compression" "optimizer_state" "master" "fp8_scale"; do
+  expect_in "$WORK/out" "$s"
+done
+expect_exit 0 "${F[@]}" inspect --keys "$CK/valid/run"
+expect_in "$WORK/out" "step-00000007: fpgather checkpoint"
+expect_in "$WORK/out" "optimizer/buffer0/bucket0/exp_avg_sq"
+expect_exit 0 "${F[@]}" inspect --key optimizer/buffer0/bucket0/exp_avg "$G"
+expect_in "$WORK/out" "[65, 128)  padding"
+expect_in "$WORK/out" "rank-00004.h5"
+expect_exit 0 "${F[@]}" --json inspect --keys "$G"
+expect_in "$WORK/out" '"compression_ratio"'
+expect_in "$WORK/out" '"padding_elements": 63'
+expect_exit 2 "${F[@]}" inspect --key nope "$G"
+expect_in "$WORK/err" "no key named 'nope'"
+# The safetensors path still works.
+expect_exit 0 "${F[@]}" inspect "$TESTDATA/models/tiny-llama.safetensors"
+expect_in "$WORK/out" "safetensors"
+
+# Same state in DP 2 / DP 4 model layouts, different encodings: equal in model space.
+expect_exit 0 "${F[@]}" diff "$CK/valid/dp2-model" "$CK/valid/dp4-model"
+expect_in "$WORK/out" "equal:"
+# Bucket layouts of DP 8 and DP 2 hold the same keys (numel_unpadded does not depend on DP).
+expect_exit 0 "${F[@]}" diff "$G" "$CK/valid/dp2-bucket"
+expect_exit 1 "${F[@]}" diff "$CK/valid/dp2-model" "$CK/valid/dp4-model-perturbed"
+expect_in "$WORK/out" "optimizer/blocks.0.w/exp_avg: values: 1 of 100 elements differ"
+expect_in "$WORK/out" "[42] a="
+expect_in "$WORK/out" "DIFFERENT"
+expect_exit 0 "${F[@]}" diff --atol 1 "$CK/valid/dp2-model" "$CK/valid/dp4-model-perturbed"
+expect_exit 1 "${F[@]}" --json diff "$CK/valid/dp2-model" "$G"
+expect_in "$WORK/out" '"what": "only in A"'
+# Values only: a gap where the other has padding holds no data on either side (validate reports gaps).
+expect_exit 0 "${F[@]}" diff "$CK/broken/padding-only-rank-missing" "$G"
+expect_exit 3 "${F[@]}" diff "$CK/broken/newer-version" "$G"
+finish
