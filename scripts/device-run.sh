@@ -2,7 +2,7 @@
 # Builds fpgather on the GPU machine (Ubuntu 24.04: Catch2 v3, no xxHash headers, no package
 # registry), runs the test suite there and the benchmarks, and leaves logs and results in $OUT.
 #
-#   bash scripts/device-run.sh [tests] [bench-quantize] [bench-step] ...
+#   bash scripts/device-run.sh [tests] [bench-quantize] [bench-io] [bench-validate] [bench-step] ...
 #
 # Carry .carry/ (xxHash headers unpacked from Debian's libxxhash-dev: see BENCHMARKS.md) with the
 # call. NCCL_NVLS_ENABLE=0 stays set: NVLink multicast can take a shared host's GPUs down.
@@ -30,6 +30,10 @@ for what in "$@"; do
     bench-quantize)
       build-device/fpgather --json bench quantize --thread-counts 1,2,4,8,"$jobs" >"$OUT/bench-quantize.json"
       build-device/fpgather bench quantize --thread-counts 1,"$jobs" --min-seconds 0.3 | tee "$OUT/bench-quantize.txt" ;;
+    bench-io)
+      build-device/fpgather bench io --dir "${BENCH_DIR:-/tmp}" --size-gib "${BENCH_IO_GIB:-4}" --ranks 8 | tee "$OUT/bench-io.txt" ;;
+    bench-validate)
+      build-device/fpgather bench validate --dir "${BENCH_DIR:-/tmp}" --chunks 4000000 | tee "$OUT/bench-validate.txt" ;;
     bench-step)
       build-device/fpgather bench step | tee "$OUT/bench-step.txt" ;;
     *) echo "device-run: unknown step $what" >&2 ;;
