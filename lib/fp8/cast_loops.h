@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/float_codec.h"
+#include "fp8/cast_avx2.h"
 #include "fp8/format.h"
 #include "fp8/recipe.h"
 #include "fp8/scale_rules.h"
@@ -28,9 +29,18 @@ FPG_HD uint8_t encode(float x) {
 }
 
 // out[i] = fp8(float(x[i]) * scale): the fp32 multiply, then RNE satfinite. Input and output never
-// overlap (restrict: no run-time alias checks in the short per-block calls).
+// overlap (restrict: no run-time alias checks in the short per-block calls). The AVX2 kernel takes
+// the whole 32-element groups where it may; the portable loop does the rest.
 template <Format F, class S>
 FPG_FORCE_INLINE void cast_run(const typename S::T* __restrict x, size_t n, float scale, uint8_t* __restrict out) {
+#if FPG_X86_SIMD
+  if (n >= 32 && avx2_enabled()) {
+    const size_t done = avx2::cast_groups<F, S>(x, n, scale, out);
+    x += done;
+    out += done;
+    n -= done;
+  }
+#endif
   for (size_t i = 0; i < n; ++i) out[i] = encode<F>(S::load(x[i]) * scale);
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "fp8/amax.h"
+#include "fp8/cast_avx2.h"
 #include "fp8/cast_loops.h"
 #include "fp8/scale_grid.h"
 #include "fp8/simd.h"
@@ -84,6 +85,85 @@ FPG_CPU_CLONES void fused_impl(MxRule rule, uint64_t start, uint64_t count, cons
   }
 }
 
+#if FPG_X86_SIMD
+// ---- fused_impl with the AVX2 kernels --------------------------------------------------------------
+// 8 blocks (groups of 32) per step: their amaxes reduce into one register, the 8 scales are
+// computed side by side (the scalar rules of scale_rules.h, lane by lane), and the casts reload
+// the blocks from L1.
+
+// mx_e8m0_rceil: e8m0_ceil_from_float(amax * rcp) for amax in [0, inf] (never NaN here): the
+// exponent, plus one when the mantissa is non-zero (the value is not a power of two) unless the
+// value is at most 2^-127; inf and anything above 2^127 give 0xFE.
+FPG_AVX2 __m256i e8m0_rceil8(__m256 amax, Format f) {
+  const __m256i a = _mm256_castps_si256(_mm256_mul_ps(amax, _mm256_set1_ps(format_max_rcp(f))));
+  const __m256i mant = _mm256_and_si256(a, _mm256_set1_epi32(0x7FFFFF));
+  const __m256i round_up = _mm256_andnot_si256(_mm256_cmpeq_epi32(mant, _mm256_setzero_si256()),
+                                               _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x400000)));
+  const __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(a, 23), round_up);  // round_up is -1 or 0
+  return _mm256_min_epu32(e, _mm256_set1_epi32(0xFE));
+}
+
+// mx_e8m0_floor for amax in [0, inf]: the exponent field minus emax, at least 0; inf gives 0xFF.
+FPG_AVX2 __m256i e8m0_floor8(__m256 amax, Format f) {
+  const __m256i field = _mm256_srli_epi32(_mm256_castps_si256(amax), 23);
+  const __m256i e = _mm256_max_epi32(_mm256_sub_epi32(field, _mm256_set1_epi32(format_emax(f))), _mm256_setzero_si256());
+  return _mm256_or_si256(e, _mm256_and_si256(_mm256_cmpeq_epi32(field, _mm256_set1_epi32(0xFF)), _mm256_set1_epi32(0xFF)));
+}
+
+// mx_exp2f_rcp lane by lane: (254 - e) << 23, 2^-127 for e = 254, NaN for e = 255.
+FPG_AVX2 __m256 exp2f_rcp8(__m256i e) {
+  const __m256i is254 = _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0xFE));
+  const __m256i is255 = _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0xFF));
+  const __m256i normal = _mm256_andnot_si256(_mm256_or_si256(is254, is255),
+                                             _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), e), 23));
+  const __m256i special = _mm256_or_si256(_mm256_and_si256(is254, _mm256_set1_epi32(0x00400000)),
+                                          _mm256_and_si256(is255, _mm256_set1_epi32(0x7FC00000)));
+  return _mm256_castsi256_ps(_mm256_or_si256(normal, special));
+}
+
+// amax_fold(acc[i], m[i]) for m without NaN: an integer max of the ordering keys.
+FPG_AVX2 void amax_fold8(float* acc, __m256 m) {
+  const __m256i a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc)),
+                                     _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i key = _mm256_andnot_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000)), a);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc), _mm256_max_epi32(key, _mm256_castps_si256(m)));
+}
+
+// The low byte of each lane, in order, as 8 bytes.
+FPG_AVX2 void store_bytes8(uint8_t* out, __m256i e) {
+  const __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(e, e), e);  // byte k of each lane's dword 0 = e[k]
+  const __m256i lo = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(lo));
+}
+
+template <Format F, class S>
+FPG_AVX2 void fused_avx2(MxRule rule, uint64_t start, uint64_t count, const typename S::T* x, float* amax,
+                         uint8_t* e8m0, uint8_t* out) {
+  constexpr uint64_t G = 8;
+  const uint64_t blocks = count / 32, first = start / 32;
+  uint64_t b0 = 0;
+  for (; b0 + G <= blocks; b0 += G) {
+    const typename S::T* xg = x + b0 * 32;
+    __m256 lanes[G], v[4];
+    for (uint64_t b = 0; b < G; ++b) {
+      avx2::Group<S>::load(xg + b * 32, v);
+      lanes[b] = avx2::lane_amax(v);
+    }
+    const __m256 m = avx2::reduce_max8(lanes);
+    const __m256i e = rule == MxRule::rceil ? e8m0_rceil8(m, F) : e8m0_floor8(m, F);
+    store_bytes8(e8m0 + first + b0, e);
+    if (amax) amax_fold8(amax + first + b0, m);
+    const __m256 mult = exp2f_rcp8(e);
+    for (uint64_t b = 0; b < G; ++b) {
+      avx2::Group<S>::load(xg + b * 32, v);
+      const __m256 mb = _mm256_permutevar8x32_ps(mult, _mm256_set1_epi32(static_cast<int>(b)));
+      avx2::encode_group<F, S>(v, mb, out + (b0 + b) * 32);
+    }
+  }
+  if (b0 < blocks) fused_impl<F, S>(rule, start + b0 * 32, count - b0 * 32, x + b0 * 32, amax, e8m0, out + b0 * 32);
+}
+#endif
+
 }  // namespace
 
 void mx_partial_amax(const Plan& p, uint64_t start, uint64_t count, const void* in, float* row,
@@ -114,8 +194,12 @@ void mx_quantize_rowwise_fused(const Plan& p, uint64_t start, uint64_t count, co
     throw InternalError("mx_quantize_rowwise_fused needs a rowwise plan and a 32-aligned fragment");
   dispatch(p.recipe.format, p.input, [&](auto ft, auto src) {
     using S = decltype(src);
-    fused_impl<decltype(ft)::value, S>(p.recipe.mx_rule, start, count, static_cast<const typename S::T*>(in), amax_row,
-                                    e8m0_row, out_row);
+    constexpr Format F = decltype(ft)::value;
+    const typename S::T* x = static_cast<const typename S::T*>(in);
+#if FPG_X86_SIMD
+    if (avx2_enabled()) return fused_avx2<F, S>(p.recipe.mx_rule, start, count, x, amax_row, e8m0_row, out_row);
+#endif
+    fused_impl<F, S>(p.recipe.mx_rule, start, count, x, amax_row, e8m0_row, out_row);
   });
 }
 

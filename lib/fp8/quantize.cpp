@@ -28,7 +28,10 @@ void quantize_into(const Plan& p, const void* values, uint8_t* out, uint8_t* out
                    Scales& scales, const QuantizeOptions& opt) {
   const Recipe& r = p.recipe;
   const uint64_t n = p.numel();
-  amax = AmaxGrid(p);
+  // Reset in place: a caller that quantizes tensor after tensor keeps the grids' memory (an MX grid
+  // is numel/32 floats, and fresh pages would cost page faults on every call).
+  amax.row.assign(p.grid.size(), 0.0f);
+  amax.col.assign(p.col_grid.size(), 0.0f);
   ThreadPool local(1);
   ThreadPool& pool = opt.pool ? *opt.pool : local;
 
@@ -52,8 +55,10 @@ void quantize_into(const Plan& p, const void* values, uint8_t* out, uint8_t* out
   } else if (r.scaling == Scaling::mxfp8 && !p.has_columnwise()) {
     // Rowwise MX: blocks never straddle rows (K % 32 == 0), so amax, scale and cast run in one pass
     // over the input, slab by slab.
-    scales = Scales();
-    scales.e8m0.resize(p.grid.size());
+    scales.scale.clear();
+    scales.scale_inv.clear();
+    scales.e8m0_col.clear();
+    scales.e8m0.resize(p.grid.size());  // every cell is written
     const uint64_t rows_per_slab = std::max<uint64_t>(1, (uint64_t{1} << 18) / std::max<uint64_t>(p.K, 1));
     const uint64_t slabs = p.K ? (p.M + rows_per_slab - 1) / rows_per_slab : 0;
     const size_t esize = input_size(p.input);
