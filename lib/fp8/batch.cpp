@@ -60,8 +60,10 @@ void batch_partial_amax(const FragmentJob* jobs, size_t n, ThreadPool& pool) {
 
 void batch_cast(const FragmentJob* jobs, size_t n, ThreadPool& pool) {
   const std::vector<Piece> pieces = split(jobs, n);
+  // Last piece first: the amax pass has just read the pieces in order, so the end of a tensor
+  // larger than the last-level cache is the part still cached.
   pool.parallel_for(pieces.size(), [&](size_t i) {
-    const Piece& pc = pieces[i];
+    const Piece& pc = pieces[pieces.size() - 1 - i];
     const FragmentJob& j = jobs[pc.job];
     cast_fragment(*j.plan, j.scales, j.start + pc.offset, pc.count, advance(*j.plan, j.in, pc.offset),
                   j.out ? j.out + pc.offset : nullptr, j.out_col ? j.out_col + pc.offset : nullptr);
