@@ -10,6 +10,7 @@
 
 #include "catch.h"
 #include "core/error.h"
+#include "formats/safetensors/writer.h"
 #include "pipeline_test_util.h"
 #include "optim/adam.h"
 #include "pipeline/optimizer_step.h"
@@ -279,4 +280,52 @@ TEST_CASE("one micro-batch on N ranks applies rank 0's gradient unscaled, -0.0 e
     REQUIRE(same_bits(s.params[p].state.at("exp_avg"), m));
     REQUIRE(same_bits(s.params[p].state.at("exp_avg_sq"), v));
   }
+}
+
+TEST_CASE("step files: state by suffix, step in metadata, refusals name the tensor", "[replay]") {
+  const std::string dir = temp_dir();
+  namespace st = safetensors;
+  const float one[2] = {1.0f, -0.0f};
+  auto write = [&](const std::string& name, std::vector<st::TensorSpec> specs, std::map<std::string, std::string> meta) {
+    st::Writer w(dir + "/" + name, specs, meta);
+    for (const auto& s : specs) {
+      std::vector<uint8_t> zero(dtype_bytes(s.dtype, s.shape.empty() ? 1 : s.shape[0]), 0);
+      w.write(s.name, 0, s.dtype == DType::F32 && zero.size() == 8 ? static_cast<const void*>(one) : zero.data(),
+              zero.size());
+    }
+    w.commit();
+    return dir + "/" + name;
+  };
+  // A param, its states, a scalar, and a tensor named like a state of nothing (so a param).
+  const std::string good = write("good.safetensors",
+                                 {{"a", DType::F32, {2}}, {"a.exp_avg", DType::F32, {2}}, {"a.momentum_buffer", DType::F32, {2}},
+                                  {"s", DType::F32, {}}, {"b.exp_avg", DType::F32, {2}}},
+                                 {{"step", "41"}});
+  const train::StepFile f = train::read_step_params(good);
+  REQUIRE(f.step == 41);
+  REQUIRE(f.params.size() == 3);
+  for (const auto& p : f.params) {
+    if (p.name == "a") REQUIRE(p.state.size() == 2);
+    else REQUIRE(p.state.empty());
+    if (p.name == "s") REQUIRE(p.shape.empty());
+  }
+  const model::ModelSpec spec = train::step_spec(f, "embed", "");
+  REQUIRE(spec.params[static_cast<size_t>(spec.find("s"))].shape == std::vector<uint64_t>{1});
+  // The scalar and the file form survive a write and a read.
+  train::write_step_params(dir + "/again.safetensors", f, "adamw");
+  const train::StepFile g = train::read_step_params(dir + "/again.safetensors");
+  REQUIRE(g.step == 41);
+  REQUIRE(g.params.size() == 3);
+
+  REQUIRE_THROWS_AS(train::read_step_params(write("m.safetensors", {{"a", DType::F32, {2}}}, {{"step", "x1"}})), FormatError);
+  REQUIRE_THROWS_AS(train::read_step_params(write("bf.safetensors", {{"a", DType::BF16, {2}}}, {})), UsageError);
+  REQUIRE_THROWS_AS(
+      train::read_step_params(write("sh.safetensors", {{"a", DType::F32, {2}}, {"a.exp_avg", DType::F32, {1}}}, {})),
+      UsageError);
+  try {
+    train::read_step_params(dir + "/bf.safetensors");
+  } catch (const UsageError& e) {
+    REQUIRE(std::string(e.what()).find("'a'") != std::string::npos);
+  }
+  std::system(("rm -rf " + dir).c_str());
 }
