@@ -4,9 +4,10 @@
 //   phases     the built-in network trained for a few steps at each DP size on thread ranks; per
 //              phase, the median over steps of rank 0's time (train/trainer.h). On a machine with
 //              fewer cores than ranks the ranks share cores, and the phases show it.
-//   optimizer  AdamW and Lion over rank 0's owned fragments at the largest DP size (one
+//   optimizer  AdamW and Lion over rank 0's owned fragments at the smallest DP size (one
 //              multi-tensor call, one thread, as a rank runs it), against a memcpy of the bytes the
-//              update must touch, timed in the same process on one thread: AdamW reads param, grad,
+//              update must touch, timed in the same process on one thread (the largest shard, so the
+//              working set does not sit in the caches): AdamW reads param, grad,
 //              exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq (28 B/element); Lion reads
 //              param, grad, exp_avg and writes param, exp_avg (20 B/element). GB/s = those bytes /
 //              best time; the memcpy copies the same number of bytes (so it reads and writes each
