@@ -76,7 +76,7 @@ void register_step(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--out", args->out, "OUT.safetensors: updated params (fp32 masters), state and step")->required();
   add_optimizer_options(cmd, args->pipe);
   add_distributed_options(cmd, args->pipe);
-  cmd->get_option("--optimizer")->required();  // a replay must say which update it replays
+  cmd->get_option("--optimizer")->required()->default_str("");  // a replay must say which update it replays
   cmd->add_option("--scalar-params", args->scalar_params,
                   "Regex: 2-D params whose name matches are embeddings/heads (scalar optimizer, never FP8)")
       ->capture_default_str();
