@@ -3,11 +3,13 @@
 #include <sstream>
 
 #include "bench/quantize_bench.h"
-#include "formats/fpckpt/bench.h"
+#include "bench/step_bench.h"
+#include "ckpt/chunk_codec.h"
 #include "cli.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "ckpt/chunk_codec.h"
+#include "formats/fpckpt/bench.h"
+#include "model/spec_json.h"
 
 namespace fpg::cli {
 namespace {
@@ -20,25 +22,30 @@ struct BenchQuantizeArgs {
   double min_seconds = 0.5;
 };
 
-std::vector<size_t> parse_threads(const std::string& list, size_t global_threads) {
+// "1,2,4" -> {1, 2, 4}; `option` names the flag in errors.
+std::vector<size_t> parse_counts(const std::string& list, const char* option) {
   std::vector<size_t> out;
-  if (list.empty()) {
-    out.push_back(1);
-    const size_t all = resolve_threads(global_threads);
-    if (all > 1) out.push_back(all);
-    return out;
-  }
   std::stringstream ss(list);
   std::string item;
   while (std::getline(ss, item, ',')) {
     try {
-      const long v = std::stol(item);
-      if (v < 1) throw std::invalid_argument(item);
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (v < 1 || used != item.size()) throw std::invalid_argument(item);
       out.push_back(static_cast<size_t>(v));
     } catch (const std::exception&) {
-      throw UsageError("--thread-counts: '" + item + "' is not a positive number");
+      throw UsageError(std::string(option) + ": '" + item + "' is not a positive number");
     }
   }
+  if (out.empty()) throw UsageError(std::string(option) + ": empty list");
+  return out;
+}
+
+std::vector<size_t> parse_threads(const std::string& list, size_t global_threads) {
+  if (!list.empty()) return parse_counts(list, "--thread-counts");
+  std::vector<size_t> out{1};
+  const size_t all = resolve_threads(global_threads);
+  if (all > 1) out.push_back(all);
   return out;
 }
 
@@ -127,6 +134,61 @@ int run_bench_validate(const fpckpt::ValidateBenchOptions& o, const GlobalOption
   return 0;
 }
 
+struct BenchStepArgs {
+  std::string model = "base";
+  std::string dp_list = "1,2,4";
+  uint64_t steps = 3;
+  int64_t micro_batch = 32;
+  double min_seconds = 0.3;
+};
+
+int run_bench_step(const BenchStepArgs& a, const GlobalOptions& g) {
+  bench::StepBenchOptions o;
+  o.spec = model::resolve_model(a.model);
+  o.dp.clear();
+  for (size_t v : parse_counts(a.dp_list, "--dp-list")) {
+    if (v > 1024) throw UsageError("--dp-list: " + std::to_string(v) + " ranks is too many");
+    o.dp.push_back(static_cast<uint32_t>(v));
+  }
+  o.steps = a.steps;
+  o.micro_batch = a.micro_batch;
+  o.min_seconds = a.min_seconds;
+  const bench::StepBenchResult r = bench::run_step_bench(o);
+  if (g.json) {
+    nlohmann::json j = {{"benchmark", "step"}, {"model", o.spec.name}, {"params", o.spec.numel()},
+                        {"steps", a.steps}, {"micro_batch", a.micro_batch},
+                        {"phases", nlohmann::json::array()}, {"optimizer", nlohmann::json::array()}};
+    for (const auto& p : r.phases)
+      j["phases"].push_back({{"dp", p.dp}, {"step_ms", p.step_ms},
+                             {"forward_backward_ms", p.times.forward_backward * 1e3},
+                             {"reduce_scatter_ms", p.times.reduce_scatter * 1e3},
+                             {"optimizer_ms", p.times.optimizer * 1e3}, {"copy_back_ms", p.times.copy_back * 1e3},
+                             {"gather_ms", p.times.gather * 1e3}});
+    for (const auto& q : r.optimizer)
+      j["optimizer"].push_back({{"optimizer", q.optimizer}, {"dp", q.dp}, {"elements", q.elements},
+                                {"bytes", q.bytes}, {"best_s", q.best_s}, {"median_s", q.median_s},
+                                {"gbps", q.gbps}, {"ratio_to_memcpy", q.ratio_to_memcpy}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("step of %s (%llu params), micro-batch %lld, median of %llu steps, rank 0 (ms)\n", o.spec.name.c_str(),
+              static_cast<unsigned long long>(o.spec.numel()), static_cast<long long>(a.micro_batch),
+              static_cast<unsigned long long>(a.steps));
+  std::printf("%4s %10s %10s %10s %10s %10s %10s\n", "dp", "step", "fwd/bwd", "red-scat", "optimizer", "copy-back",
+              "gather");
+  for (const auto& p : r.phases)
+    std::printf("%4u %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f\n", p.dp, p.step_ms, p.times.forward_backward * 1e3,
+                p.times.reduce_scatter * 1e3, p.times.optimizer * 1e3, p.times.copy_back * 1e3, p.times.gather * 1e3);
+  std::printf("\noptimizer on rank 0's fragments, 1 thread (GB/s = bytes touched / best time; ratio vs memcpy of "
+              "the same bytes)\n");
+  std::printf("%-8s %4s %12s %14s %10s %8s %7s\n", "", "dp", "elements", "bytes", "ms", "GB/s", "ratio");
+  for (const auto& q : r.optimizer)
+    std::printf("%-8s %4u %12llu %14llu %10.2f %8.2f %7.2f\n", q.optimizer.c_str(), q.dp,
+                static_cast<unsigned long long>(q.elements), static_cast<unsigned long long>(q.bytes), q.best_s * 1e3,
+                q.gbps, q.ratio_to_memcpy);
+  return 0;
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
@@ -159,6 +221,15 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   v->add_option("--keys", va->keys, "Keys")->capture_default_str();
   v->add_option("--ranks", va->ranks, "Rank files")->capture_default_str();
   v->callback([va, &global, &run] { run = [va, &global] { return run_bench_validate(*va, global); }; });
+  auto sargs = std::make_shared<BenchStepArgs>();
+  auto* st = cmd->add_subcommand("step", "Per-phase time of a training step at several DP sizes; optimizer vs memcpy");
+  st->add_option("--model", sargs->model, "Preset or JSON spec of the built-in network")->capture_default_str();
+  st->add_option("--dp-list", sargs->dp_list, "Comma list of DP sizes")->capture_default_str();
+  st->add_option("--steps", sargs->steps, "Training steps per DP size (the median is reported)")->capture_default_str();
+  st->add_option("--micro-batch", sargs->micro_batch, "Rows per micro-batch")->capture_default_str();
+  st->add_option("--min-seconds", sargs->min_seconds, "Minimum time per optimizer/memcpy measurement")
+      ->capture_default_str();
+  st->callback([sargs, &global, &run] { run = [sargs, &global] { return run_bench_step(*sargs, global); }; });
 }
 
 }  // namespace fpg::cli

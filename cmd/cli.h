@@ -24,6 +24,8 @@ void register_inspect(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_validate(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_diff(CLI::App& app, const GlobalOptions& global, Runner& run);
+void register_train(CLI::App& app, const GlobalOptions& global, Runner& run);
+void register_step(CLI::App& app, const GlobalOptions& global, Runner& run);
 
 // True when progress bars may be drawn: stderr is a terminal and --no-progress was not given.
 bool progress_enabled(const GlobalOptions& global);

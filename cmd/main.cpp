@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-progress", global.no_progress, "Never draw progress bars");
 
   cli::Runner run;
+  cli::register_train(app, global, run);
+  cli::register_step(app, global, run);
   cli::register_convert(app, global, run);
   cli::register_inspect(app, global, run);
   cli::register_bench(app, global, run);

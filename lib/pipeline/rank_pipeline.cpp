@@ -9,6 +9,7 @@
 #include "pipeline/grad_norm.h"
 #include "pipeline/layer_wise_part.h"
 #include "pipeline/optimizer_step.h"
+#include "pipeline/pipeline_layout.h"
 
 namespace fpg::pipeline {
 namespace {
@@ -34,17 +35,11 @@ RankPipeline::RankPipeline(const model::ModelSpec& spec, const PipelineConfig& c
   state_.dp = dp;
   fp8_ = make_fp8_tensors(spec_, cfg_, state_.fp8, fp8_index_);
 
-  layout::BucketedOptions bo;
-  bo.dp = dp;
-  bo.bucket_size = cfg_.bucket_size;
-  bo.pad_for_nccl = cfg_.pad_for_nccl;
-  bo.grad_reduce_in_fp32 = true;
-  bo.fp8 = fp8_flags(spec_, cfg_);
+  const layout::BucketedOptions bo = bucketed_options(spec_, cfg_, dp);
   state_.bucketed.kind = bucketed_kind(cfg_);
   if (cfg_.dist_opt == DistOpt::layerwise) {
-    layout::LayerWiseOptions lo;
-    lo.fp32_matrices = cfg_.fp32_matrices;
-    lw_layout_ = std::make_unique<layout::LayerWiseLayout>(layout::build_layer_wise_layout(spec_, bo, lo));
+    lw_layout_ = std::make_unique<layout::LayerWiseLayout>(
+        layout::build_layer_wise_layout(spec_, bo, layer_wise_options(cfg_)));
     state_.layer_wise.kind = cfg_.optimizer;
     layer_wise_ = std::make_unique<LayerWisePart>(spec_, *lw_layout_, cfg_, comm_, state_.layer_wise, state_.fp8,
                                                   fp8_, fp8_index_, pool_);

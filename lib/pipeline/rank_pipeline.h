@@ -84,7 +84,10 @@ class RankPipeline {
   RankPipeline(const RankPipeline&) = delete;
   RankPipeline& operator=(const RankPipeline&) = delete;
 
-  // micro_batches: M of the scaling convention (dp · accumulation).
+  // micro_batches: M of the scaling convention (dp · accumulation). micro_batches = 1 on any number
+  // of ranks applies the rank-order SUM of the grads unscaled (x / 1.0f == x for every float, NaN
+  // and -0.0 included): `fpgather step` feeds its gradient on rank 0 and -0.0 elsewhere
+  // (g + -0.0 == g, bitwise, +0.0 included) so the replayed gradient reaches the optimizer as given.
   StepReport step(const GradFn& grad_fn, uint64_t micro_batches);
 
   const model::ModelSpec& spec() const { return spec_; }

@@ -9,6 +9,7 @@
 #include "model/network_compute.h"
 #include "model/network_init.h"
 #include "model/teacher_task.h"
+#include "train/train_setup.h"
 
 namespace fpg::train {
 namespace {
@@ -31,14 +32,7 @@ double json_number(double x) { return std::isfinite(x) ? x : 0.0; }
 }  // namespace
 
 TrainResult train(const TrainOptions& o, const RankObserver& observer, const StepCallback& on_step) {
-  if (!o.spec.network) throw UsageError("train: the model spec does not describe the built-in network");
-  if (o.dp == 0) throw UsageError("train: dp must be at least 1");
-  if (o.micro_batch < 1) throw UsageError("train: micro-batch must be at least 1");
-  if (o.accumulation < 1) throw UsageError("train: accumulation must be at least 1");
-  pipeline::validate_config(o.pipeline);
-  model::ModelSpec spec = o.spec;
-  if (!o.keep_fp32.empty()) model::mark_keep_in_fp32(spec, o.keep_fp32);
-  model::validate_spec(spec);
+  const model::ModelSpec spec = training_spec(o);
 
   const model::NetworkDims dims = *spec.network;
   const model::TeacherTask task(dims, o.seed, o.micro_batch);

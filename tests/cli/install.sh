@@ -4,7 +4,8 @@
 source "$(dirname "$0")/common.sh"
 : "${BUILD:?BUILD must name the build directory}"
 expect_exit 0 cmake --install "$BUILD" --prefix "$WORK/prefix"
-for f in bin/fpgather share/man/man1/fpgather.1 share/man/man1/fpgather-convert.1 \
+for f in bin/fpgather share/man/man1/fpgather.1 share/man/man1/fpgather-convert.1 share/man/man1/fpgather-train.1 \
+         share/man/man1/fpgather-step.1 \
          include/fpgather/fp8/quantize.h include/fpgather/formats/safetensors/reader.h \
          lib/cmake/fpgather/fpgatherConfig.cmake; do
   [ -e "$WORK/prefix/$f" ] || fail "install lacks $f"

@@ -1,0 +1,131 @@
+#include "pipeline_args.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+#include "fp8/recipe.h"
+
+namespace fpg::cli {
+namespace {
+
+double parse_double(const std::string& s, const std::string& option) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(s, &used);
+    if (used == s.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(option + ": '" + s + "' is not a number");
+}
+
+fp8::Recipe recipe_from(const PipelineArgs& a) {
+  const auto scaling = fp8::parse_scaling(a.fp8);
+  if (!scaling)
+    throw UsageError("--fp8 must be none, tensorwise, delayed, blockwise, blockwise-1x128 or mxfp8, not '" + a.fp8 + "'");
+  const auto format = fp8::parse_format(a.fp8_format);
+  if (!format) throw UsageError("--fp8-format must be e4m3 or e5m2, not '" + a.fp8_format + "'");
+  const auto rule = fp8::parse_mx_rule(a.mx_scale);
+  if (!rule) throw UsageError("--mx-scale must be rceil or floor, not '" + a.mx_scale + "'");
+  switch (*scaling) {
+    case fp8::Scaling::tensorwise: return fp8::Recipe::tensorwise(*format);
+    case fp8::Scaling::delayed: return fp8::Recipe::delayed(*format);
+    case fp8::Scaling::blockwise_1x128: return fp8::Recipe::blockwise_1x128(*format);
+    case fp8::Scaling::blockwise_128x128: return fp8::Recipe::blockwise_128x128(*format);
+    default:  // a trained weight is read rowwise (forward) and columnwise (backward), as TE keeps it
+      return fp8::Recipe::mxfp8(*format, *rule, true, true);
+  }
+}
+
+}  // namespace
+
+void add_optimizer_options(CLI::App* cmd, PipelineArgs& a) {
+  cmd->add_option("--optimizer", a.optimizer, "adamw, adam, lion or muon")->capture_default_str();
+  cmd->add_option("--scalar-optimizer", a.scalar_optimizer,
+                  "With muon: the optimizer of vectors, embeddings and the output head (adamw or lion)")
+      ->capture_default_str();
+  cmd->add_option("--lr", a.lr, "Learning rate (shared by Muon and its scalar optimizer)");
+  cmd->add_option("--betas", a.betas, "B1,B2 of Adam/AdamW/Lion (and muon's scalar optimizer)");
+  cmd->add_option("--eps", a.eps, "Adam/AdamW epsilon (default 1e-8)");
+  cmd->add_option("--weight-decay", a.weight_decay, "Weight decay (AdamW/Lion/Muon decoupled, Adam L2)");
+  cmd->add_option("--momentum", a.momentum, "Muon momentum (default 0.95)");
+  cmd->add_flag("--nesterov,!--no-nesterov", a.nesterov, "Muon: Nesterov momentum (default on)");
+  cmd->add_option("--ns-steps", a.ns_steps, "Muon: Newton-Schulz iterations")->capture_default_str();
+  cmd->add_option("--adjust-lr", a.adjust_lr, "Muon: original or match_rms_adamw");
+  cmd->add_option("--clip-grad", a.clip_grad, "Clip the global gradient norm to this; 0: no clipping");
+}
+
+void add_distributed_options(CLI::App* cmd, PipelineArgs& a) {
+  cmd->add_option("--dp", a.dp, "Data-parallel ranks (threads)")->capture_default_str();
+  cmd->add_option("--dist-opt", a.dist_opt, "bucketed or layerwise (default: bucketed; layerwise with muon)");
+  cmd->add_option("--fp8", a.fp8, "FP8 params: none, tensorwise, delayed, blockwise, blockwise-1x128, mxfp8")
+      ->capture_default_str();
+  cmd->add_option("--fp8-format", a.fp8_format, "e4m3 or e5m2")->capture_default_str();
+  cmd->add_option("--mx-scale", a.mx_scale, "mxfp8 scale rule: rceil (TE) or floor (OCP)")->capture_default_str();
+  cmd->add_option("--amax-history", a.amax_history, "delayed: amax history length")->capture_default_str();
+  cmd->add_option("--amax-algo", a.amax_algo, "delayed: most_recent or max")->capture_default_str();
+  cmd->add_option("--bucket-size", a.bucket_size, "Elements per bucket (default: one bucket per buffer)");
+  cmd->add_flag("--pad-for-nccl", a.pad_for_nccl, "Pad bucket ends to lcm(dp, 128, 65536)");
+}
+
+pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defaults) {
+  pipeline::PipelineConfig c;
+  const auto opt = optim::parse_optimizer(a.optimizer);
+  if (!opt) throw UsageError("--optimizer must be adamw, adam, lion or muon, not '" + a.optimizer + "'");
+  const auto scalar = optim::parse_scalar_optimizer(a.scalar_optimizer);
+  if (!scalar) throw UsageError("--scalar-optimizer must be adamw or lion, not '" + a.scalar_optimizer + "'");
+  c.optimizer = *opt;
+  c.scalar_optimizer = *scalar;
+  std::optional<pipeline::DistOpt> dist;
+  if (!a.dist_opt.empty()) {
+    dist = pipeline::parse_dist_opt(a.dist_opt);
+    if (!dist) throw UsageError("--dist-opt must be bucketed or layerwise, not '" + a.dist_opt + "'");
+  }
+  c.dist_opt = pipeline::resolve_dist_opt(dist, *opt);
+
+  const HyperDefaults d = defaults(*opt, *scalar);
+  c.lr = a.lr.value_or(d.lr);
+  c.weight_decay = a.weight_decay.value_or(d.weight_decay);
+  c.eps = a.eps.value_or(1e-8);
+  c.beta1 = d.beta1;
+  c.beta2 = d.beta2;
+  if (!a.betas.empty()) {
+    const size_t comma = a.betas.find(',');
+    if (comma == std::string::npos) throw UsageError("--betas must be B1,B2, not '" + a.betas + "'");
+    c.beta1 = parse_double(a.betas.substr(0, comma), "--betas");
+    c.beta2 = parse_double(a.betas.substr(comma + 1), "--betas");
+  }
+  c.clip_grad = a.clip_grad.value_or(d.clip_grad);
+  if (a.clip_grad && *a.clip_grad < 0) throw UsageError("--clip-grad must be non-negative");
+  c.muon_momentum = a.momentum.value_or(0.95);
+  c.muon_nesterov = a.nesterov;
+  c.muon_ns_steps = a.ns_steps;
+  c.muon_adjust_lr = d.muon_adjust;
+  if (!a.adjust_lr.empty()) {
+    if (a.adjust_lr == "original") c.muon_adjust_lr = optim::MuonLrAdjust::original;
+    else if (a.adjust_lr == "match_rms_adamw") c.muon_adjust_lr = optim::MuonLrAdjust::match_rms_adamw;
+    else throw UsageError("--adjust-lr must be original or match_rms_adamw, not '" + a.adjust_lr + "'");
+  }
+
+  if (a.fp8 != "none") {
+    c.fp8.enabled = true;
+    c.fp8.recipe = recipe_from(a);
+    c.fp8.amax_history_len = a.amax_history;
+    if (a.amax_algo == "max") c.fp8.amax_algo = fp8::AmaxAlgo::max;
+    else if (a.amax_algo == "most_recent") c.fp8.amax_algo = fp8::AmaxAlgo::most_recent;
+    else throw UsageError("--amax-algo must be most_recent or max, not '" + a.amax_algo + "'");
+  }
+  if (a.bucket_size && *a.bucket_size == 0) throw UsageError("--bucket-size must be positive");
+  c.bucket_size = a.bucket_size;
+  c.pad_for_nccl = a.pad_for_nccl;
+  if (a.dp == 0) throw UsageError("--dp must be at least 1");
+  pipeline::validate_config(c);
+  return c;
+}
+
+std::string fp8_label(const PipelineArgs& a) {
+  if (a.fp8 == "none") return "none";
+  return a.fp8 + " " + a.fp8_format;
+}
+
+}  // namespace fpg::cli

@@ -1,0 +1,147 @@
+// fpgather train: the built-in network trained through the distributed-optimizer pipeline on DP
+// thread ranks (train/trainer.h).
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "layout/layout_json.h"
+#include "model/spec_json.h"
+#include "pipeline_args.h"
+#include "train/metrics_file.h"
+#include "train/train_setup.h"
+#include "train/trainer.h"
+
+namespace fpg::cli {
+namespace {
+
+struct TrainArgs {
+  PipelineArgs pipe;
+  std::string model = "tiny";
+  std::string keep_fp32;
+  uint64_t steps = 200;
+  int64_t micro_batch = 32;
+  uint64_t accumulation = 1;
+  uint64_t seed = 1234;
+  std::string metrics;
+  bool print_layout = false;
+  uint64_t log_every = 0;
+};
+
+// Values that train the built-in network (model/teacher_task.h): AdamW/Adam lr 1e-3; Lion lr 3e-4
+// with betas 0.9/0.99 and weight decay 0.1; Muon lr 3e-3 with match_rms_adamw scaling, so one lr
+// serves Muon and its scalar optimizer (Moonlight's rule). Clipping at 1.0, as Megatron.
+HyperDefaults train_defaults(optim::OptimizerKind k, optim::ScalarOptimizer scalar) {
+  HyperDefaults d;
+  d.clip_grad = 1.0;
+  d.weight_decay = 1e-2;
+  switch (k) {
+    case optim::OptimizerKind::adam: d.weight_decay = 0; break;
+    case optim::OptimizerKind::lion: d.lr = 3e-4, d.beta2 = 0.99, d.weight_decay = 0.1; break;
+    case optim::OptimizerKind::muon:
+      d.lr = 3e-3;
+      d.muon_adjust = optim::MuonLrAdjust::match_rms_adamw;
+      if (scalar == optim::ScalarOptimizer::lion) d.beta2 = 0.99;
+      break;
+    default: break;
+  }
+  return d;
+}
+
+std::string group_digits(uint64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+int run_train(const TrainArgs& a, const GlobalOptions& g) {
+  train::TrainOptions o;
+  o.spec = model::resolve_model(a.model);
+  o.dp = a.pipe.dp;
+  o.pipeline = pipeline_config(a.pipe, train_defaults);
+  o.keep_fp32 = a.keep_fp32;
+  o.steps = a.steps;
+  o.micro_batch = a.micro_batch;
+  o.accumulation = a.accumulation;
+  o.seed = a.seed;
+  // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
+  o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
+
+  if (a.print_layout) {  // the layout of this configuration, then exit without training
+    const pipeline::PipelineLayout l = train::training_layout(o);
+    if (g.json) {
+      const std::string text = l.layer_wise ? layout::to_json(*l.layer_wise, 2) : layout::to_json(*l.bucketed, 2);
+      std::printf("%s\n", text.c_str());
+    } else {
+      std::printf("%s", pipeline::describe(l).c_str());
+    }
+    return 0;
+  }
+  const model::ModelSpec spec = train::training_spec(o);  // refuse a bad configuration before any output
+
+  std::unique_ptr<train::MetricsFile> metrics;
+  if (!a.metrics.empty()) metrics = std::make_unique<train::MetricsFile>(a.metrics);
+  Progress progress("train", a.steps, progress_enabled(g));
+  const train::StepCallback on_step = [&](const train::StepMetrics& m) {
+    if (metrics) metrics->write(m);
+    progress.advance(1);
+    if (a.log_every && ((m.step + 1) % a.log_every == 0 || m.step + 1 == a.steps))
+      std::fprintf(stderr, "step %llu/%llu loss %.6f grad_norm %.4g%s\n", static_cast<unsigned long long>(m.step + 1),
+                   static_cast<unsigned long long>(a.steps), m.loss, m.grad_norm, m.skipped ? " (skipped)" : "");
+  };
+  const train::TrainResult r = train::train(o, {}, on_step);
+  if (metrics) metrics->close();
+
+  const train::TrainSummary& s = r.summary;
+  const char* dist = pipeline::dist_opt_name(o.pipeline.dist_opt);
+  if (g.json) {
+    nlohmann::json j = nlohmann::json::parse(train::summary_json(s));
+    j["model"] = spec.name;
+    j["optimizer"] = a.pipe.optimizer;
+    j["dist_opt"] = dist;
+    j["fp8"] = fp8_label(a.pipe);
+    j["lr"] = o.pipeline.lr;
+    j["micro_batch"] = a.micro_batch;
+    j["accumulation"] = a.accumulation;
+    j["seed"] = a.seed;
+    if (!a.metrics.empty()) j["metrics"] = a.metrics;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  const pipeline::PhaseTimes& t = s.median_times;
+  std::printf("trained %s (%s params) for %llu steps on dp %u: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
+              group_digits(s.params).c_str(), static_cast<unsigned long long>(s.steps), s.dp, a.pipe.optimizer.c_str(),
+              dist, fp8_label(a.pipe).c_str(), o.pipeline.lr);
+  std::printf("loss %.6f -> %.6f (%.3fx)%s\n", s.initial_loss, s.final_loss,
+              s.initial_loss > 0 ? s.final_loss / s.initial_loss : 0.0,
+              s.skipped ? (", " + std::to_string(s.skipped) + " skipped steps").c_str() : "");
+  std::printf("step %.3f ms (median): forward/backward %.3f, reduce-scatter %.3f, optimizer %.3f, copy-back %.3f, "
+              "gather %.3f\n",
+              s.step_time_ms, t.forward_backward * 1e3, t.reduce_scatter * 1e3, t.optimizer * 1e3, t.copy_back * 1e3,
+              t.gather * 1e3);
+  if (!a.metrics.empty()) std::printf("wrote %s\n", a.metrics.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
+  auto args = std::make_shared<TrainArgs>();
+  args->pipe.dp = 2;
+  auto* cmd = app.add_subcommand("train", "Train the built-in network through the distributed-optimizer pipeline");
+  cmd->add_option("--model", args->model, "Preset (tiny, small, base, 1b) or a JSON spec file")->capture_default_str();
+  add_optimizer_options(cmd, args->pipe);
+  add_distributed_options(cmd, args->pipe);
+  cmd->add_option("--keep-fp32", args->keep_fp32, "Regex: params whose name matches stay native fp32");
+  cmd->add_option("--steps", args->steps, "Optimizer steps")->capture_default_str();
+  cmd->add_option("--micro-batch", args->micro_batch, "Rows per micro-batch")->capture_default_str();
+  cmd->add_option("--accumulation", args->accumulation, "Micro-batches per rank per step")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the student, the teacher and the data")->capture_default_str();
+  cmd->add_option("--metrics", args->metrics, "Write one JSON line per step to FILE.jsonl");
+  cmd->add_flag("--print-layout", args->print_layout, "Print the buffer layout of this configuration and exit");
+  cmd->add_option("--log-every", args->log_every, "Log a line on stderr every N steps (default: never)");
+  cmd->callback([args, &global, &run] { run = [args, &global] { return run_train(*args, global); }; });
+}
+
+}  // namespace fpg::cli

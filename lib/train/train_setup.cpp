@@ -1,0 +1,28 @@
+#include "train/train_setup.h"
+
+#include "core/error.h"
+#include "pipeline/fp8_params.h"
+
+namespace fpg::train {
+
+model::ModelSpec training_spec(const TrainOptions& o) {
+  if (!o.spec.network) throw UsageError("train: the model spec does not describe the built-in network");
+  if (o.dp == 0) throw UsageError("train: dp must be at least 1");
+  if (o.micro_batch < 1) throw UsageError("train: micro-batch must be at least 1");
+  if (o.accumulation < 1) throw UsageError("train: accumulation must be at least 1");
+  pipeline::validate_config(o.pipeline);
+  model::ModelSpec spec = o.spec;
+  if (!o.keep_fp32.empty()) model::mark_keep_in_fp32(spec, o.keep_fp32);
+  model::validate_spec(spec);
+  // The FP8 plans of every param: a shape the recipe cannot take is refused here, naming the param.
+  std::vector<pipeline::Fp8ParamState> states;
+  std::vector<int32_t> index;
+  pipeline::make_fp8_tensors(spec, o.pipeline, states, index);
+  return spec;
+}
+
+pipeline::PipelineLayout training_layout(const TrainOptions& o) {
+  return pipeline::build_pipeline_layout(training_spec(o), o.pipeline, o.dp);
+}
+
+}  // namespace fpg::train
