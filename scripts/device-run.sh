@@ -20,7 +20,7 @@ xx=()
 } >"$OUT/machine.txt" 2>&1
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release "${xx[@]}" ${FPGATHER_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
-cmake --build build-device -j"$jobs" >>"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+cmake --build build-device -j"$jobs" -- -k >>"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
 echo "built"
 for what in "$@"; do
   case "$what" in

@@ -1,5 +1,6 @@
 // The coverage contract from the index alone: exact gap/overlap/out-of-bounds ranges, dtype and
 // grid checks, file checks, and O(n log n) behaviour on a million chunks.
+#include <algorithm>
 #include <chrono>
 
 #include "catch.h"
