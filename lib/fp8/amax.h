@@ -13,6 +13,7 @@
 
 #include "core/float_codec.h"
 #include "core/hostdevice.h"
+#include "fp8/cast_avx2.h"
 #include "fp8/simd.h"
 #include "fp8/source.h"
 
@@ -63,6 +64,9 @@ FPG_FORCE_INLINE int32_t source_key(typename S::T x) {
 template <class S>
 FPG_FORCE_INLINE float amax_of(const typename S::T* x, size_t n) {
   if constexpr (std::is_same<S, SrcBf16>::value) {
+#if FPG_X86_SIMD
+    if (n >= 32 && avx2_enabled()) return float_from_bf16(avx2::amax_key_bf16_run(x, n));
+#endif
     int16_t m = 0;  // 16-bit lanes: twice the width of the generic loop
     for (size_t i = 0; i < n; ++i) {
       int16_t a = static_cast<int16_t>(x[i] & 0x7FFF);

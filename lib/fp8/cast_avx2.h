@@ -188,6 +188,36 @@ FPG_AVX2 size_t cast_groups(const typename S::T* x, size_t n, float scale, uint8
   return i;
 }
 
+// ---- amax of bf16 values ---------------------------------------------------------------------------
+// max over amax_key_bf16: |b| as the bits with the sign cleared (then < 2^15, so signed 16-bit
+// compares and maxes are exact), a NaN (key > 0x7F80) counted as 0. Written out because compilers
+// differ on whether they vectorise the portable loop (GCC 13 leaves it scalar).
+FPG_AVX2 uint16_t amax_key_bf16_run(const uint16_t* x, size_t n) {
+  const __m256i mask = _mm256_set1_epi16(0x7FFF), inf = _mm256_set1_epi16(0x7F80);
+  __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), mask);
+    __m256i b = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 16)), mask);
+    a = _mm256_andnot_si256(_mm256_cmpgt_epi16(a, inf), a);
+    b = _mm256_andnot_si256(_mm256_cmpgt_epi16(b, inf), b);
+    m0 = _mm256_max_epi16(m0, a);
+    m1 = _mm256_max_epi16(m1, b);
+  }
+  m0 = _mm256_max_epi16(m0, m1);
+  __m128i h = _mm_max_epi16(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
+  h = _mm_max_epi16(h, _mm_shuffle_epi32(h, 0x4E));
+  h = _mm_max_epi16(h, _mm_shuffle_epi32(h, 0xB1));
+  h = _mm_max_epi16(h, _mm_shufflelo_epi16(h, 0xB1));
+  uint16_t m = static_cast<uint16_t>(_mm_extract_epi16(h, 0));
+  for (; i < n; ++i) {
+    const uint16_t a = static_cast<uint16_t>(x[i] & 0x7FFFu);
+    const uint16_t k = a > 0x7F80u ? uint16_t{0} : a;
+    m = k > m ? k : m;
+  }
+  return m;
+}
+
 }  // namespace avx2
 }  // namespace fp8
 }  // namespace fpg
