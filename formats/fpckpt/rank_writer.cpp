@@ -32,6 +32,9 @@ RankWriter::~RankWriter() {
   if (h5_ && h5_->file.valid()) {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     h5_->file.reset();
+    // A writer abandoned mid-save (an exception) ends here; leave this thread no error records,
+    // which a thread-safe HDF5 would otherwise never free ("infinite loop closing library").
+    H5Eclear2(H5E_DEFAULT);
   }
 }
 
@@ -162,6 +165,7 @@ void RankWriter::write(uint32_t key, uint64_t lo, const void* data, uint64_t num
       // still create and read the dataset; readers with the plugin (h5py + hdf5plugin) decode it.
       const unsigned cd[1] = {static_cast<unsigned>(comp.level)};
       if (H5Pset_filter(dcpl, kZstdFilterId, H5Z_FLAG_OPTIONAL, 1, cd) < 0) hdf5_fail(h5_->path, "zstd filter");
+      H5Eclear2(H5E_DEFAULT);  // without the plugin HDF5 records "filter not registered", harmlessly
     }
     const std::string name = std::to_string(dataset);
     ds = checked(H5Dcreate2(h5_->file, name.c_str(), storage_type(k.dtype), space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
