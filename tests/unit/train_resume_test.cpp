@@ -296,7 +296,7 @@ TEST_CASE("a checkpoint of another run is refused, saying what differs", "[resum
   REQUIRE(run(o, load).steps.empty());
 }
 
-TEST_CASE("--keep retention and `latest`", "[resume]") {
+TEST_CASE("retention (--keep) and `latest`", "[resume]") {
   TempDir tmp("keep");
   const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "none", ckpt::StateLayout::bucket, "none", 2};
   train::CheckpointOptions k = ckpt_opts(c, tmp.path, 1);
