@@ -32,8 +32,9 @@ RankWriter::~RankWriter() {
   if (h5_ && h5_->file.valid()) {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     h5_->file.reset();
-    // A writer abandoned mid-save (an exception) ends here; leave this thread no error records,
-    // which a thread-safe HDF5 would otherwise never free ("infinite loop closing library").
+    // A writer abandoned mid-save (an exception) ends here. Leave this thread no error records
+    // (HDF5 notes the unregistered zstd filter even when all goes well): a thread-safe HDF5 does not
+    // free them when the thread ends and complains at exit ("infinite loop closing library").
     H5Eclear2(H5E_DEFAULT);
   }
 }
@@ -248,6 +249,7 @@ RankManifest RankWriter::finish() {
     {
       std::lock_guard<std::mutex> lock(hdf5_mutex());
       if (H5Fclose(h5_->file.release()) < 0) hdf5_fail(h5_->path, "close data file");
+      H5Eclear2(H5E_DEFAULT);  // closing flushes the zstd-filtered layouts: "filter not registered" again
     }
     fsync_file(h5_->path);
     struct stat st {};
