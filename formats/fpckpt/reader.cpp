@@ -61,7 +61,10 @@ std::string CheckpointReader::read_stored(uint32_t c, std::vector<uint8_t>& stor
   auto fit = h5_->files.find(run.file);
   if (fit == h5_->files.end()) {
     Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    // hdf5_error() also clears what opening left on this thread's error stack even when it worked:
+    // records left on a pool thread that outlives the library make HDF5 complain at exit.
     if (!f.valid()) h5_->file_errors[run.file] = "cannot open: " + hdf5_error();
+    else H5Eclear2(H5E_DEFAULT);
     fit = h5_->files.emplace(run.file, std::move(f)).first;
   }
   if (!fit->second.valid()) return h5_->file_errors[run.file];

@@ -34,12 +34,20 @@ std::vector<ckpt::Problem> check_recorded_layout(const ckpt::Index& ix, bool& ch
   const auto sl = opt["state_layout"].is_string() ? ckpt::parse_state_layout(opt["state_layout"].get<std::string>())
                                                   : std::nullopt;
   if (!sl) return problem("optimizer document: state_layout must be \"bucket\" or \"model\"");
-  std::vector<std::string> states;
-  if (!opt["states"].is_array()) return problem("optimizer document: states must be an array of names");
-  for (const auto& s : opt["states"]) {
-    if (!s.is_string()) return problem("optimizer document: states must be an array of names");
-    states.push_back(s.get<std::string>());
-  }
+  std::vector<std::string> states, matrix_states;
+  auto names = [&](const char* field, std::vector<std::string>& out) {
+    if (!opt[field].is_array()) return false;
+    for (const auto& s : opt[field]) {
+      if (!s.is_string()) return false;
+      out.push_back(s.get<std::string>());
+    }
+    return true;
+  };
+  if (!names("states", states)) return problem("optimizer document: states must be an array of names");
+  // Layer-wise matrices may have their own optimizer (Muon: momentum_buffer); default: `states`.
+  if (!opt.contains("matrix_states")) matrix_states = states;
+  else if (!names("matrix_states", matrix_states))
+    return problem("optimizer document: matrix_states must be an array of names");
   try {
     const auto j = nlohmann::json::parse(*layout_doc);
     const std::string kind = j.value("kind", "");
@@ -47,7 +55,8 @@ std::vector<ckpt::Problem> check_recorded_layout(const ckpt::Index& ix, bool& ch
     if (kind == "bucketed")
       return ckpt::check_layout(ix, layout::bucketed_layout_from_json(*layout_doc, "layout document"), *sl, states);
     if (kind == "layer_wise")
-      return ckpt::check_layout(ix, layout::layer_wise_layout_from_json(*layout_doc, "layout document"), *sl, states);
+      return ckpt::check_layout(ix, layout::layer_wise_layout_from_json(*layout_doc, "layout document"), *sl, states,
+                                matrix_states);
     checked = false;
     return problem("layout document: unknown kind '" + kind + "'");
   } catch (const std::exception& e) {

@@ -34,7 +34,8 @@ struct ValidateReport {
 ValidateReport validate_checkpoint(const std::string& path, const ValidateOptions& opts);
 
 // The layout check from the index's documents: `layout` (lib/layout JSON) and `optimizer`
-// {"state_layout": "bucket"|"model", "states": [...]}. Sets `checked` when both are present.
+// {"state_layout": "bucket"|"model", "states": [...], optionally "matrix_states": [...] for the
+// layer-wise matrices}. Sets `checked` when both are present.
 std::vector<ckpt::Problem> check_recorded_layout(const ckpt::Index& index, bool& checked);
 
 }  // namespace fpg::fpckpt

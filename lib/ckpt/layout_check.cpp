@@ -180,9 +180,15 @@ std::vector<Problem> check_layout(const Index& index, const layout::BucketedLayo
 
 std::vector<Problem> check_layout(const Index& index, const layout::LayerWiseLayout& L, StateLayout sl,
                                   const std::vector<std::string>& states) {
+  return check_layout(index, L, sl, states, states);
+}
+
+std::vector<Problem> check_layout(const Index& index, const layout::LayerWiseLayout& L, StateLayout sl,
+                                  const std::vector<std::string>& states,
+                                  const std::vector<std::string>& matrix_states) {
   Ctx ctx(index);
   for (const auto& m : L.matrices)
-    for (const auto& s : states) {
+    for (const auto& s : matrix_states) {
       const long k = ctx.expect_key(model_state_key(m.name, s), m.numel(), "matrix " + m.name + " owned whole");
       if (k < 0) continue;
       ctx.expect_padding(static_cast<uint32_t>(k), {});

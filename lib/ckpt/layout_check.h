@@ -21,8 +21,12 @@ std::vector<Problem> check_layout(const Index& index, const layout::BucketedLayo
                                   const std::vector<std::string>& states);
 
 // Muon matrices are owned whole: layout `model` keys whose chunks all come from the owner; the
-// other params are checked against layout.scalar as above.
+// other params are checked against layout.scalar as above. `matrix_states`: the matrices' state
+// names when their optimizer is not the scalar params' (Muon's momentum_buffer vs AdamW's moments).
 std::vector<Problem> check_layout(const Index& index, const layout::LayerWiseLayout& layout,
                                   StateLayout state_layout, const std::vector<std::string>& states);
+std::vector<Problem> check_layout(const Index& index, const layout::LayerWiseLayout& layout,
+                                  StateLayout state_layout, const std::vector<std::string>& states,
+                                  const std::vector<std::string>& matrix_states);
 
 }  // namespace fpg::ckpt

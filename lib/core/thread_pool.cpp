@@ -94,15 +94,23 @@ std::unique_ptr<ThreadPool>& global_slot() {
   static std::unique_ptr<ThreadPool> pool;
   return pool;
 }
+// Rank threads may ask for the pool first, all at once (a checkpoint save on every rank): without
+// the lock two of them could each create one and one would be destroyed while in use.
+std::mutex& global_mutex() {
+  static std::mutex mu;
+  return mu;
+}
 }  // namespace
 
 ThreadPool& ThreadPool::global() {
+  std::lock_guard<std::mutex> lock(global_mutex());
   auto& slot = global_slot();
   if (!slot) slot = std::make_unique<ThreadPool>(0);
   return *slot;
 }
 
 void ThreadPool::set_global_threads(size_t threads) {
+  std::lock_guard<std::mutex> lock(global_mutex());
   global_slot() = std::make_unique<ThreadPool>(threads);
 }
 

@@ -24,7 +24,8 @@ class ThreadPool {
   // done. The first exception thrown by fn is rethrown here (the remaining items still run).
   void parallel_for(size_t n, const std::function<void(size_t)>& fn);
 
-  // The process-wide pool that `--threads` configures.
+  // The process-wide pool that `--threads` configures; created on first use (thread-safe). Set it
+  // before starting work: set_global_threads replaces the pool.
   static ThreadPool& global();
   static void set_global_threads(size_t threads);
 

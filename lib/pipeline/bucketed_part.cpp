@@ -112,6 +112,30 @@ void BucketedPart::materialize(uint32_t param, float* out) const {
   }
 }
 
+ParamStorage BucketedPart::storage(uint32_t param) {
+  const Where& w = where_[param];
+  BufferStorage& s = bufs_[static_cast<size_t>(w.buffer)];
+  ParamStorage out;
+  out.numel = spec_.params[param].numel();
+  switch (layout_.buffers[static_cast<size_t>(w.buffer)].key.param_dtype) {
+    case DType::BF16:
+      out.dtype = DType::BF16;
+      out.data = reinterpret_cast<uint8_t*>(s.bf16.data() + w.begin);
+      break;
+    case DType::F32:
+      out.dtype = DType::F32;
+      out.data = reinterpret_cast<uint8_t*>(s.f32.data() + w.begin);
+      break;
+    case DType::U8:
+      out.dtype = fp8_dtype(cfg_.fp8.recipe.format);
+      out.data = s.u8.empty() ? nullptr : s.u8.data() + w.begin;
+      out.col = s.u8_col.empty() ? nullptr : s.u8_col.data() + w.begin;
+      break;
+    default: throw InternalError("pipeline: unexpected buffer dtype");
+  }
+  return out;
+}
+
 std::vector<uint8_t> BucketedPart::stored_bytes(uint32_t param) const {
   const Where& w = where_[param];
   const BufferStorage& s = bufs_[static_cast<size_t>(w.buffer)];

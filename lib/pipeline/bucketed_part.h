@@ -31,6 +31,7 @@
 #include "pipeline/fp8_params.h"
 #include "pipeline/grad_norm.h"
 #include "pipeline/optimizer_step.h"
+#include "pipeline/param_storage.h"
 #include "pipeline/rank_state.h"
 
 namespace fpg::pipeline {
@@ -58,6 +59,8 @@ class BucketedPart {
   float* grad_of(uint32_t param);
   // Param's values as this rank holds them, as fp32 (bf16 decoded, FP8 dequantized).
   void materialize(uint32_t param, float* out) const;
+  // Where param's values lie in this rank's buffers (RankPipeline::param_storage).
+  ParamStorage storage(uint32_t param);
   // Param's stored bytes: data (+ columnwise) and, for FP8, its scale state.
   std::vector<uint8_t> stored_bytes(uint32_t param) const;
 

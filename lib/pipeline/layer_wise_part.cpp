@@ -151,6 +151,25 @@ void LayerWisePart::materialize(uint32_t param, float* out) const {
   }
 }
 
+ParamStorage LayerWisePart::storage(uint32_t param) {
+  const Matrix& m = mats_[static_cast<size_t>(matrix_of_[param])];
+  ParamStorage out;
+  out.numel = m.numel;
+  if (m.fp8 >= 0) {
+    // Staged FP8 matrices also pass through bf16_xfer_, but only within a step: the bytes are here.
+    out.dtype = fp8_dtype(cfg_.fp8.recipe.format);
+    out.data = fp8_data_.empty() ? nullptr : fp8_data_.data() + m.data_off;
+    out.col = fp8_col_.empty() ? nullptr : fp8_col_.data() + m.data_off;
+  } else if (m.transport == Transport::f32) {
+    out.dtype = DType::F32;
+    out.data = reinterpret_cast<uint8_t*>(f32_xfer_.data() + m.xfer_off);
+  } else {
+    out.dtype = DType::BF16;
+    out.data = reinterpret_cast<uint8_t*>(bf16_xfer_.data() + m.xfer_off);
+  }
+  return out;
+}
+
 std::vector<uint8_t> LayerWisePart::stored_bytes(uint32_t param) const {
   const Matrix& m = mats_[static_cast<size_t>(matrix_of_[param])];
   std::vector<uint8_t> out;

@@ -31,6 +31,7 @@
 #include "pipeline/fp8_params.h"
 #include "pipeline/grad_norm.h"
 #include "pipeline/optimizer_step.h"
+#include "pipeline/param_storage.h"
 #include "pipeline/rank_state.h"
 
 namespace fpg::pipeline {
@@ -45,6 +46,8 @@ class LayerWisePart {
   float* grad_of(uint32_t param);
   void materialize(uint32_t param, float* out) const;
   std::vector<uint8_t> stored_bytes(uint32_t param) const;
+  // Where param's values lie in this rank's buffers (RankPipeline::param_storage).
+  ParamStorage storage(uint32_t param);
   // How param travels after the update (for reports and tests).
   Transport transport(uint32_t param) const;
 

@@ -88,6 +88,17 @@ std::vector<uint8_t> RankPipeline::stored_bytes(uint32_t param) const {
   return layer_wise_managed(param) ? layer_wise_->stored_bytes(param) : bucketed_->stored_bytes(param);
 }
 
+ParamStorage RankPipeline::param_storage(uint32_t param) {
+  if (param >= spec_.params.size()) throw InternalError("pipeline: no param #" + std::to_string(param));
+  return layer_wise_managed(param) ? layer_wise_->storage(param) : bucketed_->storage(param);
+}
+
+ParamStorage RankPipeline::param_storage(uint32_t param) const {
+  return const_cast<RankPipeline*>(this)->param_storage(param);
+}
+
+void RankPipeline::params_loaded() { publish_params(); }
+
 void RankPipeline::publish_params() {
   for (uint32_t p = 0; p < spec_.params.size(); ++p) {
     if (layer_wise_managed(p)) layer_wise_->materialize(p, values_[p].data());

@@ -42,6 +42,7 @@
 #include "layout/layer_wise_layout.h"
 #include "model/model_spec.h"
 #include "pipeline/config.h"
+#include "pipeline/param_storage.h"
 #include "pipeline/rank_state.h"
 
 namespace fpg::pipeline {
@@ -101,6 +102,15 @@ class RankPipeline {
   bool layer_wise_managed(uint32_t param) const;
   // How a layer-wise matrix travels after its owner's update; nothing for bucketed params.
   std::optional<Transport> transport(uint32_t param) const;
+
+  // The param's storage, for a checkpoint loader to overwrite (then call params_loaded()) or a saver
+  // to read (it must not write).
+  ParamStorage param_storage(uint32_t param);
+  ParamStorage param_storage(uint32_t param) const;
+  // After a loader overwrote state() and every param's storage with a saved state: decode the params
+  // for the next forward. No collective and no re-quantization, so the state continues bit for bit
+  // (re-deriving params by a copy-back would re-record a delayed-scaling amax).
+  void params_loaded();
 
   RankState& state() { return state_; }
   const RankState& state() const { return state_; }

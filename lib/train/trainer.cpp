@@ -31,7 +31,8 @@ double json_number(double x) { return std::isfinite(x) ? x : 0.0; }
 
 }  // namespace
 
-TrainResult train(const TrainOptions& o, const RankObserver& observer, const StepCallback& on_step) {
+TrainResult train(const TrainOptions& o, const RankObserver& observer, const StepCallback& on_step,
+                  const TrainHooks& hooks) {
   const model::ModelSpec spec = training_spec(o);
 
   const model::NetworkDims dims = *spec.network;
@@ -40,18 +41,24 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
 
   TrainResult result;
   result.steps.resize(o.steps);
+  uint64_t first = 0;  // rank 0's resume point (every rank gets the same)
   comm::run_ranks(static_cast<int>(o.dp), [&](comm::Communicator& comm) {
     const uint64_t rank = static_cast<uint64_t>(comm.rank());
     const pipeline::InitFn init = [&](uint32_t p, float* out) {
       model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
     };
     pipeline::RankPipeline pipe(spec, o.pipeline, comm, init, o.threads_per_rank);
-    if (observer) observer(0, pipe);
+    const uint64_t start = hooks.resume ? hooks.resume(pipe, comm) : 0;
+    if (start > o.steps)
+      throw UsageError("train: the loaded state has taken " + std::to_string(start) + " steps, more than --steps " +
+                       std::to_string(o.steps) + " (the step count to reach)");
+    if (rank == 0) first = start;
+    if (observer) observer(start, pipe);
 
     model::NetworkCompute net(dims);
     model::MicroBatch mb;
     std::vector<float> losses(A), all_losses(A * N);
-    for (uint64_t t = 0; t < o.steps; ++t) {
+    for (uint64_t t = start; t < o.steps; ++t) {
       const pipeline::GradFn grad_fn = [&](const std::vector<const float*>& params,
                                            const std::vector<float*>& grads) {
         for (uint64_t a = 0; a < A; ++a) {
@@ -75,11 +82,14 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
         if (on_step) on_step(m);
       }
       if (observer) observer(t + 1, pipe);
+      if (hooks.after_step) hooks.after_step(t + 1, pipe, comm);
     }
   });
+  result.steps.erase(result.steps.begin(), result.steps.begin() + static_cast<int64_t>(first));
 
   TrainSummary& s = result.summary;
-  s.steps = o.steps;
+  s.steps = o.steps - first;
+  s.first_step = first;
   s.dp = o.dp;
   s.params = spec.numel();
   if (!result.steps.empty()) {
@@ -120,6 +130,7 @@ std::string summary_json(const TrainSummary& s) {
                       {"params", s.params},
                       {"skipped_steps", s.skipped},
                       {"step_time_ms", s.step_time_ms}};
+  if (s.first_step > 0) j["first_step"] = s.first_step;  // only resumed runs: fresh runs print as before
   j["phase_ms"] = times_json(s.median_times);
   return j.dump();
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "model/model_spec.h"
 #include "pipeline/config.h"
 #include "pipeline/rank_pipeline.h"
@@ -55,7 +56,8 @@ struct StepMetrics {
 struct TrainSummary {
   double initial_loss = 0;  // loss of step 0 (the initial params)
   double final_loss = 0;    // loss of the last step
-  uint64_t steps = 0;
+  uint64_t steps = 0;       // steps this run took
+  uint64_t first_step = 0;  // > 0 when resumed from a checkpoint
   uint32_t dp = 0;
   uint64_t params = 0;      // elements of the spec
   uint64_t skipped = 0;
@@ -75,9 +77,24 @@ using RankObserver = std::function<void(uint64_t steps_done, const pipeline::Ran
 // Called on rank 0's thread after every step (progress, metrics files).
 using StepCallback = std::function<void(const StepMetrics& m)>;
 
+// What a checkpointing caller (train/checkpointing.h) plugs into train(). Both run on every rank's
+// own thread and may use the communicator (saving is a collective), every rank alike.
+struct TrainHooks {
+  // After the pipeline is built, before the first step: restore a saved state into `rank` and
+  // return the steps it had taken (its cursor's next_step); the run then takes steps
+  // [that, opts.steps) and the observer first sees steps_done = that. Unset: start at step 0.
+  std::function<uint64_t(pipeline::RankPipeline& rank, comm::Communicator& comm)> resume;
+  // After every step (steps_done = t + 1), after the observer: e.g. save every N steps. Must not
+  // change the pipeline (a run that saves equals one that does not, bitwise).
+  std::function<void(uint64_t steps_done, const pipeline::RankPipeline& rank, comm::Communicator& comm)> after_step;
+};
+
 // Throws UsageError for unusable options (no network in the spec, dp 0, micro_batch < 1, …, and
 // the pipeline's own checks such as muon with --dist-opt bucketed).
-TrainResult train(const TrainOptions& opts, const RankObserver& observer = {}, const StepCallback& on_step = {});
+// A resumed run's result holds only the steps it took (StepMetrics::step is the global index) and
+// summary.first_step says where it began.
+TrainResult train(const TrainOptions& opts, const RankObserver& observer = {}, const StepCallback& on_step = {},
+                  const TrainHooks& hooks = {});
 
 // The JSON line of one step (metrics file) and the summary object, as `--json` prints them.
 std::string step_json(const StepMetrics& m);

@@ -1,0 +1,144 @@
+#include "train/checkpointing.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "core/error.h"
+#include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/manifest_blob.h"
+#include "formats/fpckpt/reader.h"
+#include "formats/safetensors/fs_util.h"
+#include "train/state_documents.h"
+#include "train/state_load.h"
+#include "train/state_save.h"
+
+namespace fpg::train {
+namespace {
+
+using safetensors::join_path;
+
+// What the rank threads share: rank 0's staging directory (removed if the run fails before the
+// commit) and the log.
+struct Session {
+  std::mutex mu;
+  std::string staging;
+  CheckpointLog log;
+};
+
+void ensure_root(const std::string& root) {
+  struct stat st {};
+  if (stat(root.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) throw UsageError("--save " + root + ": not a directory");
+    return;
+  }
+  if (mkdir(root.c_str(), 0755) != 0 && errno != EEXIST)
+    throw UsageError("--save " + root + ": cannot create: " + std::strerror(errno));
+}
+
+std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, uint64_t steps_done,
+          const pipeline::RankPipeline& rank, comm::Communicator& comm) {
+  const uint32_t r = static_cast<uint32_t>(comm.rank());
+  const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
+  std::string staging;
+  if (r == 0) {
+    staging = fpckpt::begin_staging(target);
+    std::lock_guard<std::mutex> lock(session.mu);
+    session.staging = staging;
+  }
+  staging = [&] {
+    const auto all = comm.all_gather_bytes(r == 0 ? bytes_of(staging) : std::vector<uint8_t>{});
+    return std::string(all.at(0).begin(), all.at(0).end());
+  }();
+
+  fpckpt::WriteOptions wo;
+  wo.compression = c.compression;
+  wo.chunk_bytes = c.chunk_bytes;
+  fpckpt::RankManifest manifest;
+  {
+    fpckpt::RankWriter w(staging, r, wo);
+    RankSaveOptions so;
+    so.layout = c.layout;
+    save_rank_state(w, rank, so);
+    if (c.before_finish) c.before_finish(r, steps_done);
+    manifest = w.finish();
+  }
+  const auto blobs = comm.gather_bytes(fpckpt::manifest_to_bytes(manifest), 0);
+  if (r == 0) {
+    std::vector<fpckpt::RankManifest> manifests;
+    for (const auto& b : blobs) manifests.push_back(fpckpt::manifest_from_bytes(b));
+    const TrainCursor cursor{o.seed, steps_done, o.micro_batch, o.accumulation, o.dp};
+    const ckpt::Index ix = fpckpt::merge_manifests(manifests, state_documents(rank, cursor, c.layout));
+    fpckpt::commit(staging, target, ix);
+    std::lock_guard<std::mutex> lock(session.mu);
+    session.staging.clear();
+    fpckpt::update_latest(c.save, name);
+    const auto removed = fpckpt::apply_retention(c.save, c.keep);
+    session.log.saved.push_back(target);
+    session.log.removed.insert(session.log.removed.end(), removed.begin(), removed.end());
+  }
+  // No rank goes on before the commit: a failure on rank 0 aborts the others here.
+  comm.barrier()->wait();
+}
+
+}  // namespace
+
+std::string checkpoint_name(uint64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08llu", static_cast<unsigned long long>(step));
+  return buf;
+}
+
+bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps) {
+  if (c.save.empty()) return false;
+  return steps_done == steps || (c.save_every > 0 && steps_done % c.save_every == 0);
+}
+
+CheckpointedResult train_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
+                                          const RankObserver& observer, const StepCallback& on_step) {
+  if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
+  if (c.save.empty() && c.keep > 0) throw UsageError("--keep needs --save DIR");
+  if (!c.save.empty()) ensure_root(c.save);
+
+  Session session;
+  std::unique_ptr<fpckpt::CheckpointReader> reader;
+  TrainCursor loaded;
+  if (!c.load.empty()) {
+    reader = std::make_unique<fpckpt::CheckpointReader>(c.load);  // resolves `latest`
+    loaded = saved_cursor(reader->index().documents, reader->dir());
+    session.log.loaded = reader->dir();
+    session.log.loaded_step = loaded.next_step;
+  }
+
+  TrainHooks hooks;
+  if (reader)
+    hooks.resume = [&](pipeline::RankPipeline& rank, comm::Communicator&) {
+      const TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
+      check_resumable(reader->index().documents, state_documents(rank, run, c.layout), reader->dir());
+      load_rank_state(*reader, rank);
+      return loaded.next_step;
+    };
+  if (!c.save.empty())
+    hooks.after_step = [&](uint64_t done, const pipeline::RankPipeline& rank, comm::Communicator& comm) {
+      if (save_due(c, done, o.steps)) save(o, c, session, done, rank, comm);
+    };
+
+  CheckpointedResult out;
+  try {
+    out.train = train(o, observer, on_step, hooks);
+  } catch (...) {
+    // Every rank thread has ended: nothing writes into the staging directory any more.
+    if (!session.staging.empty()) fpckpt::remove_tree(session.staging);
+    throw;
+  }
+  out.checkpoints = std::move(session.log);
+  return out;
+}
+
+}  // namespace fpg::train

@@ -1,0 +1,67 @@
+// `fpgather train --save DIR --save-every N --load DIR --ckpt-layout bucket|model --compress C
+// --keep N` as a library: train() (trainer.h) with its resume and save hooks filled in.
+//
+// Save (collective, after the steps that are due): rank 0 creates the staging directory beside
+// DIR/step-NNNNNNNN and shares its path; every rank writes its own data file (train/state_save.h)
+// and hands its manifest to rank 0 (Communicator::gather_bytes); rank 0 merges them with the
+// documents (train/state_documents.h), commits atomically, replaces DIR/latest and applies --keep.
+// The save only reads the pipeline: a run that saves equals one that does not, bitwise. If any rank
+// fails before the commit, the group aborts, the staging directory is removed, and DIR/latest still
+// names the previous complete checkpoint.
+//
+// Load: --load names a checkpoint or a root holding `latest`. Before anything is read, every rank
+// checks that the checkpoint describes this run (check_resumable: UsageError, exit 2, naming what
+// differs); then it restores its share (train/state_load.h) and the run continues at the saved
+// cursor up to --steps (the step count to reach).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ckpt/chunk_codec.h"
+#include "ckpt/key_names.h"
+#include "train/trainer.h"
+
+namespace fpg::train {
+
+struct CheckpointOptions {
+  std::string save;         // --save DIR: the checkpoint root (created if missing); empty: never save
+  uint64_t save_every = 0;  // --save-every N: save after every N-th step too; 0: only after the last
+  std::string load;         // --load DIR: resume from it; empty: start from the initial params
+  ckpt::StateLayout layout = ckpt::StateLayout::model;  // --ckpt-layout
+  ckpt::Compression compression;                        // --compress (default zstd:1)
+  size_t keep = 0;          // --keep N: keep the N newest checkpoints of `save` (0: all)
+  uint64_t chunk_bytes = 4ull << 20;
+  // Fault injection for tests: called on every rank after it wrote its data, before its file is
+  // finished (a throw is a crash in the middle of a save).
+  std::function<void(uint32_t rank, uint64_t step)> before_finish;
+};
+
+// What a checkpointed run did besides training.
+struct CheckpointLog {
+  std::string loaded;                // the checkpoint directory resumed from ("" if none)
+  uint64_t loaded_step = 0;          // its cursor
+  std::vector<std::string> saved;    // checkpoint directories committed, in order
+  std::vector<std::string> removed;  // names --keep removed
+};
+
+struct CheckpointedResult {
+  TrainResult train;
+  CheckpointLog checkpoints;
+};
+
+// "step-00000042": checkpoint names sort by step.
+std::string checkpoint_name(uint64_t step);
+
+// Whether a save is due after `steps_done` of a run to `steps`.
+bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps);
+
+// train(opts, observer, on_step) with loading and saving as above. UsageError for options that
+// cannot work (--save-every without --save, a --save root whose parent is missing, a checkpoint of
+// another run), FormatError for an unreadable checkpoint.
+CheckpointedResult train_with_checkpoints(const TrainOptions& opts, const CheckpointOptions& ckpt,
+                                          const RankObserver& observer = {}, const StepCallback& on_step = {});
+
+}  // namespace fpg::train

@@ -1,0 +1,24 @@
+// Restoring one rank from a training checkpoint (the inverse of state_save.h) into a pipeline built
+// for the same run (check_resumable first). Each rank reads only the ranges of optimizer-state keys
+// it owns (straight into its arenas; `bucket` and `model` state layouts alike), and every weight and
+// FP8 key whole, straight into the param buffers it holds anyway, so memory beyond the pipeline's own
+// is the reader's per-thread chunk buffers.
+//
+// The params are READ, not re-derived from the masters by a copy-back: for delayed scaling the saved
+// bytes were cast with the scale before the step's amax was recorded, and a copy-back would cast with
+// the next scale and record the amax a second time. Reading the bytes, the scale grids and the
+// delayed state restores exactly what the run held, for every recipe, so the continuation is
+// bitwise (DESIGN.md invariant 4).
+#pragma once
+
+#include "formats/fpckpt/reader.h"
+#include "pipeline/rank_pipeline.h"
+
+namespace fpg::train {
+
+// Overwrites rank's optimizer states, masters, step counts, FP8 scale state and params, then
+// decodes the params (RankPipeline::params_loaded). FormatError naming the checkpoint, key and
+// range if something is missing, of another dtype or extent, or fails its checksum.
+void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank);
+
+}  // namespace fpg::train

@@ -1,0 +1,347 @@
+// DESIGN.md invariant 4: save at step k, load, continue to N equals N uninterrupted steps, bit for
+// bit (params with their FP8 scales and delayed histories, masters, optimizer states, step counts,
+// losses), across optimizers, both pipelines, every FP8 recipe, both state layouts, compression
+// none/zstd and DP 1/2/3; a run that saves equals one that does not; every saved checkpoint passes
+// `validate --data`. Also: refusals of another run's checkpoint, --keep, `latest`, and a crash in the
+// middle of a save.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "catch.h"
+#include "core/error.h"
+#include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/validate.h"
+#include "pipeline_test_util.h"
+#include "train/checkpointing.h"
+
+using namespace fpg;
+using namespace fpg::pipeline;
+
+namespace {
+
+// A fresh directory; `path` (a checkpoint root inside it) does not exist yet: the save creates it.
+struct TempDir {
+  std::string base, path;
+  explicit TempDir(const std::string& tag) {
+    char tmpl[] = "/tmp/fpg-resume-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    REQUIRE(d != nullptr);
+    base = d;
+    path = base + "/" + tag;
+  }
+  ~TempDir() { fpckpt::remove_tree(base); }
+};
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0;
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") out.push_back(n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct Case {
+  const char* name;
+  optim::OptimizerKind opt;
+  DistOpt dist;
+  const char* fp8;
+  ckpt::StateLayout layout;
+  const char* compress;
+  uint32_t dp;
+  uint64_t bucket_size = 0;  // 0: one bucket per buffer
+  const char* keep_fp32 = "";
+  bool fp32_matrices = false;
+  optim::ScalarOptimizer scalar = optim::ScalarOptimizer::adamw;
+};
+
+train::TrainOptions options(const Case& c, uint64_t steps) {
+  train::TrainOptions o;
+  o.spec = test::spec32();
+  o.dp = c.dp;
+  o.steps = steps;
+  o.micro_batch = 8;
+  o.seed = 77;
+  o.keep_fp32 = c.keep_fp32;
+  PipelineConfig& p = o.pipeline;
+  p.optimizer = c.opt;
+  p.dist_opt = c.dist;
+  p.scalar_optimizer = c.scalar;
+  p.lr = c.opt == optim::OptimizerKind::lion ? 1e-3 : 3e-3;
+  p.clip_grad = 0.5;  // clipping active: the grad norm path is part of the continuation
+  p.fp32_matrices = c.fp32_matrices;
+  if (c.bucket_size) p.bucket_size = c.bucket_size;
+  test::set_fp8(p, c.fp8);  // delayed: history 4, algo max
+  return o;
+}
+
+// What every rank holds at the end, and the metrics of every step taken.
+struct Outcome {
+  std::vector<test::RankSnap> ranks;
+  std::vector<train::StepMetrics> steps;
+  train::CheckpointLog log;
+};
+
+Outcome run(const train::TrainOptions& o, const train::CheckpointOptions& c) {
+  Outcome out;
+  out.ranks.resize(o.dp);
+  const auto r = train::train_with_checkpoints(o, c, [&](uint64_t done, const RankPipeline& p) {
+    if (done != o.steps) return;
+    test::RankSnap& s = out.ranks[p.state().rank];
+    s.bytes.resize(p.spec().params.size());
+    for (uint32_t i = 0; i < p.spec().params.size(); ++i) s.bytes[i] = p.stored_bytes(i);
+    s.state = p.state();
+  });
+  out.steps = r.train.steps;
+  out.log = r.checkpoints;
+  return out;
+}
+
+bool same_part(const OptimizerState& a, const OptimizerState& b) {
+  return a.step == b.step && test::same_floats(a.master, b.master) && test::same_floats(a.exp_avg, b.exp_avg) &&
+         test::same_floats(a.exp_avg_sq, b.exp_avg_sq) && test::same_floats(a.momentum, b.momentum);
+}
+
+bool same_fp8(const std::vector<Fp8ParamState>& a, const std::vector<Fp8ParamState>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto& x = a[i].scales;
+    const auto& y = b[i].scales;
+    if (!test::same_floats(x.scale, y.scale) || !test::same_floats(x.scale_inv, y.scale_inv) || x.e8m0 != y.e8m0 ||
+        x.e8m0_col != y.e8m0_col || !test::same_floats(a[i].delayed.amax_history, b[i].delayed.amax_history) ||
+        std::memcmp(&a[i].delayed.scale, &b[i].delayed.scale, 4) != 0 ||
+        std::memcmp(&a[i].delayed.scale_inv, &b[i].delayed.scale_inv, 4) != 0)
+      return false;
+  }
+  return true;
+}
+
+// Bitwise: every rank's params (data, scales, delayed state), optimizer parts and FP8 state.
+void require_same_end(const Outcome& a, const Outcome& b) {
+  REQUIRE(a.ranks.size() == b.ranks.size());
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    INFO("rank " << r);
+    REQUIRE(a.ranks[r].bytes == b.ranks[r].bytes);
+    REQUIRE(same_part(a.ranks[r].state.bucketed, b.ranks[r].state.bucketed));
+    REQUIRE(same_part(a.ranks[r].state.layer_wise, b.ranks[r].state.layer_wise));
+    REQUIRE(same_fp8(a.ranks[r].state.fp8, b.ranks[r].state.fp8));
+  }
+}
+
+// The metrics of steps [from, N) of `full` equal `part`'s, bitwise.
+void require_same_steps(const std::vector<train::StepMetrics>& full, const std::vector<train::StepMetrics>& part,
+                        uint64_t from) {
+  REQUIRE(full.size() == from + part.size());
+  for (size_t i = 0; i < part.size(); ++i) {
+    const auto& x = full[from + i];
+    const auto& y = part[i];
+    INFO("step " << x.step);
+    REQUIRE(y.step == x.step);
+    REQUIRE(std::memcmp(&x.loss, &y.loss, sizeof x.loss) == 0);
+    REQUIRE(std::memcmp(&x.grad_norm, &y.grad_norm, sizeof x.grad_norm) == 0);
+    REQUIRE(x.skipped == y.skipped);
+  }
+}
+
+void require_valid(const std::string& dir) {
+  fpckpt::ValidateOptions vo;
+  vo.data = true;
+  const auto rep = fpckpt::validate_checkpoint(dir, vo);
+  for (const auto& p : rep.problems) UNSCOPED_INFO(p.key << " [" << p.lo << ", " << p.hi << ") " << p.message);
+  REQUIRE(rep.problems.empty());
+  REQUIRE(rep.layout_checked);
+  REQUIRE(rep.chunks_read == rep.chunks);
+}
+
+train::CheckpointOptions ckpt_opts(const Case& c, const std::string& save, uint64_t every) {
+  train::CheckpointOptions k;
+  k.save = save;
+  k.save_every = every;
+  k.layout = c.layout;
+  k.compression = ckpt::parse_compression(c.compress);
+  k.chunk_bytes = 16 << 10;  // several chunks per run
+  return k;
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no UsageError)";
+}
+
+}  // namespace
+
+TEST_CASE("save at k, load, continue to N equals N uninterrupted steps, bitwise", "[resume]") {
+  using K = optim::OptimizerKind;
+  using SL = ckpt::StateLayout;
+  const Case cases[] = {
+      {"adamw bucketed", K::adamw, DistOpt::bucketed, "none", SL::model, "zstd", 2},
+      {"adam bucketed tensorwise, buckets", K::adam, DistOpt::bucketed, "tensorwise", SL::bucket, "none", 3, 8192},
+      {"lion bucketed delayed", K::lion, DistOpt::bucketed, "delayed", SL::model, "zstd:3+shuffle", 2},
+      {"adamw bucketed delayed, buckets", K::adamw, DistOpt::bucketed, "delayed", SL::bucket, "zstd", 3, 8192},
+      {"adamw bucketed blockwise dp1", K::adamw, DistOpt::bucketed, "blockwise", SL::bucket, "zstd", 1},
+      {"adamw bucketed blockwise-1x128", K::adamw, DistOpt::bucketed, "blockwise-1x128", SL::model, "none", 2},
+      {"adam bucketed mxfp8", K::adam, DistOpt::bucketed, "mxfp8", SL::model, "none", 3},
+      {"adamw bucketed fp32-kept fc2", K::adamw, DistOpt::bucketed, "tensorwise", SL::bucket, "zstd", 2, 0, "fc2"},
+      {"muon layerwise", K::muon, DistOpt::layerwise, "none", SL::model, "zstd", 2},
+      {"muon layerwise delayed", K::muon, DistOpt::layerwise, "delayed", SL::bucket, "none", 3},
+      {"muon layerwise tensorwise (compact)", K::muon, DistOpt::layerwise, "tensorwise", SL::model, "zstd", 3},
+      {"muon layerwise blockwise dp1", K::muon, DistOpt::layerwise, "blockwise", SL::model, "none", 1},
+      {"muon layerwise mxfp8", K::muon, DistOpt::layerwise, "mxfp8", SL::bucket, "zstd", 2},
+      {"muon+lion layerwise, fp32 matrices", K::muon, DistOpt::layerwise, "none", SL::bucket, "zstd", 2, 0, "fc2",
+       true, optim::ScalarOptimizer::lion},
+      {"adamw layerwise delayed", K::adamw, DistOpt::layerwise, "delayed", SL::model, "zstd", 2},
+  };
+  const uint64_t N = 6, k = 3;
+  for (const Case& c : cases) {
+    SECTION(c.name) {
+      TempDir tmp("run");
+      const train::TrainOptions full = options(c, N);
+      const Outcome plain = run(full, {});
+      // The same run saving at k and N: saving does not perturb it.
+      const Outcome saving = run(full, ckpt_opts(c, tmp.path, k));
+      require_same_end(plain, saving);
+      require_same_steps(plain.steps, saving.steps, 0);
+      REQUIRE(saving.log.saved.size() == 2);
+      for (const auto& dir : saving.log.saved) require_valid(dir);
+      // Resume from step k (not `latest`, which is N) and continue to N.
+      train::CheckpointOptions load;
+      load.load = tmp.path + "/" + train::checkpoint_name(k);
+      const Outcome resumed = run(full, load);
+      REQUIRE(resumed.log.loaded_step == k);
+      require_same_steps(plain.steps, resumed.steps, k);
+      require_same_end(plain, resumed);
+    }
+  }
+}
+
+TEST_CASE("a checkpoint of another run is refused, saying what differs", "[resume]") {
+  TempDir tmp("refuse");
+  const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "none", ckpt::StateLayout::model, "zstd", 2};
+  run(options(c, 2), ckpt_opts(c, tmp.path, 0));
+  train::CheckpointOptions load;
+  load.load = tmp.path;  // a root holding `latest`
+  auto refusal = [&](train::TrainOptions o) { return message_of([&] { run(o, load); }); };
+
+  train::TrainOptions o = options(c, 4);
+  o.dp = 3;
+  std::string m = refusal(o);
+  INFO(m);
+  REQUIRE(m.find("saved at DP 2 and this run has DP 3") != std::string::npos);
+  REQUIRE(m.find("fpgather reshard") != std::string::npos);
+
+  o = options(c, 4);
+  o.pipeline.dist_opt = DistOpt::layerwise;
+  m = refusal(o);
+  REQUIRE(m.find("--dist-opt bucketed") != std::string::npos);
+  REQUIRE(m.find("fpgather reshard") != std::string::npos);
+
+  o = options(c, 4);
+  o.pipeline.bucket_size = 4096;
+  m = refusal(o);
+  REQUIRE(m.find("the layout differs at /bucket_size: the checkpoint has null, this run 4096") != std::string::npos);
+
+  o = options(c, 4);
+  o.spec = model::preset("tiny");
+  m = refusal(o);
+  REQUIRE(m.find("the model differs at /") != std::string::npos);
+
+  o = options(c, 4);
+  o.pipeline.optimizer = optim::OptimizerKind::lion;
+  m = refusal(o);
+  REQUIRE(m.find("the optimizer config differs at /name: the checkpoint has \"adamw\", this run \"lion\"") !=
+          std::string::npos);
+
+  o = options(c, 4);
+  o.pipeline.lr = 1e-2;
+  m = refusal(o);
+  REQUIRE(m.find("the optimizer config differs at /hyperparameters/lr") != std::string::npos);
+
+  o = options(c, 4);
+  test::set_fp8(o.pipeline, "tensorwise");
+  m = refusal(o);
+  REQUIRE(m.find("the FP8 recipe differs") != std::string::npos);
+
+  o = options(c, 4);
+  o.seed = 78;
+  m = refusal(o);
+  REQUIRE(m.find("the data stream differs at /seed: the checkpoint has 77, this run 78") != std::string::npos);
+
+  // --steps is the step count to reach: below the checkpoint's is refused, equal runs nothing.
+  o = options(c, 1);
+  m = refusal(o);
+  REQUIRE(m.find("more than --steps 1") != std::string::npos);
+  o = options(c, 2);
+  REQUIRE(run(o, load).steps.empty());
+}
+
+TEST_CASE("retention (--keep) and `latest`", "[resume]") {
+  TempDir tmp("keep");
+  const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "none", ckpt::StateLayout::bucket, "none", 2};
+  train::CheckpointOptions k = ckpt_opts(c, tmp.path, 1);
+  k.keep = 2;
+  const Outcome o = run(options(c, 4), k);
+  REQUIRE(o.log.saved.size() == 4);
+  REQUIRE(o.log.removed == std::vector<std::string>{"step-00000001", "step-00000002"});
+  REQUIRE(entries(tmp.path) == std::vector<std::string>{"latest", "step-00000003", "step-00000004"});
+  REQUIRE(fpckpt::resolve_checkpoint(tmp.path) == tmp.path + "/step-00000004");
+  // Loading the root resumes from the checkpoint `latest` names.
+  train::CheckpointOptions load;
+  load.load = tmp.path;
+  const Outcome more = run(options(c, 5), load);
+  REQUIRE(more.log.loaded == tmp.path + "/step-00000004");
+  REQUIRE(more.steps.size() == 1);
+  REQUIRE(more.steps[0].step == 4);
+  // Options that cannot work.
+  train::CheckpointOptions bad;
+  bad.save_every = 2;
+  REQUIRE(message_of([&] { run(options(c, 2), bad); }).find("--save-every needs --save") != std::string::npos);
+}
+
+TEST_CASE("a crash in the middle of a save leaves `latest` on the previous checkpoint", "[resume]") {
+  TempDir tmp("crash");
+  const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "delayed", ckpt::StateLayout::model, "zstd", 3};
+  train::CheckpointOptions k = ckpt_opts(c, tmp.path, 2);
+  k.before_finish = [](uint32_t rank, uint64_t step) {
+    if (step == 4 && rank == 1) throw FormatError("simulated crash of rank 1 while writing step 4");
+  };
+  bool threw = false;
+  try {
+    run(options(c, 6), k);
+  } catch (const FormatError& e) {
+    threw = std::string(e.what()).find("simulated crash") != std::string::npos;
+  }
+  REQUIRE(threw);
+  // Step 2 is complete and `latest`; step 4 exists under no name, not even as a staging directory.
+  REQUIRE(entries(tmp.path) == std::vector<std::string>{"latest", "step-00000002"});
+  REQUIRE(fpckpt::resolve_checkpoint(tmp.path) == tmp.path + "/step-00000002");
+  require_valid(tmp.path);
+  // And the run resumes from it, as if uninterrupted.
+  const Outcome plain = run(options(c, 4), {});
+  train::CheckpointOptions load;
+  load.load = tmp.path;
+  const Outcome resumed = run(options(c, 4), load);
+  require_same_steps(plain.steps, resumed.steps, 2);
+  require_same_end(plain, resumed);
+}
