@@ -9,6 +9,7 @@
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
 #include "pipeline_args.h"
+#include "train/checkpointing.h"
 #include "train/metrics_file.h"
 #include "train/train_setup.h"
 #include "train/trainer.h"
@@ -27,7 +28,26 @@ struct TrainArgs {
   std::string metrics;
   bool print_layout = false;
   uint64_t log_every = 0;
+  // checkpoints (train/checkpointing.h)
+  std::string save, load;
+  uint64_t save_every = 0;
+  std::string ckpt_layout = "model";
+  std::string compress = "zstd:1";
+  size_t keep = 0;
 };
+
+train::CheckpointOptions checkpoint_options(const TrainArgs& a) {
+  train::CheckpointOptions c;
+  c.save = a.save;
+  c.load = a.load;
+  c.save_every = a.save_every;
+  const auto layout = ckpt::parse_state_layout(a.ckpt_layout);
+  if (!layout) throw UsageError("--ckpt-layout must be bucket or model, not '" + a.ckpt_layout + "'");
+  c.layout = *layout;
+  c.compression = ckpt::parse_compression(a.compress);
+  c.keep = a.keep;
+  return c;
+}
 
 // Values that train the built-in network (model/teacher_task.h): AdamW/Adam lr 1e-3; Lion lr 3e-4
 // with betas 0.9/0.99 and weight decay 0.1; Muon lr 3e-3 with match_rms_adamw scaling, so one lr
@@ -79,6 +99,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     return 0;
   }
   const model::ModelSpec spec = train::training_spec(o);  // refuse a bad configuration before any output
+  const train::CheckpointOptions ckpt = checkpoint_options(a);
 
   std::unique_ptr<train::MetricsFile> metrics;
   if (!a.metrics.empty()) metrics = std::make_unique<train::MetricsFile>(a.metrics);
@@ -90,7 +111,9 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
       std::fprintf(stderr, "step %llu/%llu loss %.6f grad_norm %.4g%s\n", static_cast<unsigned long long>(m.step + 1),
                    static_cast<unsigned long long>(a.steps), m.loss, m.grad_norm, m.skipped ? " (skipped)" : "");
   };
-  const train::TrainResult r = train::train(o, {}, on_step);
+  const train::CheckpointedResult cr = train::train_with_checkpoints(o, ckpt, {}, on_step);
+  const train::TrainResult& r = cr.train;
+  const train::CheckpointLog& log = cr.checkpoints;
   if (metrics) metrics->close();
 
   const train::TrainSummary& s = r.summary;
@@ -106,10 +129,15 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     j["accumulation"] = a.accumulation;
     j["seed"] = a.seed;
     if (!a.metrics.empty()) j["metrics"] = a.metrics;
+    if (!log.loaded.empty() || !log.saved.empty())
+      j["checkpoints"] = {{"loaded", log.loaded}, {"loaded_step", log.loaded_step}, {"saved", log.saved},
+                          {"removed", log.removed}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   const pipeline::PhaseTimes& t = s.median_times;
+  if (!log.loaded.empty())
+    std::printf("resumed from %s at step %llu\n", log.loaded.c_str(), static_cast<unsigned long long>(log.loaded_step));
   std::printf("trained %s (%s params) for %llu steps on dp %u: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
               group_digits(s.params).c_str(), static_cast<unsigned long long>(s.steps), s.dp, a.pipe.optimizer.c_str(),
               dist, fp8_label(a.pipe).c_str(), o.pipeline.lr);
@@ -121,6 +149,8 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
               s.step_time_ms, t.forward_backward * 1e3, t.reduce_scatter * 1e3, t.optimizer * 1e3, t.copy_back * 1e3,
               t.gather * 1e3);
   if (!a.metrics.empty()) std::printf("wrote %s\n", a.metrics.c_str());
+  for (const auto& d : log.saved) std::printf("saved %s\n", d.c_str());
+  for (const auto& d : log.removed) std::printf("removed %s (--keep %zu)\n", d.c_str(), a.keep);
   return 0;
 }
 
@@ -141,6 +171,14 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--metrics", args->metrics, "Write one JSON line per step to FILE.jsonl");
   cmd->add_flag("--print-layout", args->print_layout, "Print the buffer layout of this configuration and exit");
   cmd->add_option("--log-every", args->log_every, "Log a line on stderr every N steps (default: never)");
+  cmd->add_option("--save", args->save, "Checkpoint root: save DIR/step-NNNNNNNN after the last step (and see --save-every)");
+  cmd->add_option("--save-every", args->save_every, "Also save after every N-th step");
+  cmd->add_option("--load", args->load, "Resume from a checkpoint (or a directory holding `latest`); --steps is the step to reach");
+  cmd->add_option("--ckpt-layout", args->ckpt_layout, "Optimizer state in the checkpoint: model (per param) or bucket")
+      ->capture_default_str();
+  cmd->add_option("--compress", args->compress, "Checkpoint compression: zstd[:LEVEL][+shuffle] or none")
+      ->capture_default_str();
+  cmd->add_option("--keep", args->keep, "Keep only the N newest checkpoints under --save (default: all)");
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_train(*args, global); }; });
 }
 

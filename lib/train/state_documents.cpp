@@ -176,7 +176,9 @@ void check_resumable(const ckpt::Documents& saved_docs, const ckpt::Documents& r
     throw UsageError(head + "the model differs " + d);
 
   const json saved_layout = doc(saved_docs, ckpt::doc::layout), run_layout = doc(run_docs, ckpt::doc::layout);
-  const std::string reshard = "; loading does not reshard: convert the checkpoint with `fpgather reshard` first";
+  const std::string reshard =
+      "; loading does not reshard, and resharding a checkpoint to another DP size or layout "
+      "(`fpgather reshard`) is not in this version yet";
   const auto sdp = saved_layout.value("dp", 0u), rdp = run_layout.value("dp", 0u);
   if (sdp != rdp)
     throw UsageError(head + "it was saved at DP " + std::to_string(sdp) + " and this run has DP " +
