@@ -24,12 +24,6 @@ struct InspectArgs {
   bool json = false;
 };
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 bool is_checkpoint(const std::string& path) {
   struct stat st {};
   return stat((path + "/" + fpckpt::kIndexFile).c_str(), &st) == 0 ||
@@ -81,7 +75,7 @@ int inspect_key(const fpckpt::CheckpointReader& r, const std::string& name, bool
   }
   std::printf("%s: %s %s %s, %llu elements, %zu chunks, %zu padding intervals\n", key.name.c_str(),
               std::string(ckpt::kind_name(key.kind)).c_str(), std::string(dtype_name(key.dtype)).c_str(),
-              ckpt::shape_text(key.shape).c_str(), static_cast<unsigned long long>(key.numel()), r.chunks_of(k).size(),
+              shape_string(key.shape).c_str(), static_cast<unsigned long long>(key.numel()), r.chunks_of(k).size(),
               pads.size());
   std::printf("%-24s  %-16s  %-12s  %12s  %-12s  %s\n", "range", "file", "location", "stored", "encoding", "xxh3 stored/logical");
   for (uint32_t c : r.chunks_of(k)) {
@@ -156,7 +150,7 @@ int inspect_checkpoint(const InspectArgs& a, bool json) {
     for (const auto& kr : s.keys)
       std::printf("%-*s  %-15s  %-8s  %-16s  %7llu  %9llu  %12llu\n", static_cast<int>(width), kr.name.c_str(),
                   std::string(ckpt::kind_name(kr.kind)).c_str(), std::string(dtype_name(kr.dtype)).c_str(),
-                  ckpt::shape_text(kr.shape).c_str(), static_cast<unsigned long long>(kr.chunks),
+                  shape_string(kr.shape).c_str(), static_cast<unsigned long long>(kr.chunks),
                   static_cast<unsigned long long>(kr.padding_elems), static_cast<unsigned long long>(kr.stored_bytes));
   }
   return 0;
@@ -215,7 +209,7 @@ int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
       file = "  " + p.substr(p.find_last_of('/') + 1);
     }
     std::printf("%-*s  %-8s  %-20s  %12llu%s\n", static_cast<int>(width), e.info->name.c_str(),
-                std::string(dtype_name(e.info->dtype)).c_str(), shape_text(e.info->shape).c_str(),
+                std::string(dtype_name(e.info->dtype)).c_str(), shape_string(e.info->shape).c_str(),
                 static_cast<unsigned long long>(e.info->nbytes()), file.c_str());
   }
   std::printf("totals by dtype:\n");

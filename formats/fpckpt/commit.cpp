@@ -75,8 +75,8 @@ ckpt::Index merge_manifests(const std::vector<RankManifest>& manifests, const ck
         const ckpt::Key& prev = ix.keys[it->second];
         if (prev.dtype != key.dtype || prev.shape != key.shape || prev.kind != key.kind)
           throw UsageError("checkpoint key '" + key.name + "': rank " + std::to_string(m->rank) + " declares " +
-                           std::string(dtype_name(key.dtype)) + " " + ckpt::shape_text(key.shape) + ", another rank " +
-                           std::string(dtype_name(prev.dtype)) + " " + ckpt::shape_text(prev.shape));
+                           std::string(dtype_name(key.dtype)) + " " + shape_string(key.shape) + ", another rank " +
+                           std::string(dtype_name(prev.dtype)) + " " + shape_string(prev.shape));
         key_map[k] = it->second;
       }
     }

@@ -91,7 +91,7 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
       continue;
     }
     if (a.shape != b.shape) {
-      rep.diffs.push_back({name, "shape", ckpt::shape_text(a.shape) + " vs " + ckpt::shape_text(b.shape), 0, 0, {}});
+      rep.diffs.push_back({name, "shape", shape_string(a.shape) + " vs " + shape_string(b.shape), 0, 0, {}});
       continue;
     }
     if (a.kind != b.kind)

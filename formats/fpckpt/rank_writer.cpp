@@ -42,7 +42,7 @@ RankWriter::~RankWriter() {
 uint32_t RankWriter::declare(const ckpt::Key& key) {
   if (finished_) throw InternalError("RankWriter used after finish()");
   if (!ckpt::valid_key_name(key.name)) throw UsageError("checkpoint key name '" + key.name + "' is empty, too long or has control characters");
-  if (!key.checked_numel()) throw UsageError("checkpoint key '" + key.name + "': shape " + ckpt::shape_text(key.shape) + " overflows");
+  if (!key.checked_numel()) throw UsageError("checkpoint key '" + key.name + "': shape " + shape_string(key.shape) + " overflows");
   if (dtype_bits(key.dtype) % 8 != 0)
     throw UsageError("checkpoint key '" + key.name + "': dtype " + std::string(dtype_name(key.dtype)) + " has sub-byte elements, which format 1 does not store");
   const auto it = key_of_.find(key.name);

@@ -79,13 +79,4 @@ std::string quote_name(std::string_view name) {
   return s + "'";
 }
 
-std::string shape_string(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 }  // namespace fpg::safetensors

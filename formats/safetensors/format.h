@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/shape.h"
 
 namespace fpg::safetensors {
 
@@ -68,8 +69,5 @@ bool reference_order_less(DType a_dtype, const std::string& a_name, DType b_dtyp
 // 'name' for messages, control bytes and quotes escaped (\xNN) so a hostile header cannot garble a
 // terminal or a log line.
 std::string quote_name(std::string_view name);
-
-// "[2, 3]" for messages.
-std::string shape_string(const std::vector<uint64_t>& shape);
 
 }  // namespace fpg::safetensors

@@ -41,7 +41,7 @@ std::vector<Problem> check_index(const Index& ix) {
     const Key& key = ix.keys[k];
     const auto n = key.checked_numel();
     if (!n) {
-      out.push_back({ProblemKind::shape, key.name, 0, 0, "", "shape " + shape_text(key.shape) + " overflows 64 bits"});
+      out.push_back({ProblemKind::shape, key.name, 0, 0, "", "shape " + shape_string(key.shape) + " overflows 64 bits"});
       bad_key[k] = 1;
       continue;
     }

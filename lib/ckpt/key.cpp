@@ -27,12 +27,6 @@ std::optional<uint64_t> Key::checked_numel() const {
   return n;
 }
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 bool valid_key_name(std::string_view name) {
   if (name.empty() || name.size() > 4096) return false;
   for (char c : name)

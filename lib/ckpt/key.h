@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/shape.h"
 
 namespace fpg::ckpt {
 
@@ -30,9 +31,6 @@ struct Key {
   std::optional<uint64_t> checked_numel() const;
   uint64_t numel() const { return checked_numel().value_or(0); }
 };
-
-// "[2, 3]"
-std::string shape_text(const std::vector<uint64_t>& shape);
 
 // Key and file names: printable ASCII without control characters, 1..4096 bytes. File names must
 // also be plain names (no '/', not "." or ".."), so an index can never point outside its directory.

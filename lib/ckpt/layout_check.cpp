@@ -64,7 +64,7 @@ struct Ctx {
     const Key& key = ix.keys[it->second];
     if (key.numel() != numel) {
       mismatch(name, 0, key.numel(), "",
-               "extent " + std::to_string(key.numel()) + " (shape " + shape_text(key.shape) + "), the layout implies " +
+               "extent " + std::to_string(key.numel()) + " (shape " + shape_string(key.shape) + "), the layout implies " +
                    std::to_string(numel) + " (" + why + ")");
       return -1;
     }

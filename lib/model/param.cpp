@@ -28,13 +28,4 @@ bool operator==(const Param& a, const Param& b) {
          a.keep_in_fp32 == b.keep_in_fp32 && a.gated == b.gated;
 }
 
-std::string shape_string(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 }  // namespace fpg::model

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/shape.h"
 
 namespace fpg::model {
 
@@ -43,8 +44,5 @@ struct Param {
 
 bool operator==(const Param& a, const Param& b);
 inline bool operator!=(const Param& a, const Param& b) { return !(a == b); }
-
-// "[2048, 512]"
-std::string shape_string(const std::vector<uint64_t>& shape);
 
 }  // namespace fpg::model

@@ -33,7 +33,7 @@ struct Loader {
     const ckpt::Key& key = r.index().keys[static_cast<size_t>(k)];
     if (key.dtype != dtype || key.numel() != numel)
       throw FormatError(r.dir() + ": key '" + name + "' is " + std::string(dtype_name(key.dtype)) + " " +
-                        ckpt::shape_text(key.shape) + "; this run holds " + std::string(dtype_name(dtype)) + " of " +
+                        shape_string(key.shape) + "; this run holds " + std::string(dtype_name(dtype)) + " of " +
                         std::to_string(numel) + " elements");
     r.read(static_cast<uint32_t>(k), lo, hi, out);
   }

@@ -63,7 +63,7 @@ StepFile read_step_params(const std::string& path) {
   for (const auto& t : r.tensors()) {
     if (!state_suffix(t.name, r).empty()) continue;
     require_f32(path, t, "parameter");
-    if (t.numel == 0) throw UsageError(path + ": parameter '" + t.name + "' has no elements " + model::shape_string(t.shape));
+    if (t.numel == 0) throw UsageError(path + ": parameter '" + t.name + "' has no elements " + shape_string(t.shape));
     index[t.name] = f.params.size();
     f.params.push_back(StepTensor{t.name, t.shape, read_f32(r, t), {}});
   }
@@ -77,8 +77,8 @@ StepFile read_step_params(const std::string& path) {
     require_f32(path, t, "state tensor");
     StepTensor& param = f.params[p->second];
     if (t.shape != param.shape)
-      throw UsageError(path + ": state tensor '" + t.name + "' has shape " + model::shape_string(t.shape) +
-                       ", its parameter " + model::shape_string(param.shape));
+      throw UsageError(path + ": state tensor '" + t.name + "' has shape " + shape_string(t.shape) +
+                       ", its parameter " + shape_string(param.shape));
     param.state[key] = read_f32(r, t);
   }
   if (f.params.empty()) throw UsageError(path + ": no parameters");
@@ -98,8 +98,8 @@ std::vector<std::vector<float>> read_step_grads(const std::string& path, const S
     if (!t) throw UsageError(path + ": no gradient for parameter '" + p.name + "'");
     require_f32(path, *t, "gradient");
     if (t->shape != p.shape)
-      throw UsageError(path + ": gradient '" + p.name + "' has shape " + model::shape_string(t->shape) +
-                       ", the parameter " + model::shape_string(p.shape));
+      throw UsageError(path + ": gradient '" + p.name + "' has shape " + shape_string(t->shape) +
+                       ", the parameter " + shape_string(p.shape));
     grads.push_back(read_f32(r, *t));
   }
   return grads;
