@@ -7,19 +7,10 @@
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "fp8/batch.h"
+#include "pipeline/byte_append.h"
 
 namespace fpg::pipeline {
 namespace {
-
-void append_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  out.insert(out.end(), b, b + n);
-}
-
-template <class T>
-void append_vec(std::vector<uint8_t>& out, const std::vector<T>& v) {
-  append_bytes(out, v.data(), v.size() * sizeof(T));
-}
 
 float* or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
 uint8_t* or_null(std::vector<uint8_t>& v) { return v.empty() ? nullptr : v.data(); }
