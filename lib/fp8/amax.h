@@ -75,6 +75,11 @@ FPG_FORCE_INLINE float amax_of(const typename S::T* x, size_t n) {
     }
     return float_from_bf16(static_cast<uint16_t>(m));
   } else {
+#if FPG_X86_SIMD
+    if constexpr (std::is_same<S, SrcF32>::value) {
+      if (n >= 32 && avx2_enabled()) return bits_float(avx2::amax_key_f32_run(x, n));
+    }
+#endif
     int32_t m = 0;  // a signed max is the same and vectorises on plain SSE2
     for (size_t i = 0; i < n; ++i) {
       const int32_t a = source_key<S>(x[i]);

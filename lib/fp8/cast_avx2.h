@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "fp8/format.h"
 #include "fp8/source.h"
@@ -174,18 +175,74 @@ FPG_AVX2 __m256 reduce_max8(const __m256* m) {
   return _mm256_max_ps(_mm256_permute2f128_ps(y[0], y[1], 0x20), _mm256_permute2f128_ps(y[0], y[1], 0x31));
 }
 
+// How far ahead the streaming loops prefetch, in bytes of input. A single core of a large Xeon keeps
+// too few lines in flight with the hardware prefetchers alone to reach its copy bandwidth; asking
+// 4 KiB ahead keeps the load queue full (measured on the H200 host: BENCHMARKS.md, quantize).
+constexpr size_t kPrefetchBytes = 4096;
+
+FPG_AVX2 void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+
 // out[i] = fp8(load(x[i]) * scale) for the whole groups of [0, n); returns how many it did (the
-// caller finishes the tail).
+// caller finishes the tail). Two groups (64 values) per iteration, so two independent encode chains
+// overlap, with the input of a later iteration prefetched.
 template <Format F, class S>
 FPG_AVX2 size_t cast_groups(const typename S::T* x, size_t n, float scale, uint8_t* out) {
+  using T = typename S::T;
+  constexpr size_t kAhead = kPrefetchBytes / sizeof(T);
+  constexpr size_t kLine = 64 / sizeof(T);
   const __m256 s = _mm256_set1_ps(scale);
   size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (size_t l = 0; l < 64; l += kLine) prefetch(x + i + kAhead + l);
+    __m256 v[4], w[4];
+    Group<S>::load(x + i, v);
+    Group<S>::load(x + i + 32, w);
+    encode_group<F, S>(v, s, out + i);
+    encode_group<F, S>(w, s, out + i + 32);
+  }
   for (; i + 32 <= n; i += 32) {
     __m256 v[4];
     Group<S>::load(x + i, v);
     encode_group<F, S>(v, s, out + i);
   }
   return i;
+}
+
+// ---- amax of fp32 values ---------------------------------------------------------------------------
+// max over amax_key (amax.h): the bits with the sign cleared, a NaN (key > 0x7F800000) counted as 0;
+// keys are < 2^31, so signed 32-bit maxes are exact. Four accumulators and the same prefetch as the
+// cast: the amax pass is half of a tensorwise quantization's memory traffic.
+FPG_AVX2 __m256i amax_keys8(const float* x) {
+  const __m256i a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)),
+                                     _mm256_set1_epi32(0x7FFFFFFF));
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000)), a);
+}
+
+FPG_AVX2 uint32_t amax_key_f32_run(const float* x, size_t n) {
+  constexpr size_t kAhead = kPrefetchBytes / sizeof(float);
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    prefetch(x + i + kAhead);
+    prefetch(x + i + kAhead + 16);
+    m0 = _mm256_max_epi32(m0, amax_keys8(x + i));
+    m1 = _mm256_max_epi32(m1, amax_keys8(x + i + 8));
+    m2 = _mm256_max_epi32(m2, amax_keys8(x + i + 16));
+    m3 = _mm256_max_epi32(m3, amax_keys8(x + i + 24));
+  }
+  m0 = _mm256_max_epi32(_mm256_max_epi32(m0, m1), _mm256_max_epi32(m2, m3));
+  __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+  uint32_t m = static_cast<uint32_t>(_mm_cvtsi128_si32(h));
+  for (; i < n; ++i) {
+    uint32_t u;
+    memcpy(&u, x + i, 4);
+    u &= 0x7FFFFFFFu;
+    const uint32_t k = u > 0x7F800000u ? 0u : u;
+    m = k > m ? k : m;
+  }
+  return m;
 }
 
 // ---- amax of bf16 values ---------------------------------------------------------------------------
