@@ -149,8 +149,8 @@ void ChunkPipeline::write(Slot& s) {
   if (H5Dwrite_chunk(d.ds, H5P_DEFAULT, mask, at, s.enc.size, s.enc.data) < 0)
     hdf5_fail(path_, "write chunk [" + std::to_string(s.meta.offset) + ", " + std::to_string(s.meta.hi()) + ") of " +
                          d.what);
-  H5Eclear2(H5E_DEFAULT);  // leave task threads no error records (see RankWriter::~RankWriter)
   if (--d.left == 0) d.ds.reset();
+  H5Eclear2(H5E_DEFAULT);  // leave task threads no error records (see RankWriter::~RankWriter)
   // Start writeback as we go: an fsync of gigabytes at the end costs seconds (notes/checkpoint.md §4).
   unsynced_ += s.enc.size;
   if (vfd_ >= 0 && unsynced_ >= (64ull << 20)) {
