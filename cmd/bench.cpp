@@ -96,15 +96,18 @@ int run_bench_io(BenchIoArgs a, const GlobalOptions& g) {
                         {"threads", resolve_threads(g.threads)}, {"results", nlohmann::json::array()}};
     for (const auto& r : rows)
       j["results"].push_back({{"what", r.what}, {"seconds", r.seconds}, {"gbps", r.gbps}, {"ratio_to_plain", r.ratio},
-                              {"compression_ratio", r.compression}});
+                              {"compression_ratio", r.compression}, {"extra_peak_mb", r.extra_peak_mb}});
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   std::printf("io: %.2f GiB fp32 state in %s, %u rank files, %zu threads (ratio = GB/s / plain file GB/s, same run)\n",
               a.o.bytes / double(1ull << 30), a.o.dir.c_str(), a.o.ranks, resolve_threads(g.threads));
-  std::printf("%-20s %9s %9s %8s %12s\n", "what", "s", "GB/s", "ratio", "compression");
-  for (const auto& r : rows)
-    std::printf("%-20s %9.3f %9.3f %8.2f %11.3fx\n", r.what.c_str(), r.seconds, r.gbps, r.ratio, r.compression);
+  std::printf("%-20s %9s %9s %8s %12s %14s\n", "what", "s", "GB/s", "ratio", "compression", "extra peak MB");
+  for (const auto& r : rows) {
+    std::printf("%-20s %9.3f %9.3f %8.2f %11.3fx", r.what.c_str(), r.seconds, r.gbps, r.ratio, r.compression);
+    if (r.extra_peak_mb >= 0) std::printf(" %14.1f\n", r.extra_peak_mb);
+    else std::printf(" %14s\n", "-");
+  }
   return 0;
 }
 

@@ -130,8 +130,9 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     j["seed"] = a.seed;
     if (!a.metrics.empty()) j["metrics"] = a.metrics;
     if (!log.loaded.empty() || !log.saved.empty())
-      j["checkpoints"] = {{"loaded", log.loaded}, {"loaded_step", log.loaded_step}, {"saved", log.saved},
-                          {"removed", log.removed}};
+      j["checkpoints"] = {{"loaded", log.loaded}, {"loaded_step", log.loaded_step},
+                          {"loaded_chunks", log.loaded_chunks}, {"loaded_bytes", log.loaded_bytes},
+                          {"saved", log.saved}, {"removed", log.removed}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <memory>
 
 #include "ckpt/coverage.h"
 #include "core/error.h"
@@ -33,6 +35,37 @@ void evict_checkpoint(const std::string& dir, const ckpt::Index& ix) {
   for (const auto& f : ix.files) evict(dir + "/" + f.name);
   evict(dir + "/" + kIndexFile);
 }
+
+// /proc/self/status field in kB (VmRSS, VmHWM), or -1.
+long status_kb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.compare(0, field.size() + 1, field + ":") == 0) return std::strtol(line.c_str() + field.size() + 1, nullptr, 10);
+  return -1;
+}
+
+// The extra peak memory of what runs while it lives: resets the kernel's high-water mark to the
+// current RSS (clear_refs 5, Linux >= 4.0), then reports VmHWM - that RSS. -1 where unsupported.
+class ExtraPeak {
+ public:
+  ExtraPeak() {
+    std::ofstream reset("/proc/self/clear_refs");
+    reset << "5";
+    reset.flush();
+    ok_ = static_cast<bool>(reset);
+    start_kb_ = status_kb("VmRSS");
+  }
+  double mb() const {
+    const long hwm = status_kb("VmHWM");
+    if (!ok_ || start_kb_ < 0 || hwm < 0) return -1;
+    return std::max<long>(0, hwm - start_kb_) * 1024.0 / 1e6;
+  }
+
+ private:
+  bool ok_ = false;
+  long start_kb_ = -1;
+};
 
 // Optimizer-like values: N(0, 0.02)-ish floats from a cheap generator (Irwin-Hall of 4 uniforms).
 void fill_state(std::vector<float>& v) {
@@ -82,7 +115,7 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
     ::close(fd);
   }
   const double plain_w = now() - t0;
-  rows.push_back({"plain write+fsync", plain_w, bytes / plain_w / 1e9, 1, 1});
+  rows.push_back({"plain write+fsync", plain_w, bytes / plain_w / 1e9, 1, 1, -1});
   evict(plain);
   std::vector<char> rbuf(64ull << 20);
   t0 = now();
@@ -93,7 +126,7 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
     ::close(fd);
   }
   const double plain_r = now() - t0;
-  rows.push_back({"plain read (cold)", plain_r, bytes / plain_r / 1e9, 1, 1});
+  rows.push_back({"plain read (cold)", plain_r, bytes / plain_r / 1e9, 1, 1, -1});
   unlink(plain.c_str());
 
   // Keys of 64 MiB, split evenly over the ranks (each rank its contiguous share of every key).
@@ -104,6 +137,8 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
     wo.compression = ckpt::parse_compression(comp);
     wo.chunk_bytes = o.chunk_bytes;
     const std::string dir = base + "/ckpt-" + comp;
+    std::vector<float> back(key_elems);  // the load's destination, allocated before measuring
+    std::unique_ptr<ExtraPeak> peak = std::make_unique<ExtraPeak>();
     t0 = now();
     ckpt::Index ix;
     {
@@ -123,9 +158,10 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
     uint64_t stored = 0;
     for (const auto& c : ix.chunks) stored += c.stored_bytes;
     rows.push_back({"save " + comp, save, bytes / save / 1e9, (bytes / save) / (bytes / plain_w),
-                    static_cast<double>(bytes) / stored});
+                    static_cast<double>(bytes) / stored, peak->mb()});
     evict_checkpoint(dir, ix);
-    std::vector<float> back(key_elems);
+    ix = {};
+    peak = std::make_unique<ExtraPeak>();
     t0 = now();
     {
       CheckpointReader rd(dir);
@@ -138,7 +174,7 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
       }
     }
     const double load = now() - t0;
-    rows.push_back({"load " + comp, load, bytes / load / 1e9, (bytes / load) / (bytes / plain_r), 1});
+    rows.push_back({"load " + comp, load, bytes / load / 1e9, (bytes / load) / (bytes / plain_r), 1, peak->mb()});
     remove_tree(dir);
   }
   return rows;

@@ -22,6 +22,7 @@ struct IoBenchRow {
   double seconds = 0, gbps = 0;
   double ratio = 0;           // gbps / plain write (saves) or plain read (loads)
   double compression = 1;     // logical / stored bytes (saves)
+  double extra_peak_mb = -1;  // peak RSS during the row over the RSS before it, MB (-1: unknown)
 };
 
 std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o);

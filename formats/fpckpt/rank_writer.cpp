@@ -3,11 +3,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include <condition_variable>
 #include <cstdio>
 
-#include "ckpt/checksum.h"
 #include "core/error.h"
+#include "formats/fpckpt/chunk_pipeline.h"
 #include "formats/fpckpt/hdf5_util.h"
 
 namespace fpg::fpckpt {
@@ -15,6 +14,7 @@ namespace fpg::fpckpt {
 struct RankWriter::H5 {
   std::string path;
   Hid file;
+  std::unique_ptr<ChunkPipeline> chunks;  // ended before the file is closed
 };
 
 std::string rank_file_name(uint32_t rank) {
@@ -29,6 +29,7 @@ RankWriter::RankWriter(std::string dir, uint32_t rank, WriteOptions opts) : dir_
 }
 
 RankWriter::~RankWriter() {
+  if (h5_) h5_->chunks.reset();  // waits for the chunks in flight
   if (h5_ && h5_->file.valid()) {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     h5_->file.reset();
@@ -77,6 +78,11 @@ void RankWriter::open_file() {
   Hid fcpl = checked(H5Pcreate(H5P_FILE_CREATE), H5Pclose, h5_->path, "property list");
   H5Pset_obj_track_times(fcpl, 0);
   h5_->file = checked(H5Fcreate(h5_->path.c_str(), H5F_ACC_EXCL, fcpl, H5P_DEFAULT), H5Fclose, h5_->path, "create data file");
+  int vfd = -1;
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(h5_->file, H5P_DEFAULT, &handle) >= 0 && handle) vfd = *static_cast<int*>(handle);
+  h5_->chunks = std::make_unique<ChunkPipeline>(h5_->path, vfd, opts_.compression,
+                                                opts_.tasks ? *opts_.tasks : TaskQueue::global());
 }
 
 namespace {
@@ -150,7 +156,6 @@ void RankWriter::write(uint32_t key, uint64_t lo, const void* data, uint64_t num
   run.filters = comp.zstd ? (ckpt::kFilterZstd | (shuffle ? ckpt::kFilterShuffle : 0u)) : 0u;
 
   Hid ds;
-  int vfd = -1;
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     const hsize_t dims[1] = {numel}, chunk[1] = {d};
@@ -174,70 +179,17 @@ void RankWriter::write(uint32_t key, uint64_t lo, const void* data, uint64_t num
     string_attr(ds, "key", k.name);
     string_attr(ds, "dtype", std::string(dtype_name(k.dtype)));
     u64_attr(ds, "offset", lo);
-    void* handle = nullptr;
-    if (H5Fget_vfd_handle(h5_->file, H5P_DEFAULT, &handle) >= 0 && handle) vfd = *static_cast<int*>(handle);
   }
-
-  const size_t first_chunk = manifest_.chunks.size();
-  manifest_.chunks.resize(first_chunk + nchunks);
-  std::mutex order_mu;
-  std::condition_variable order_cv;
-  uint64_t next = 0;
-  bool failed = false;
-  const int n_filters = (shuffle ? 1 : 0) + (comp.zstd ? 1 : 0);
-  ThreadPool& pool = opts_.pool ? *opts_.pool : ThreadPool::global();
+  h5_->chunks->add_dataset(dataset, std::move(ds), nchunks, "key '" + k.name + "'");
   const auto* bytes = static_cast<const uint8_t*>(data);
-  uint64_t written = 0;
-  pool.parallel_for(nchunks, [&](size_t i) {
-    try {
-      thread_local ckpt::CodecScratch scratch;
-      const uint64_t off = i * d;
-      const uint64_t len = std::min(d, numel - off);
-      const uint8_t* src = bytes + off * elem;
-      const ckpt::EncodedChunk enc = ckpt::encode_chunk(src, len, d, elem, comp, scratch);
-      ckpt::Chunk& c = manifest_.chunks[first_chunk + i];
-      c.run = dataset;
-      c.key = key;
-      c.length = static_cast<uint32_t>(len);
-      c.offset = lo + off;
-      c.stored_bytes = static_cast<uint32_t>(enc.size);
-      c.flags = enc.flags;
-      c.checksum_stored = ckpt::checksum(enc.data, enc.size);
-      c.checksum_logical = ckpt::checksum(src, len * elem);
-      // Filter mask: bit i set = filter i of the pipeline (shuffle?, zstd) was not applied.
-      uint32_t mask = 0;
-      if (!(enc.flags & ckpt::kFilterZstd)) mask = (1u << n_filters) - 1;
-      {
-        std::unique_lock<std::mutex> l(order_mu);
-        order_cv.wait(l, [&] { return next == i || failed; });
-      }
-      if (!failed) {
-        std::lock_guard<std::mutex> lock(hdf5_mutex());
-        const hsize_t at[1] = {off};
-        if (H5Dwrite_chunk(ds, H5P_DEFAULT, mask, at, enc.size, enc.data) < 0)
-          hdf5_fail(h5_->path, "write chunk [" + std::to_string(lo + off) + ", " + std::to_string(lo + off + len) +
-                                   ") of key '" + k.name + "'");
-        written += enc.size;
-      }
-      std::lock_guard<std::mutex> l(order_mu);
-      next = i + 1;
-      order_cv.notify_all();
-    } catch (...) {
-      std::lock_guard<std::mutex> l(order_mu);
-      failed = true;
-      order_cv.notify_all();
-      throw;
-    }
-  });
-  {
-    std::lock_guard<std::mutex> lock(hdf5_mutex());
-    ds.reset();
-    // Start writeback as we go: an fsync of gigabytes at the end costs seconds (notes/checkpoint.md §4).
-    unsynced_ += written;
-    if (vfd >= 0 && unsynced_ >= (64ull << 20)) {
-      sync_file_range(vfd, 0, 0, SYNC_FILE_RANGE_WRITE);
-      unsynced_ = 0;
-    }
+  for (uint64_t i = 0; i < nchunks; ++i) {
+    const uint64_t off = i * d;
+    ckpt::Chunk c;
+    c.run = dataset;
+    c.key = key;
+    c.offset = lo + off;
+    c.length = static_cast<uint32_t>(std::min(d, numel - off));
+    h5_->chunks->submit(c, off, bytes + off * elem, d, elem, shuffle);
   }
   manifest_.runs.push_back(run);
 }
@@ -246,6 +198,8 @@ RankManifest RankWriter::finish() {
   if (finished_) throw InternalError("RankWriter::finish called twice");
   finished_ = true;
   if (h5_) {
+    manifest_.chunks = h5_->chunks->drain();
+    h5_->chunks.reset();
     {
       std::lock_guard<std::mutex> lock(hdf5_mutex());
       if (H5Fclose(h5_->file.release()) < 0) hdf5_fail(h5_->path, "close data file");

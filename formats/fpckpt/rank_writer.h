@@ -1,8 +1,9 @@
 // One rank's data file: the rank stores each contiguous piece of a key it owns as a run (an HDF5
-// dataset "/<n>", 1-D, chunked), cut into chunks that are shuffled/compressed and checksummed in
-// the thread pool and written with H5Dwrite_chunk in order. Padding is declared, never written; a
-// rank that owns only padding creates no file. finish() closes and fsyncs the file and returns the
-// manifest that the committing rank merges into the index (commit.h).
+// dataset "/<n>", 1-D, chunked), cut into chunks that are shuffled/compressed and checksummed by
+// the task queue's threads while write() goes on, and written with H5Dwrite_chunk in order
+// (chunk_pipeline.h). Padding is declared, never written; a rank that owns only padding creates no
+// file. finish() waits for the chunks, closes and fsyncs the file and returns the manifest that
+// the committing rank merges into the index (commit.h).
 #pragma once
 
 #include <cstdint>
@@ -13,14 +14,16 @@
 
 #include "ckpt/chunk_codec.h"
 #include "ckpt/index.h"
+#include "core/task_queue.h"
 #include "core/thread_pool.h"
 
 namespace fpg::fpckpt {
 
 struct WriteOptions {
   ckpt::Compression compression;      // default zstd:1, no shuffle
-  uint64_t chunk_bytes = 4ull << 20;  // target chunk size; memory is about threads x 3 chunks
-  ThreadPool* pool = nullptr;         // nullptr: ThreadPool::global()
+  uint64_t chunk_bytes = 4ull << 20;  // target chunk size; memory is about (threads + 2) x 2 chunks
+  ThreadPool* pool = nullptr;         // for callers' own parallel work (the writer encodes on `tasks`)
+  TaskQueue* tasks = nullptr;         // encoding threads; nullptr: TaskQueue::global()
 };
 
 // What one rank wrote, in its own numbering: runs' `file` is 0 (this file), runs' and padding's
@@ -50,13 +53,15 @@ class RankWriter {
   uint32_t declare(const ckpt::Key& key);
 
   // Stores elements [lo, lo + numel) of `key` from `data` (numel elements of the key's dtype).
-  // UsageError if the range leaves the key's extent; FormatError on write failure.
+  // Returns once the bytes are copied (data may then change); they are encoded and written in the
+  // background. UsageError if the range leaves the key's extent; FormatError on a write failure,
+  // here or from a later write() or finish().
   void write(uint32_t key, uint64_t lo, const void* data, uint64_t numel);
 
   // Declares [lo, hi) of `key` as padding (never stored; reads as zeros).
   void declare_padding(uint32_t key, uint64_t lo, uint64_t hi);
 
-  // Closes and fsyncs the data file; the writer cannot be used afterwards.
+  // Waits for every chunk, closes and fsyncs the data file; the writer cannot be used afterwards.
   RankManifest finish();
 
   uint32_t rank() const { return manifest_.rank; }
@@ -68,10 +73,9 @@ class RankWriter {
   WriteOptions opts_;
   RankManifest manifest_;
   std::unordered_map<std::string, uint32_t> key_of_;
-  struct H5;  // HDF5 handles, kept out of this header
+  struct H5;  // HDF5 handles and the chunk pipeline, kept out of this header
   std::unique_ptr<H5> h5_;
   bool finished_ = false;
-  uint64_t unsynced_ = 0;
 };
 
 }  // namespace fpg::fpckpt

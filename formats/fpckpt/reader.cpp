@@ -84,6 +84,8 @@ std::string CheckpointReader::read_stored(uint32_t c, std::vector<uint8_t>& stor
   stored.resize(size);
   uint32_t mask = 0;
   if (H5Dread_chunk(dit->second, H5P_DEFAULT, at, &mask, stored.data()) < 0) return "cannot read chunk: " + hdf5_error();
+  chunks_read_.fetch_add(1);
+  bytes_read_.fetch_add(size);
   return "";
 }
 

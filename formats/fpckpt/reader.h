@@ -4,6 +4,7 @@
 // thread. Declared padding reads as zeros.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,11 @@ class CheckpointReader {
   // The chunks of `key` sorted by offset (indices into index().chunks).
   const std::vector<uint32_t>& chunks_of(uint32_t key) const { return by_key_[key]; }
 
+  // What this reader has read from the data files so far, over all threads: chunks and their
+  // stored bytes (a load's cost, and the proof that each rank reads only what it needs).
+  uint64_t chunks_read() const { return chunks_read_.load(); }
+  uint64_t stored_bytes_read() const { return bytes_read_.load(); }
+
  private:
   // Raw stored bytes of chunk c; "" or the error.
   std::string read_stored(uint32_t c, std::vector<uint8_t>& stored) const;
@@ -52,6 +58,7 @@ class CheckpointReader {
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> pad_by_key_;  // sorted [lo, hi)
   struct Handles;  // open HDF5 files and datasets, guarded by the HDF5 mutex
   std::unique_ptr<Handles> h5_;
+  mutable std::atomic<uint64_t> chunks_read_{0}, bytes_read_{0};
 };
 
 }  // namespace fpg::fpckpt

@@ -118,10 +118,10 @@ CheckpointedResult train_with_checkpoints(const TrainOptions& o, const Checkpoin
 
   TrainHooks hooks;
   if (reader)
-    hooks.resume = [&](pipeline::RankPipeline& rank, comm::Communicator&) {
+    hooks.resume = [&](pipeline::RankPipeline& rank, comm::Communicator& comm) {
       const TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
       check_resumable(reader->index().documents, state_documents(rank, run, c.layout), reader->dir());
-      load_rank_state(*reader, rank);
+      load_rank_state(*reader, rank, comm);
       return loaded.next_step;
     };
   if (!c.save.empty())
@@ -138,6 +138,10 @@ CheckpointedResult train_with_checkpoints(const TrainOptions& o, const Checkpoin
     throw;
   }
   out.checkpoints = std::move(session.log);
+  if (reader) {
+    out.checkpoints.loaded_chunks = reader->chunks_read();
+    out.checkpoints.loaded_bytes = reader->stored_bytes_read();
+  }
   return out;
 }
 

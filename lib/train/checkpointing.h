@@ -43,6 +43,8 @@ struct CheckpointOptions {
 struct CheckpointLog {
   std::string loaded;                // the checkpoint directory resumed from ("" if none)
   uint64_t loaded_step = 0;          // its cursor
+  uint64_t loaded_chunks = 0;        // chunks read from it by all ranks (each once: state_load.h)
+  uint64_t loaded_bytes = 0;         // their stored bytes
   std::vector<std::string> saved;    // checkpoint directories committed, in order
   std::vector<std::string> removed;  // names --keep removed
 };

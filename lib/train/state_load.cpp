@@ -1,6 +1,8 @@
 #include "train/state_load.h"
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "ckpt/key_names.h"
@@ -44,9 +46,99 @@ struct Loader {
   }
 };
 
+// A range of a param's weights that one rank saved (one of its fragments).
+struct Piece {
+  uint32_t param = 0, rank = 0;
+  uint64_t begin = 0, end = 0;
+};
+
+// Every rank's fragments, by param and offset: each rank knows its own; one metadata all-gather.
+std::vector<Piece> all_pieces(const model::ModelSpec& spec, const pipeline::RankState& rs, comm::Communicator& comm) {
+  std::vector<uint64_t> mine;
+  for (const OptimizerState* st : {&rs.bucketed, &rs.layer_wise})
+    for (const StateFragment& f : st->fragments) mine.insert(mine.end(), {f.param, f.param_range.begin, f.param_range.end});
+  std::vector<uint8_t> blob(mine.size() * sizeof(uint64_t));
+  if (!blob.empty()) std::memcpy(blob.data(), mine.data(), blob.size());
+  const auto all = comm.all_gather_bytes(blob);
+  std::vector<Piece> out;
+  for (uint32_t r = 0; r < all.size(); ++r)
+    for (size_t i = 0; i + 3 * sizeof(uint64_t) <= all[r].size(); i += 3 * sizeof(uint64_t)) {
+      uint64_t v[3];
+      std::memcpy(v, all[r].data() + i, sizeof v);
+      out.push_back({static_cast<uint32_t>(v[0]), r, v[1], v[2]});
+    }
+  std::sort(out.begin(), out.end(),
+            [](const Piece& a, const Piece& b) { return a.param != b.param ? a.param < b.param : a.begin < b.begin; });
+  // The fragments tile every param (the save wrote exactly these ranges).
+  for (uint32_t p = 0, i = 0; p < spec.params.size(); ++p) {
+    uint64_t at = 0;
+    for (; i < out.size() && out[i].param == p && out[i].begin == at; ++i) at = out[i].end;
+    if (at != spec.params[p].numel())
+      throw InternalError("checkpoint: the ranks' fragments do not tile param " + spec.params[p].name);
+  }
+  return out;
+}
+
+// The weights (and FP8 scale state) every rank needs whole: each saving rank reads back its own
+// fragments and broadcasts them (broadcast copies bytes; bitwise), so the checkpoint is read once in
+// all, not once per rank. A device-memory communicator cannot broadcast these host buffers: there
+// every rank reads every param whole itself.
+void load_params(const Loader& L, pipeline::RankPipeline& rank, comm::Communicator& comm) {
+  const model::ModelSpec& spec = rank.spec();
+  pipeline::RankState& rs = rank.state();
+  const uint32_t me = static_cast<uint32_t>(comm.rank());
+  const bool host = comm.memory_space() == comm::MemorySpace::host;
+  std::vector<Piece> pieces;
+  if (host) pieces = all_pieces(spec, rs, comm);
+  else
+    for (uint32_t p = 0; p < spec.params.size(); ++p) pieces.push_back({p, me, 0, spec.params[p].numel()});
+  auto share = [&](const Piece& pc, const std::string& key, DType dtype, uint64_t numel, uint8_t* data) {
+    const size_t elem = dtype_bits(dtype) / 8;
+    uint8_t* at = data + pc.begin * elem;
+    if (pc.rank == me) L.read(key, dtype, numel, pc.begin, pc.end, at);
+    if (host) comm.broadcast(at, (pc.end - pc.begin) * elem, static_cast<int>(pc.rank))->wait();
+  };
+  for (const Piece& pc : pieces) {
+    const std::string& name = spec.params.at(pc.param).name;
+    const pipeline::ParamStorage st = rank.param_storage(pc.param);
+    if (!rank.is_fp8(pc.param)) {
+      share(pc, ckpt::weight_key(name), st.dtype, st.numel, st.data);
+      continue;
+    }
+    if (st.data) share(pc, ckpt::fp8_data_key(name), st.dtype, st.numel, st.data);
+    if (st.col) share(pc, ckpt::fp8_columnwise_key(name), st.dtype, st.numel, st.col);
+  }
+
+  // FP8 scale state: saved by the rank owning the param's element 0, identical on every rank.
+  const bool delayed = pipeline::is_delayed(rank.config().fp8);
+  for (pipeline::Fp8ParamState& s : rs.fp8) {
+    const auto owner = std::find_if(pieces.begin(), pieces.end(), [&](const Piece& p) { return p.param == s.param && p.begin == 0; });
+    if (owner == pieces.end()) throw InternalError("checkpoint: no rank owns element 0 of param #" + std::to_string(s.param));
+    const int root = static_cast<int>(owner->rank);
+    const std::string& name = spec.params.at(s.param).name;
+    auto whole = [&](const std::string& state, DType dtype, auto& v) {
+      if (owner->rank == me) L.read_whole(ckpt::fp8_state_key(name, state), dtype, v);
+      if (host) comm.broadcast(v.data(), v.size() * sizeof(v[0]), root)->wait();
+    };
+    if (!s.scales.scale.empty()) {
+      whole("scale", DType::F32, s.scales.scale);
+      whole("scale_inv", DType::F32, s.scales.scale_inv);
+    }
+    if (!s.scales.e8m0.empty()) whole("scale_e8m0", DType::F8_E8M0, s.scales.e8m0);
+    if (!s.scales.e8m0_col.empty()) whole("columnwise_scale_e8m0", DType::F8_E8M0, s.scales.e8m0_col);
+    if (delayed) {
+      whole("amax_history", DType::F32, s.delayed.amax_history);
+      std::vector<float> next(2);
+      whole("delayed_scale", DType::F32, next);
+      s.delayed.scale = next[0];
+      s.delayed.scale_inv = next[1];
+    }
+  }
+}
+
 }  // namespace
 
-void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank) {
+void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm) {
   const Loader L{reader};
   const std::string& dir = reader.dir();
   const model::ModelSpec& spec = rank.spec();
@@ -99,37 +191,8 @@ void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipel
   rs.bucketed.step = step;
   rs.layer_wise.step = rank.layer_wise_layout() ? step : 0;
 
-  // FP8 scale state: every rank holds every param's.
-  const bool delayed = pipeline::is_delayed(rank.config().fp8);
-  for (pipeline::Fp8ParamState& s : rs.fp8) {
-    const std::string& name = spec.params.at(s.param).name;
-    if (!s.scales.scale.empty()) {
-      L.read_whole(ckpt::fp8_state_key(name, "scale"), DType::F32, s.scales.scale);
-      L.read_whole(ckpt::fp8_state_key(name, "scale_inv"), DType::F32, s.scales.scale_inv);
-    }
-    if (!s.scales.e8m0.empty()) L.read_whole(ckpt::fp8_state_key(name, "scale_e8m0"), DType::F8_E8M0, s.scales.e8m0);
-    if (!s.scales.e8m0_col.empty())
-      L.read_whole(ckpt::fp8_state_key(name, "columnwise_scale_e8m0"), DType::F8_E8M0, s.scales.e8m0_col);
-    if (delayed) {
-      L.read_whole(ckpt::fp8_state_key(name, "amax_history"), DType::F32, s.delayed.amax_history);
-      std::vector<float> next(2);
-      L.read_whole(ckpt::fp8_state_key(name, "delayed_scale"), DType::F32, next);
-      s.delayed.scale = next[0];
-      s.delayed.scale_inv = next[1];
-    }
-  }
-
-  // Params: every rank holds every param whole.
-  for (uint32_t p = 0; p < spec.params.size(); ++p) {
-    const std::string& name = spec.params[p].name;
-    const pipeline::ParamStorage st = rank.param_storage(p);
-    if (!rank.is_fp8(p)) {
-      L.read(ckpt::weight_key(name), st.dtype, st.numel, 0, st.numel, st.data);
-      continue;
-    }
-    if (st.data) L.read(ckpt::fp8_data_key(name), st.dtype, st.numel, 0, st.numel, st.data);
-    if (st.col) L.read(ckpt::fp8_columnwise_key(name), st.dtype, st.numel, 0, st.numel, st.col);
-  }
+  // Params and FP8 scale state: every rank holds every param whole.
+  load_params(L, rank, comm);
   rank.params_loaded();
 }
 

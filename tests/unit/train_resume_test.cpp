@@ -2,7 +2,7 @@
 // bit (params with their FP8 scales and delayed histories, masters, optimizer states, step counts,
 // losses), across optimizers, both pipelines, every FP8 recipe, both state layouts, compression
 // none/zstd and DP 1/2/3; a run that saves equals one that does not; every saved checkpoint passes
-// `validate --data`. Also: refusals of another run's checkpoint, --keep, `latest`, and a crash in the
+// `validate --data`; a resume reads each chunk once over all ranks. Also: refusals of another run's checkpoint, --keep, `latest`, and a crash in the
 // middle of a save.
 #include <dirent.h>
 #include <sys/stat.h>
@@ -232,6 +232,12 @@ TEST_CASE("save at k, load, continue to N equals N uninterrupted steps, bitwise"
       REQUIRE(resumed.log.loaded_step == k);
       require_same_steps(plain.steps, resumed.steps, k);
       require_same_end(plain, resumed);
+      // The ranks together read every chunk exactly once (the weights are not read once per rank).
+      const fpckpt::CheckpointReader saved(load.load);
+      uint64_t stored = 0;
+      for (const auto& ch : saved.index().chunks) stored += ch.stored_bytes;
+      CHECK(resumed.log.loaded_chunks == saved.index().chunks.size());
+      CHECK(resumed.log.loaded_bytes == stored);
     }
   }
 }

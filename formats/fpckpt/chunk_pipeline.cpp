@@ -1,0 +1,208 @@
+#include "formats/fpckpt/chunk_pipeline.h"
+
+#include <fcntl.h>
+
+#include <cstring>
+
+#include "ckpt/checksum.h"
+#include "core/error.h"
+
+namespace fpg::fpckpt {
+
+struct ChunkPipeline::Slot {
+  std::vector<uint8_t> bytes;  // the chunk, zero-padded to chunk_elems
+  ckpt::CodecScratch scratch;  // its encoding lives here (or is `bytes`, stored raw)
+  ckpt::EncodedChunk enc;
+  ckpt::Chunk meta;
+  uint64_t at = 0, chunk_elems = 0, seq = 0;
+  size_t elem = 0;
+  bool shuffle = false;
+};
+
+namespace {
+
+// The process-wide slot budget (chunk_pipeline.h): slots are handed out and taken back whole, so
+// their buffers are reused from chunk to chunk and from rank to rank.
+class SlotPool {
+ public:
+  using Slot = ChunkPipeline::Slot;
+  static SlotPool& get() {
+    static SlotPool pool;
+    return pool;
+  }
+  void attach() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++users_;
+  }
+  // The last pipeline gone: free the idle slots (a save's buffers do not outlive it).
+  void detach() {
+    std::vector<std::unique_ptr<Slot>> drop;
+    std::lock_guard<std::mutex> l(mu_);
+    if (--users_ == 0) {
+      made_ -= free_.size();
+      drop.swap(free_);
+    }
+  }
+  Slot* acquire(size_t limit) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return !free_.empty() || made_ < limit; });
+    if (!free_.empty()) {
+      Slot* s = free_.back().release();
+      free_.pop_back();
+      return s;
+    }
+    ++made_;
+    return new Slot;
+  }
+  void release(Slot* s) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      free_.emplace_back(s);
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Slot>> free_;
+  size_t made_ = 0, users_ = 0;
+};
+
+}  // namespace
+
+ChunkPipeline::ChunkPipeline(std::string path, int vfd, const ckpt::Compression& c, TaskQueue& queue)
+    : path_(std::move(path)), vfd_(vfd), comp_(c), queue_(queue) {
+  SlotPool::get().attach();
+}
+
+ChunkPipeline::~ChunkPipeline() {
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    abandoned_ = true;  // tasks not yet started skip their work
+    idle_.wait(l, [&] { return in_flight_ == 0; });
+  }
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    datasets_.clear();
+    H5Eclear2(H5E_DEFAULT);
+  }
+  SlotPool::get().detach();
+}
+
+void ChunkPipeline::add_dataset(uint32_t id, Hid ds, uint64_t nchunks, std::string what) {
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  if (id != datasets_.size()) throw InternalError("ChunkPipeline: datasets out of order");
+  datasets_.push_back({std::move(ds), nchunks, std::move(what)});
+}
+
+void ChunkPipeline::fail(std::exception_ptr e) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!error_) error_ = e;
+}
+
+void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t at, const void* src, uint64_t chunk_elems, size_t elem,
+                           bool shuffle) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (error_) std::rethrow_exception(error_);
+  }
+  Slot* s = SlotPool::get().acquire(queue_.size() + 2);
+  const size_t have = static_cast<size_t>(meta.length) * elem, full = chunk_elems * elem;
+  s->bytes.resize(full);
+  std::memcpy(s->bytes.data(), src, have);
+  std::memset(s->bytes.data() + have, 0, full - have);  // HDF5 stores the edge chunk whole
+  s->meta = meta;
+  s->at = at;
+  s->chunk_elems = chunk_elems;
+  s->elem = elem;
+  s->shuffle = shuffle;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    s->seq = next_seq_++;
+    ++in_flight_;
+  }
+  queue_.submit([this, s] { run(s); });
+}
+
+void ChunkPipeline::encode(Slot& s) {
+  ckpt::Compression c = comp_;
+  c.shuffle = s.shuffle;
+  s.enc = ckpt::encode_chunk(s.bytes.data(), s.chunk_elems, s.chunk_elems, s.elem, c, s.scratch);
+  ckpt::Chunk& m = s.meta;
+  m.stored_bytes = static_cast<uint32_t>(s.enc.size);
+  m.flags = s.enc.flags;
+  const size_t logical = static_cast<size_t>(m.length) * s.elem;
+  m.checksum_logical = ckpt::checksum(s.bytes.data(), logical);
+  // A chunk stored raw and whole is its logical bytes: one hash for both.
+  m.checksum_stored = (s.enc.data == s.bytes.data() && s.enc.size == logical) ? m.checksum_logical
+                                                                               : ckpt::checksum(s.enc.data, s.enc.size);
+}
+
+void ChunkPipeline::write(Slot& s) {
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  Dataset& d = datasets_.at(s.meta.run);
+  // Filter mask: bit i set = filter i of the dataset's pipeline (shuffle?, zstd) was skipped.
+  const int n_filters = (s.shuffle ? 1 : 0) + (comp_.zstd ? 1 : 0);
+  const uint32_t mask = (s.enc.flags & ckpt::kFilterZstd) ? 0u : (1u << n_filters) - 1;
+  const hsize_t at[1] = {s.at};
+  if (H5Dwrite_chunk(d.ds, H5P_DEFAULT, mask, at, s.enc.size, s.enc.data) < 0)
+    hdf5_fail(path_, "write chunk [" + std::to_string(s.meta.offset) + ", " + std::to_string(s.meta.hi()) + ") of " +
+                         d.what);
+  if (--d.left == 0) d.ds.reset();
+  H5Eclear2(H5E_DEFAULT);  // leave task threads no error records (see RankWriter::~RankWriter)
+  // Start writeback as we go: an fsync of gigabytes at the end costs seconds (notes/checkpoint.md §4).
+  unsynced_ += s.enc.size;
+  if (vfd_ >= 0 && unsynced_ >= (64ull << 20)) {
+    sync_file_range(vfd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    unsynced_ = 0;
+  }
+}
+
+void ChunkPipeline::run(Slot* s) {
+  bool skip;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    skip = error_ || abandoned_;
+  }
+  if (!skip) {
+    try {
+      encode(*s);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  ready_.emplace(s->seq, s);
+  if (writing_) return;  // the thread writing will reach this slot in turn
+  writing_ = true;
+  for (auto it = ready_.find(next_write_); it != ready_.end(); it = ready_.find(next_write_)) {
+    Slot* w = it->second;
+    ready_.erase(it);
+    const bool ok = !error_ && !abandoned_;
+    l.unlock();
+    if (ok) {
+      try {
+        write(*w);
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    }
+    l.lock();
+    if (ok && !error_) written_.push_back(w->meta);
+    SlotPool::get().release(w);
+    ++next_write_;
+    --in_flight_;
+  }
+  writing_ = false;
+  if (in_flight_ == 0) idle_.notify_all();
+}
+
+std::vector<ckpt::Chunk> ChunkPipeline::drain() {
+  std::unique_lock<std::mutex> l(mu_);
+  idle_.wait(l, [&] { return in_flight_ == 0; });
+  if (error_) std::rethrow_exception(error_);
+  return std::move(written_);
+}
+
+}  // namespace fpg::fpckpt
