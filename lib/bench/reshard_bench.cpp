@@ -83,7 +83,7 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     row.train_s = run_child(train, base + "/train.out").seconds;
     fpckpt::evict_path(src);
     std::vector<std::string> reshard = global;
-    reshard.insert(reshard.end(), {"--json", "reshard", src, dst, "--dp", std::to_string(o.to_dp), "--compress", "none"});
+    reshard.insert(reshard.end(), {"--json", "reshard", src, dst, "--dp", std::to_string(o.to_dp), "--accumulation", "1", "--compress", "none"});
     const Child c = run_child(reshard, base + "/reshard.json");
     std::ifstream in(base + "/reshard.json");
     const auto j = nlohmann::json::parse(in);
@@ -93,6 +93,8 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     row.peak_rss = c.peak_rss;
     row.gbps = row.bytes_written / c.seconds / 1e9;
     row.ratio = disk > 0 ? row.gbps / disk : 0;
+    const double serial = 1 / (1 / res.plain_read_gbps + 1 / res.plain_write_gbps);
+    row.serial_ratio = serial > 0 ? row.gbps / serial : 0;
     res.rows.push_back(row);
     fpckpt::remove_tree(src);
     fpckpt::remove_tree(dst);

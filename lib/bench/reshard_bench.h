@@ -27,6 +27,9 @@ struct ReshardBenchRow {
   double train_s = 0, reshard_s = 0;           // wall time of the child processes
   double gbps = 0;                             // bytes_written / reshard_s
   double ratio = 0;                            // gbps / min(plain read, plain write)
+  // gbps / the serial bound 1 / (1/read + 1/write): what a disk whose reads and writes share one
+  // bandwidth allows for reading every byte once and writing it once.
+  double serial_ratio = 0;
   uint64_t peak_rss = 0;                       // bytes, of the reshard child
 };
 

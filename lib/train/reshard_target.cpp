@@ -288,7 +288,11 @@ RecordedRun recorded_run(const ckpt::Documents& docs, const std::string& dir) {
 std::string reshard_command(const std::string& dir, uint32_t dp, const std::string& extra) {
   std::string d = dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
-  return "fpgather reshard " + d + " " + d + "-dp" + std::to_string(dp) + " --dp " + std::to_string(dp) + extra;
+  // Beside the checkpoint root, not inside it (where --keep would count it as one of its checkpoints).
+  std::string out = d;
+  const size_t slash = d.rfind('/');
+  if (slash != std::string::npos && slash > 0) out = d.substr(0, slash) + "-" + d.substr(slash + 1);
+  return "fpgather reshard " + d + " " + out + "-dp" + std::to_string(dp) + " --dp " + std::to_string(dp) + extra;
 }
 
 ReshardTarget plan_reshard(const ckpt::Index& ix, const std::string& dir, const ReshardOptions& o) {
