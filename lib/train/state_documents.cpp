@@ -115,13 +115,12 @@ json without(json j, std::initializer_list<const char*> fields) {
   return j;
 }
 
-
 // The bucketed part of a layout document (layer-wise layouts keep theirs under "scalar").
 json bucketed_part(const json& layout) {
   return layout.value("kind", "") == "layer_wise" ? layout.value("scalar", json::object()) : layout;
 }
 
-// `fpgather reshard DIR DIR-dpM --dp M ...` producing the checkpoint that this run would accept:
+// `fpgather reshard DIR DIR-dpM --dp M ...` (reshard_command) producing the checkpoint that this run would accept:
 // its DP size, dist-opt, bucket size and padding, and its accumulation where that is not the one
 // reshard picks by default (the one that keeps the global batch).
 std::string reshard_command_for(const ckpt::Documents& saved_docs, const ckpt::Documents& run_docs,
