@@ -1,8 +1,12 @@
 // fpgather bench: throughput figures as ratios against a baseline measured in the same process.
+#include <unistd.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bench/quantize_bench.h"
+#include "bench/reshard_bench.h"
 #include "bench/step_bench.h"
 #include "ckpt/chunk_codec.h"
 #include "cli.h"
@@ -192,6 +196,47 @@ int run_bench_step(const BenchStepArgs& a, const GlobalOptions& g) {
   return 0;
 }
 
+struct BenchReshardArgs {
+  bench::ReshardBenchOptions o;
+  double plain_gib = 1;
+};
+
+int run_bench_reshard(BenchReshardArgs a, const GlobalOptions& g) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) throw InternalError("bench reshard: cannot find this binary (/proc/self/exe)");
+  a.o.exe.assign(exe, static_cast<size_t>(n));
+  a.o.plain_bytes = static_cast<uint64_t>(a.plain_gib * (1ull << 30));
+  a.o.threads = g.threads;
+  const auto r = bench::run_reshard_bench(a.o);
+  const double disk = std::min(r.plain_write_gbps, r.plain_read_gbps);
+  if (g.json) {
+    nlohmann::json j = {{"benchmark", "reshard"}, {"from_dp", a.o.from_dp}, {"to_dp", a.o.to_dp},
+                        {"threads", ThreadPool::global().size()}, {"plain_write_gbps", r.plain_write_gbps},
+                        {"plain_read_gbps", r.plain_read_gbps}, {"results", nlohmann::json::array()}};
+    for (const auto& x : r.rows)
+      j["results"].push_back({{"model", x.model}, {"bytes_read", x.bytes_read}, {"bytes_written", x.bytes_written},
+                              {"train_s", x.train_s}, {"reshard_s", x.reshard_s}, {"gbps", x.gbps},
+                              {"ratio_to_disk", x.ratio}, {"ratio_to_serial_bound", x.serial_ratio},
+                              {"peak_rss_bytes", x.peak_rss}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("reshard DP %u -> %u, uncompressed, source evicted from the page cache, %zu threads\n", a.o.from_dp,
+              a.o.to_dp, ThreadPool::global().size());
+  std::printf("disk: plain write+fsync %.3f GB/s, plain read (cold) %.3f GB/s; min %.3f GB/s\n", r.plain_write_gbps,
+              r.plain_read_gbps, disk);
+  std::printf("(ratio = GB/s / min(read, write); serial = GB/s / (1 / (1/read + 1/write)), the bound when reads and "
+              "writes share the disk)\n");
+  std::printf("%-8s %14s %14s %10s %9s %8s %8s %14s\n", "model", "bytes read", "bytes written", "reshard s", "GB/s",
+              "ratio", "serial", "peak RSS MiB");
+  for (const auto& x : r.rows)
+    std::printf("%-8s %14llu %14llu %10.3f %9.3f %8.2f %8.2f %14.1f\n", x.model.c_str(),
+                static_cast<unsigned long long>(x.bytes_read), static_cast<unsigned long long>(x.bytes_written),
+                x.reshard_s, x.gbps, x.ratio, x.serial_ratio, x.peak_rss / 1048576.0);
+  return 0;
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
@@ -216,6 +261,15 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   i->add_option("--chunk-bytes", io->o.chunk_bytes, "Checkpoint chunk size")->capture_default_str();
   i->add_option("--compress", io->o.compressions, "Encodings to measure (repeatable; default none and zstd:1)");
   i->callback([io, &global, &run] { run = [io, &global] { return run_bench_io(*io, global); }; });
+
+  auto ra = std::make_shared<BenchReshardArgs>();
+  auto* rs = cmd->add_subcommand("reshard", "Reshard throughput vs min(plain read, write), and peak RSS, at two sizes");
+  rs->add_option("--dir", ra->o.dir, "Directory for the checkpoints (removed afterwards)")->capture_default_str();
+  rs->add_option("--models", ra->o.models, "Presets to save and reshard (repeatable; default small and base)");
+  rs->add_option("--from-dp", ra->o.from_dp, "DP size of the saved checkpoint")->capture_default_str();
+  rs->add_option("--to-dp", ra->o.to_dp, "DP size to reshard to")->capture_default_str();
+  rs->add_option("--plain-gib", ra->plain_gib, "Size of the plain-file disk baseline in GiB")->capture_default_str();
+  rs->callback([ra, &global, &run] { run = [ra, &global] { return run_bench_reshard(*ra, global); }; });
 
   auto va = std::make_shared<fpckpt::ValidateBenchOptions>();
   auto* v = cmd->add_subcommand("validate", "Index-only validation of a synthetic index: chunks/s and bytes/chunk");

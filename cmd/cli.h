@@ -24,6 +24,7 @@ void register_inspect(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_validate(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_diff(CLI::App& app, const GlobalOptions& global, Runner& run);
+void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_train(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_step(CLI::App& app, const GlobalOptions& global, Runner& run);
 

@@ -1,5 +1,6 @@
 // fpgather diff A B: value-by-value comparison of two checkpoints in model space (by key, over the
-// flat extent, padding ignored). Exit 0 equal, 1 different.
+// flat extent, padding ignored; bucket-layout state per param where the layouts differ). Exit 0
+// equal, 1 different.
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
@@ -26,11 +27,12 @@ int run_diff(const DiffArgs& args, const GlobalOptions& g) {
   const int code = rep.equal() ? 0 : 1;
   if (g.json) {
     nlohmann::json j = {{"a", a.dir()}, {"b", b.dir()}, {"rtol", args.rtol}, {"atol", args.atol},
-                        {"equal", rep.equal()}, {"keys_compared", rep.keys_compared},
+                        {"equal", rep.equal()}, {"keys_compared", rep.keys_compared}, {"model_space", rep.model_space},
                         {"elements_compared", rep.elements_compared}, {"differences", nlohmann::json::array()}};
     for (const auto& d : rep.diffs) {
       nlohmann::json e = {{"key", d.key}, {"what", d.what}, {"detail", d.detail}, {"differing", d.differing},
                           {"max_abs_diff", d.max_abs}, {"first", nlohmann::json::array()}};
+      if (d.what == "values") e["range"] = {d.lo, d.hi};
       for (const auto& v : d.first) e["first"].push_back({{"index", v.index}, {"a", v.a}, {"b", v.b}});
       j["differences"].push_back(e);
     }

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   cli::register_bench(app, global, run);
   cli::register_validate(app, global, run);
   cli::register_diff(app, global, run);
+  cli::register_reshard(app, global, run);
 
   try {
     app.parse(argc, argv);

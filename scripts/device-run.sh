@@ -2,7 +2,7 @@
 # Builds fpgather on the GPU machine (Ubuntu 24.04: Catch2 v3, no xxHash headers, no package
 # registry), runs the test suite there and the benchmarks, and leaves logs and results in $OUT.
 #
-#   bash scripts/device-run.sh [tests] [bench-quantize] [bench-io] [bench-validate] [bench-step] ...
+#   bash scripts/device-run.sh [tests] [bench-quantize] [bench-io] [bench-validate] [bench-step] [bench-reshard] ...
 #
 # Carry .carry/ (xxHash headers unpacked from Debian's libxxhash-dev: see BENCHMARKS.md) with the
 # call. NCCL_NVLS_ENABLE=0 stays set: NVLink multicast can take a shared host's GPUs down.
@@ -36,6 +36,8 @@ for what in "$@"; do
       build-device/fpgather bench validate --dir "${BENCH_DIR:-/tmp}" --chunks 4000000 | tee "$OUT/bench-validate.txt" ;;
     bench-step)
       build-device/fpgather bench step | tee "$OUT/bench-step.txt" ;;
+    bench-reshard)
+      build-device/fpgather bench reshard --dir "${BENCH_DIR:-/tmp}" --models small --models base | tee "$OUT/bench-reshard.txt" ;;
     *) echo "device-run: unknown step $what" >&2 ;;
   esac
 done

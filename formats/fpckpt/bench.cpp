@@ -1,5 +1,6 @@
 #include "formats/fpckpt/bench.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -85,7 +86,58 @@ void fill_state(std::vector<float>& v) {
   });
 }
 
+PlainIo plain_io(const std::string& dir, const std::vector<float>& state) {
+  PlainIo out;
+  out.bytes = state.size() * 4;
+  const std::string plain = dir + "/plain.bin";
+  double t0 = now();
+  {
+    const int fd = ::open(plain.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw FormatError(plain + ": cannot create");
+    const auto* p = reinterpret_cast<const char*>(state.data());
+    for (uint64_t off = 0; off < out.bytes;) {
+      const ssize_t n = ::write(fd, p + off, std::min<uint64_t>(64ull << 20, out.bytes - off));
+      if (n <= 0) throw FormatError(plain + ": write failed");
+      off += static_cast<uint64_t>(n);
+    }
+    fsync(fd);
+    ::close(fd);
+  }
+  out.write_s = now() - t0;
+  evict(plain);
+  std::vector<char> rbuf(64ull << 20);
+  t0 = now();
+  {
+    const int fd = ::open(plain.c_str(), O_RDONLY);
+    while (::read(fd, rbuf.data(), rbuf.size()) > 0) {
+    }
+    ::close(fd);
+  }
+  out.read_s = now() - t0;
+  unlink(plain.c_str());
+  return out;
+}
+
 }  // namespace
+
+PlainIo measure_plain_io(const std::string& dir, uint64_t bytes) {
+  std::vector<float> state(bytes / 4);
+  fill_state(state);
+  return plain_io(dir, state);
+}
+
+void evict_path(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return;
+  if (!S_ISDIR(st.st_mode)) return evict(path);
+  if (DIR* d = opendir(path.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") evict_path(path + "/" + n);
+    }
+    closedir(d);
+  }
+}
 
 std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
   std::vector<IoBenchRow> rows;
@@ -100,34 +152,10 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
   } cleanup{base};
 
   // Baseline: one large file, 64 MiB writes, fsync; then read back cold.
-  const std::string plain = base + "/plain.bin";
-  double t0 = now();
-  {
-    const int fd = ::open(plain.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw FormatError(plain + ": cannot create");
-    const auto* p = reinterpret_cast<const char*>(state.data());
-    for (uint64_t off = 0; off < bytes;) {
-      const ssize_t n = ::write(fd, p + off, std::min<uint64_t>(64ull << 20, bytes - off));
-      if (n <= 0) throw FormatError(plain + ": write failed");
-      off += static_cast<uint64_t>(n);
-    }
-    fsync(fd);
-    ::close(fd);
-  }
-  const double plain_w = now() - t0;
+  const PlainIo plain = plain_io(base, state);
+  const double plain_w = plain.write_s, plain_r = plain.read_s;
   rows.push_back({"plain write+fsync", plain_w, bytes / plain_w / 1e9, 1, 1, -1});
-  evict(plain);
-  std::vector<char> rbuf(64ull << 20);
-  t0 = now();
-  {
-    const int fd = ::open(plain.c_str(), O_RDONLY);
-    while (::read(fd, rbuf.data(), rbuf.size()) > 0) {
-    }
-    ::close(fd);
-  }
-  const double plain_r = now() - t0;
   rows.push_back({"plain read (cold)", plain_r, bytes / plain_r / 1e9, 1, 1, -1});
-  unlink(plain.c_str());
 
   // Keys of 64 MiB, split evenly over the ranks (each rank its contiguous share of every key).
   const uint64_t key_elems = std::min<uint64_t>(16ull << 20, state.size());
@@ -139,7 +167,7 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
     const std::string dir = base + "/ckpt-" + comp;
     std::vector<float> back(key_elems);  // the load's destination, allocated before measuring
     std::unique_ptr<ExtraPeak> peak = std::make_unique<ExtraPeak>();
-    t0 = now();
+    double t0 = now();
     ckpt::Index ix;
     {
       CheckpointWriter w(dir, wo);

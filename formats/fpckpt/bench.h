@@ -27,6 +27,21 @@ struct IoBenchRow {
 
 std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o);
 
+// The disk baseline of `bench io` and `bench reshard`: `bytes` of optimizer-like floats written to
+// one file in `dir` in 64 MiB writes + fsync, evicted from the page cache, read back cold; the file
+// is removed. Seconds of each.
+struct PlainIo {
+  uint64_t bytes = 0;
+  double write_s = 0, read_s = 0;
+  double write_gbps() const { return write_s > 0 ? bytes / write_s / 1e9 : 0; }
+  double read_gbps() const { return read_s > 0 ? bytes / read_s / 1e9 : 0; }
+};
+PlainIo measure_plain_io(const std::string& dir, uint64_t bytes);
+
+// Drops a file's pages (or every file's under a directory) from the page cache, so that reads come
+// from the disk (no root needed).
+void evict_path(const std::string& path);
+
 struct ValidateBenchOptions {
   std::string dir = "/tmp";
   uint64_t chunks = 1'000'000;

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
+#include "ckpt/state_view.h"
 #include "core/float_codec.h"
 
 namespace fpg::fpckpt {
@@ -12,15 +14,8 @@ namespace {
 
 using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
 
-Ranges data_ranges(const CheckpointReader& r, uint32_t key) {
-  Ranges out;
-  for (uint32_t c : r.chunks_of(key)) {
-    const auto& ch = r.index().chunks[c];
-    if (!out.empty() && ch.offset <= out.back().second) out.back().second = std::max(out.back().second, ch.hi());
-    else out.push_back({ch.offset, ch.hi()});
-  }
-  return out;
-}
+// Data ranges of `v`: its source key's chunks inside [offset, offset + numel), shifted to the view.
+Ranges data_ranges(const CheckpointReader& r, const struct ViewKey& v);
 
 Ranges intersect(const Ranges& a, const Ranges& b) {
   Ranges out;
@@ -67,25 +62,72 @@ std::string value_text(const uint8_t* p, DType t, size_t elem) {
   return s;
 }
 
+// A key as diff compares it: a stored key (offset 0), or a param's state inside a bucket key.
+struct ViewKey {
+  ckpt::Key key;
+  uint32_t source = 0;
+  uint64_t offset = 0;
+};
+
+Ranges data_ranges(const CheckpointReader& r, const ViewKey& v) {
+  Ranges out;
+  const uint64_t lo = v.offset, hi = v.offset + v.key.numel();
+  for (uint32_t c : r.chunks_of(v.source)) {
+    const auto& ch = r.index().chunks[c];
+    const uint64_t a = std::max(lo, ch.offset), b = std::min(hi, ch.hi());
+    if (a >= b) continue;
+    if (!out.empty() && a - lo <= out.back().second) out.back().second = std::max(out.back().second, b - lo);
+    else out.push_back({a - lo, b - lo});
+  }
+  return out;
+}
+
+// Stored keys by name; with `model_space`, bucket keys replaced by the params' states they hold.
+std::map<std::string, ViewKey> view_keys(const CheckpointReader& r, const std::optional<std::vector<ckpt::ViewedState>>& states,
+                                         bool model_space) {
+  std::map<std::string, ViewKey> out;
+  std::vector<char> hidden(r.index().keys.size(), 0);
+  if (model_space && states)
+    for (const auto& s : *states) {
+      hidden[s.source] = 1;
+      out[s.key.name] = {s.key, s.source, s.offset};
+    }
+  for (uint32_t k = 0; k < r.index().keys.size(); ++k)
+    if (!hidden[k]) out.emplace(r.index().keys[k].name, ViewKey{r.index().keys[k], k, 0});
+  return out;
+}
+
+// Two bucket views place every param's state alike: compare the bucket keys as stored.
+bool same_places(const CheckpointReader& a, const std::vector<ckpt::ViewedState>& va, const CheckpointReader& b,
+                 const std::vector<ckpt::ViewedState>& vb) {
+  if (va.size() != vb.size()) return false;
+  for (size_t i = 0; i < va.size(); ++i)
+    if (va[i].key.name != vb[i].key.name || va[i].offset != vb[i].offset ||
+        a.index().keys[va[i].source].name != b.index().keys[vb[i].source].name)
+      return false;
+  return true;
+}
+
 }  // namespace
 
 DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B, const DiffOptions& o) {
   DiffReport rep;
-  std::map<std::string, std::pair<long, long>> keys;
-  for (size_t k = 0; k < A.index().keys.size(); ++k) keys[A.index().keys[k].name].first = static_cast<long>(k);
-  for (auto& [n, p] : keys) p.second = -1;
-  for (size_t k = 0; k < B.index().keys.size(); ++k) {
-    auto it = keys.find(B.index().keys[k].name);
-    if (it == keys.end()) keys[B.index().keys[k].name] = {-1, static_cast<long>(k)};
-    else it->second.second = static_cast<long>(k);
-  }
+  // Bucket-layout state compares in model space unless both place every param alike.
+  const auto sa = ckpt::bucket_state_view(A.index()), sb = ckpt::bucket_state_view(B.index());
+  const bool model_space = (sa || sb) && !(sa && sb && same_places(A, *sa, B, *sb));
+  rep.model_space = model_space;
+  const auto keys_a = view_keys(A, sa, model_space), keys_b = view_keys(B, sb, model_space);
+  std::map<std::string, std::pair<const ViewKey*, const ViewKey*>> keys;
+  for (const auto& [n, v] : keys_a) keys[n].first = &v;
+  for (const auto& [n, v] : keys_b) keys[n].second = &v;
   std::vector<uint8_t> buf_a, buf_b;
   for (const auto& [name, ab] : keys) {
-    if (ab.second < 0) { rep.diffs.push_back({name, "only in A", "", 0, 0, {}}); continue; }
-    if (ab.first < 0) { rep.diffs.push_back({name, "only in B", "", 0, 0, {}}); continue; }
-    const auto ka = static_cast<uint32_t>(ab.first), kb = static_cast<uint32_t>(ab.second);
-    const ckpt::Key& a = A.index().keys[ka];
-    const ckpt::Key& b = B.index().keys[kb];
+    if (!ab.second) { rep.diffs.push_back({name, "only in A", "", 0, 0, {}}); continue; }
+    if (!ab.first) { rep.diffs.push_back({name, "only in B", "", 0, 0, {}}); continue; }
+    const ViewKey& va = *ab.first;
+    const ViewKey& vb = *ab.second;
+    const ckpt::Key& a = va.key;
+    const ckpt::Key& b = vb.key;
     if (a.dtype != b.dtype) {
       rep.diffs.push_back({name, "dtype", std::string(dtype_name(a.dtype)) + " vs " + std::string(dtype_name(b.dtype)), 0, 0, {}});
       continue;
@@ -97,7 +139,7 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
     if (a.kind != b.kind)
       rep.diffs.push_back({name, "kind", std::string(ckpt::kind_name(a.kind)) + " vs " + std::string(ckpt::kind_name(b.kind)), 0, 0, {}});
     ++rep.keys_compared;
-    const Ranges ra = data_ranges(A, ka), rb = data_ranges(B, kb);
+    const Ranges ra = data_ranges(A, va), rb = data_ranges(B, vb);
     const Ranges both = intersect(ra, rb);
     const uint64_t only_a = total(ra) - total(both), only_b = total(rb) - total(both);
     if (only_a || only_b)
@@ -114,8 +156,8 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
         const uint64_t y = std::min(hi, x + o.block_elems);
         buf_a.resize((y - x) * elem);
         buf_b.resize((y - x) * elem);
-        A.read(ka, x, y, buf_a.data(), o.pool);
-        B.read(kb, x, y, buf_b.data(), o.pool);
+        A.read(va.source, va.offset + x, va.offset + y, buf_a.data(), o.pool);
+        B.read(vb.source, vb.offset + x, vb.offset + y, buf_b.data(), o.pool);
         rep.elements_compared += y - x;
         if (std::memcmp(buf_a.data(), buf_b.data(), buf_a.size()) == 0) continue;
         for (uint64_t i = 0; i < y - x; ++i) {
@@ -132,6 +174,8 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
             else if (!std::isnan(va) && !std::isnan(vb)) kd.max_abs = std::max(kd.max_abs, std::fabs(va - vb));
           }
           if (!differ) continue;
+          if (kd.differing == 0) kd.lo = x + i;
+          kd.hi = x + i + 1;
           ++kd.differing;
           if (kd.first.size() < o.max_reports)
             kd.first.push_back({x + i, value_text(pa, a.dtype, elem), value_text(pb, a.dtype, elem)});
@@ -139,7 +183,8 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
       }
     }
     if (kd.differing) {
-      kd.detail = std::to_string(kd.differing) + " of " + std::to_string(total(both)) + " elements differ";
+      kd.detail = std::to_string(kd.differing) + " of " + std::to_string(total(both)) + " elements differ, in [" +
+                  std::to_string(kd.lo) + ", " + std::to_string(kd.hi) + ")";
       rep.diffs.push_back(std::move(kd));
     }
   }

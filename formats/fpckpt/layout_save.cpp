@@ -1,6 +1,7 @@
 #include "formats/fpckpt/layout_save.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -12,19 +13,18 @@ ckpt::KeyKind kind_of(const std::string& state) {
 }
 }  // namespace
 
-void save_optimizer_state(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
-                          const StateSaveOptions& o, const StateSource& source) {
-  const uint32_t r = w.rank();
+RankStatePlan plan_optimizer_state(const model::ModelSpec& spec, const layout::BucketedLayout& L, uint32_t r,
+                                   const StateSaveOptions& o) {
   if (r >= L.dp) throw UsageError("save_optimizer_state: rank " + std::to_string(r) + " >= dp " + std::to_string(L.dp));
-  std::vector<float> buf;
-  // Writes param elements [plo, phi) of `state` at key offset `at`.
-  auto write_piecewise = [&](uint32_t key, uint64_t at, uint32_t param, const std::string& state, uint64_t plo, uint64_t phi) {
-    for (uint64_t x = plo; x < phi; x += o.piece_elems) {
-      const uint64_t n = std::min(phi - x, o.piece_elems);
-      buf.resize(n);
-      source(param, state, x, n, buf.data());
-      w.write(key, at + (x - plo), buf.data(), n);
-    }
+  RankStatePlan plan;
+  std::unordered_map<std::string, uint32_t> key_of;
+  auto declare = [&](ckpt::Key key) {
+    const auto it = key_of.find(key.name);
+    if (it != key_of.end()) return it->second;
+    const auto id = static_cast<uint32_t>(plan.keys.size());
+    key_of.emplace(key.name, id);
+    plan.keys.push_back(std::move(key));
+    return id;
   };
   for (uint32_t b = 0; b < L.buffers.size(); ++b) {
     const auto& buf_l = L.buffers[b];
@@ -34,19 +34,18 @@ void save_optimizer_state(RankWriter& w, const model::ModelSpec& spec, const lay
       for (const auto& state : o.states) {
         if (o.layout == ckpt::StateLayout::bucket) {
           const uint64_t n = bucket.numel_unpadded;
-          const uint32_t key = w.declare({ckpt::bucket_state_key(b, k, state), DType::F32, {n}, kind_of(state)});
+          const uint32_t key = declare({ckpt::bucket_state_key(b, k, state), DType::F32, {n}, kind_of(state)});
           for (const auto& f : shard.fragments)
-            write_piecewise(key, f.world_in_bucket.begin, f.param, state, f.param_range.begin, f.param_range.end);
+            plan.writes.push_back({key, f.world_in_bucket.begin, f.param, state, f.param_range});
           for (const auto& p : shard.padding) {
             const layout::Range in = p.intersect({0, n});
-            if (!in.empty()) w.declare_padding(key, in.begin, in.end);
+            if (!in.empty()) plan.padding.push_back({key, in.begin, in.end});
           }
         } else {
           for (const auto& f : shard.fragments) {
             const auto& param = spec.params.at(f.param);
-            const uint32_t key =
-                w.declare({ckpt::model_state_key(param.name, state), DType::F32, param.shape, kind_of(state)});
-            write_piecewise(key, f.param_range.begin, f.param, state, f.param_range.begin, f.param_range.end);
+            const uint32_t key = declare({ckpt::model_state_key(param.name, state), DType::F32, param.shape, kind_of(state)});
+            plan.writes.push_back({key, f.param_range.begin, f.param, state, f.param_range});
           }
         }
       }
@@ -58,8 +57,24 @@ void save_optimizer_state(RankWriter& w, const model::ModelSpec& spec, const lay
     for (const auto& buf_l : L.buffers)
       for (const auto& slot : buf_l.params)
         for (const auto& state : o.states)
-          w.declare({ckpt::model_state_key(slot.name, state), DType::F32, spec.params.at(slot.param).shape,
-                     kind_of(state)});
+          declare({ckpt::model_state_key(slot.name, state), DType::F32, spec.params.at(slot.param).shape, kind_of(state)});
+  return plan;
+}
+
+void save_optimizer_state(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
+                          const StateSaveOptions& o, const StateSource& source) {
+  const RankStatePlan plan = plan_optimizer_state(spec, L, w.rank(), o);
+  std::vector<uint32_t> ids;
+  for (const ckpt::Key& k : plan.keys) ids.push_back(w.declare(k));
+  std::vector<float> buf;
+  for (const StateWrite& s : plan.writes)
+    for (uint64_t x = s.param_range.begin; x < s.param_range.end; x += o.piece_elems) {
+      const uint64_t n = std::min(s.param_range.end - x, o.piece_elems);
+      buf.resize(n);
+      source(s.param, s.state, x, n, buf.data());
+      w.write(ids[s.key], s.key_lo + (x - s.param_range.begin), buf.data(), n);
+    }
+  for (const ckpt::Padding& p : plan.padding) w.declare_padding(ids[p.key], p.lo, p.hi);
 }
 
 }  // namespace fpg::fpckpt

@@ -3,6 +3,9 @@
 // gaps inside its shard as padding; the tail padding past numel_unpadded belongs to the layout and
 // is neither written nor declared. Values come from a callback, in pieces of at most piece_elems, so
 // memory stays bounded whatever the fragment size.
+//
+// plan_optimizer_state is the pure part (which keys, which ranges, which padding): the save runs it
+// with the pipeline as the source, `fpgather reshard` with another checkpoint as the source.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/index.h"
 #include "ckpt/key_names.h"
 #include "formats/fpckpt/rank_writer.h"
 #include "layout/bucketed_layout.h"
@@ -25,6 +29,26 @@ struct StateSaveOptions {
   std::vector<std::string> states;    // e.g. {"exp_avg", "exp_avg_sq"}
   uint64_t piece_elems = 16ull << 20;  // elements per write call (and buffer size)
 };
+
+// One contiguous write: param elements `param_range` of `state` go to key `key` at `key_lo`.
+struct StateWrite {
+  uint32_t key = 0;  // index into RankStatePlan::keys
+  uint64_t key_lo = 0;
+  uint32_t param = 0;
+  std::string state;
+  layout::Range param_range;
+};
+
+// What a rank declares and writes, in the order the save does it.
+struct RankStatePlan {
+  std::vector<ckpt::Key> keys;        // declaration order (F32, kind master or optimizer_state)
+  std::vector<StateWrite> writes;
+  std::vector<ckpt::Padding> padding;  // key indices into `keys`
+};
+
+// Rank `rank`'s share of every state of `layout` in opts.layout (opts.piece_elems unused).
+RankStatePlan plan_optimizer_state(const model::ModelSpec& spec, const layout::BucketedLayout& layout, uint32_t rank,
+                                   const StateSaveOptions& opts);
 
 // Writes rank writer.rank()'s share of every state of `layout` (F32 keys of kind optimizer_state).
 void save_optimizer_state(RankWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,

@@ -7,6 +7,7 @@
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
 #include "pipeline/fp8_params.h"
+#include "train/reshard_target.h"
 
 namespace fpg::train {
 namespace {
@@ -114,6 +115,37 @@ json without(json j, std::initializer_list<const char*> fields) {
   return j;
 }
 
+// The bucketed part of a layout document (layer-wise layouts keep theirs under "scalar").
+json bucketed_part(const json& layout) {
+  return layout.value("kind", "") == "layer_wise" ? layout.value("scalar", json::object()) : layout;
+}
+
+// `fpgather reshard DIR DIR-dpM --dp M ...` (reshard_command) producing the checkpoint that this run would accept:
+// its DP size, dist-opt, bucket size and padding, and its accumulation where that is not the one
+// reshard picks by default (the one that keeps the global batch).
+std::string reshard_command_for(const ckpt::Documents& saved_docs, const ckpt::Documents& run_docs,
+                                const json& saved_layout, const json& run_layout, const std::string& dir) {
+  const uint32_t sdp = saved_layout.value("dp", 1u), rdp = run_layout.value("dp", 1u);
+  std::string extra;
+  const std::string sk = saved_layout.value("kind", ""), rk = run_layout.value("kind", "");
+  if (sk != rk) extra += std::string(" --dist-opt ") + (rk == "layer_wise" ? "layerwise" : "bucketed");
+  const json sb = bucketed_part(saved_layout), rb = bucketed_part(run_layout);
+  if (sb.value("bucket_size", json()) != rb.value("bucket_size", json()))
+    extra += " --bucket-size " + (rb.value("bucket_size", json()).is_null() ? std::string("none")
+                                                                           : rb.at("bucket_size").dump());
+  if (sb.value("pad_for_nccl", false) != rb.value("pad_for_nccl", false))
+    extra += rb.value("pad_for_nccl", false) ? " --pad-for-nccl" : " --no-pad-for-nccl";
+  const auto accumulation = [](const ckpt::Documents& d) -> uint64_t {
+    const auto text = d.get(ckpt::doc::data);
+    if (!text || !json::accept(*text)) return 1;
+    return json::parse(*text).value(json::json_pointer("/cursor/accumulation"), uint64_t{1});
+  };
+  const uint64_t sa = accumulation(saved_docs), ra = accumulation(run_docs);
+  if (rdp == 0 || (uint64_t{sdp} * sa) % rdp != 0 || (uint64_t{sdp} * sa) / rdp != ra)
+    extra += " --accumulation " + std::to_string(ra);
+  return reshard_command(dir, rdp, extra);
+}
+
 }  // namespace
 
 std::vector<std::string> saved_states(optim::OptimizerKind kind) {
@@ -176,9 +208,9 @@ void check_resumable(const ckpt::Documents& saved_docs, const ckpt::Documents& r
     throw UsageError(head + "the model differs " + d);
 
   const json saved_layout = doc(saved_docs, ckpt::doc::layout), run_layout = doc(run_docs, ckpt::doc::layout);
-  const std::string reshard =
-      "; loading does not reshard, and resharding a checkpoint to another DP size or layout "
-      "(`fpgather reshard`) is not in this version yet";
+  const std::string reshard = "; loading does not reshard: rewrite the checkpoint for this run with `" +
+                              reshard_command_for(saved_docs, run_docs, saved_layout, run_layout, dir) +
+                              "` and load that";
   const auto sdp = saved_layout.value("dp", 0u), rdp = run_layout.value("dp", 0u);
   if (sdp != rdp)
     throw UsageError(head + "it was saved at DP " + std::to_string(sdp) + " and this run has DP " +

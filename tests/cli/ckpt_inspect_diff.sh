@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fpgather inspect and diff on checkpoints: summary, --keys, --key, --json; diff across DP layouts
-# (equal), against a perturbed state (different), tolerances, keys present in one only.
+# and state layouts (equal), against a perturbed state (different, naming key and range), tolerances.
 source "$(dirname "$0")/common.sh"
 CK="$TESTDATA/ckpt"
 F=("$FPGATHER" --no-progress)
@@ -37,8 +37,11 @@ expect_in "$WORK/out" "optimizer/blocks.0.w/exp_avg: values: 1 of 100 elements d
 expect_in "$WORK/out" "[42] a="
 expect_in "$WORK/out" "DIFFERENT"
 expect_exit 0 "${F[@]}" diff --atol 1 "$CK/valid/dp2-model" "$CK/valid/dp4-model-perturbed"
-expect_exit 1 "${F[@]}" --json diff "$CK/valid/dp2-model" "$G"
-expect_in "$WORK/out" '"what": "only in A"'
+# A model-layout checkpoint against a bucket-layout one: the bucket keys are compared per param.
+expect_exit 0 "${F[@]}" --json diff "$CK/valid/dp2-model" "$G"
+expect_in "$WORK/out" '"model_space": true'
+expect_exit 1 "${F[@]}" diff "$G" "$CK/valid/dp4-model-perturbed"
+expect_in "$WORK/out" "optimizer/blocks.0.w/exp_avg: values: 1 of 100 elements differ, in [42, 43)"
 # Values only: a gap where the other has padding holds no data on either side (validate reports gaps).
 expect_exit 0 "${F[@]}" diff "$CK/broken/padding-only-rank-missing" "$G"
 expect_exit 3 "${F[@]}" diff "$CK/broken/newer-version" "$G"

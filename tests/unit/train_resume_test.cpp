@@ -255,18 +255,22 @@ TEST_CASE("a checkpoint of another run is refused, saying what differs", "[resum
   std::string m = refusal(o);
   INFO(m);
   REQUIRE(m.find("saved at DP 2 and this run has DP 3") != std::string::npos);
-  REQUIRE(m.find("fpgather reshard") != std::string::npos);
+  // The exact command that makes a checkpoint this run accepts (the global batch of 2 micro-batches
+  // does not split over 3 ranks, so the run's accumulation is named).
+  const std::string saved = tmp.path + "/step-00000002", beside = tmp.path + "-step-00000002";
+  REQUIRE(m.find("`fpgather reshard " + saved + " " + beside + "-dp3 --dp 3 --accumulation 1`") != std::string::npos);
 
   o = options(c, 4);
   o.pipeline.dist_opt = DistOpt::layerwise;
   m = refusal(o);
   REQUIRE(m.find("--dist-opt bucketed") != std::string::npos);
-  REQUIRE(m.find("fpgather reshard") != std::string::npos);
+  REQUIRE(m.find("`fpgather reshard " + saved + " " + beside + "-dp2 --dp 2 --dist-opt layerwise`") != std::string::npos);
 
   o = options(c, 4);
   o.pipeline.bucket_size = 4096;
   m = refusal(o);
   REQUIRE(m.find("the layout differs at /bucket_size: the checkpoint has null, this run 4096") != std::string::npos);
+  REQUIRE(m.find("`fpgather reshard " + saved + " " + beside + "-dp2 --dp 2 --bucket-size 4096`") != std::string::npos);
 
   o = options(c, 4);
   o.spec = model::preset("tiny");

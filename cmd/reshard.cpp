@@ -1,0 +1,191 @@
+// fpgather reshard SRC DST --dp M [...]: a training checkpoint rewritten for another DP size,
+// distributed optimizer, state layout, bucket size or padding (train/reshard_target.h plans it,
+// formats/fpckpt/reshard.h streams it). Exit 0 done, 2 usage (a target that cannot hold the state,
+// DST exists), 3 an unreadable or invalid source.
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/fpckpt/reader.h"
+#include "train/reshard.h"
+
+namespace fpg::cli {
+namespace {
+
+struct ReshardArgs {
+  std::string src, dst;
+  uint32_t dp = 0;
+  std::string dist_opt, ckpt_layout, bucket_size, compress;
+  bool pad = false, no_pad = false;
+  uint64_t accumulation = 0, chunk_bytes = 0;
+  size_t threads = 0;
+  bool dry_run = false, json = false;
+};
+
+std::string describe(const train::RecordedRun& r) {
+  std::string s = "DP " + std::to_string(r.dp) + ", " + pipeline::dist_opt_name(r.config.dist_opt) + ", " +
+                  std::string(ckpt::state_layout_name(r.state_layout)) + " layout, bucket size " +
+                  (r.config.bucket_size ? std::to_string(*r.config.bucket_size) : std::string("none")) +
+                  (r.config.pad_for_nccl ? ", NCCL padding" : "") + ", accumulation " + std::to_string(r.accumulation);
+  return s;
+}
+
+train::ReshardOptions reshard_options(const ReshardArgs& a) {
+  train::ReshardOptions o;
+  o.dp = a.dp;
+  if (!a.dist_opt.empty()) {
+    o.dist_opt = pipeline::parse_dist_opt(a.dist_opt);
+    if (!o.dist_opt) throw UsageError("--dist-opt must be bucketed or layerwise, not '" + a.dist_opt + "'");
+  }
+  if (!a.ckpt_layout.empty()) {
+    o.state_layout = ckpt::parse_state_layout(a.ckpt_layout);
+    if (!o.state_layout) throw UsageError("--ckpt-layout must be bucket or model, not '" + a.ckpt_layout + "'");
+  }
+  if (!a.bucket_size.empty()) {
+    if (a.bucket_size == "none") {
+      o.bucket_size = std::optional<uint64_t>{};
+    } else {
+      try {
+        size_t used = 0;
+        const unsigned long long n = std::stoull(a.bucket_size, &used);
+        if (used != a.bucket_size.size() || n == 0) throw std::invalid_argument("");
+        o.bucket_size = std::optional<uint64_t>{n};
+      } catch (const std::exception&) {
+        throw UsageError("--bucket-size must be a positive number of elements or none, not '" + a.bucket_size + "'");
+      }
+    }
+  }
+  if (a.pad && a.no_pad) throw UsageError("--pad-for-nccl and --no-pad-for-nccl contradict each other");
+  if (a.pad) o.pad_for_nccl = true;
+  if (a.no_pad) o.pad_for_nccl = false;
+  if (a.accumulation) o.accumulation = a.accumulation;
+  return o;
+}
+
+std::string mib(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  return buf;
+}
+
+int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
+  if (a.threads) ThreadPool::set_global_threads(a.threads);
+  train::ReshardRequest q;
+  q.source = a.src;
+  q.target = a.dst;
+  q.options = reshard_options(a);
+  if (!a.compress.empty()) q.compression = ckpt::parse_compression(a.compress);
+  q.chunk_bytes = a.chunk_bytes;
+  q.dry_run = a.dry_run;
+  q.progress = progress_enabled(g);
+  const train::ReshardOutcome out = train::reshard(q);
+  const train::ReshardTarget& t = out.target;
+  const ckpt::PlanSummary& s = out.summary;
+  const fpckpt::ReshardRunOptions& ro = out.run_options;
+  const fpckpt::CheckpointReader src(out.source_dir);
+  const bool json = g.json || a.json;
+  const std::string resume = "fpgather train --load " + a.dst + " --dp " + std::to_string(t.target.dp) +
+                             " --accumulation " + std::to_string(t.target.accumulation) + " --dist-opt " +
+                             pipeline::dist_opt_name(t.target.config.dist_opt);
+
+  nlohmann::json j = {{"source", src.dir()},
+                      {"target", a.dst},
+                      {"dry_run", a.dry_run},
+                      {"from", describe(t.source)},
+                      {"to", describe(t.target)},
+                      {"compression", ckpt::to_string(ro.write.compression)},
+                      {"chunk_bytes", ro.write.chunk_bytes},
+                      {"threads", ThreadPool::global().size()},
+                      {"keys", s.keys},
+                      {"runs", s.runs},
+                      {"files", s.files},
+                      {"padding_intervals", s.padding},
+                      {"bytes_read", s.bytes_read},
+                      {"source_chunks", s.source_chunks},
+                      {"chunk_reads", s.chunk_reads},
+                      {"bytes_written", s.bytes_written},
+                      {"peak_memory_estimate", s.peak_memory},
+                      {"rank_bytes", s.rank_bytes},
+                      {"resume", resume}};
+  if (a.dry_run) {
+    if (json) {
+      nlohmann::json keys = nlohmann::json::array();
+      std::vector<uint64_t> runs(t.plan.keys.size()), bytes(t.plan.keys.size());
+      std::vector<std::vector<std::string>> from(t.plan.keys.size());
+      for (const auto& rp : t.plan.ranks)
+        for (const auto& r : rp.runs) {
+          runs[r.key] += 1;
+          bytes[r.key] += dtype_bytes(t.plan.keys[r.key].dtype, r.numel);
+          const std::string& sk = src.index().keys[r.src_key].name;
+          if (std::find(from[r.key].begin(), from[r.key].end(), sk) == from[r.key].end()) from[r.key].push_back(sk);
+        }
+      for (size_t k = 0; k < t.plan.keys.size(); ++k)
+        keys.push_back({{"key", t.plan.keys[k].name}, {"dtype", dtype_name(t.plan.keys[k].dtype)},
+                        {"shape", t.plan.keys[k].shape}, {"runs", runs[k]}, {"bytes", bytes[k]}, {"from", from[k]}});
+      j["plan"] = keys;
+      std::printf("%s\n", j.dump(2).c_str());
+      return 0;
+    }
+    std::printf("reshard plan (dry run): %s -> %s\n", src.dir().c_str(), a.dst.c_str());
+    std::printf("  from: %s\n  to:   %s\n", describe(t.source).c_str(), describe(t.target).c_str());
+    std::printf("  keys %llu, runs %llu, files %llu, padding intervals %llu\n", static_cast<unsigned long long>(s.keys),
+                static_cast<unsigned long long>(s.runs), static_cast<unsigned long long>(s.files),
+                static_cast<unsigned long long>(s.padding));
+    std::printf("  read:  %llu bytes (%llu source chunks, %llu chunk reads)\n",
+                static_cast<unsigned long long>(s.bytes_read), static_cast<unsigned long long>(s.source_chunks),
+                static_cast<unsigned long long>(s.chunk_reads));
+    std::printf("  write: %llu bytes (logical), %s, chunks of %llu bytes\n",
+                static_cast<unsigned long long>(s.bytes_written), ckpt::to_string(ro.write.compression).c_str(),
+                static_cast<unsigned long long>(ro.write.chunk_bytes));
+    for (size_t r = 0; r < s.rank_bytes.size(); ++r)
+      std::printf("    rank %zu: %llu bytes%s\n", r, static_cast<unsigned long long>(s.rank_bytes[r]),
+                  s.rank_bytes[r] ? "" : " (no data file)");
+    std::printf("  peak memory estimate: %s (%zu threads)\n", mib(s.peak_memory).c_str(), ThreadPool::global().size());
+    return 0;
+  }
+  const fpckpt::ReshardResult& res = *out.result;
+  const double secs = out.seconds;
+  if (json) {
+    j["seconds"] = secs;
+    j["bytes_stored"] = res.bytes_stored;
+    j["chunks_decoded"] = res.chunks_decoded;
+    j["bytes_read"] = res.bytes_read;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("resharded %s (%s)\n       -> %s (%s)\n", src.dir().c_str(), describe(t.source).c_str(), a.dst.c_str(),
+              describe(t.target).c_str());
+  std::printf("%llu keys, %llu files, %llu bytes read, %llu bytes written (%llu stored) in %.2f s\n",
+              static_cast<unsigned long long>(s.keys), static_cast<unsigned long long>(s.files),
+              static_cast<unsigned long long>(res.bytes_read), static_cast<unsigned long long>(res.bytes_written),
+              static_cast<unsigned long long>(res.bytes_stored), secs);
+  std::printf("resume with: %s\n", resume.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
+  auto a = std::make_shared<ReshardArgs>();
+  auto* cmd = app.add_subcommand("reshard", "Rewrite a training checkpoint for another DP size, distributed "
+                                            "optimizer, state layout or bucket size");
+  cmd->add_option("SRC", a->src, "Source checkpoint (or a directory holding `latest`)")->required();
+  cmd->add_option("DST", a->dst, "Target checkpoint directory (must not exist; committed atomically)")->required();
+  cmd->add_option("--dp", a->dp, "Target data-parallel size")->required();
+  cmd->add_option("--dist-opt", a->dist_opt, "bucketed or layerwise (default: the source's)");
+  cmd->add_option("--ckpt-layout", a->ckpt_layout, "Optimizer state layout: bucket or model (default: the source's)");
+  cmd->add_option("--bucket-size", a->bucket_size, "Elements per bucket, or none (default: the source's)");
+  cmd->add_flag("--pad-for-nccl", a->pad, "Pad bucket ends to lcm(dp, 128, 65536)");
+  cmd->add_flag("--no-pad-for-nccl", a->no_pad, "Pad bucket ends to lcm(dp, 128) only");
+  cmd->add_option("--accumulation", a->accumulation,
+                  "Micro-batches per rank per step of the resumed run (default: keep the global batch)");
+  cmd->add_option("--compress", a->compress, "zstd[:LEVEL][+shuffle] or none (default: the source's filters)");
+  cmd->add_option("--chunk-bytes", a->chunk_bytes, "Target chunk size in bytes (default: the source's)");
+  cmd->add_option("--threads", a->threads, "Worker threads (default: the global --threads)");
+  cmd->add_flag("--dry-run", a->dry_run, "Print the plan (keys, bytes read and written, files, peak memory) only");
+  cmd->add_flag("--json", a->json, "Print the result or plan as JSON (same as the global --json)");
+  cmd->callback([a, &global, &run] { run = [a, &global] { return run_reshard(*a, global); }; });
+}
+
+}  // namespace fpg::cli

@@ -1,0 +1,252 @@
+#include "formats/fpckpt/reshard.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <thread>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "formats/fpckpt/commit.h"
+
+namespace fpg::fpckpt {
+namespace {
+
+ThreadPool& pool_of(const ReshardRunOptions& o) { return o.write.pool ? *o.write.pool : ThreadPool::global(); }
+
+uint64_t max_chunk_bytes(const ckpt::Index& ix) {
+  uint64_t m = 0;
+  for (const auto& r : ix.runs) m = std::max<uint64_t>(m, dtype_bytes(r.dtype, r.chunk_elems));
+  return m;
+}
+
+size_t cache_size(const ReshardRunOptions& o) { return o.cache_chunks ? o.cache_chunks : 2 * pool_of(o).size() + 2; }
+
+uint64_t piece_bytes(const ckpt::Index& ix, const ReshardRunOptions& o) {
+  if (o.piece_bytes) return o.piece_bytes;
+  return std::max<uint64_t>(pool_of(o).size() * o.write.chunk_bytes, max_chunk_bytes(ix));
+}
+
+// Reads flat ranges of source keys; decodes the chunks a range needs in parallel and keeps the
+// decoded chunks that a range used only in part (the next range of that key, or the next param's
+// state in a bucket key, usually starts there).
+class ChunkSource {
+ public:
+  ChunkSource(const CheckpointReader& r, ThreadPool& pool, size_t capacity) : r_(r), pool_(pool), capacity_(capacity) {}
+
+  void read(uint32_t key, uint64_t lo, uint64_t hi, uint8_t* out) {
+    const ckpt::Index& ix = r_.index();
+    const ckpt::Key& k = ix.keys[key];
+    const size_t elem = dtype_bits(k.dtype) / 8;
+    const std::vector<uint32_t> chunks = ckpt::intersecting_chunks(ix, r_.chunks_of(key), lo, hi);
+    uint64_t covered = 0;
+    std::vector<uint32_t> todo;
+    for (uint32_t c : chunks) {
+      const ckpt::Chunk& ch = ix.chunks[c];
+      covered += std::min(hi, ch.hi()) - std::max(lo, ch.offset);
+      if (auto hit = cached(c)) copy_out(ch, *hit, lo, hi, elem, out);
+      else todo.push_back(c);
+    }
+    if (covered != hi - lo)
+      throw FormatError(r_.dir() + ": key '" + k.name + "' [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                        ") is not all data (padding or a gap where the layout has values)");
+    pool_.parallel_for(todo.size(), [&](size_t i) {
+      thread_local ckpt::CodecScratch scratch;
+      thread_local std::vector<uint8_t> stored, logical;
+      const uint32_t c = todo[i];
+      const ckpt::Chunk& ch = ix.chunks[c];
+      const bool partial = ch.offset < lo || ch.hi() > hi;
+      auto keep = partial ? std::make_shared<std::vector<uint8_t>>() : nullptr;
+      std::vector<uint8_t>& buf = keep ? *keep : logical;
+      const std::string err = r_.verify_chunk(c, scratch, stored, buf);
+      if (!err.empty())
+        throw FormatError(r_.dir() + "/" + ix.files[ix.runs[ch.run].file].name + ": key '" + k.name + "' [" +
+                          std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + "): " + err);
+      copy_out(ch, buf, lo, hi, elem, out);
+      decoded_ += 1;
+      read_ += ch.stored_bytes;
+      if (keep) insert(c, std::move(keep));
+    });
+  }
+
+  uint64_t decoded() const { return decoded_; }
+  uint64_t bytes_read() const { return read_; }
+
+ private:
+  static void copy_out(const ckpt::Chunk& ch, const std::vector<uint8_t>& logical, uint64_t lo, uint64_t hi, size_t elem,
+                       uint8_t* out) {
+    const uint64_t a = std::max(lo, ch.offset), b = std::min(hi, ch.hi());
+    std::memcpy(out + (a - lo) * elem, logical.data() + (a - ch.offset) * elem, (b - a) * elem);
+  }
+  std::shared_ptr<std::vector<uint8_t>> cached(uint32_t c) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it)
+      if (it->first == c) {
+        lru_.splice(lru_.begin(), lru_, it);
+        return lru_.front().second;
+      }
+    return nullptr;
+  }
+  void insert(uint32_t c, std::shared_ptr<std::vector<uint8_t>> v) {
+    std::lock_guard<std::mutex> l(mu_);
+    lru_.emplace_front(c, std::move(v));
+    while (lru_.size() > capacity_) lru_.pop_back();
+  }
+
+  const CheckpointReader& r_;
+  ThreadPool& pool_;
+  size_t capacity_;
+  std::mutex mu_;
+  std::list<std::pair<uint32_t, std::shared_ptr<std::vector<uint8_t>>>> lru_;
+  std::atomic<uint64_t> decoded_{0}, read_{0};
+};
+
+}  // namespace
+
+uint64_t reshard_memory_estimate(const ckpt::Index& src, const ReshardRunOptions& o) {
+  const uint64_t threads = pool_of(o).size(), src_chunk = max_chunk_bytes(src);
+  // Two pieces; the writer's 3 chunk buffers (plus a zstd bound) per thread; the reader's stored,
+  // logical and 2 codec buffers per thread; the cache.
+  return 2 * piece_bytes(src, o) + threads * 3 * (o.write.chunk_bytes + o.write.chunk_bytes / 128 + 1024) +
+         threads * 4 * src_chunk + cache_size(o) * src_chunk;
+}
+
+namespace {
+
+// One piece of one run: what the reader reads into a slot and the writer writes from it.
+struct Piece {
+  uint32_t rank = 0;  // index into plan.ranks
+  const ckpt::CopyRun* run = nullptr;
+  uint64_t x = 0, n = 0;  // elements [x, x + n) of the run
+};
+
+// Two slots between a reader thread (source chunks, decoded in parallel on its own pool) and the
+// writer (the calling thread, encoding on the write pool): piece i + 1 is read while piece i is
+// written, so the disk reads and writes overlap.
+class PieceQueue {
+ public:
+  explicit PieceQueue(size_t bytes) {
+    for (auto& s : slots_) s.reserve(bytes);
+  }
+  // Reader side: the next free slot (nullptr once aborted), then publish it.
+  std::vector<uint8_t>* acquire_free(size_t i) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return aborted_ || i < consumed_ + 2; });
+    return aborted_ ? nullptr : &slots_[i % 2];
+  }
+  void publish() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++produced_;
+    cv_.notify_all();
+  }
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> l(mu_);
+    error_ = e;
+    aborted_ = true;
+    cv_.notify_all();
+  }
+  // Writer side: the filled slot of piece i (rethrows the reader's error), then release it.
+  const std::vector<uint8_t>& acquire_full(size_t i) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return error_ || i < produced_; });
+    if (i >= produced_ && error_) std::rethrow_exception(error_);
+    return slots_[i % 2];
+  }
+  void release() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++consumed_;
+    cv_.notify_all();
+  }
+  void abort() {
+    std::lock_guard<std::mutex> l(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<uint8_t> slots_[2];
+  size_t produced_ = 0, consumed_ = 0;
+  bool aborted_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPlan& plan, const std::string& target,
+                          const ReshardRunOptions& o) {
+  ReshardResult res;
+  const uint64_t piece = piece_bytes(source.index(), o);
+  std::vector<Piece> pieces;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < plan.ranks.size(); ++i)
+    for (const ckpt::CopyRun& run : plan.ranks[i].runs) {
+      const size_t elem = dtype_bits(plan.keys[run.key].dtype) / 8;
+      const uint64_t per = std::max<uint64_t>(1, piece / std::max<size_t>(1, elem));
+      for (uint64_t x = 0; x < run.numel; x += per) pieces.push_back({i, &run, x, std::min(per, run.numel - x)});
+      total += run.numel * elem;
+    }
+  Progress progress("reshard", total, o.progress);
+  // The reader's pool: half the threads (at least one), the writer keeps the write pool.
+  ThreadPool read_pool(std::max<size_t>(1, pool_of(o).size() / 2));
+  ChunkSource src(source, read_pool, cache_size(o));
+  PieceQueue queue(piece);
+  std::thread reader([&] {
+    try {
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        std::vector<uint8_t>* slot = queue.acquire_free(i);
+        if (!slot) return;
+        const Piece& p = pieces[i];
+        slot->resize(p.n * (dtype_bits(plan.keys[p.run->key].dtype) / 8));
+        src.read(p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, slot->data());
+        queue.publish();
+      }
+    } catch (...) {
+      queue.fail(std::current_exception());
+    }
+  });
+  struct Join {
+    std::thread& t;
+    PieceQueue& q;
+    ~Join() {
+      q.abort();
+      t.join();
+    }
+  } join{reader, queue};
+
+  CheckpointWriter cw(target, o.write);
+  cw.documents() = plan.documents;
+  size_t next = 0;
+  for (uint32_t i = 0; i < plan.ranks.size(); ++i) {
+    const ckpt::RankPlan& rp = plan.ranks[i];
+    RankWriter& w = cw.rank(rp.rank);
+    std::vector<uint32_t> id(plan.keys.size(), UINT32_MAX);
+    for (uint32_t k : rp.declares) id[k] = w.declare(plan.keys[k]);
+    auto writer_key = [&](uint32_t k) {
+      if (k >= id.size() || id[k] == UINT32_MAX) throw InternalError("reshard plan: rank writes an undeclared key");
+      return id[k];
+    };
+    for (; next < pieces.size() && pieces[next].rank == i; ++next) {
+      const Piece& p = pieces[next];
+      const std::vector<uint8_t>& buf = queue.acquire_full(next);
+      w.write(writer_key(p.run->key), p.run->lo + p.x, buf.data(), p.n);
+      queue.release();
+      res.bytes_written += buf.size();
+      progress.advance(buf.size());
+    }
+    for (const ckpt::Padding& p : rp.padding) w.declare_padding(writer_key(p.key), p.lo, p.hi);
+  }
+  res.index = cw.commit();
+  for (const auto& c : res.index.chunks) res.bytes_stored += c.stored_bytes;
+  res.chunks_decoded = src.decoded();
+  res.bytes_read = src.bytes_read();
+  return res;
+}
+
+}  // namespace fpg::fpckpt

@@ -1,0 +1,46 @@
+// Running a reshard plan (ckpt/reshard_plan.h): every target rank's runs are streamed from the
+// source in pieces of about threads x chunk bytes — the source chunks a piece intersects are read and
+// decoded in parallel (checksums checked), each once: a chunk only partly used by one piece stays in
+// a small cache of decoded chunks for the next piece or param — and written with the rank writer
+// (chunked, compressed and checksummed in parallel). A reader thread reads piece i + 1 while piece i
+// is written, so reads and writes overlap. Padding is declared as the plan says. The target
+// is committed atomically (commit.h: staging directory, fsync, rename); on any failure the staging
+// directory is removed and nothing is left at the target.
+//
+// Memory: two pieces, the writer's per-thread chunk buffers (3 chunks), the reader's per-thread
+// buffers (about 4 source chunks) and the cache; independent of the checkpoint's size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ckpt/index.h"
+#include "ckpt/reshard_plan.h"
+#include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/rank_writer.h"
+
+namespace fpg::fpckpt {
+
+struct ReshardRunOptions {
+  WriteOptions write;      // compression, target chunk size, pool
+  uint64_t piece_bytes = 0;  // bytes per write call; 0: threads x chunk_bytes (at least one source chunk)
+  size_t cache_chunks = 0;   // decoded source chunks kept; 0: 2 x threads + 2
+  bool progress = false;
+};
+
+struct ReshardResult {
+  ckpt::Index index;            // the committed target index
+  uint64_t bytes_written = 0;   // logical
+  uint64_t bytes_stored = 0;    // as stored after compression
+  uint64_t chunks_decoded = 0;  // source chunks read and decoded (a chunk read twice counts twice)
+  uint64_t bytes_read = 0;      // stored bytes of those
+};
+
+// Estimated peak memory of run_reshard beyond the two indexes (bytes).
+uint64_t reshard_memory_estimate(const ckpt::Index& source, const ReshardRunOptions& opts);
+
+// Writes the target checkpoint `target` (must not exist: UsageError) from `source` as `plan` says.
+ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPlan& plan, const std::string& target,
+                          const ReshardRunOptions& opts);
+
+}  // namespace fpg::fpckpt
