@@ -30,6 +30,7 @@ struct CheckpointOptions {
   std::string save;         // --save DIR: the checkpoint root (created if missing); empty: never save
   uint64_t save_every = 0;  // --save-every N: save after every N-th step too; 0: only after the last
   std::string load;         // --load DIR: resume from it; empty: start from the initial params
+  std::string init;         // --init FILE: initial params from safetensors (train/safetensors_init.h)
   ckpt::StateLayout layout = ckpt::StateLayout::model;  // --ckpt-layout
   ckpt::Compression compression;                        // --compress (default zstd:1)
   size_t keep = 0;          // --keep N: keep the N newest checkpoints of `save` (0: all)
@@ -60,7 +61,8 @@ bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps);
 
 // train(opts, observer, on_step) with loading and saving as above. UsageError for options that
 // cannot work (--save-every without --save, a --save root whose parent is missing, a checkpoint of
-// another run), FormatError for an unreadable checkpoint.
+// another run, --init with --load, an --init file that does not match the model), FormatError for
+// an unreadable checkpoint or --init file.
 CheckpointedResult train_with_checkpoints(const TrainOptions& opts, const CheckpointOptions& ckpt,
                                           const RankObserver& observer = {}, const StepCallback& on_step = {});
 
