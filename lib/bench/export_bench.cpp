@@ -39,6 +39,10 @@ void evict(const std::string& path) {
 
 double ExportBenchResult::ratio() const { return export_gbps() / std::min(read_gbps(), write_gbps()); }
 
+double ExportBenchResult::ratio_to_serial() const {
+  return (bytes_read / (read_gbps() * 1e9) + bytes / (write_gbps() * 1e9)) / export_s;
+}
+
 ExportBenchResult run_export_bench(const ExportBenchOptions& o) {
   ExportBenchResult r;
   const std::string base = o.dir + "/fpgather-bench-export-" + std::to_string(getpid());

@@ -274,6 +274,12 @@ class Streamer {
       pending_ = std::async(std::launch::async, [&w, idx, off, data, size, this] {
         w.write(idx, off, data, size);
         progress_.advance(size);
+        // Flush as we go: the disk writes while the next slabs are read, not all in the final fsync.
+        unflushed_ += size;
+        if (unflushed_ >= kWritebackBytes) {
+          w.start_writeback();
+          unflushed_ = 0;
+        }
       });
     }
   }
@@ -293,6 +299,8 @@ class Streamer {
   Buffers buffers_[2];
   int turn_ = 0;
   std::future<void> pending_;
+  uint64_t unflushed_ = 0;  // written since the last start_writeback (touched by the writing task only)
+  static constexpr uint64_t kWritebackBytes = 64ull << 20;
 };
 
 }  // namespace
