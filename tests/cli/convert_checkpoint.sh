@@ -62,6 +62,12 @@ expect_in "$WORK/out" "equal"
 expect_exit 0 "${F[@]}" convert "$WORK/delayed" "$WORK/delayed-bw" --fp8 blockwise-1x128 --fp8-format e5m2
 expect_exit 0 "${F[@]}" validate --data "$WORK/delayed-bw"
 expect_exit 2 "${F[@]}" convert "$WORK/none" "$WORK/x-ckpt" --fp8 wrong
+# fp32-kept params export as held (F32) in a bf16 export
+expect_exit 0 "${F[@]}" train --steps 1 --keep-fp32 norm --fp8 tensorwise --save "$WORK/keep"
+expect_exit 0 "${F[@]}" convert "$WORK/keep" "$WORK/keep.safetensors"
+expect_exit 0 "${F[@]}" inspect "$WORK/keep.safetensors"
+grep -Eq 'final_norm.weight +F32' "$WORK/out" || fail "fp32-kept param not exported as F32"
+grep -Eq 'blocks.0.fc1.weight +BF16' "$WORK/out" || fail "FP8 param not exported as BF16"
 # refusals
 N="$WORK/none"
 expect_exit 2 "${F[@]}" convert "$N" "$WORK/x.safetensors" --dtype fp8
