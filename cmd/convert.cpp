@@ -133,6 +133,11 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
 int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
   if (convert::is_checkpoint(a.in)) {
     if (a.dequantize) throw UsageError("--dequantize takes a safetensors model; " + a.in + " is a checkpoint");
+    if (a.pow2 || a.no_pow2 || !a.include.empty() || !a.exclude.empty())
+      throw UsageError("--include, --exclude and --(no-)pow2-scales quantize safetensors models; " + a.in +
+                       " is a checkpoint (--fp8 re-encodes it with train's recipe defaults)");
+    if ((!a.fp8.empty() || !a.compress.empty()) && a.states)
+      throw UsageError("--states belongs to an export; --compress and --fp8 write a checkpoint");
     if (!a.fp8.empty()) return run_reencode_fp8(a, g);
     return a.compress.empty() ? run_export(a, g) : run_recompress(a, g);
   }
@@ -180,13 +185,14 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto args = std::make_shared<ConvertArgs>();
   auto* cmd = app.add_subcommand("convert",
                                  "Quantize a safetensors model to FP8 or dequantize it; export a checkpoint to "
-                                 "safetensors or recompress it");
+                                 "safetensors, recompress it or change its FP8 recipe");
   cmd->add_option("IN", args->in,
                   "Input: a .safetensors file, an index .json, or a directory holding one; or a checkpoint (or a "
                   "root holding `latest`)")
       ->required();
   cmd->add_option("OUT", args->out,
-                  "Output: a .safetensors file, an index .json, or a directory; with --compress a new checkpoint")
+                  "Output: a .safetensors file, an index .json, or a directory; with --compress or --fp8 a new "
+                  "checkpoint")
       ->required();
   auto* fp8 = cmd->add_option("--fp8", args->fp8,
                                "Recipe: tensorwise, blockwise (128x128), blockwise-1x128, mxfp8; of a checkpoint: "

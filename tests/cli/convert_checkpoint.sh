@@ -62,6 +62,9 @@ expect_in "$WORK/out" "equal"
 expect_exit 0 "${F[@]}" convert "$WORK/delayed" "$WORK/delayed-bw" --fp8 blockwise-1x128 --fp8-format e5m2
 expect_exit 0 "${F[@]}" validate --data "$WORK/delayed-bw"
 expect_exit 2 "${F[@]}" convert "$WORK/none" "$WORK/x-ckpt" --fp8 wrong
+expect_exit 2 "${F[@]}" convert "$WORK/none" "$WORK/x-ckpt" --fp8 blockwise --no-pow2-scales
+expect_exit 2 "${F[@]}" convert "$WORK/none" "$WORK/x-ckpt" --compress none --states
+[ ! -e "$WORK/x-ckpt" ] || fail "a refused re-encode left a checkpoint"
 # fp32-kept params export as held (F32) in a bf16 export
 expect_exit 0 "${F[@]}" train --steps 1 --keep-fp32 norm --fp8 tensorwise --save "$WORK/keep"
 expect_exit 0 "${F[@]}" convert "$WORK/keep" "$WORK/keep.safetensors"
