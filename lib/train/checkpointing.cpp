@@ -106,13 +106,12 @@ CheckpointedResult train_with_checkpoints(const TrainOptions& o, const Checkpoin
                                           const RankObserver& observer, const StepCallback& on_step) {
   if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
   if (c.save.empty() && c.keep > 0) throw UsageError("--keep needs --save DIR");
-  if (!c.save.empty()) ensure_root(c.save);
-
   if (!c.init.empty() && !c.load.empty())
     throw UsageError("--init and --load both set the starting state: give one (--load resumes a checkpoint, "
                      "--init starts a new run from safetensors weights)");
   std::unique_ptr<SafetensorsInit> init;
   if (!c.init.empty()) init = std::make_unique<SafetensorsInit>(c.init, training_spec(o));
+  if (!c.save.empty()) ensure_root(c.save);
 
   Session session;
   std::unique_ptr<fpckpt::CheckpointReader> reader;

@@ -1,5 +1,5 @@
-// `fpgather train --save DIR --save-every N --load DIR --ckpt-layout bucket|model --compress C
-// --keep N` as a library: train() (trainer.h) with its resume and save hooks filled in.
+// `fpgather train --save DIR --save-every N --load DIR --init FILE --ckpt-layout bucket|model
+// --compress C --keep N` as a library: train() (trainer.h) with its resume and save hooks filled in.
 //
 // Save (collective, after the steps that are due): rank 0 creates the staging directory beside
 // DIR/step-NNNNNNNN and shares its path; every rank writes its own data file (train/state_save.h)
@@ -8,6 +8,10 @@
 // The save only reads the pipeline: a run that saves equals one that does not, bitwise. If any rank
 // fails before the commit, the group aborts, the staging directory is removed, and DIR/latest still
 // names the previous complete checkpoint.
+//
+// Init: --init FILE starts a new run (step 0) from safetensors weights instead of the seeded
+// initializer (train/safetensors_init.h), checked against the model before any rank starts; not
+// with --load.
 //
 // Load: --load names a checkpoint or a root holding `latest`. Before anything is read, every rank
 // checks that the checkpoint describes this run (check_resumable: UsageError, exit 2, naming what
