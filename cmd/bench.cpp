@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bench/export_bench.h"
 #include "bench/quantize_bench.h"
 #include "bench/reshard_bench.h"
 #include "bench/step_bench.h"
@@ -82,6 +83,43 @@ int run_bench_quantize(const BenchQuantizeArgs& a, const GlobalOptions& g) {
   for (const auto& r : rows)
     std::printf("%-16s %-5s %7zu %10.2f %10.2f %8.2f %8.2f\n", r.recipe.c_str(), input_name(r.input), r.threads,
                 r.best_s * 1e3, r.gbps, r.ratio_to_memcpy, r.speedup_vs_1_thread);
+  return 0;
+}
+
+struct BenchExportArgs {
+  bench::ExportBenchOptions o;
+  std::string dtype = "fp32";
+  bool weights_only = false;
+};
+
+int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
+  if (a.dtype == "bf16") a.o.export_options.weights = convert::ExportWeights::bf16;
+  else if (a.dtype == "fp32") a.o.export_options.weights = convert::ExportWeights::fp32;
+  else throw UsageError("--dtype must be bf16 or fp32, not '" + a.dtype + "'");
+  a.o.export_options.states = !a.weights_only;
+  const bench::ExportBenchResult r = bench::run_export_bench(a.o);
+  if (g.json) {
+    const nlohmann::json j = {{"benchmark", "export"},        {"checkpoint", a.o.checkpoint},
+                              {"dtype", a.dtype},             {"states", !a.weights_only},
+                              {"bytes", r.bytes},             {"bytes_read", r.bytes_read},
+                              {"plain_write_s", r.write_s},   {"plain_write_gbps", r.write_gbps()},
+                              {"plain_read_s", r.read_s},     {"plain_read_gbps", r.read_gbps()},
+                              {"export_s", r.export_s},       {"export_gbps", r.export_gbps()},
+                              {"ratio", r.ratio()},           {"ratio_to_serial", r.ratio_to_serial()},
+                              {"peak_rss_before", r.peak_rss_before},
+                              {"peak_rss_after", r.peak_rss_after}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("export of %s (%s weights%s): %.2f GB written, %.2f GB read\n", a.o.checkpoint.c_str(), a.dtype.c_str(),
+              a.weights_only ? "" : " + states", r.bytes / 1e9, r.bytes_read / 1e9);
+  std::printf("%-20s %8s %8s\n", "what", "s", "GB/s");
+  std::printf("%-20s %8.2f %8.2f\n", "plain write+fsync", r.write_s, r.write_gbps());
+  std::printf("%-20s %8.2f %8.2f\n", "plain read (cold)", r.read_s, r.read_gbps());
+  std::printf("%-20s %8.2f %8.2f\n", "export (cold)", r.export_s, r.export_gbps());
+  std::printf("ratio to min(read, write): %.2f; to reading then writing at those rates: %.2f\n", r.ratio(),
+              r.ratio_to_serial());
+  std::printf("peak RSS %.1f MB (%.1f MB before the export)\n", r.peak_rss_after / 1e6, r.peak_rss_before / 1e6);
   return 0;
 }
 
@@ -270,6 +308,15 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   rs->add_option("--to-dp", ra->o.to_dp, "DP size to reshard to")->capture_default_str();
   rs->add_option("--plain-gib", ra->plain_gib, "Size of the plain-file disk baseline in GiB")->capture_default_str();
   rs->callback([ra, &global, &run] { run = [ra, &global] { return run_bench_reshard(*ra, global); }; });
+
+  auto ex = std::make_shared<BenchExportArgs>();
+  auto* e = cmd->add_subcommand("export", "Checkpoint -> safetensors export vs a plain file write/read, same run");
+  e->add_option("CKPT", ex->o.checkpoint, "The checkpoint (or a root holding `latest`)")->required();
+  e->add_option("--dir", ex->o.dir, "Directory for the export and the plain file (removed afterwards)")
+      ->capture_default_str();
+  e->add_option("--dtype", ex->dtype, "Weights: fp32 (the masters) or bf16")->capture_default_str();
+  e->add_flag("--weights-only", ex->weights_only, "Leave out the masters and optimizer states (--states)");
+  e->callback([ex, &global, &run] { run = [ex, &global] { return run_bench_export(*ex, global); }; });
 
   auto va = std::make_shared<fpckpt::ValidateBenchOptions>();
   auto* v = cmd->add_subcommand("validate", "Index-only validation of a synthetic index: chunks/s and bytes/chunk");

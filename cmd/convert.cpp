@@ -1,11 +1,16 @@
-// fpgather convert: safetensors -> safetensors FP8 quantization and dequantization.
+// fpgather convert: safetensors -> safetensors FP8 quantization and dequantization; a checkpoint
+// exported to safetensors or rewritten with other compression.
 #include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "convert/checkpoint_export.h"
+#include "convert/checkpoint_recompress.h"
 #include "convert/quantize_model.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
+#include "pipeline_args.h"
+#include "train/fp8_reencode.h"
 
 namespace fpg::cli {
 namespace {
@@ -19,6 +24,12 @@ struct ConvertArgs {
   bool no_pow2 = false, pow2 = false;
   std::string mx_scale = "rceil";
   std::string dtype = "bf16";
+  // checkpoint input
+  bool states = false;
+  std::string max_shard_size = "5GB";
+  std::string compress;
+  size_t amax_history = 1;
+  std::string amax_algo = "most_recent";
 };
 
 fp8::Recipe recipe_from(const ConvertArgs& a) {
@@ -37,7 +48,101 @@ fp8::Recipe recipe_from(const ConvertArgs& a) {
   }
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_recompress(const ConvertArgs& a, const GlobalOptions& g) {
+  const auto t0 = std::chrono::steady_clock::now();
+  convert::RecompressOptions o;
+  o.compression = ckpt::parse_compression(a.compress);
+  o.progress = progress_enabled(g);
+  const convert::RecompressSummary s = convert::recompress_checkpoint(a.in, a.out, o);
+  const double secs = seconds_since(t0);
+  if (g.json) {
+    const nlohmann::json j = {{"input", s.source},         {"output", s.target},
+                              {"operation", "recompress"}, {"compression", ckpt::to_string(o.compression)},
+                              {"keys", s.keys},            {"runs", s.runs},
+                              {"logical_bytes", s.logical_bytes}, {"stored_bytes_in", s.stored_bytes_in},
+                              {"stored_bytes_out", s.stored_bytes_out}, {"seconds", secs}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("recompressed %llu keys (%.2f MB) as %s: %.2f MB stored -> %.2f MB in %.2f s\nwrote %s\n",
+                static_cast<unsigned long long>(s.keys), s.logical_bytes / 1e6, ckpt::to_string(o.compression).c_str(),
+                s.stored_bytes_in / 1e6, s.stored_bytes_out / 1e6, secs, s.target.c_str());
+  }
+  return 0;
+}
+
+// The FP8 config `fpgather train --fp8 RECIPE` would run with (the same parsing and defaults).
+pipeline::Fp8Config train_fp8_config(const ConvertArgs& a) {
+  PipelineArgs p;
+  p.fp8 = a.fp8;
+  p.fp8_format = a.format;
+  p.mx_scale = a.mx_scale;
+  p.amax_history = a.amax_history;
+  p.amax_algo = a.amax_algo;
+  return pipeline_config(p, [](optim::OptimizerKind, optim::ScalarOptimizer) { return HyperDefaults{}; }).fp8;
+}
+
+int run_reencode_fp8(const ConvertArgs& a, const GlobalOptions& g) {
+  const auto t0 = std::chrono::steady_clock::now();
+  train::Fp8ReencodeOptions o;
+  o.fp8 = train_fp8_config(a);
+  o.compression = ckpt::parse_compression(a.compress.empty() ? "zstd:1" : a.compress);
+  const train::Fp8ReencodeSummary s = train::reencode_fp8(a.in, a.out, o);
+  const double secs = seconds_since(t0);
+  if (g.json) {
+    const nlohmann::json j = {{"input", s.source}, {"output", s.target}, {"operation", "reencode_fp8"},
+                              {"fp8", a.fp8},      {"fp8_format", a.format}, {"step", s.step},
+                              {"fp8_params", s.fp8_params}, {"seconds", secs}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("re-encoded %s at step %llu with fp8 %s (%zu FP8 params) in %.2f s\nwrote %s\n", s.source.c_str(),
+                static_cast<unsigned long long>(s.step), a.fp8.c_str(), s.fp8_params, secs, s.target.c_str());
+  }
+  return 0;
+}
+
+int run_export(const ConvertArgs& a, const GlobalOptions& g) {
+  const auto t0 = std::chrono::steady_clock::now();
+  convert::ExportOptions o;
+  if (a.dtype == "bf16") o.weights = convert::ExportWeights::bf16;
+  else if (a.dtype == "fp32") o.weights = convert::ExportWeights::fp32;
+  else if (a.dtype == "fp8") o.weights = convert::ExportWeights::fp8;
+  else throw UsageError("--dtype of a checkpoint export must be bf16, fp32 or fp8, not '" + a.dtype + "'");
+  o.states = a.states;
+  o.max_shard_bytes = convert::parse_byte_size(a.max_shard_size);
+  o.progress = progress_enabled(g);
+  const convert::ExportSummary s = convert::export_checkpoint(a.in, a.out, o);
+  const double secs = seconds_since(t0);
+  if (g.json) {
+    const nlohmann::json j = {{"input", s.checkpoint}, {"output", a.out},   {"operation", "export"},
+                              {"dtype", a.dtype},      {"states", a.states}, {"tensors", s.tensors},
+                              {"bytes_read", s.bytes_read}, {"bytes_written", s.bytes_written},
+                              {"files", s.files},      {"seconds", secs}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("exported %zu tensors (%s weights%s) from %s: %.2f MB in %.2f s\n", s.tensors, a.dtype.c_str(),
+                a.states ? ", masters and optimizer states" : "", s.checkpoint.c_str(), s.bytes_written / 1e6, secs);
+    for (const auto& f : s.files) std::printf("wrote %s\n", f.c_str());
+  }
+  return 0;
+}
+
 int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
+  if (convert::is_checkpoint(a.in)) {
+    if (a.dequantize) throw UsageError("--dequantize takes a safetensors model; " + a.in + " is a checkpoint");
+    if (a.pow2 || a.no_pow2 || !a.include.empty() || !a.exclude.empty())
+      throw UsageError("--include, --exclude and --(no-)pow2-scales quantize safetensors models; " + a.in +
+                       " is a checkpoint (--fp8 re-encodes it with train's recipe defaults)");
+    if ((!a.fp8.empty() || !a.compress.empty()) && a.states)
+      throw UsageError("--states belongs to an export; --compress and --fp8 write a checkpoint");
+    if (!a.fp8.empty()) return run_reencode_fp8(a, g);
+    return a.compress.empty() ? run_export(a, g) : run_recompress(a, g);
+  }
+  if (!a.compress.empty() || a.states) throw UsageError("--compress and --states take a checkpoint; " + a.in + " is not one");
+  if (a.fp8.empty() && !a.dequantize) throw UsageError("give --fp8 RECIPE or --dequantize (or a checkpoint as IN)");
   const auto t0 = std::chrono::steady_clock::now();
   convert::ConvertSummary s;
   std::string what;
@@ -78,11 +183,20 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
 
 void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto args = std::make_shared<ConvertArgs>();
-  auto* cmd = app.add_subcommand("convert", "Quantize a safetensors model to FP8, or dequantize it back");
-  cmd->add_option("IN", args->in, "Input: a .safetensors file, an index .json, or a directory holding one")
+  auto* cmd = app.add_subcommand("convert",
+                                 "Quantize a safetensors model to FP8 or dequantize it; export a checkpoint to "
+                                 "safetensors, recompress it or change its FP8 recipe");
+  cmd->add_option("IN", args->in,
+                  "Input: a .safetensors file, an index .json, or a directory holding one; or a checkpoint (or a "
+                  "root holding `latest`)")
       ->required();
-  cmd->add_option("OUT", args->out, "Output: a .safetensors file, an index .json, or a directory")->required();
-  auto* fp8 = cmd->add_option("--fp8", args->fp8, "Recipe: tensorwise, blockwise (128x128), blockwise-1x128, mxfp8");
+  cmd->add_option("OUT", args->out,
+                  "Output: a .safetensors file, an index .json, or a directory; with --compress or --fp8 a new "
+                  "checkpoint")
+      ->required();
+  auto* fp8 = cmd->add_option("--fp8", args->fp8,
+                               "Recipe: tensorwise, blockwise (128x128), blockwise-1x128, mxfp8; of a checkpoint: "
+                               "re-encode it as `train --fp8` would run (also delayed, none)");
   auto* deq = cmd->add_flag("--dequantize", args->dequantize, "Turn FP8 tensors and their scales back into --dtype");
   fp8->excludes(deq);
   cmd->add_option("--fp8-format", args->format, "e4m3 (default) or e5m2")->capture_default_str();
@@ -93,9 +207,21 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_flag("--pow2-scales", args->pow2, "tensorwise: round scales down to powers of two");
   cmd->add_option("--mx-scale", args->mx_scale, "mxfp8 scale rule: rceil (TE/cuBLAS, default) or floor (OCP)")
       ->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "--dequantize output: bf16 (default) or fp32")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype,
+                  "--dequantize output: bf16 or fp32; checkpoint export weights: bf16 (as held), fp32 (the masters) "
+                  "or fp8 (the checkpoint's FP8 bytes and scales)")
+      ->capture_default_str();
+  cmd->add_flag("--states", args->states, "Checkpoint export: add NAME.master and NAME.<state> (fp32) per param");
+  cmd->add_option("--max-shard-size", args->max_shard_size,
+                  "Checkpoint export to a directory or index: shard above this size (e.g. 5GB, 500MB, 2GiB)")
+      ->capture_default_str();
+  cmd->add_option("--amax-history", args->amax_history, "Checkpoint --fp8 delayed: amax history length")
+      ->capture_default_str();
+  cmd->add_option("--amax-algo", args->amax_algo, "Checkpoint --fp8 delayed: most_recent or max")->capture_default_str();
+  cmd->add_option("--compress", args->compress,
+                  "Checkpoint IN: rewrite it as checkpoint OUT with this compression, zstd[:LEVEL][+shuffle] or none "
+                  "(with --fp8: the re-encoded checkpoint's, default zstd:1)");
   cmd->callback([args, &global, &run] {
-    if (args->fp8.empty() && !args->dequantize) throw CLI::ValidationError("convert", "give --fp8 RECIPE or --dequantize");
     run = [args, &global] { return run_convert(*args, global); };
   });
 }

@@ -29,7 +29,7 @@ struct TrainArgs {
   bool print_layout = false;
   uint64_t log_every = 0;
   // checkpoints (train/checkpointing.h)
-  std::string save, load;
+  std::string save, load, init;
   uint64_t save_every = 0;
   std::string ckpt_layout = "model";
   std::string compress = "zstd:1";
@@ -40,6 +40,7 @@ train::CheckpointOptions checkpoint_options(const TrainArgs& a) {
   train::CheckpointOptions c;
   c.save = a.save;
   c.load = a.load;
+  c.init = a.init;
   c.save_every = a.save_every;
   const auto layout = ckpt::parse_state_layout(a.ckpt_layout);
   if (!layout) throw UsageError("--ckpt-layout must be bucket or model, not '" + a.ckpt_layout + "'");
@@ -175,6 +176,10 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--save", args->save, "Checkpoint root: save DIR/step-NNNNNNNN after the last step (and see --save-every)");
   cmd->add_option("--save-every", args->save_every, "Also save after every N-th step");
   cmd->add_option("--load", args->load, "Resume from a checkpoint (or a directory holding `latest`); --steps is the step to reach");
+  cmd->add_option("--init", args->init,
+                  "Start from safetensors weights (a .safetensors file, an index .json or a directory holding one): "
+                  "every param by name and shape, F32/BF16/F16 or FP8 with _scale_inv")
+      ->excludes("--load");
   cmd->add_option("--ckpt-layout", args->ckpt_layout, "Optimizer state in the checkpoint: model (per param) or bucket")
       ->capture_default_str();
   cmd->add_option("--compress", args->compress, "Checkpoint compression: zstd[:LEVEL][+shuffle] or none")

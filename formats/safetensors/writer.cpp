@@ -189,6 +189,10 @@ void Writer::write(size_t index, uint64_t offset, const void* data, uint64_t siz
   m.emplace(b, e);
 }
 
+void Writer::start_writeback() const {
+  if (fd_ >= 0 && !committed_) sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 void Writer::commit() {
   if (committed_) return;
   if (fd_ < 0) throw InternalError(path_ + ": commit of a writer that failed");

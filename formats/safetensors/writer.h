@@ -57,6 +57,10 @@ class Writer {
     write(index(name), offset, data, size);
   }
 
+  // Starts writeback of what was written so far (sync_file_range, no wait), so a long write flushes
+  // as it goes instead of all in commit()'s fsync. Thread-safe; a hint only.
+  void start_writeback() const;
+
   // Makes the file final (see above). Throws fpg::InternalError naming the first tensor and byte
   // range never written, fpg::FormatError on an I/O failure; after a throw the temporary file stays
   // until the Writer is destroyed.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "convert/fp8_pair.h"
 #include "convert/model_files.h"
 #include "convert/model_output.h"
 #include "convert/quantize_model.h"
@@ -23,38 +24,6 @@ struct Pair {
   size_t scale;  // entry of NAME_scale_inv
   fp8::Plan plan;
 };
-
-// The recipe of a pair: the metadata's when fpgather wrote the file, else read off the scale tensor
-// (F8_E8M0 -> mxfp8; F32 [] -> tensorwise; F32 [ceil(M/128), ceil(K/128)] -> 128x128 blocks;
-// F32 [M, ceil(K/128)] -> 1x128 blocks). The scale tensor must then have exactly the plan's shape.
-fp8::Plan plan_of(const safetensors::Model& model, const safetensors::TensorInfo& data,
-                  const safetensors::TensorInfo& scale) {
-  fp8::Recipe r;
-  r.format = data.dtype == DType::F8_E4M3 ? fp8::Format::e4m3 : fp8::Format::e5m2;
-  const auto& meta = model.metadata();
-  const auto recorded = meta.find(kMetadataRecipe);
-  if (recorded != meta.end()) {
-    const auto s = fp8::parse_scaling(recorded->second);
-    if (!s) throw FormatError(model.path() + ": unknown " + kMetadataRecipe + " '" + recorded->second + "'");
-    r.scaling = *s;
-  } else if (scale.dtype == DType::F8_E8M0) {
-    r.scaling = fp8::Scaling::mxfp8;
-  } else if (scale.shape.empty()) {
-    r.scaling = fp8::Scaling::tensorwise;
-  } else {
-    const fp8::Plan p128 = fp8::make_plan(fp8::Recipe::blockwise_128x128(r.format), fp8::Input::f32, data.shape, data.name);
-    r.scaling = fp8::scale_inv_shape(p128) == scale.shape ? fp8::Scaling::blockwise_128x128
-                                                          : fp8::Scaling::blockwise_1x128;
-  }
-  if (r.scaling == fp8::Scaling::delayed) r.scaling = fp8::Scaling::tensorwise;  // one scale either way
-  const fp8::Plan p = fp8::make_plan(r, fp8::Input::f32, data.shape, data.name);
-  if (fp8::scale_inv_shape(p) != scale.shape || fp8::scale_inv_dtype(p) != scale.dtype)
-    throw FormatError(model.path() + ": tensor '" + scale.name + "' has dtype " +
-                      std::string(dtype_name(scale.dtype)) + " and a shape that " +
-                      std::string(fp8::scaling_name(r.scaling)) + " scales of '" + data.name +
-                      "' cannot have");
-  return p;
-}
 
 void dequantize_one(const safetensors::Model& model, const Pair& pair, DType dtype, safetensors::Writer& w,
                     ThreadPool& pool, Progress& progress) {
@@ -111,7 +80,7 @@ ConvertSummary dequantize_model(const std::string& in_path, const std::string& o
       throw UsageError("tensor '" + t.name + "' in " + model.path() + " is " + std::string(dtype_name(t.dtype)) +
                        " without a '" + t.name + kScaleSuffix + "' tensor: its scale is unknown");
     const size_t s = static_cast<size_t>(scale - model.tensors().data());
-    pairs.push_back({i, s, plan_of(model, t, *scale->info)});
+    pairs.push_back({i, s, fp8_pair_plan(model, t, *scale->info)});
     pair_of[i] = static_cast<int>(pairs.size() - 1);
     is_scale[s] = true;
   }

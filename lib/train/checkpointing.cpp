@@ -13,9 +13,11 @@
 #include "formats/fpckpt/manifest_blob.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/safetensors/fs_util.h"
+#include "train/safetensors_init.h"
 #include "train/state_documents.h"
 #include "train/state_load.h"
 #include "train/state_save.h"
+#include "train/train_setup.h"
 
 namespace fpg::train {
 namespace {
@@ -104,6 +106,11 @@ CheckpointedResult train_with_checkpoints(const TrainOptions& o, const Checkpoin
                                           const RankObserver& observer, const StepCallback& on_step) {
   if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
   if (c.save.empty() && c.keep > 0) throw UsageError("--keep needs --save DIR");
+  if (!c.init.empty() && !c.load.empty())
+    throw UsageError("--init and --load both set the starting state: give one (--load resumes a checkpoint, "
+                     "--init starts a new run from safetensors weights)");
+  std::unique_ptr<SafetensorsInit> init;
+  if (!c.init.empty()) init = std::make_unique<SafetensorsInit>(c.init, training_spec(o));
   if (!c.save.empty()) ensure_root(c.save);
 
   Session session;
@@ -117,6 +124,7 @@ CheckpointedResult train_with_checkpoints(const TrainOptions& o, const Checkpoin
   }
 
   TrainHooks hooks;
+  if (init) hooks.init = [&](uint32_t p, float* out) { init->fill(p, out); };
   if (reader)
     hooks.resume = [&](pipeline::RankPipeline& rank, comm::Communicator& comm) {
       const TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};

@@ -1,5 +1,5 @@
-// `fpgather train --save DIR --save-every N --load DIR --ckpt-layout bucket|model --compress C
-// --keep N` as a library: train() (trainer.h) with its resume and save hooks filled in.
+// `fpgather train --save DIR --save-every N --load DIR --init FILE --ckpt-layout bucket|model
+// --compress C --keep N` as a library: train() (trainer.h) with its resume and save hooks filled in.
 //
 // Save (collective, after the steps that are due): rank 0 creates the staging directory beside
 // DIR/step-NNNNNNNN and shares its path; every rank writes its own data file (train/state_save.h)
@@ -8,6 +8,10 @@
 // The save only reads the pipeline: a run that saves equals one that does not, bitwise. If any rank
 // fails before the commit, the group aborts, the staging directory is removed, and DIR/latest still
 // names the previous complete checkpoint.
+//
+// Init: --init FILE starts a new run (step 0) from safetensors weights instead of the seeded
+// initializer (train/safetensors_init.h), checked against the model before any rank starts; not
+// with --load.
 //
 // Load: --load names a checkpoint or a root holding `latest`. Before anything is read, every rank
 // checks that the checkpoint describes this run (check_resumable: UsageError, exit 2, naming what
@@ -30,6 +34,7 @@ struct CheckpointOptions {
   std::string save;         // --save DIR: the checkpoint root (created if missing); empty: never save
   uint64_t save_every = 0;  // --save-every N: save after every N-th step too; 0: only after the last
   std::string load;         // --load DIR: resume from it; empty: start from the initial params
+  std::string init;         // --init FILE: initial params from safetensors (train/safetensors_init.h)
   ckpt::StateLayout layout = ckpt::StateLayout::model;  // --ckpt-layout
   ckpt::Compression compression;                        // --compress (default zstd:1)
   size_t keep = 0;          // --keep N: keep the N newest checkpoints of `save` (0: all)
@@ -62,7 +67,8 @@ bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps);
 
 // train(opts, observer, on_step) with loading and saving as above. UsageError for options that
 // cannot work (--save-every without --save, a --save root whose parent is missing, a checkpoint of
-// another run), FormatError for an unreadable checkpoint.
+// another run, --init with --load, an --init file that does not match the model), FormatError for
+// an unreadable checkpoint or --init file.
 CheckpointedResult train_with_checkpoints(const TrainOptions& opts, const CheckpointOptions& ckpt,
                                           const RankObserver& observer = {}, const StepCallback& on_step = {});
 

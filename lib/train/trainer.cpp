@@ -44,7 +44,7 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
   uint64_t first = 0;  // rank 0's resume point (every rank gets the same)
   comm::run_ranks(static_cast<int>(o.dp), [&](comm::Communicator& comm) {
     const uint64_t rank = static_cast<uint64_t>(comm.rank());
-    const pipeline::InitFn init = [&](uint32_t p, float* out) {
+    const pipeline::InitFn init = hooks.init ? hooks.init : [&](uint32_t p, float* out) {
       model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
     };
     pipeline::RankPipeline pipe(spec, o.pipeline, comm, init, o.threads_per_rank);

@@ -80,6 +80,9 @@ using StepCallback = std::function<void(const StepMetrics& m)>;
 // What a checkpointing caller (train/checkpointing.h) plugs into train(). Both run on every rank's
 // own thread and may use the communicator (saving is a collective), every rank alike.
 struct TrainHooks {
+  // The initial fp32 values of each param (`--init FILE`); unset: the seeded initializer. Called on
+  // every rank's own thread for the params it updates.
+  pipeline::InitFn init;
   // After the pipeline is built, before the first step: restore a saved state into `rank` and
   // return the steps it had taken (its cursor's next_step); the run then takes steps
   // [that, opts.steps) and the observer first sees steps_done = that. Unset: start at step 0.

@@ -1,0 +1,17 @@
+// An FP8 tensor NAME and its NAME_scale_inv in a safetensors model (the naming of `convert --fp8`,
+// quantize_model.h): the plan that dequantizes it, for `convert --dequantize` and `train --init`.
+#pragma once
+
+#include "fp8/recipe.h"
+#include "formats/safetensors/model.h"
+
+namespace fpg::convert {
+
+// The recipe is the metadata's when fpgather wrote the file, else read off the scale tensor
+// (F8_E8M0 -> mxfp8; F32 [] -> tensorwise; F32 [ceil(M/128), ceil(K/128)] -> 128x128 blocks;
+// F32 [M, ceil(K/128)] -> 1x128 blocks). FormatError naming the model and tensor when the scale
+// tensor does not have exactly the plan's dtype and shape.
+fp8::Plan fp8_pair_plan(const safetensors::Model& model, const safetensors::TensorInfo& data,
+                        const safetensors::TensorInfo& scale);
+
+}  // namespace fpg::convert
