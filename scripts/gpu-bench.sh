@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 
 # NCCL all-gather / reduce-scatter bus bandwidth at a train step's bucket sizes, ours vs torch.distributed.
 bench_comm() {
-  "$B/fpgather" bench comm --models base,1b --dp 2 --iters 20 --json >"$OUT/comm_ours.json" || return 1
+  "$B/fpgather" --json bench comm --models base,1b --dp 2 --iters 20 >"$OUT/comm_ours.json" || return 1
   python3 scripts/bench_torch_comm.py --ours "$OUT/comm_ours.json" --iters 20 --json "$OUT/comm.json"
 }
 

@@ -19,6 +19,13 @@ int launcher_size();
 }  // namespace fpg::comm
 
 #if defined(FPGATHER_HAVE_MPI)
+// The C API only: OpenMPI's and MPICH's C++ bindings would need their own library.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 namespace fpg::comm::mpi {

@@ -23,7 +23,9 @@
 //  - mismatched calls are undefined (NCCL cannot check them); a rank that throws aborts its NCCL
 //    communicator and the others' blocking waits see the group fail (single-process) or mpirun ends
 //    the job (one process per rank). CommOptions::timeout bounds the blocking waits; completion is
-//    ignored.
+//    ignored. Limitation (seen on 2 H200s, NCCL 2.28): a rank failing before the ranks' first
+//    collective of an algorithm leaves the others blocked inside the NCCL call that sets up its
+//    connections, which no flag or timeout of ours reaches; the single-process group then hangs.
 #pragma once
 
 #include <memory>

@@ -25,7 +25,7 @@ for l in open(sys.argv[1]): d=json.loads(l); d.pop("times"); print(json.dumps(d,
 T=(train --model tiny --micro-batch 16)
 for flags in "--dist-opt bucketed" "--optimizer muon --fp8 tensorwise"; do
   read -r -a fl <<<"$flags"
-  rm -rf "$WORK/t" "$WORK/m"
+  rm -rf "$WORK/t" "$WORK/m" "$WORK/m2"
   expect_exit 0 "${F[@]}" "${T[@]}" "${fl[@]}" --steps 4 --dp 2 --comm threads --save-every 2 \
     --metrics "$WORK/t.jsonl" --save "$WORK/t"
   expect_exit 0 "${MPIRUN[@]}" -n 2 "${F[@]}" "${T[@]}" "${fl[@]}" --steps 4 --dp 2 --comm mpi --save-every 2 \
