@@ -301,6 +301,10 @@ class MpiGroup final : public CommunicatorGroup {
 }  // namespace
 
 std::unique_ptr<CommunicatorGroup> make_mpi_group(int size, const CommOptions&) {
+  // Without a launcher MPI would start as a singleton of one process: say how to run instead.
+  if (!launched_by_mpi() && size != 1)
+    throw UsageError(fmt::format("mpi communicator: {} ranks need {} processes: run under `mpirun -n {}`", size,
+                                 size, size));
   const int world = mpi::world_size();
   if (size != world)
     throw UsageError(fmt::format("mpi communicator: {} ranks requested but {} processes were started "

@@ -1,5 +1,5 @@
 // `fpgather step` as a library: one optimizer step on tensors from files (train/step_files.h), run
-// through the full distributed pipeline (pipeline/rank_pipeline.h) on `dp` thread ranks.
+// through the full distributed pipeline (pipeline/rank_pipeline.h) on `dp` ranks (threads, or mpi processes).
 //
 // The model spec comes from the file's tensors, in file order: a 2-D tensor is a `matrix` (Muon takes
 // it; FP8 recipes store it as FP8) unless its name matches `scalar_params`, which makes it an

@@ -1,5 +1,6 @@
-// `fpgather train` as a library: N DP ranks on the threads backend, each running a RankPipeline
-// (pipeline/rank_pipeline.h) over the built-in network and the teacher task (model/teacher_task.h).
+// `fpgather train` as a library: N DP ranks (threads of this process, or one per mpirun process with
+// TrainOptions::comm "mpi"), each running a RankPipeline (pipeline/rank_pipeline.h) over the built-in
+// network and the teacher task (model/teacher_task.h).
 //
 // Data: at step t, rank r runs micro-batches micro_batch_index(t, dp, r, accumulation, a) for
 // a = 0..accumulation-1, so the data order depends only on (seed, step) — the data cursor is the
