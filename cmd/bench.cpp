@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/export_bench.h"
+#include "bench/comm_bench.h"
 #include "bench/quantize_bench.h"
 #include "bench/reshard_bench.h"
 #include "bench/step_bench.h"
@@ -275,6 +276,43 @@ int run_bench_reshard(BenchReshardArgs a, const GlobalOptions& g) {
   return 0;
 }
 
+struct BenchCommArgs {
+  std::string models = "base,1b";
+  uint32_t dp = 2;
+  int iters = 20;
+};
+
+int run_bench_comm(const BenchCommArgs& a, const GlobalOptions& g) {
+  bench::CommBenchOptions o;
+  o.models.clear();
+  std::stringstream ss(a.models);
+  for (std::string m; std::getline(ss, m, ',');)
+    if (!m.empty()) o.models.push_back(m);
+  if (o.models.empty()) throw UsageError("--models: empty list");
+  if (a.dp < 2) throw UsageError("--dp: bus bandwidth needs at least 2 ranks");
+  o.dp = a.dp;
+  o.iters = a.iters;
+  const auto rows = bench::run_comm_bench(o);
+  if (rows.empty()) return 0;  // under mpirun: rank 0's process reports
+  if (g.json) {
+    nlohmann::json j = {{"benchmark", "comm"}, {"backend", "nccl"}, {"dp", a.dp}, {"iters", a.iters},
+                        {"results", nlohmann::json::array()}};
+    for (const auto& r : rows)
+      j["results"].push_back({{"model", r.model}, {"op", r.op}, {"dtype", r.dtype}, {"shard_bytes", r.shard_bytes},
+                              {"total_bytes", r.total_bytes}, {"median_ms", r.median_ms},
+                              {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("nccl collectives of a train step, dp %u, median of %d (in place, rank 0's compute stream)\n", a.dp,
+              a.iters);
+  std::printf("%-8s %-15s %-5s %14s %10s %10s %10s\n", "model", "op", "dtype", "total bytes", "ms", "algbw", "busbw");
+  for (const auto& r : rows)
+    std::printf("%-8s %-15s %-5s %14llu %10.3f %10.1f %10.1f\n", r.model.c_str(), r.op.c_str(), r.dtype.c_str(),
+                static_cast<unsigned long long>(r.total_bytes), r.median_ms, r.algbw_gbps, r.busbw_gbps);
+  return 0;
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
@@ -334,6 +372,12 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   st->add_option("--min-seconds", sargs->min_seconds, "Minimum time per optimizer/memcpy measurement")
       ->capture_default_str();
   st->callback([sargs, &global, &run] { run = [sargs, &global] { return run_bench_step(*sargs, global); }; });
+  auto cargs = std::make_shared<BenchCommArgs>();
+  auto* cm = cmd->add_subcommand("comm", "NCCL all-gather/reduce-scatter bus bandwidth at a train step's bucket sizes");
+  cm->add_option("--models", cargs->models, "Comma list of presets or JSON specs")->capture_default_str();
+  cm->add_option("--dp", cargs->dp, "Ranks (local GPUs, or mpirun processes)")->capture_default_str();
+  cm->add_option("--iters", cargs->iters, "Timed iterations per size (median), after 5 warm-up")->capture_default_str();
+  cm->callback([cargs, &global, &run] { run = [cargs, &global] { return run_bench_comm(*cargs, global); }; });
 }
 
 }  // namespace fpg::cli

@@ -37,12 +37,13 @@ struct PipelineArgs {
   std::optional<uint64_t> bucket_size;
   bool pad_for_nccl = false;
   uint32_t dp = 1;
+  std::string comm = "threads";
 };
 
 // --optimizer, --scalar-optimizer, --lr, --betas, --eps, --weight-decay, --momentum,
 // --nesterov/--no-nesterov, --ns-steps, --adjust-lr, --clip-grad.
 void add_optimizer_options(CLI::App* cmd, PipelineArgs& a);
-// --dp, --dist-opt, --fp8, --fp8-format, --mx-scale, --amax-history, --amax-algo, --bucket-size,
+// --dp, --comm, --dist-opt, --fp8, --fp8-format, --mx-scale, --amax-history, --amax-algo, --bucket-size,
 // --pad-for-nccl.
 void add_distributed_options(CLI::App* cmd, PipelineArgs& a);
 

@@ -39,7 +39,9 @@ int run_step(const StepArgs& a, const GlobalOptions& g) {
   o.dp = a.pipe.dp;
   o.scalar_params = a.scalar_params;
   o.keep_fp32 = a.keep_fp32;
+  o.comm = a.pipe.comm;
   const train::ReplayReport r = train::replay_step_files(a.params, a.grads, a.out, o);
+  if (!r.has_rank0) return 0;  // under mpi, rank 0's process reports
   if (g.json) {
     const nlohmann::json j = {{"params_file", a.params},  {"grads_file", a.grads},
                               {"out_file", a.out},        {"optimizer", a.pipe.optimizer},

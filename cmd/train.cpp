@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "comm/mpi_runtime.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "layout/layout_json.h"
@@ -86,6 +87,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   o.micro_batch = a.micro_batch;
   o.accumulation = a.accumulation;
   o.seed = a.seed;
+  o.comm = a.pipe.comm;
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
 
@@ -102,9 +104,11 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   const model::ModelSpec spec = train::training_spec(o);  // refuse a bad configuration before any output
   const train::CheckpointOptions ckpt = checkpoint_options(a);
 
+  // Under mpirun only the process of rank 0 writes metrics and reports (ranks are processes there).
+  const bool reporter = comm::launcher_rank() <= 0;
   std::unique_ptr<train::MetricsFile> metrics;
-  if (!a.metrics.empty()) metrics = std::make_unique<train::MetricsFile>(a.metrics);
-  Progress progress("train", a.steps, progress_enabled(g));
+  if (!a.metrics.empty() && reporter) metrics = std::make_unique<train::MetricsFile>(a.metrics);
+  Progress progress("train", a.steps, reporter && progress_enabled(g));
   const train::StepCallback on_step = [&](const train::StepMetrics& m) {
     if (metrics) metrics->write(m);
     progress.advance(1);
@@ -116,6 +120,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   const train::TrainResult& r = cr.train;
   const train::CheckpointLog& log = cr.checkpoints;
   if (metrics) metrics->close();
+  if (!r.has_rank0) return 0;
 
   const train::TrainSummary& s = r.summary;
   const char* dist = pipeline::dist_opt_name(o.pipeline.dist_opt);

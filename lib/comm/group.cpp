@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_backend.h"
+#include "comm/mpi_runtime.h"
+#include "comm/nccl_backend.h"
 #include "comm/threads_backend.h"
 #include "core/error.h"
 
@@ -9,17 +12,35 @@ namespace fpg::comm {
 
 std::vector<std::string> communicator_backends() { return {"threads", "nccl", "mpi"}; }
 
-bool communicator_backend_built(std::string_view backend) { return backend == "threads"; }
+bool communicator_backend_built(std::string_view backend) {
+  if (backend == "threads") return true;
+#if defined(FPGATHER_HAVE_NCCL)
+  if (backend == "nccl") return true;
+#endif
+#if defined(FPGATHER_HAVE_MPI)
+  if (backend == "mpi") return true;
+#endif
+  return false;
+}
 
 std::unique_ptr<CommunicatorGroup> make_communicator_group(std::string_view backend, int size,
                                                            const CommOptions& options) {
   if (backend == "threads") return make_threads_group(size, options);
-  if (backend == "nccl")
-    throw UsageError(
-        "the nccl communicator is not built into this fpgather (it needs CUDA and NCCL); use threads");
-  if (backend == "mpi")
-    throw UsageError("the mpi communicator is not built into this fpgather (it needs MPI); use threads");
+  if (backend == "nccl") return make_nccl_group(size, options);
+  if (backend == "mpi") return make_mpi_group(size, options);
   throw UsageError(fmt::format("unknown communicator '{}' (known: threads, nccl, mpi)", backend));
+}
+
+std::unique_ptr<CommunicatorGroup> make_host_group(std::string_view backend, int size,
+                                                   const CommOptions& options) {
+  if (backend == "nccl")
+    throw UsageError("--comm nccl: the nccl communicator takes device buffers and this pipeline runs on host "
+                     "memory; use --comm threads, or --comm mpi under mpirun");
+  if (backend == "threads" && launcher_size() > 1)
+    throw UsageError(fmt::format("--comm threads under mpirun: each of the {} processes would run all {} ranks; "
+                                 "use --comm mpi (one rank per process)",
+                                 launcher_size(), size));
+  return make_communicator_group(backend, size, options);
 }
 
 void run_ranks(int size, const std::function<void(Communicator&)>& fn, const CommOptions& options) {

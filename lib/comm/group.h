@@ -52,11 +52,18 @@ class CommunicatorGroup {
 std::vector<std::string> communicator_backends();
 bool communicator_backend_built(std::string_view backend);
 
-// "threads": `size` ranks as threads of this process (size >= 1). "nccl" and "mpi" are known names;
-// until they are built in, asking for them is a UsageError saying so. Unknown names and size < 1 are
-// UsageErrors too.
+// "threads": `size` ranks as threads of this process (size >= 1). "mpi": this process's rank of an
+// mpirun job of `size` processes (comm/mpi_backend.h). "nccl": `size` local GPUs driven by this
+// process, or under mpirun this process's GPU rank of `size` (comm/nccl_backend.h). A backend this
+// build lacks, an unknown name and size < 1 are UsageErrors saying so.
 std::unique_ptr<CommunicatorGroup> make_communicator_group(std::string_view backend, int size,
                                                            const CommOptions& options = {});
+
+// A group for code that hands the communicator host buffers (the CPU pipelines of `train` and
+// `step`): "threads" or "mpi". "nccl" is a UsageError (its buffers are device memory), and so is
+// "threads" in a process that mpirun started among several (each process would run every rank).
+std::unique_ptr<CommunicatorGroup> make_host_group(std::string_view backend, int size,
+                                                   const CommOptions& options = {});
 
 // Shorthand: make_communicator_group("threads", size, options)->run(fn).
 void run_ranks(int size, const std::function<void(Communicator&)>& fn, const CommOptions& options = {});

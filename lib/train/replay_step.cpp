@@ -32,6 +32,51 @@ std::vector<float>* arena(pipeline::OptimizerState& st, const std::string& key) 
   return &st.momentum;
 }
 
+// A rank's updated fragments: per fragment the part's optimizer, the param, its range, the masters,
+// then every state of that optimizer in state_keys order.
+std::vector<uint8_t> pack_fragments(pipeline::RankState& rs) {
+  std::vector<uint8_t> out;
+  const auto put = [&](const void* p, size_t n) {
+    out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  for (pipeline::OptimizerState* st : {&rs.bucketed, &rs.layer_wise})
+    for (const pipeline::StateFragment& fr : st->fragments) {
+      const uint8_t kind = static_cast<uint8_t>(st->kind);
+      const uint64_t head[3] = {fr.param, fr.param_range.begin, fr.param_range.size()};
+      put(&kind, 1);
+      put(head, sizeof head);
+      put(st->master.data() + fr.offset, head[2] * sizeof(float));
+      for (const char* key : pipeline::state_keys(st->kind))
+        put(arena(*st, key)->data() + fr.offset, head[2] * sizeof(float));
+    }
+  return out;
+}
+
+void unpack_fragments(const std::vector<uint8_t>& blob, std::vector<std::vector<float>>& master,
+                      std::vector<std::map<std::string, std::vector<float>>>& state) {
+  size_t at = 0;
+  const auto get = [&](void* p, size_t n) {
+    if (at + n > blob.size()) throw InternalError("replay: truncated fragment blob");
+    std::memcpy(p, blob.data() + at, n);
+    at += n;
+  };
+  while (at < blob.size()) {
+    uint8_t kind = 0;
+    uint64_t head[3];
+    get(&kind, 1);
+    get(head, sizeof head);
+    const uint64_t param = head[0], begin = head[1], len = head[2];
+    if (param >= master.size() || begin + len > master[param].size())
+      throw InternalError("replay: fragment out of range");
+    get(master[param].data() + begin, len * sizeof(float));
+    for (const char* key : pipeline::state_keys(static_cast<OptimizerKind>(kind))) {
+      auto it = state[param].find(key);
+      if (it == state[param].end()) throw InternalError(std::string("replay: unexpected state ") + key);
+      get(it->second.data() + begin, len * sizeof(float));
+    }
+  }
+}
+
 }  // namespace
 
 model::ModelSpec step_spec(const StepFile& f, const std::string& scalar_params, const std::string& keep_fp32) {
@@ -97,7 +142,7 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
     rep.muon_params += kind_of(p, o.pipeline) == OptimizerKind::muon ? 1 : 0;
   }
 
-  comm::run_ranks(static_cast<int>(o.dp), [&](comm::Communicator& comm) {
+  comm::make_host_group(o.comm, static_cast<int>(o.dp))->run([&](comm::Communicator& comm) {
     const pipeline::InitFn init = [&](uint32_t p, float* out) {
       std::memcpy(out, f.params[p].value.data(), f.params[p].value.size() * sizeof(float));
     };
@@ -120,19 +165,11 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
       }
     };
     const pipeline::StepReport r = pipe.step(grad_fn, 1);
-    for (pipeline::OptimizerState* st : {&rs.bucketed, &rs.layer_wise})
-      for (const pipeline::StateFragment& fr : st->fragments) {
-        const auto b = static_cast<int64_t>(fr.offset), e = b + static_cast<int64_t>(fr.param_range.size());
-        const auto at = static_cast<int64_t>(fr.param_range.begin);
-        std::copy(st->master.begin() + b, st->master.begin() + e, master[fr.param].begin() + at);
-        for (const char* key : pipeline::state_keys(st->kind)) {
-          const std::vector<float>* a = arena(*st, key);
-          auto it = state[fr.param].find(key);
-          if (it == state[fr.param].end()) throw InternalError(std::string("replay: unexpected state ") + key);
-          std::copy(a->begin() + b, a->begin() + e, it->second.begin() + at);
-        }
-      }
+    // Every rank's fragments go to rank 0, which assembles the file (ranks may be processes).
+    const auto blobs = comm.gather_bytes(pack_fragments(rs), 0);
+    for (const auto& b : blobs) unpack_fragments(b, master, state);
     if (first) {
+      rep.has_rank0 = true;
       rep.skipped = r.skipped;
       rep.grad_norm = r.grad_norm;
       rep.clip_coef = r.clip_coef;
@@ -140,6 +177,7 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
       rep.times = r.times;
     }
   });
+  if (!rep.has_rank0) return rep;  // another process assembles and writes the result
   if (rep.skipped) {  // the pipeline left everything as it was; so does the file
     rep.step_out = f.step;
     return rep;
@@ -157,7 +195,7 @@ ReplayReport replay_step_files(const std::string& params, const std::string& gra
   StepFile f = read_step_params(params);
   const std::vector<std::vector<float>> g = read_step_grads(grads, f);
   const ReplayReport rep = replay_step(f, g, o);
-  write_step_params(out, f, optim::optimizer_name(o.pipeline.optimizer));
+  if (rep.has_rank0) write_step_params(out, f, optim::optimizer_name(o.pipeline.optimizer));
   return rep;
 }
 

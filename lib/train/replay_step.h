@@ -1,5 +1,5 @@
 // `fpgather step` as a library: one optimizer step on tensors from files (train/step_files.h), run
-// through the full distributed pipeline (pipeline/rank_pipeline.h) on `dp` thread ranks.
+// through the full distributed pipeline (pipeline/rank_pipeline.h) on `dp` ranks (threads, or mpi processes).
 //
 // The model spec comes from the file's tensors, in file order: a 2-D tensor is a `matrix` (Muon takes
 // it; FP8 recipes store it as FP8) unless its name matches `scalar_params`, which makes it an
@@ -31,9 +31,13 @@ struct ReplayOptions {
   uint32_t dp = 1;
   std::string scalar_params = "embed|lm_head|output";  // ECMAScript regex, matched anywhere in the name
   std::string keep_fp32;                               // empty: none
+  std::string comm = "threads";  // "threads", or "mpi" with one rank per process (comm/group.h)
 };
 
 struct ReplayReport {
+  // This process hosts rank 0, which assembles the result (always with threads); only then are the
+  // other fields, the updated StepFile and the written file meaningful.
+  bool has_rank0 = false;
   int64_t step_in = 0, step_out = 0;
   bool skipped = false;
   double grad_norm = 0;

@@ -1,5 +1,6 @@
 #include "train/train_setup.h"
 
+#include "comm/group.h"
 #include "core/error.h"
 #include "pipeline/fp8_params.h"
 
@@ -10,6 +11,7 @@ model::ModelSpec training_spec(const TrainOptions& o) {
   if (o.dp == 0) throw UsageError("train: dp must be at least 1");
   if (o.micro_batch < 1) throw UsageError("train: micro-batch must be at least 1");
   if (o.accumulation < 1) throw UsageError("train: accumulation must be at least 1");
+  (void)comm::make_host_group(o.comm, static_cast<int>(o.dp));  // refuses nccl, threads under mpirun, …
   pipeline::validate_config(o.pipeline);
   model::ModelSpec spec = o.spec;
   if (!o.keep_fp32.empty()) model::mark_keep_in_fp32(spec, o.keep_fp32);

@@ -11,7 +11,7 @@
 
 namespace fpg::train {
 
-// The spec with --keep-fp32 applied, after checking the options (dp, micro-batch, accumulation),
+// The spec with --keep-fp32 applied, after checking the options (dp, comm, micro-batch, accumulation),
 // the pipeline config and whether the FP8 recipe can take every FP8 param's shape (MXFP8 needs
 // multiples of 32). Throws UsageError with the reason.
 model::ModelSpec training_spec(const TrainOptions& o);

@@ -42,8 +42,9 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
   TrainResult result;
   result.steps.resize(o.steps);
   uint64_t first = 0;  // rank 0's resume point (every rank gets the same)
-  comm::run_ranks(static_cast<int>(o.dp), [&](comm::Communicator& comm) {
+  comm::make_host_group(o.comm, static_cast<int>(o.dp))->run([&](comm::Communicator& comm) {
     const uint64_t rank = static_cast<uint64_t>(comm.rank());
+    if (rank == 0) result.has_rank0 = true;
     const pipeline::InitFn init = hooks.init ? hooks.init : [&](uint32_t p, float* out) {
       model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
     };
@@ -85,6 +86,10 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
       if (hooks.after_step) hooks.after_step(t + 1, pipe, comm);
     }
   });
+  if (!result.has_rank0) {  // an mpi rank other than 0: rank 0's process reports
+    result.steps.clear();
+    return result;
+  }
   result.steps.erase(result.steps.begin(), result.steps.begin() + static_cast<int64_t>(first));
 
   TrainSummary& s = result.summary;

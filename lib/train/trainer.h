@@ -1,5 +1,6 @@
-// `fpgather train` as a library: N DP ranks on the threads backend, each running a RankPipeline
-// (pipeline/rank_pipeline.h) over the built-in network and the teacher task (model/teacher_task.h).
+// `fpgather train` as a library: N DP ranks (threads of this process, or one per mpirun process with
+// TrainOptions::comm "mpi"), each running a RankPipeline (pipeline/rank_pipeline.h) over the built-in
+// network and the teacher task (model/teacher_task.h).
 //
 // Data: at step t, rank r runs micro-batches micro_batch_index(t, dp, r, accumulation, a) for
 // a = 0..accumulation-1, so the data order depends only on (seed, step) — the data cursor is the
@@ -32,6 +33,9 @@ struct TrainOptions {
   uint64_t accumulation = 1;  // micro-batches per rank per step
   uint64_t seed = 1234;       // student init, teacher and data
   size_t threads_per_rank = 1;  // ThreadPool of each rank's batched FP8 passes
+  // Communicator backend (comm/group.h, make_host_group): "threads", or "mpi" when every process of
+  // an `mpirun -n dp` job runs train() as one rank.
+  std::string comm = "threads";
 };
 
 // What a resumed run needs besides the rank states: where the data stream stands. The data is a
@@ -66,6 +70,8 @@ struct TrainSummary {
 };
 
 struct TrainResult {
+  // Whether this process hosts rank 0 (always with threads): only then are steps and summary filled.
+  bool has_rank0 = false;
   std::vector<StepMetrics> steps;
   TrainSummary summary;
   TrainCursor cursor;
@@ -74,7 +80,8 @@ struct TrainResult {
 // Called on every rank's own thread: after the pipeline is built (steps_done = 0) and after every
 // step (steps_done = t + 1). Observers may read the pipeline (tests snapshot it) but not step it.
 using RankObserver = std::function<void(uint64_t steps_done, const pipeline::RankPipeline& rank)>;
-// Called on rank 0's thread after every step (progress, metrics files).
+// Called on rank 0's thread after every step (progress, metrics files); under mpi only in rank 0's
+// process.
 using StepCallback = std::function<void(const StepMetrics& m)>;
 
 // What a checkpointing caller (train/checkpointing.h) plugs into train(). Both run on every rank's
