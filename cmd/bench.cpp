@@ -235,18 +235,18 @@ int run_bench_gpu_optim(const BenchGpuOptimArgs& a, const GlobalOptions& g) {
       j["results"].push_back({{"what", x.what}, {"shape", x.shape}, {"matrices", x.matrices},
                               {"elements", x.elements}, {"bytes", x.bytes}, {"median_ms", x.median_ms},
                               {"min_ms", x.min_ms}, {"gbps", x.gbps}, {"ratio_to_copy", x.ratio_to_copy},
-                              {"tflops", x.tflops}});
+                              {"tflops", x.tflops}, {"gemm", x.gemm}});
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   std::printf("gpu-optim on %s, model %s: median of %d launches (GB/s = bytes read + written / median; "
               "ratio = GB/s / D2D copy GB/s)\n", r.device.c_str(), o.spec.name.c_str(), a.iters);
-  std::printf("%-10s %-12s %9s %13s %10s %9s %7s %8s\n", "what", "shape", "matrices", "elements", "ms", "GB/s",
-              "ratio", "TFLOP/s");
+  std::printf("%-10s %-12s %9s %13s %10s %9s %7s %8s %s\n", "what", "shape", "matrices", "elements", "ms", "GB/s",
+              "ratio", "TFLOP/s", "gemm");
   for (const auto& x : r.rows)
-    std::printf("%-10s %-12s %9lld %13lld %10.3f %9.1f %7.3f %8.1f\n", x.what.c_str(), x.shape.c_str(),
+    std::printf("%-10s %-12s %9lld %13lld %10.3f %9.1f %7.3f %8.1f %s\n", x.what.c_str(), x.shape.c_str(),
                 static_cast<long long>(x.matrices), static_cast<long long>(x.elements), x.median_ms, x.gbps,
-                x.ratio_to_copy, x.tflops);
+                x.ratio_to_copy, x.tflops, x.gemm.c_str());
   return 0;
 }
 }  // namespace

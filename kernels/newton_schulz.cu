@@ -5,9 +5,92 @@
 #include <string>
 #include <utility>
 
+#include <cublasLt.h>
+
 #include "kernels/newton_schulz_impl.h"
 
 namespace fpg::cuda {
+
+// One batched bf16 GEMM shape for cuBLASLt: D = alpha·op(A)·op(B) + beta·C, column-major.
+struct LtGemm {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~LtGemm() {
+    if (op) cublasLtMatmulDescDestroy(op);
+    for (auto l : {a, b, c})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+};
+
+struct LtPlans {
+  cublasLtHandle_t handle = nullptr;
+  void* scratch = nullptr;
+  size_t scratch_bytes = size_t(32) << 20;
+  LtGemm gram, poly, update;  // S = X·Xᵀ, Bm = c·S·S + b·S, X' = Bm·X + a·X
+  ~LtPlans() {
+    cudaFree(scratch);
+    if (handle) cublasLtDestroy(handle);
+  }
+};
+
+namespace {
+
+bool lt_layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t ld, int64_t batch) {
+  if (cublasLtMatrixLayoutCreate(l, CUDA_R_16BF, uint64_t(rows), uint64_t(cols), ld) != CUBLAS_STATUS_SUCCESS) return false;
+  const int32_t count = int32_t(batch);
+  const int64_t stride = rows * cols;
+  return cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride) ==
+             CUBLAS_STATUS_SUCCESS;
+}
+
+// A plan for op(A)·op(B) with A stored ar × ac, B stored br × bc, C/D cr × cc (column-major, ld = rows).
+bool lt_plan(LtPlans& p, LtGemm& g, cublasOperation_t ta, cublasOperation_t tb, int64_t ar, int64_t ac, int64_t br,
+             int64_t bc, int64_t cr, int64_t cc, int64_t batch) {
+  if (cublasLtMatmulDescCreate(&g.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
+  if (cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) != CUBLAS_STATUS_SUCCESS)
+    return false;
+  if (!lt_layout(&g.a, ar, ac, ar, batch) || !lt_layout(&g.b, br, bc, br, batch) || !lt_layout(&g.c, cr, cc, cr, batch))
+    return false;
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
+  const uint64_t ws = p.scratch_bytes;
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = 0;
+  const bool ok = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ==
+                      CUBLAS_STATUS_SUCCESS &&
+                  cublasLtMatmulAlgoGetHeuristic(p.handle, g.op, g.a, g.b, g.c, g.c, pref, 1, &r, &found) ==
+                      CUBLAS_STATUS_SUCCESS &&
+                  found > 0;
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (ok) g.algo = r.algo;
+  return ok;
+}
+
+// The plans for X of m × n (row-major; column-major Xᶜ is n × m), or null where Lt refuses.
+std::unique_ptr<LtPlans> make_lt_plans(int64_t batch, int64_t m, int64_t n) {
+  auto p = std::make_unique<LtPlans>();
+  if (cublasLtCreate(&p->handle) != CUBLAS_STATUS_SUCCESS) return nullptr;
+  if (cudaMalloc(&p->scratch, p->scratch_bytes) != cudaSuccess) {
+    p->scratch = nullptr;
+    return nullptr;
+  }
+  const bool ok = lt_plan(*p, p->gram, CUBLAS_OP_T, CUBLAS_OP_N, n, m, n, m, m, m, batch) &&
+                  lt_plan(*p, p->poly, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, m, m, m, batch) &&
+                  lt_plan(*p, p->update, CUBLAS_OP_N, CUBLAS_OP_N, n, m, m, m, n, m, batch);
+  return ok ? std::move(p) : nullptr;
+}
+
+bool lt_run(LtPlans& p, LtGemm& g, float alpha, const uint16_t* A, const uint16_t* B, float beta, const uint16_t* C,
+            uint16_t* D, cudaStream_t stream) {
+  return cublasLtMatmul(p.handle, g.op, &alpha, A, g.a, B, g.b, &beta, C, g.c, D, g.c, &g.algo, p.scratch,
+                        p.scratch_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
 
 NsWorkspace::Impl::~Impl() {
   for (void* p : {static_cast<void*>(x), static_cast<void*>(xn), static_cast<void*>(s), static_cast<void*>(bm),
@@ -36,6 +119,7 @@ NsWorkspace::NsWorkspace(int64_t batch, int64_t rows, int64_t cols) : impl_(std:
   FPG_CUDA_CHECK(cudaMalloc(&w.bm, sb));
   FPG_CUDA_CHECK(cudaMalloc(&w.partial, size_t(batch * w.tiles_x * w.tiles_y) * sizeof(double)));
   FPG_CUDA_CHECK(cudaMalloc(&w.norm, size_t(batch) * sizeof(float)));
+  w.lt = make_lt_plans(batch, w.m, w.n);
   w.bytes = 2 * xb + 2 * sb + size_t(batch * w.tiles_x * w.tiles_y) * sizeof(double) + size_t(batch) * sizeof(float);
 }
 
@@ -46,6 +130,7 @@ int64_t NsWorkspace::batch() const { return impl_->batch; }
 int64_t NsWorkspace::rows() const { return impl_->rows; }
 int64_t NsWorkspace::cols() const { return impl_->cols; }
 size_t NsWorkspace::bytes() const { return impl_->bytes; }
+bool NsWorkspace::uses_lt() const { return impl_->lt != nullptr; }
 
 namespace {
 
@@ -113,6 +198,16 @@ void ns_normalize_and_iterate(NsWorkspace::Impl& w, const optim::NsOptions& opt,
   const int64_t m = w.m, n = w.n;
   // Row-major X (m × n) is column-major Xᶜ = Xᵀ (n × m, ld n); row-major P·Q is column-major Qᶜ·Pᶜ.
   for (int it = 0; it < opt.steps; ++it) {
+    if (w.lt) {  // the same three products, with b·S and a·X read from S and X: no copies
+      LtPlans& p = *w.lt;
+      if (lt_run(p, p.gram, 1.0f, w.x, w.x, 0.0f, w.s, w.s, stream) &&
+          lt_run(p, p.poly, c, w.s, w.s, b, w.s, w.bm, stream) &&
+          lt_run(p, p.update, 1.0f, w.x, w.bm, a, w.x, w.xn, stream)) {
+        std::swap(w.x, w.xn);
+        continue;
+      }
+      w.lt.reset();  // Lt refused at run time: this iteration and the rest take the fallback below
+    }
     // S = X·Xᵀ = (Xᶜ)ᵀ·Xᶜ
     gemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, 1.0f, w.x, n, mn, w.x, n, mn, 0.0f, w.s, m, mm, w.batch);
     // Bm = c·S·S + b·S: cuBLAS's C is read and written, so S is copied into Bm first.

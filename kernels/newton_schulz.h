@@ -32,6 +32,9 @@ class NsWorkspace {
   int64_t rows() const;
   int64_t cols() const;
   size_t bytes() const;
+  // True when the GEMMs run through cuBLASLt with separate C and D (no copies); false: the
+  // cublasGemmStridedBatchedEx fallback, which copies C into D first.
+  bool uses_lt() const;
 
   struct Impl;
   Impl& impl() const { return *impl_; }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/float_codec.h"
 #include "kernels/cuda_check.h"
@@ -23,6 +24,9 @@ struct NsWorkspace::Impl {
   float* norm = nullptr;      // batch
   int64_t tiles_x = 0, tiles_y = 0;
   size_t bytes = 0;
+  // cuBLASLt plans of the three GEMMs (S, Bm, X'): Lt takes C and D apart, so b·S and a·X are read
+  // from S and X directly. Null when Lt refused a shape: then cublasGemmStridedBatchedEx on a copy.
+  std::unique_ptr<struct LtPlans> lt;
   ~Impl();
 };
 

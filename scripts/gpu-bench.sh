@@ -24,7 +24,7 @@ r = json.load(open(sys.argv[1]))
 print(f"{r['device']}, model {r['model']}: {len(r['param_shapes'])} fragments")
 for x in r["results"]:
     print(f"{x['what']:10s} {x['shape']:12s} {x['median_ms']:9.3f} ms {x['gbps']:8.1f} GB/s ratio {x['ratio_to_copy']:.3f}"
-          f" {x['tflops']:7.1f} TFLOP/s")
+          f" {x['tflops']:7.1f} TFLOP/s {x['gemm']}")
 PY
   python3 scripts/bench_torch_optim.py --from "$OUT/optim.json" >"$OUT/optim-torch.json" 2>"$OUT/optim-torch.err"
   tail -12 "$OUT/optim-torch.err"

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -82,6 +83,19 @@ std::pair<double, double> time_ms(const std::function<void()>& fn, int warmup, i
   return {ms[ms.size() / 2], ms.front()};
 }
 
+GpuTimedRow make_row(std::string what, std::string shape, int64_t matrices, int64_t elements, uint64_t bytes,
+                     std::pair<double, double> t) {
+  GpuTimedRow r;
+  r.what = std::move(what);
+  r.shape = std::move(shape);
+  r.matrices = matrices;
+  r.elements = elements;
+  r.bytes = bytes;
+  r.median_ms = t.first;
+  r.min_ms = t.second;
+  return r;
+}
+
 int64_t round_up4(int64_t n) { return (n + 3) / 4 * 4; }
 
 double ns_flops(int64_t rows, int64_t cols, int steps) {
@@ -107,7 +121,7 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
     const size_t bytes = size_t(1) << 30;
     DevFloats a(bytes / 4, 0.0f, 1), b(bytes / 4, 0.0f, 2);
     const auto t = timed([&] { FPG_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s)); });
-    GpuTimedRow r{"copy", "", 0, int64_t(bytes / 4), 2 * bytes, t.first, t.second};
+    GpuTimedRow r = make_row("copy", "", 0, int64_t(bytes / 4), 2 * bytes, t);
     r.gbps = r.bytes / (t.first * 1e-3) / 1e9;
     r.ratio_to_copy = 1.0;
     res.rows.push_back(r);
@@ -154,7 +168,7 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
     };
     for (const Measured& x : {Measured{"adamw", ta, 28}, Measured{"lion", tl, 20}, Measured{"grad-norm", tn, 12}}) {
       const auto& t = x.t;
-      GpuTimedRow r{x.name, "", 0, elements, uint64_t(elements) * x.bytes_per_element, t.first, t.second};
+      GpuTimedRow r = make_row(x.name, "", 0, elements, uint64_t(elements) * x.bytes_per_element, t);
       r.gbps = r.bytes / (t.first * 1e-3) / 1e9;
       r.ratio_to_copy = r.gbps / copy_gbps;
       res.rows.push_back(r);
@@ -185,8 +199,11 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
     const auto t = timed([&] {
       for (auto& grp : groups) grp.step(mh, blas, s);
     });
-    GpuTimedRow r{"muon", label, int64_t(shapes.size()), n_el, 0, t.first, t.second};
+    GpuTimedRow r = make_row("muon", label, int64_t(shapes.size()), n_el, 0, t);
     r.tflops = flops / (t.first * 1e-3) / 1e12;
+    bool lt = true;
+    for (const auto& grp : groups) lt = lt && grp.workspace().uses_lt();
+    r.gemm = lt ? "cublasLt" : "gemmex+copy";
     res.rows.push_back(r);
   };
   for (const auto& sh : opt.muon_shapes) muon_row(std::to_string(sh.first) + "x" + std::to_string(sh.second), {sh});

@@ -40,6 +40,7 @@ struct GpuTimedRow {
   double gbps = 0;        // bytes / median
   double ratio_to_copy = 0;
   double tflops = 0;      // muon: NS GEMM FLOPs / median
+  std::string gemm;       // muon: "cublasLt" (C and D apart) or "gemmex+copy" (the fallback)
 };
 
 struct GpuOptimBenchResult {

@@ -61,6 +61,8 @@ TEST_CASE("GPU Newton-Schulz is within the bf16 budget of the fp64 polynomial an
     fpg::cuda::NsWorkspace ws(batch, r, c);
     fpg::cuda::newton_schulz(din.get(), opt, dout.get(), ws, blas.h, nullptr);
     FPG_CUDA_CHECK(cudaDeviceSynchronize());
+    std::printf("GPU Newton-Schulz %lld x %lld x %lld: %s\n", (long long)batch, (long long)r, (long long)c,
+                ws.uses_lt() ? "cublasLt" : "gemmex+copy");
     const std::vector<float> o = dout.host();
     for (int64_t z = 0; z < batch; ++z) {
       std::vector<double> u64(u.begin() + z * n, u.begin() + (z + 1) * n), o64(n);
