@@ -87,7 +87,7 @@ TEST_CASE("GPU Newton-Schulz is within the bf16 budget of the fp64 polynomial an
               worstcpu);
 }
 
-TEST_CASE("GPU Newton-Schulz of a tall matrix is the transpose of its wide one, bitwise; zeros stay zero",
+TEST_CASE("GPU Newton-Schulz of a tall matrix is the transpose of its wide one, bitwise, and zeros stay zero",
           "[gpu][muon]") {
   Blas blas;
   const optim::NsOptions opt;
