@@ -7,6 +7,7 @@
 
 #include "bench/export_bench.h"
 #include "bench/comm_bench.h"
+#include "bench/gpu_optim_bench.h"
 #include "bench/quantize_bench.h"
 #include "bench/reshard_bench.h"
 #include "bench/step_bench.h"
@@ -313,6 +314,65 @@ int run_bench_comm(const BenchCommArgs& a, const GlobalOptions& g) {
   return 0;
 }
 
+
+struct BenchGpuOptimArgs {
+  std::string model = "base";
+  std::string muon_shapes = "4096x4096,4096x14336,8192x8192";
+  int warmup = 3, iters = 20;
+};
+
+// "4096x4096,4096x14336" -> {(4096, 4096), (4096, 14336)}; "" -> none.
+std::vector<std::pair<int64_t, int64_t>> parse_shapes(const std::string& list) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t x = item.find('x');
+    try {
+      size_t u1 = 0, u2 = 0;
+      if (x == std::string::npos) throw std::invalid_argument(item);
+      const long long r = std::stoll(item.substr(0, x), &u1), c = std::stoll(item.substr(x + 1), &u2);
+      if (r < 1 || c < 1 || u1 != x || u2 != item.size() - x - 1) throw std::invalid_argument(item);
+      out.emplace_back(r, c);
+    } catch (const std::exception&) {
+      throw UsageError("--muon-shapes: '" + item + "' is not ROWSxCOLS");
+    }
+  }
+  return out;
+}
+
+int run_bench_gpu_optim(const BenchGpuOptimArgs& a, const GlobalOptions& g) {
+  bench::GpuOptimBenchOptions o;
+  o.spec = model::resolve_model(a.model);
+  o.muon_shapes = parse_shapes(a.muon_shapes);
+  o.warmup = a.warmup;
+  o.iters = a.iters;
+  const bench::GpuOptimBenchResult r = bench::run_gpu_optim_bench(o);
+  if (g.json) {
+    nlohmann::json j = {{"benchmark", "gpu-optim"}, {"device", r.device}, {"model", o.spec.name},
+                        {"param_shapes", r.param_shapes}, {"model_muon_shapes", nlohmann::json::array()},
+                        {"muon_shapes", nlohmann::json::array()}, {"iters", a.iters},
+                        {"results", nlohmann::json::array()}};
+    for (const auto& s : r.model_muon_shapes) j["model_muon_shapes"].push_back({s.first, s.second});
+    for (const auto& s : o.muon_shapes) j["muon_shapes"].push_back({s.first, s.second});
+    for (const auto& x : r.rows)
+      j["results"].push_back({{"what", x.what}, {"shape", x.shape}, {"matrices", x.matrices},
+                              {"elements", x.elements}, {"bytes", x.bytes}, {"median_ms", x.median_ms},
+                              {"min_ms", x.min_ms}, {"gbps", x.gbps}, {"ratio_to_copy", x.ratio_to_copy},
+                              {"tflops", x.tflops}, {"gemm", x.gemm}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("gpu-optim on %s, model %s: median of %d launches (GB/s = bytes read + written / median; "
+              "ratio = GB/s / D2D copy GB/s)\n", r.device.c_str(), o.spec.name.c_str(), a.iters);
+  std::printf("%-10s %-12s %9s %13s %10s %9s %7s %8s %s\n", "what", "shape", "matrices", "elements", "ms", "GB/s",
+              "ratio", "TFLOP/s", "gemm");
+  for (const auto& x : r.rows)
+    std::printf("%-10s %-12s %9lld %13lld %10.3f %9.1f %7.3f %8.1f %s\n", x.what.c_str(), x.shape.c_str(),
+                static_cast<long long>(x.matrices), static_cast<long long>(x.elements), x.median_ms, x.gbps,
+                x.ratio_to_copy, x.tflops, x.gemm.c_str());
+  return 0;
+}
 }  // namespace
 
 void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
@@ -378,6 +438,16 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cm->add_option("--dp", cargs->dp, "Ranks (local GPUs, or mpirun processes)")->capture_default_str();
   cm->add_option("--iters", cargs->iters, "Timed iterations per size (median), after 5 warm-up")->capture_default_str();
   cm->callback([cargs, &global, &run] { run = [cargs, &global] { return run_bench_comm(*cargs, global); }; });
+
+  auto gargs = std::make_shared<BenchGpuOptimArgs>();
+  auto* go = cmd->add_subcommand("gpu-optim", "GPU fused AdamW/Lion, grad norm vs D2D copy; Muon step time (CUDA)");
+  go->add_option("--model", gargs->model, "Preset or JSON spec whose parameters are the fragments")
+      ->capture_default_str();
+  go->add_option("--muon-shapes", gargs->muon_shapes, "Comma list of ROWSxCOLS matrices for the Muon step (may be empty)")
+      ->capture_default_str();
+  go->add_option("--warmup", gargs->warmup, "Untimed launches before timing")->capture_default_str();
+  go->add_option("--iters", gargs->iters, "Timed launches (the median is reported)")->capture_default_str();
+  go->callback([gargs, &global, &run] { run = [gargs, &global] { return run_bench_gpu_optim(*gargs, global); }; });
 }
 
 }  // namespace fpg::cli

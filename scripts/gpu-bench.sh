@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
 # GPU benchmarks (issue 6): each section runs fpgather's figure and its PyTorch baseline in the same
-# call, on the same machine, and leaves JSON in OUT (BENCHMARKS.md, "GPU (issue 6)").
+# call, on the same machine, and leaves logs / JSON in OUT_DIR (BENCHMARKS.md, "GPU (issue 6)").
 #
-#   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm
+#   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm optim
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${1:?build directory}; OUT=${2:?output directory}; shift 2
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+BUILD=${1:?build directory}
+OUT=${2:?output directory}
+shift 2
 mkdir -p "$OUT"
 
 # NCCL all-gather / reduce-scatter bus bandwidth at a train step's bucket sizes, ours vs torch.distributed.
 bench_comm() {
-  "$B/fpgather" --json bench comm --models base,1b --dp 2 --iters 20 >"$OUT/comm_ours.json" || return 1
+  "$BUILD/fpgather" --json bench comm --models base,1b --dp 2 --iters 20 >"$OUT/comm_ours.json" || return 1
   python3 scripts/bench_torch_comm.py --ours "$OUT/comm_ours.json" --iters 20 --json "$OUT/comm.json"
+}
+
+# Fused AdamW/Lion, grad norm and Muon (lib/bench/gpu_optim_bench.cpp) and the PyTorch baselines
+# (scripts/bench_torch_optim.py) on the same shapes, same call. OPTIM_MODEL=base by default.
+bench_optim() {
+  local model=${OPTIM_MODEL:-base}
+  "$BUILD/fpgather" --json bench gpu-optim --model "$model" >"$OUT/optim.json" 2>"$OUT/optim.err" \
+    || { cat "$OUT/optim.err"; return 1; }
+  python3 - "$OUT/optim.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{r['device']}, model {r['model']}: {len(r['param_shapes'])} fragments")
+for x in r["results"]:
+    print(f"{x['what']:10s} {x['shape']:12s} {x['median_ms']:9.3f} ms {x['gbps']:8.1f} GB/s ratio {x['ratio_to_copy']:.3f}"
+          f" {x['tflops']:7.1f} TFLOP/s {x['gemm']}")
+PY
+  python3 scripts/bench_torch_optim.py --from "$OUT/optim.json" >"$OUT/optim-torch.json" 2>"$OUT/optim-torch.err"
+  tail -12 "$OUT/optim-torch.err"
 }
 
 for s in "$@"; do
   case "$s" in
     comm) bench_comm ;;
+    optim) bench_optim ;;
     *) echo "gpu-bench: unknown section $s" >&2; exit 2 ;;
   esac
 done

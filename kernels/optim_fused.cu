@@ -1,0 +1,160 @@
+#include "kernels/optim_fused.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/cuda_check.h"
+#include "kernels/optim_table.h"
+#include "optim/fragment_check.h"
+
+namespace fpg::cuda {
+
+// A fragment as the kernel sees it; param_numel is resolved (never -1).
+struct DevFragment {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t numel;
+  int64_t param_offset;
+  int64_t param_numel;
+};
+
+struct FragmentTable::Impl {
+  DeviceArray<DevFragment> frags;
+  DeviceArray<Chunk> chunks;
+  size_t count = 0;
+  int64_t elements = 0;
+  bool adam = true;
+};
+
+FragmentTable::FragmentTable(const optim::Fragment* fragments, size_t count, bool needs_exp_avg_sq)
+    : impl_(std::make_unique<Impl>()) {
+  const char* who = needs_exp_avg_sq ? "cuda::adam_step" : "cuda::lion_step";
+  std::vector<DevFragment> host(count);
+  std::vector<int64_t> numels(count);
+  for (size_t i = 0; i < count; ++i) {
+    const optim::Fragment& f = fragments[i];
+    const int64_t param_numel = optim::checked_param_numel(f, needs_exp_avg_sq, who);
+    host[i] = DevFragment{f.param, f.grad, f.exp_avg, needs_exp_avg_sq ? f.exp_avg_sq : nullptr,
+                          f.numel, f.param_offset, param_numel};
+    numels[i] = f.numel;
+    impl_->elements += f.numel;
+  }
+  if (count > static_cast<size_t>(INT32_MAX)) throw UsageError(std::string(who) + ": too many fragments");
+  const std::vector<Chunk> chunks = make_chunks(numels);
+  if (chunks.size() > static_cast<size_t>(INT32_MAX)) throw UsageError(std::string(who) + ": too many chunks");
+  impl_->frags.assign(host);
+  impl_->chunks.assign(chunks);
+  impl_->count = count;
+  impl_->adam = needs_exp_avg_sq;
+}
+
+FragmentTable::~FragmentTable() = default;
+FragmentTable::FragmentTable(FragmentTable&&) noexcept = default;
+FragmentTable& FragmentTable::operator=(FragmentTable&&) noexcept = default;
+size_t FragmentTable::fragments() const { return impl_->count; }
+size_t FragmentTable::chunks() const { return impl_->chunks.size(); }
+int64_t FragmentTable::elements() const { return impl_->elements; }
+bool FragmentTable::has_exp_avg_sq() const { return impl_->adam; }
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Adam: kHasWd/kDecoupled specialise the decay branch away, as the CPU loops do.
+template <bool kHasWd, bool kDecoupled>
+struct AdamOp {
+  optim::AdamScalars s;
+  __device__ __forceinline__ void operator()(bool tail, float& p, float g, float& m, float& v) const {
+    optim::AdamScalars t = s;
+    t.has_wd = kHasWd;
+    t.decoupled = kDecoupled;
+    optim::adam_update(t, tail, p, g, m, v);
+  }
+};
+
+struct LionOp {
+  optim::LionScalars s;
+  __device__ __forceinline__ void operator()(bool, float& p, float g, float& m, float&) const {
+    optim::lion_update(s, p, g, m);
+  }
+};
+
+// One block per chunk. Element i of the fragment is in its parameter's scalar tail (adam_math.h) when
+// i >= tail; Lion ignores it. float4 loads when every stream of the chunk is 16-byte aligned (a chunk
+// begins at a multiple of 4 elements), else a coalesced scalar loop.
+template <bool kHasV, typename Op>
+__global__ void __launch_bounds__(kThreads) fused_kernel(const DevFragment* __restrict__ frags,
+                                                         const Chunk* __restrict__ chunks, Op op, int vec_width) {
+  const Chunk c = chunks[blockIdx.x];
+  const DevFragment f = frags[c.item];
+  const int64_t tail_begin = optim::adam_tail_begin(f.param_numel, vec_width) - f.param_offset;
+  float* __restrict__ p = f.p;
+  const float* __restrict__ g = f.g;
+  float* __restrict__ m = f.m;
+  float* __restrict__ v = f.v;
+  float dummy = 0.0f;
+  int64_t i = c.begin;
+  const bool vec = aligned16(p + c.begin) && aligned16(g + c.begin) && aligned16(m + c.begin) &&
+                   (!kHasV || aligned16(v + c.begin));
+  if (vec) {
+    const int64_t n4 = (c.end - c.begin) / 4;
+    for (int64_t k = threadIdx.x; k < n4; k += kThreads) {
+      const int64_t e = c.begin + 4 * k;
+      float4 P = *reinterpret_cast<const float4*>(p + e);
+      const float4 G = __ldg(reinterpret_cast<const float4*>(g + e));
+      float4 M = *reinterpret_cast<const float4*>(m + e);
+      float4 V = kHasV ? *reinterpret_cast<const float4*>(v + e) : float4{0, 0, 0, 0};
+      op(e + 0 >= tail_begin, P.x, G.x, M.x, V.x);
+      op(e + 1 >= tail_begin, P.y, G.y, M.y, V.y);
+      op(e + 2 >= tail_begin, P.z, G.z, M.z, V.z);
+      op(e + 3 >= tail_begin, P.w, G.w, M.w, V.w);
+      *reinterpret_cast<float4*>(p + e) = P;
+      *reinterpret_cast<float4*>(m + e) = M;
+      if (kHasV) *reinterpret_cast<float4*>(v + e) = V;
+    }
+    i = c.begin + 4 * n4;
+  }
+  for (int64_t e = i + threadIdx.x; e < c.end; e += kThreads) {
+    float P = p[e], M = m[e];
+    float& V = kHasV ? v[e] : dummy;
+    op(e >= tail_begin, P, g[e], M, V);
+    p[e] = P;
+    m[e] = M;
+  }
+}
+
+template <bool kHasV, typename Op>
+void launch(const FragmentTable& t, Op op, int vec_width, cudaStream_t stream) {
+  const auto& im = t.impl();
+  if (im.chunks.size() == 0) return;
+  fused_kernel<kHasV><<<static_cast<unsigned>(im.chunks.size()), kThreads, 0, stream>>>(
+      im.frags.get(), im.chunks.get(), op, vec_width);
+  FPG_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void adam_step(const optim::AdamHyper& h, int64_t step, const FragmentTable& table, cudaStream_t stream) {
+  if (step < 1) throw UsageError("cuda::adam_step: step must be >= 1 (got " + std::to_string(step) + ")");
+  if (h.torch_vec_width < 1) throw UsageError("cuda::adam_step: torch_vec_width must be >= 1");
+  if (!table.has_exp_avg_sq()) throw UsageError("cuda::adam_step: the table was built for Lion (no exp_avg_sq)");
+  const optim::AdamScalars s = optim::adam_scalars(h, step);
+  if (!s.has_wd) {
+    launch<true>(table, AdamOp<false, false>{s}, h.torch_vec_width, stream);
+  } else if (s.decoupled) {
+    launch<true>(table, AdamOp<true, true>{s}, h.torch_vec_width, stream);
+  } else {
+    launch<true>(table, AdamOp<true, false>{s}, h.torch_vec_width, stream);
+  }
+}
+
+void lion_step(const optim::LionHyper& h, const FragmentTable& table, cudaStream_t stream) {
+  launch<false>(table, LionOp{optim::lion_scalars(h)}, 1, stream);
+}
+
+}  // namespace fpg::cuda

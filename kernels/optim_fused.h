@@ -1,0 +1,52 @@
+// Multi-tensor fused Adam/AdamW and Lion on the GPU: every fragment of a rank's shard in ONE launch,
+// bitwise equal to the CPU references (lib/optim/adam.h, lion.h), whose per-element math
+// (adam_math.h, lion_math.h) the kernels call. Include from plain C++: no CUDA headers needed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "optim/adam_math.h"
+#include "optim/fragment.h"
+#include "optim/lion_math.h"
+
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+
+namespace fpg::cuda {
+
+// The device descriptor table of a set of fragments (their pointers are DEVICE pointers) and its
+// balanced chunk list. Build it once per layout and reuse it every step: a step is then one launch
+// and no host-to-device traffic. Checks the fragments as the CPU reference does (UsageError).
+class FragmentTable {
+ public:
+  // needs_exp_avg_sq: Adam (true) or Lion (false).
+  FragmentTable(const optim::Fragment* fragments, size_t count, bool needs_exp_avg_sq);
+  FragmentTable(const std::vector<optim::Fragment>& f, bool needs_exp_avg_sq)
+      : FragmentTable(f.data(), f.size(), needs_exp_avg_sq) {}
+  ~FragmentTable();
+  FragmentTable(FragmentTable&&) noexcept;
+  FragmentTable& operator=(FragmentTable&&) noexcept;
+
+  size_t fragments() const;
+  size_t chunks() const;  // blocks per launch
+  int64_t elements() const;
+  bool has_exp_avg_sq() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// One Adam/AdamW step (as optim::adam_step: `step` is the step being taken, >= 1) over the table.
+// Asynchronous on `stream`.
+void adam_step(const optim::AdamHyper& h, int64_t step, const FragmentTable& table, cudaStream_t stream);
+
+// One Lion step (as optim::lion_step) over the table. Asynchronous on `stream`.
+void lion_step(const optim::LionHyper& h, const FragmentTable& table, cudaStream_t stream);
+
+}  // namespace fpg::cuda
