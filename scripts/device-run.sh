@@ -2,7 +2,11 @@
 # Builds fpgather on the GPU machine (Ubuntu 24.04: Catch2 v3, no xxHash headers, no package
 # registry), runs the test suite there and the benchmarks, and leaves logs and results in $OUT.
 #
-#   bash scripts/device-run.sh [tests] [bench-quantize] [bench-io] [bench-validate] [bench-step] [bench-reshard] ...
+#   [TARGETS="t1 t2"] bash scripts/device-run.sh STEP...
+#
+# Steps: tests (all of ctest), gpu-tests, bench-quantize, bench-io, bench-validate, bench-step,
+# bench-reshard, bench-export, gpu-bench-SECTION (a section of scripts/gpu-bench.sh: comm, optim, ...).
+# Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
 #
 # Carry .carry/ (xxHash headers unpacked from Debian's libxxhash-dev: see BENCHMARKS.md) with the
 # call. NCCL_NVLS_ENABLE=0 stays set: NVLink multicast can take a shared host's GPUs down.
@@ -10,34 +14,52 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/fpgather-device}
+# The device tool returns at most 8 files: every step logs under $RES, and the end packs $RES into
+# $OUT/results.tar.gz; the summary lines also go to stdout.
+RES=$(mktemp -d)
+trap 'tar -czf "$OUT/results.tar.gz" -C "$RES" . 2>/dev/null' EXIT
 mkdir -p "$OUT"
 jobs=$(nproc)
+B=build-device
 xx=()
 [ -d .carry/xxhash/usr/include ] && xx=(-DFPGATHER_XXHASH_INCLUDE_DIR="$PWD/.carry/xxhash/usr/include")
 {
   nproc; lscpu | grep -E "Model name|^CPU\(s\)|Thread|MHz" ; free -g | head -2
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null
-} >"$OUT/machine.txt" 2>&1
-cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release "${xx[@]}" ${FPGATHER_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; exit 1; }
-cmake --build build-device -j"$jobs" -- -k >>"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+} >"$RES/machine.txt" 2>&1
+cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release "${xx[@]}" ${FPGATHER_CMAKE_ARGS:-} >"$RES/build.log" 2>&1 \
+  || { tail -30 "$RES/build.log"; exit 1; }
+# TARGETS (space-separated) builds only those; default: everything.
+targets=()
+for t in ${TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build $B -j"$jobs" "${targets[@]}" -- -k >>"$RES/build.log" 2>&1 || { grep -E "error" -A5 "$RES/build.log" | head -60; exit 1; }
 echo "built"
 for what in "$@"; do
+  echo "== $what"
   case "$what" in
     tests)
-      ctest --test-dir build-device -j"$jobs" >"$OUT/ctest.log" 2>&1
-      grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest.log" | tail -20 ;;
+      timeout "${TESTS_TIMEOUT:-600}" ctest --test-dir $B -j"$jobs" >"$RES/ctest.log" 2>&1
+      grep -E "tests passed|Failed|\*\*\*|Skipped|Not Run" "$RES/ctest.log" | tail -20 ;;
+    gpu-tests)
+      timeout 300 $B/tests/fpgather_gpu_tests >"$RES/gpu-tests.log" 2>&1; echo "rc=$?"; tail -5 "$RES/gpu-tests.log" ;;
     bench-quantize)
-      build-device/fpgather --json bench quantize --thread-counts 1,2,4,8,"$jobs" >"$OUT/bench-quantize.json"
-      build-device/fpgather bench quantize --thread-counts 1,"$jobs" --min-seconds 0.3 | tee "$OUT/bench-quantize.txt" ;;
+      $B/fpgather --json bench quantize --thread-counts "${QUANT_THREADS:-1,2,4,8,$jobs}" >"$RES/bench-quantize.json"
+      $B/fpgather bench quantize --thread-counts "${QUANT_THREADS_TEXT:-1,$jobs}" --min-seconds 0.3 | tee "$RES/bench-quantize.txt" ;;
     bench-io)
-      build-device/fpgather bench io --dir "${BENCH_DIR:-/tmp}" --size-gib "${BENCH_IO_GIB:-4}" --ranks 8 | tee "$OUT/bench-io.txt" ;;
+      $B/fpgather bench io --dir "${BENCH_DIR:-/tmp}" --size-gib "${BENCH_IO_GIB:-4}" --ranks 8 | tee "$RES/bench-io.txt" ;;
     bench-validate)
-      build-device/fpgather bench validate --dir "${BENCH_DIR:-/tmp}" --chunks 4000000 | tee "$OUT/bench-validate.txt" ;;
+      $B/fpgather bench validate --dir "${BENCH_DIR:-/tmp}" --chunks 4000000 | tee "$RES/bench-validate.txt" ;;
     bench-step)
-      build-device/fpgather bench step | tee "$OUT/bench-step.txt" ;;
+      $B/fpgather bench step | tee "$RES/bench-step.txt" ;;
     bench-reshard)
-      build-device/fpgather bench reshard --dir "${BENCH_DIR:-/tmp}" --models small --models base | tee "$OUT/bench-reshard.txt" ;;
+      $B/fpgather bench reshard --dir "${BENCH_DIR:-/tmp}" --models small --models base | tee "$RES/bench-reshard.txt" ;;
+    bench-export)
+      d=$(mktemp -d "${BENCH_DIR:-/tmp}/export-XXXX")
+      $B/fpgather --no-progress train --model base --steps 1 --dp 1 --compress none --save "$d/ckpt" >/dev/null &&
+        $B/fpgather bench export "$d/ckpt" --dir "$d" | tee "$RES/bench-export.txt"
+      rm -rf "$d" ;;
+    gpu-bench-*)
+      bash scripts/gpu-bench.sh $B "$RES/gpu" "${what#gpu-bench-}" 2>&1 | tee "$RES/gpu-bench-${what#gpu-bench-}.txt" ;;
     *) echo "device-run: unknown step $what" >&2 ;;
   esac
 done
