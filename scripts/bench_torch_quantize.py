@@ -83,6 +83,7 @@ def main():
             quant_one(p)
 
     res["loop_ms"], res["loop_best_ms"] = time_cuda(loop, args.reps)
+    print(f"loop: {res['loop_ms']:.3f} ms", file=sys.stderr)
 
     if not args.no_compile:
         offsets = [0]
@@ -94,6 +95,7 @@ def main():
         q, _ = fn(flat, bounds, len(shapes))
         torch.cuda.synchronize()
         res["compile_s"] = time.time() - t0
+        print(f"compiled in {res['compile_s']:.1f} s", file=sys.stderr)
         # The compiled result equals the eager loop's bytes (same ops, per parameter).
         ref = torch.cat([quant_one(p)[0].view(-1) for p in params])
         res["compiled_matches_loop"] = bool(torch.equal(q.view(torch.uint8), ref.view(torch.uint8)))

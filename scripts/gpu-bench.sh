@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 bench_quantize() {
   local model=${QUANTIZE_MODEL:-base}
   "$BUILD/fpgather" --json bench gpu-quantize --model "$model" --shapes-json "$OUT/quantize-shapes.json" \
-    >"$OUT/quantize.json" 2>"$OUT/quantize.err" || { cat "$OUT/quantize.err"; return 1; }
+    >"$OUT/quantize.json" || return 1
   python3 - "$OUT/quantize.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -26,7 +26,7 @@ for x in r["results"]:
     print(f"{x['recipe']:20s} {x['pass']:10s} {x['median_ms']:9.3f} ms {x['gbps']:8.1f} GB/s  ratio {x['ratio_to_memcpy']:.3f}")
 PY
   python3 scripts/bench_torch_quantize.py --shapes "$OUT/quantize-shapes.json" --ours "$OUT/quantize.json" \
-    >"$OUT/quantize-torch.json" 2>"$OUT/quantize-torch.err" || tail -20 "$OUT/quantize-torch.err"
+    >"$OUT/quantize-torch.json"
   cat "$OUT/quantize-torch.json"
 }
 
