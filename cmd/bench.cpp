@@ -8,6 +8,7 @@
 #include "bench/export_bench.h"
 #include "bench/comm_bench.h"
 #include "bench/gpu_optim_bench.h"
+#include "bench/gpu_quantize_bench.h"
 #include "bench/quantize_bench.h"
 #include "bench/reshard_bench.h"
 #include "bench/step_bench.h"
@@ -122,6 +123,31 @@ int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
   std::printf("ratio to min(read, write): %.2f; to reading then writing at those rates: %.2f\n", r.ratio(),
               r.ratio_to_serial());
   std::printf("peak RSS %.1f MB (%.1f MB before the export)\n", r.peak_rss_after / 1e6, r.peak_rss_before / 1e6);
+  return 0;
+}
+
+int run_bench_gpu_quantize(const bench::GpuQuantizeBenchOptions& o, const GlobalOptions& g) {
+  const bench::GpuQuantizeReport r = bench::run_gpu_quantize_bench(o);
+  if (g.json) {
+    nlohmann::json j = {{"benchmark", "gpu-quantize"}, {"device", r.device}, {"rows", o.rows}, {"cols", o.cols},
+                        {"model", o.model}, {"batch_params", r.batch_params}, {"batch_elements", r.batch_elements},
+                        {"reps", o.reps}, {"results", nlohmann::json::array()}};
+    for (const auto& x : r.rows)
+      j["results"].push_back({{"recipe", x.recipe}, {"pass", x.pass}, {"elements", x.elements}, {"bytes", x.bytes},
+                              {"median_ms", x.median_ms}, {"best_ms", x.best_ms}, {"gbps", x.gbps},
+                              {"ratio_to_memcpy", x.ratio}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("gpu-quantize on %s: %llu x %llu fp32 tensor; batch: %llu parameters of '%s' (%llu elements)\n",
+              r.device.c_str(), static_cast<unsigned long long>(o.rows), static_cast<unsigned long long>(o.cols),
+              static_cast<unsigned long long>(r.batch_params), o.model.c_str(),
+              static_cast<unsigned long long>(r.batch_elements));
+  std::printf("(GB/s = minimum bytes moved / median time; ratio = GB/s / cudaMemcpy D2D GB/s, same run)\n");
+  std::printf("%-20s %-10s %12s %10s %10s %10s %7s\n", "recipe", "pass", "elements", "MB", "median ms", "GB/s", "ratio");
+  for (const auto& x : r.rows)
+    std::printf("%-20s %-10s %12llu %10.1f %10.3f %10.1f %7.3f\n", x.recipe.c_str(), x.pass.c_str(),
+                static_cast<unsigned long long>(x.elements), x.bytes / 1e6, x.median_ms, x.gbps, x.ratio);
   return 0;
 }
 
@@ -388,6 +414,21 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
                 "tensorwise, blockwise, blockwise-1x128, mxfp8, mxfp8-both (repeatable; default all)");
   q->add_option("--min-seconds", args->min_seconds, "Minimum time per measurement")->capture_default_str();
   q->callback([args, &global, &run] { run = [args, &global] { return run_bench_quantize(*args, global); }; });
+
+  auto gq = std::make_shared<bench::GpuQuantizeBenchOptions>();
+  auto* gqc = cmd->add_subcommand("gpu-quantize", "FP8 kernels on the GPU vs cudaMemcpy; batched copy-back");
+  gqc->add_option("--rows", gq->rows, "Rows M of the single tensor")->capture_default_str();
+  gqc->add_option("--cols", gq->cols, "Columns K of the single tensor")->capture_default_str();
+  gqc->add_option("--recipe", gq->recipes,
+                  "tensorwise, delayed, blockwise-1x128, blockwise, mxfp8, mxfp8-floor, mxfp8-both "
+                  "(repeatable; default all)");
+  gqc->add_option("--model", gq->model, "Preset whose parameter shapes the batched copy-back uses")
+      ->capture_default_str();
+  gqc->add_option("--min-params", gq->min_params, "Repeat the preset's parameters until there are this many")
+      ->capture_default_str();
+  gqc->add_option("--reps", gq->reps, "Timed repetitions per figure (median reported)")->capture_default_str();
+  gqc->add_option("--shapes-json", gq->shapes_json, "Write the batch's parameter shapes to this file");
+  gqc->callback([gq, &global, &run] { run = [gq, &global] { return run_bench_gpu_quantize(*gq, global); }; });
 
   auto io = std::make_shared<BenchIoArgs>();
   auto* i = cmd->add_subcommand("io", "Checkpoint save/load vs a plain large file write/read, same run");

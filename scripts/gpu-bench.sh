@@ -2,7 +2,7 @@
 # GPU benchmarks (issue 6): each section runs fpgather's figure and its PyTorch baseline in the same
 # call, on the same machine, and leaves logs / JSON in OUT_DIR (BENCHMARKS.md, "GPU (issue 6)").
 #
-#   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm optim
+#   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm optim quantize
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -35,10 +35,29 @@ PY
   tail -12 "$OUT/optim-torch.err"
 }
 
+# FP8 quantize / batched copy-back (lib/bench/gpu_quantize_bench.cpp) and the PyTorch baselines
+# (scripts/bench_torch_quantize.py) on the same shapes, same call. QUANTIZE_MODEL=base by default.
+bench_quantize() {
+  local model=${QUANTIZE_MODEL:-base}
+  "$BUILD/fpgather" --json bench gpu-quantize --model "$model" --shapes-json "$OUT/quantize-shapes.json" \
+    >"$OUT/quantize.json" || return 1
+  python3 - "$OUT/quantize.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{r['device']}: batch of {r['batch_params']} params, {r['batch_elements']} elements")
+for x in r["results"]:
+    print(f"{x['recipe']:20s} {x['pass']:10s} {x['median_ms']:9.3f} ms {x['gbps']:8.1f} GB/s  ratio {x['ratio_to_memcpy']:.3f}")
+PY
+  python3 scripts/bench_torch_quantize.py --shapes "$OUT/quantize-shapes.json" --ours "$OUT/quantize.json" \
+    >"$OUT/quantize-torch.json"
+  cat "$OUT/quantize-torch.json"
+}
+
 for s in "$@"; do
   case "$s" in
     comm) bench_comm ;;
     optim) bench_optim ;;
+    quantize) bench_quantize ;;
     *) echo "gpu-bench: unknown section $s" >&2; exit 2 ;;
   esac
 done

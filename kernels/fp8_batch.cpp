@@ -1,0 +1,247 @@
+// Host side of the batched FP8 passes: descriptors, task lists, uploads (kernels/fp8_batch.h).
+#include "kernels/fp8_batch.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "fp8/source.h"
+#include "kernels/cuda_check.h"
+#include "kernels/fp8_launch.h"
+
+namespace fpg::cuda::fp8 {
+
+using fpg::fp8::Plan;
+using fpg::fp8::Scaling;
+
+namespace {
+
+bool aligned(const void* p, uint64_t start, uint64_t elem_bytes, uint64_t align) {
+  return p == nullptr || (reinterpret_cast<uintptr_t>(p) - start * elem_bytes) % align == 0;
+}
+
+// Splits `items` work items of job `job` into tasks of at most `per` items.
+void add_tasks(std::vector<Task>& tasks, size_t job, uint64_t items, uint32_t per) {
+  for (uint64_t first = 0; first < items; first += per) {
+    Task t;
+    t.job = static_cast<uint32_t>(job);
+    t.first = first;
+    t.items = static_cast<uint32_t>(items - first < per ? items - first : per);
+    tasks.push_back(t);
+  }
+  if (tasks.size() > UINT32_MAX) throw InternalError("fp8 batch: more than 2^32 tasks");
+}
+
+template <class T>
+T* upload(const std::vector<T>& v) {
+  if (v.empty()) return nullptr;
+  T* d = nullptr;
+  FPG_CUDA_CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
+  FPG_CUDA_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+}  // namespace
+
+int persistent_blocks(const void* kernel, int threads) {
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, int> cache;
+  int dev = 0;
+  FPG_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> g(mu);
+  auto it = cache.find({dev, kernel});
+  if (it != cache.end()) return it->second;
+  int sms = 0, per_sm = 0;
+  FPG_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  FPG_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  const int blocks = sms * (per_sm > 0 ? per_sm : 1);
+  cache[{dev, kernel}] = blocks;
+  return blocks;
+}
+
+DeviceJob make_device_job(const Plan& p, uint64_t start, uint64_t count, const void* in, float* amax,
+                          float* amax_col, const ScaleView& s, uint8_t* out, uint8_t* out_col) {
+  if (start > p.numel() || count > p.numel() - start)
+    throw InternalError("fp8: fragment [" + std::to_string(start) + ", " + std::to_string(start + count) +
+                        ") is outside a tensor of " + std::to_string(p.numel()) + " elements");
+  DeviceJob j;
+  j.M = p.M;
+  j.K = p.K;
+  j.start = start;
+  j.count = count;
+  j.grid_cols = p.grid.cols;
+  j.scaling = static_cast<uint8_t>(p.recipe.scaling);
+  j.format = static_cast<uint8_t>(p.recipe.format);
+  j.input = static_cast<uint8_t>(p.input);
+  j.mx_rule = static_cast<uint8_t>(p.recipe.mx_rule);
+  j.has_row = p.has_rowwise();
+  j.has_col = p.has_columnwise();
+  switch (p.recipe.scaling) {
+    case Scaling::tensorwise:
+    case Scaling::delayed: break;
+    case Scaling::blockwise_1x128: j.block_shift = 7; break;
+    case Scaling::blockwise_128x128: j.band_shift = j.block_shift = 7; break;
+    case Scaling::mxfp8: j.block_shift = 5; break;
+  }
+  const uint64_t es = fpg::fp8::input_size(p.input), v = 16 / es;
+  const bool vec = p.K % v == 0 && aligned(in, start, es, 16) && aligned(out, start, 1, v) &&
+                   aligned(out_col, start, 1, v);
+  j.vec = static_cast<uint8_t>(vec ? v : 1);
+  j.in = in;
+  j.amax = amax;
+  j.amax_col = amax_col;
+  j.scale = s.scale;
+  j.e8m0 = s.e8m0;
+  j.e8m0_col = s.e8m0_col;
+  j.out = out;
+  j.out_col = out_col;
+  return j;
+}
+
+DeviceJob make_fused_job(const Plan& p, uint64_t start, uint64_t count, const void* in, float* amax, float* scale,
+                         float* scale_inv, uint8_t* e8m0, uint8_t* out) {
+  const bool mx = p.recipe.scaling == Scaling::mxfp8 && p.has_rowwise() && !p.has_columnwise();
+  const bool b1x128 = p.recipe.scaling == Scaling::blockwise_1x128 && p.K % 128 == 0;
+  const uint64_t block = mx ? 32 : 128;
+  if (!(mx || b1x128) || start % block != 0 || count % block != 0)
+    throw InternalError("fp8: a fused job needs MX rowwise-only or blockwise 1x128 (K % 128 == 0) and a fragment "
+                        "of whole blocks");
+  DeviceJob j = make_device_job(p, start, count, in, amax, nullptr, {}, out, nullptr);
+  if (block / j.vec > 32)
+    throw InternalError("fp8: a fused 1x128 job needs 16-byte aligned input and output");
+  j.fused = 1;
+  j.pow2 = p.recipe.pow2;
+  j.epsilon = p.recipe.amax_epsilon;
+  j.scale_out = scale;
+  j.scale_inv_out = scale_inv;
+  j.e8m0_out = e8m0;
+  return j;
+}
+
+DeviceJob make_device_job(const fpg::fp8::FragmentJob& j) {
+  if (!j.plan) throw InternalError("fp8 batch: a job without a plan");
+  return make_device_job(*j.plan, j.start, j.count, j.in, j.amax, j.amax_col, j.scales, j.out, j.out_col);
+}
+
+DeviceBatch::DeviceBatch(const std::vector<DeviceJob>& jobs) : n_jobs_(jobs.size()) {
+  std::vector<Task> main, col, cast;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const DeviceJob& j = jobs[i];
+    if (j.count == 0 || j.K == 0) continue;
+    const uint64_t ncv = (j.K + j.vec - 1) / j.vec;
+    const uint64_t r0 = j.start / j.K, r1 = (j.start + j.count - 1) / j.K;
+    const uint64_t row_items = (r1 - r0 + 1) * ncv;
+    if ((j.has_row && j.out) || (j.has_col && j.out_col) || j.fused) add_tasks(cast, i, row_items, kCastTaskItems);
+    if (j.has_row && j.amax && !j.fused) add_tasks(main, i, row_items, kAmaxTaskItems);
+    if (j.has_col && j.amax_col) add_tasks(col, i, (r1 / 32 - r0 / 32 + 1) * ncv, kColTaskItems);
+  }
+  n_main_ = static_cast<uint32_t>(main.size());
+  main.insert(main.end(), col.begin(), col.end());
+  n_amax_tasks_ = static_cast<uint32_t>(main.size());
+  n_cast_tasks_ = static_cast<uint32_t>(cast.size());
+  try {
+    jobs_ = upload(jobs);
+    amax_tasks_ = upload(main);
+    cast_tasks_ = upload(cast);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void DeviceBatch::release() {
+  // Errors are ignored here: this runs in destructors.
+  if (jobs_) (void)cudaFree(jobs_);
+  if (amax_tasks_) (void)cudaFree(amax_tasks_);
+  if (cast_tasks_) (void)cudaFree(cast_tasks_);
+  jobs_ = nullptr;
+  amax_tasks_ = cast_tasks_ = nullptr;
+}
+
+DeviceBatch::~DeviceBatch() { release(); }
+
+DeviceBatch::DeviceBatch(DeviceBatch&& o) noexcept { *this = std::move(o); }
+
+DeviceBatch& DeviceBatch::operator=(DeviceBatch&& o) noexcept {
+  if (this != &o) {
+    release();
+    n_jobs_ = o.n_jobs_;
+    jobs_ = o.jobs_;
+    amax_tasks_ = o.amax_tasks_;
+    cast_tasks_ = o.cast_tasks_;
+    n_main_ = o.n_main_;
+    n_amax_tasks_ = o.n_amax_tasks_;
+    n_cast_tasks_ = o.n_cast_tasks_;
+    o.jobs_ = nullptr;
+    o.amax_tasks_ = o.cast_tasks_ = nullptr;
+    o.n_jobs_ = 0;
+    o.n_main_ = o.n_amax_tasks_ = o.n_cast_tasks_ = 0;
+  }
+  return *this;
+}
+
+void DeviceBatch::partial_amax(cudaStream_t stream) const {
+  launch_partial_amax(jobs_, amax_tasks_, n_main_, n_amax_tasks_, stream);
+}
+
+void DeviceBatch::cast(cudaStream_t stream) const { launch_cast(jobs_, cast_tasks_, n_cast_tasks_, stream); }
+
+ScaleJob make_scale_job(const Plan& p, const float* amax, const float* amax_col, float* scale, float* scale_inv,
+                        uint8_t* e8m0, uint8_t* e8m0_col) {
+  if (p.recipe.scaling == Scaling::delayed)
+    throw UsageError("fp8: delayed scaling takes its scale from the amax history (DelayedState)");
+  ScaleJob j;
+  j.cells = p.grid.size();
+  j.col_cells = p.col_grid.size();
+  j.scaling = static_cast<uint8_t>(p.recipe.scaling);
+  j.format = static_cast<uint8_t>(p.recipe.format);
+  j.input = static_cast<uint8_t>(p.input);
+  j.mx_rule = static_cast<uint8_t>(p.recipe.mx_rule);
+  j.pow2 = p.recipe.pow2;
+  j.epsilon = p.recipe.amax_epsilon;
+  j.amax = amax;
+  j.amax_col = amax_col;
+  j.scale = scale;
+  j.scale_inv = scale_inv;
+  j.e8m0 = e8m0;
+  j.e8m0_col = e8m0_col;
+  if (p.recipe.scaling != Scaling::mxfp8 || !e8m0_col) j.col_cells = 0;
+  return j;
+}
+
+ScaleBatch::ScaleBatch(const std::vector<ScaleJob>& jobs) {
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < jobs.size(); ++i) add_tasks(tasks, i, jobs[i].cells + jobs[i].col_cells, kScaleTaskItems);
+  n_tasks_ = static_cast<uint32_t>(tasks.size());
+  try {
+    jobs_ = upload(jobs);
+    tasks_ = upload(tasks);
+  } catch (...) {
+    if (jobs_) (void)cudaFree(jobs_);
+    jobs_ = nullptr;
+    throw;
+  }
+}
+
+ScaleBatch::~ScaleBatch() {
+  if (jobs_) (void)cudaFree(jobs_);
+  if (tasks_) (void)cudaFree(tasks_);
+}
+
+void ScaleBatch::run(cudaStream_t stream) const { launch_scales(jobs_, tasks_, n_tasks_, stream); }
+
+void batch_partial_amax(const fpg::fp8::FragmentJob* jobs, size_t n, cudaStream_t stream) {
+  std::vector<DeviceJob> d;
+  for (size_t i = 0; i < n; ++i) d.push_back(make_device_job(jobs[i]));
+  DeviceBatch(d).partial_amax(stream);  // the table is freed after the launch (cudaFree waits for it)
+}
+
+void batch_cast(const fpg::fp8::FragmentJob* jobs, size_t n, cudaStream_t stream) {
+  std::vector<DeviceJob> d;
+  for (size_t i = 0; i < n; ++i) d.push_back(make_device_job(jobs[i]));
+  DeviceBatch(d).cast(stream);
+}
+
+}  // namespace fpg::cuda::fp8

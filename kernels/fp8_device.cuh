@@ -1,0 +1,247 @@
+// Device-side pieces the FP8 kernels share: the walk from a job's work items to tensor elements, the
+// 16-byte loads of a source, and the grid cells. The per-element math is the CPU's own FPG_HD code
+// (core/float_codec.h, fp8/format.h, fp8/scale_rules.h, fp8/source.h), so results are bit-identical.
+#pragma once
+
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "fp8/amax.h"
+#include "fp8/cast_loops.h"
+#include "fp8/format.h"
+#include "fp8/mxfp8.h"
+#include "fp8/source.h"
+#include "kernels/fp8_job.h"
+
+namespace fpg::cuda::fp8::dev {
+
+using fpg::fp8::Format;
+using fpg::fp8::Input;
+using fpg::fp8::Scaling;
+using fpg::fp8::SrcBf16;
+using fpg::fp8::SrcF32;
+using fpg::fp8::SrcF32AsBf16;
+
+constexpr int kThreads = 256;
+// Blocks per SM the kernels are register-limited for (launch bounds): 2 x 256 threads with 4 or 8
+// 16-byte loads in flight each cover HBM latency, without spilling.
+constexpr int kMinBlocks = 2;
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+// q = a / b, r = a % b, with the cheaper 32-bit division when both fit (the common case).
+__device__ __forceinline__ void divmod(uint64_t a, uint64_t b, uint64_t& q, uint64_t& r) {
+  if (((a | b) >> 32) == 0) {
+    const uint32_t q32 = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+    q = q32;
+    r = static_cast<uint32_t>(a) - q32 * static_cast<uint32_t>(b);
+  } else {
+    q = a / b;
+    r = a - q * b;
+  }
+}
+
+__device__ __forceinline__ bool per_tensor(const DeviceJob& j) {
+  return j.scaling == static_cast<uint8_t>(Scaling::tensorwise) ||
+         j.scaling == static_cast<uint8_t>(Scaling::delayed);
+}
+
+// Main-grid cell of element (r, c) (scale_grid.h's cell_of, with power-of-two bands and blocks).
+__device__ __forceinline__ uint64_t main_cell(const DeviceJob& j, uint64_t r, uint64_t c) {
+  if (per_tensor(j)) return 0;
+  return (r >> j.band_shift) * j.grid_cols + (c >> j.block_shift);
+}
+
+// Number of tensor elements in main-grid cell `cell`.
+__device__ __forceinline__ uint64_t main_cell_size(const DeviceJob& j, uint64_t cell) {
+  if (per_tensor(j)) return j.M * j.K;
+  const uint64_t band = cell / j.grid_cols, cb = cell - band * j.grid_cols;
+  const uint64_t br = uint64_t{1} << j.band_shift, bc = uint64_t{1} << j.block_shift;
+  const uint64_t rows = j.M - band * br < br ? j.M - band * br : br;
+  const uint64_t cols = j.K - cb * bc < bc ? j.K - cb * bc : bc;
+  return rows * cols;
+}
+
+// The rows a job's fragment touches.
+__device__ __forceinline__ uint64_t first_row(const DeviceJob& j) { return j.start / j.K; }
+
+// V consecutive raw source values at flat index g (g % V == 0 when V > 1). Returns the mask of the
+// elements inside the fragment; a vector wholly inside is one 16-byte load.
+template <class S, int V>
+__device__ __forceinline__ uint32_t load_vec(const DeviceJob& j, uint64_t g, typename S::T (&x)[V]) {
+  using T = typename S::T;
+  const T* base = static_cast<const T*>(j.in);
+  const uint64_t s = j.start, e = j.start + j.count;
+  if (g >= s && g + V <= e) {
+    const T* p = base + (g - s);
+    if constexpr (V == 1) {
+      x[0] = __ldg(p);
+    } else if constexpr (sizeof(T) == 4) {
+      static_assert(V == 4, "fp32 vectors are 4 wide");
+      const float4 t = __ldg(reinterpret_cast<const float4*>(p));
+      x[0] = t.x;
+      x[1] = t.y;
+      x[2] = t.z;
+      x[3] = t.w;
+    } else {
+      static_assert(V == 8, "bf16 vectors are 8 wide");
+      const uint4 t = __ldg(reinterpret_cast<const uint4*>(p));
+      const uint32_t w[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        x[2 * k] = static_cast<uint16_t>(w[k] & 0xFFFFu);
+        x[2 * k + 1] = static_cast<uint16_t>(w[k] >> 16);
+      }
+    }
+    return (V == 32) ? kFull : ((1u << V) - 1u);
+  }
+  uint32_t mask = 0;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    x[k] = T(0);
+    if (g + k >= s && g + k < e) {
+      x[k] = __ldg(base + (g + k - s));
+      mask |= 1u << k;
+    }
+  }
+  return mask;
+}
+
+// Stores V bytes for the elements of `mask` at flat index g into a fragment slice (out = element
+// `start`); one 4- or 8-byte store when all are present.
+template <int V>
+__device__ __forceinline__ void store_vec(uint8_t* out, uint64_t start, uint64_t g, uint32_t mask,
+                                          const uint8_t (&q)[V]) {
+  if constexpr (V == 4) {
+    if (mask == 0xFu) {
+      const uint32_t w = q[0] | (uint32_t{q[1]} << 8) | (uint32_t{q[2]} << 16) | (uint32_t{q[3]} << 24);
+      *reinterpret_cast<uint32_t*>(out + (g - start)) = w;
+      return;
+    }
+  } else if constexpr (V == 8) {
+    if (mask == 0xFFu) {
+      uint2 w;
+      w.x = q[0] | (uint32_t{q[1]} << 8) | (uint32_t{q[2]} << 16) | (uint32_t{q[3]} << 24);
+      w.y = q[4] | (uint32_t{q[5]} << 8) | (uint32_t{q[6]} << 16) | (uint32_t{q[7]} << 24);
+      *reinterpret_cast<uint2*>(out + (g - start)) = w;
+      return;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    if (mask & (1u << k)) out[g + k - start] = q[k];
+}
+
+// Calls fn(Src, V) for a job's input and vector width (block-uniform).
+template <class Fn>
+__device__ __forceinline__ void dispatch_input(const DeviceJob& j, Fn&& fn) {
+  const bool vec = j.vec > 1;
+  using One = std::integral_constant<int, 1>;
+  switch (static_cast<Input>(j.input)) {
+    case Input::f32:
+      if (vec) fn(SrcF32{}, std::integral_constant<int, 4>{});
+      else fn(SrcF32{}, One{});
+      break;
+    case Input::bf16:
+      if (vec) fn(SrcBf16{}, std::integral_constant<int, 8>{});
+      else fn(SrcBf16{}, One{});
+      break;
+    case Input::f32_as_bf16:
+      if (vec) fn(SrcF32AsBf16{}, std::integral_constant<int, 4>{});
+      else fn(SrcF32AsBf16{}, One{});
+      break;
+  }
+}
+
+// Calls fn(FormatTag, Src, V) for a job's format, input and vector width (block-uniform).
+template <class Fn>
+__device__ __forceinline__ void dispatch_job(const DeviceJob& j, Fn&& fn) {
+  using fpg::fp8::FormatTag;
+  const auto with_format = [&](auto src, auto v) {
+    if (j.format == static_cast<uint8_t>(Format::e4m3)) fn(FormatTag<Format::e4m3>{}, src, v);
+    else fn(FormatTag<Format::e5m2>{}, src, v);
+  };
+  const bool vec = j.vec > 1;
+  using One = std::integral_constant<int, 1>;
+  switch (static_cast<Input>(j.input)) {
+    case Input::f32:
+      if (vec) with_format(SrcF32{}, std::integral_constant<int, 4>{});
+      else with_format(SrcF32{}, One{});
+      break;
+    case Input::bf16:
+      if (vec) with_format(SrcBf16{}, std::integral_constant<int, 8>{});
+      else with_format(SrcBf16{}, One{});
+      break;
+    case Input::f32_as_bf16:
+      if (vec) with_format(SrcF32AsBf16{}, std::integral_constant<int, 4>{});
+      else with_format(SrcF32AsBf16{}, One{});
+      break;
+  }
+}
+
+// The saturating RNE encoder of fp8/format.h for two values at once: on sm_89+ one
+// cvt.rn.satfinite.{e4m3,e5m2}x2.f32 instruction, which equals e4m3_satfinite / e5m2_satfinite on
+// all 2^32 inputs, NaN -> 0x7F included (notes/fp8.md, appendix; tests/gpu/fp8_cast_test.cpp holds
+// it to the CPU encoder on a dense sample). Byte 0 encodes a, byte 1 b.
+template <Format F>
+__device__ __forceinline__ void encode2(float a, float b, uint8_t& qa, uint8_t& qb) {
+  const __nv_fp8x2_storage_t w =
+      __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, F == Format::e4m3 ? __NV_E4M3 : __NV_E5M2);
+  qa = static_cast<uint8_t>(w & 0xFFu);
+  qb = static_cast<uint8_t>(w >> 8);
+}
+
+// encode(load(x[k]) * scale[k]) for a vector: pairs through encode2, a single element through the
+// CPU's own FPG_HD encoder.
+template <Format F, class S, int V>
+__device__ __forceinline__ void encode_vec(const typename S::T (&x)[V], const float (&scale)[V], uint8_t (&q)[V]) {
+  if constexpr (V == 1) {
+    q[0] = fpg::fp8::encode<F>(S::load(x[0]) * scale[0]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; k += 2) encode2<F>(S::load(x[k]) * scale[k], S::load(x[k + 1]) * scale[k + 1], q[k], q[k + 1]);
+  }
+}
+
+// The ordering key of |load(x)| (amax.h): the amax of what gets quantized, NaN as 0.
+template <class S>
+__device__ __forceinline__ uint32_t key_of(typename S::T x) {
+  return fpg::fp8::amax_key(S::load(x));
+}
+
+__device__ __forceinline__ uint32_t warp_max(uint32_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint32_t w = __shfl_xor_sync(kFull, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
+
+// Max over the block (all threads call it; the result is valid in thread 0).
+__device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* smem /* kThreads/32 words */) {
+  v = warp_max(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) v = smem[w] > v ? smem[w] : v;
+  }
+  return v;
+}
+
+// Folds a non-negative, NaN-free amax key into a grid cell: by atomicMax on the bits, or a plain max
+// when the caller saw every element of the cell (no other thread touches it).
+__device__ __forceinline__ void fold_cell(float* cell, uint32_t key, bool exclusive) {
+  unsigned int* p = reinterpret_cast<unsigned int*>(cell);
+  if (exclusive) {
+    const unsigned int old = *p;
+    *p = key > old ? key : old;
+  } else {
+    atomicMax(p, key);
+  }
+}
+
+}  // namespace fpg::cuda::fp8::dev
