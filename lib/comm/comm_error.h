@@ -1,6 +1,7 @@
 // The error a rank sees when its group can no longer complete collectives.
 #pragma once
 
+#include <exception>
 #include <string>
 
 #include "core/error.h"
@@ -13,5 +14,27 @@ namespace fpg::comm {
 struct CommAborted : Error {
   explicit CommAborted(const std::string& what) : Error(ExitCode::internal, what) {}
 };
+
+// The message of a rank's failure, for the group's abort message.
+inline std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+// Whether a rank failed only because the group was aborted (not the root cause).
+inline bool is_abort(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const CommAborted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
 
 }  // namespace fpg::comm

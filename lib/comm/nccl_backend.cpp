@@ -328,26 +328,6 @@ bool NcclWork::done() {
   return false;
 }
 
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
-bool is_abort(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const CommAborted&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 // One process, `n` local GPUs, one thread each.
 class LocalNcclGroup final : public CommunicatorGroup {
  public:

@@ -311,26 +311,6 @@ class ThreadsCommunicator final : public Communicator {
 void ThreadsWork::wait() { comm_->progress_to(seq_); }
 bool ThreadsWork::done() { return comm_->completed(seq_); }
 
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
-bool is_abort(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const CommAborted&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 class ThreadsGroup final : public CommunicatorGroup {
  public:
   ThreadsGroup(int size, const CommOptions& options) : n_(size), options_(options) {}
