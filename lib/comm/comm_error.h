@@ -2,6 +2,7 @@
 #pragma once
 
 #include <exception>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
@@ -36,5 +37,28 @@ inline bool is_abort(const std::exception_ptr& e) {
     return false;
   }
 }
+
+// The failures of a group's ranks, from their threads: the first root cause and the first abort; a
+// group's run() rethrows the root cause when there is one (the aborts are its consequence).
+class RankFailures {
+ public:
+  // Records a rank's exception; returns whether it was only the group's abort.
+  bool record(const std::exception_ptr& e) {
+    const bool aborted = is_abort(e);
+    std::lock_guard<std::mutex> lk(mu_);
+    std::exception_ptr& slot = aborted ? first_abort_ : first_error_;
+    if (!slot) slot = e;
+    return aborted;
+  }
+  // After every rank has returned.
+  void rethrow_first() const {
+    if (first_error_) std::rethrow_exception(first_error_);
+    if (first_abort_) std::rethrow_exception(first_abort_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::exception_ptr first_error_, first_abort_;
+};
 
 }  // namespace fpg::comm

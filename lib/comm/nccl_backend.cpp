@@ -341,8 +341,7 @@ class LocalNcclGroup final : public CommunicatorGroup {
     for (int d = 0; d < n_; ++d) devs[static_cast<size_t>(d)] = d;
     FPG_NCCL_CHECK(ncclCommInitAll(comms.data(), n_, devs.data()));
     SharedState shared;
-    std::mutex mu;
-    std::exception_ptr first_error, first_abort;
+    RankFailures failures;
     const auto rank_main = [&](int r) {
       std::unique_ptr<NcclCommunicator> c;
       try {
@@ -351,12 +350,7 @@ class LocalNcclGroup final : public CommunicatorGroup {
         c->finish(true);
       } catch (...) {
         const std::exception_ptr e = std::current_exception();
-        const bool aborted = is_abort(e);
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          std::exception_ptr& slot = aborted ? first_abort : first_error;
-          if (!slot) slot = e;
-        }
+        failures.record(e);
         shared.fail(fmt::format("rank {} failed: {}", r, what_of(e)));
         if (c) c->finish(false);
         else ncclCommAbort(comms[static_cast<size_t>(r)]);
@@ -366,8 +360,7 @@ class LocalNcclGroup final : public CommunicatorGroup {
     for (int r = 1; r < n_; ++r) threads.emplace_back(rank_main, r);
     rank_main(0);
     for (auto& t : threads) t.join();
-    if (first_error) std::rethrow_exception(first_error);
-    if (first_abort) std::rethrow_exception(first_abort);
+    failures.rethrow_first();
   }
 
  private:

@@ -320,8 +320,7 @@ class ThreadsGroup final : public CommunicatorGroup {
 
   void run(const std::function<void(Communicator&)>& fn) override {
     Shared g(n_, options_);
-    std::mutex mu;
-    std::exception_ptr first_error, first_abort;
+    RankFailures failures;
     const auto rank_main = [&](int r) {
       try {
         ThreadsCommunicator comm(g, r);
@@ -330,12 +329,7 @@ class ThreadsGroup final : public CommunicatorGroup {
         g.rv.rank_left(r);
       } catch (...) {
         const std::exception_ptr e = std::current_exception();
-        const bool aborted = is_abort(e);
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          std::exception_ptr& slot = aborted ? first_abort : first_error;
-          if (!slot) slot = e;
-        }
+        const bool aborted = failures.record(e);
         if (!aborted) g.rv.abort(fmt::format("rank {} failed: {}", r, what_of(e)));
         g.rv.rank_left(r);
       }
@@ -352,8 +346,7 @@ class ThreadsGroup final : public CommunicatorGroup {
     }
     rank_main(0);
     for (auto& t : threads) t.join();
-    if (first_error) std::rethrow_exception(first_error);
-    if (first_abort) std::rethrow_exception(first_abort);
+    failures.rethrow_first();
   }
 
  private:

@@ -30,15 +30,8 @@ void dequantize_one(const safetensors::Model& model, const Pair& pair, DType dty
   const auto& data = model.tensors()[pair.data];
   const auto& scale = model.tensors()[pair.scale];
   const fp8::Plan& p = pair.plan;
-  fp8::ScaleView view;
-  std::vector<float> scale_inv;  // copied: the mapping gives no alignment guarantee
-  if (p.recipe.scaling == fp8::Scaling::mxfp8) {
-    view.e8m0 = model.data(scale);
-  } else {
-    scale_inv.resize(p.grid.size());
-    std::memcpy(scale_inv.data(), model.data(scale), scale_inv.size() * 4);
-    view.scale_inv = scale_inv.data();
-  }
+  const Fp8PairScales scales(p, model.data(scale));
+  const fp8::ScaleView& view = scales.view;
   const size_t idx = w.index(data.info->name);
   const size_t out_bytes = dtype == DType::F32 ? 4 : 2;
   const uint64_t n = p.numel();

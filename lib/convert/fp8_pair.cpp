@@ -1,5 +1,7 @@
 #include "convert/fp8_pair.h"
 
+#include <cstring>
+
 #include "convert/quantize_model.h"
 #include "core/error.h"
 #include "fp8/quantize.h"
@@ -33,6 +35,16 @@ fp8::Plan fp8_pair_plan(const safetensors::Model& model, const safetensors::Tens
                       std::string(fp8::scaling_name(r.scaling)) + " scales of '" + data.name +
                       "' cannot have");
   return p;
+}
+
+Fp8PairScales::Fp8PairScales(const fp8::Plan& plan, const uint8_t* scale_bytes) {
+  if (plan.recipe.scaling == fp8::Scaling::mxfp8) {
+    view.e8m0 = scale_bytes;
+    return;
+  }
+  scale_inv.resize(plan.grid.size());
+  std::memcpy(scale_inv.data(), scale_bytes, scale_inv.size() * 4);
+  view.scale_inv = scale_inv.data();
 }
 
 }  // namespace fpg::convert

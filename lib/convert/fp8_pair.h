@@ -2,7 +2,11 @@
 // quantize_model.h): the plan that dequantizes it, for `convert --dequantize` and `train --init`.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "fp8/recipe.h"
+#include "fp8/shard.h"
 #include "formats/safetensors/model.h"
 
 namespace fpg::convert {
@@ -13,5 +17,15 @@ namespace fpg::convert {
 // tensor does not have exactly the plan's dtype and shape.
 fp8::Plan fp8_pair_plan(const safetensors::Model& model, const safetensors::TensorInfo& data,
                         const safetensors::TensorInfo& scale);
+
+// The scales of a pair as dequantize_fragment reads them: the E8M0 bytes in place (MX), or the fp32
+// scale_inv grid copied out (the mapping gives no alignment guarantee for floats).
+struct Fp8PairScales {
+  std::vector<float> scale_inv;
+  fp8::ScaleView view;
+  Fp8PairScales(const fp8::Plan& plan, const uint8_t* scale_bytes);
+  Fp8PairScales(const Fp8PairScales&) = delete;  // view points into scale_inv
+  Fp8PairScales& operator=(const Fp8PairScales&) = delete;
+};
 
 }  // namespace fpg::convert

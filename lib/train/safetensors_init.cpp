@@ -71,16 +71,8 @@ void SafetensorsInit::fill(uint32_t param, float* out) const {
   if (scale_[param]) {
     const auto& s = *scale_[param];
     const fp8::Plan p = convert::fp8_pair_plan(model_, t, *s.info);
-    fp8::ScaleView view;
-    std::vector<float> scale_inv;  // copied: the mapping gives no alignment guarantee
-    if (p.recipe.scaling == fp8::Scaling::mxfp8) {
-      view.e8m0 = model_.data(s);
-    } else {
-      scale_inv.resize(p.grid.size());
-      std::memcpy(scale_inv.data(), model_.data(s), scale_inv.size() * 4);
-      view.scale_inv = scale_inv.data();
-    }
-    fp8::dequantize_fragment(p, view, 0, n, src, out);
+    const convert::Fp8PairScales scales(p, model_.data(s));
+    fp8::dequantize_fragment(p, scales.view, 0, n, src, out);
     return;
   }
   if (t.dtype == DType::F32) {
