@@ -59,7 +59,7 @@ void add_distributed_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_option("--dp", a.dp, "Data-parallel ranks")->capture_default_str();
   cmd->add_option("--comm", a.comm,
                   "Communicator: threads (ranks are threads) or mpi (one rank per process, under mpirun -n DP); "
-                  "nccl is refused (device buffers)")
+                  "nccl: train --device cuda only (device buffers)")
       ->capture_default_str();
   cmd->add_option("--dist-opt", a.dist_opt, "bucketed or layerwise (default: bucketed; layerwise with muon)");
   cmd->add_option("--fp8", a.fp8, "FP8 params: none, tensorwise, delayed, blockwise, blockwise-1x128, mxfp8")

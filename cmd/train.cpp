@@ -7,6 +7,7 @@
 #include "comm/mpi_runtime.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "device/device_trainer.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
 #include "pipeline_args.h"
@@ -27,6 +28,8 @@ struct TrainArgs {
   uint64_t accumulation = 1;
   uint64_t seed = 1234;
   std::string metrics;
+  std::string device = "cpu";
+  bool comm_given = false;  // --comm on the command line (cuda implies nccl)
   bool print_layout = false;
   uint64_t log_every = 0;
   // checkpoints (train/checkpointing.h)
@@ -77,7 +80,20 @@ std::string group_digits(uint64_t v) {
   return s;
 }
 
+// --device cuda: what it does not support yet is refused before anything runs.
+void check_cuda_args(const TrainArgs& a) {
+  if (a.comm_given && a.pipe.comm != "nccl")
+    throw UsageError("--device cuda runs its ranks on the nccl communicator, not --comm " + a.pipe.comm);
+  for (const auto& [given, name] : {std::pair{!a.save.empty() || a.save_every > 0, "--save"},
+                                    std::pair{!a.load.empty(), "--load"}, std::pair{!a.init.empty(), "--init"}})
+    if (given) throw UsageError(std::string("--device cuda: ") + name + " is not supported on the GPU yet");
+}
+
 int run_train(const TrainArgs& a, const GlobalOptions& g) {
+  if (a.device != "cpu" && a.device != "cuda")
+    throw UsageError("--device must be cpu or cuda, not '" + a.device + "'");
+  const bool cuda = a.device == "cuda";
+  if (cuda) check_cuda_args(a);
   train::TrainOptions o;
   o.spec = model::resolve_model(a.model);
   o.dp = a.pipe.dp;
@@ -87,12 +103,14 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   o.micro_batch = a.micro_batch;
   o.accumulation = a.accumulation;
   o.seed = a.seed;
-  o.comm = a.pipe.comm;
+  o.comm = cuda ? "nccl" : a.pipe.comm;
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
 
   if (a.print_layout) {  // the layout of this configuration, then exit without training
-    const pipeline::PipelineLayout l = train::training_layout(o);
+    train::TrainOptions lo = o;
+    if (cuda) lo.comm = "threads";  // the layout does not depend on the communicator
+    const pipeline::PipelineLayout l = train::training_layout(lo);
     if (g.json) {
       const std::string text = l.layer_wise ? layout::to_json(*l.layer_wise, 2) : layout::to_json(*l.bucketed, 2);
       std::printf("%s\n", text.c_str());
@@ -101,7 +119,8 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     }
     return 0;
   }
-  const model::ModelSpec spec = train::training_spec(o);  // refuse a bad configuration before any output
+  // Refuse a bad configuration before any output (cuda: also layerwise, no CUDA, more --dp than GPUs).
+  const model::ModelSpec spec = cuda ? device::device_training_spec(o) : train::training_spec(o);
   const train::CheckpointOptions ckpt = checkpoint_options(a);
 
   // Under mpirun only the process of rank 0 writes metrics and reports (ranks are processes there).
@@ -116,7 +135,11 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
       std::fprintf(stderr, "step %llu/%llu loss %.6f grad_norm %.4g%s\n", static_cast<unsigned long long>(m.step + 1),
                    static_cast<unsigned long long>(a.steps), m.loss, m.grad_norm, m.skipped ? " (skipped)" : "");
   };
-  const train::CheckpointedResult cr = train::train_with_checkpoints(o, ckpt, {}, on_step);
+  train::CheckpointedResult cr;
+  if (cuda)
+    cr.train = device::train_on_device(o, {}, on_step);
+  else
+    cr = train::train_with_checkpoints(o, ckpt, {}, on_step);
   const train::TrainResult& r = cr.train;
   const train::CheckpointLog& log = cr.checkpoints;
   if (metrics) metrics->close();
@@ -129,6 +152,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     j["model"] = spec.name;
     j["optimizer"] = a.pipe.optimizer;
     j["dist_opt"] = dist;
+    j["device"] = a.device;
     j["fp8"] = fp8_label(a.pipe);
     j["lr"] = o.pipeline.lr;
     j["micro_batch"] = a.micro_batch;
@@ -145,9 +169,9 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   const pipeline::PhaseTimes& t = s.median_times;
   if (!log.loaded.empty())
     std::printf("resumed from %s at step %llu\n", log.loaded.c_str(), static_cast<unsigned long long>(log.loaded_step));
-  std::printf("trained %s (%s params) for %llu steps on dp %u: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
-              group_digits(s.params).c_str(), static_cast<unsigned long long>(s.steps), s.dp, a.pipe.optimizer.c_str(),
-              dist, fp8_label(a.pipe).c_str(), o.pipeline.lr);
+  std::printf("trained %s (%s params) for %llu steps on dp %u%s: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
+              group_digits(s.params).c_str(), static_cast<unsigned long long>(s.steps), s.dp,
+              cuda ? " (cuda)" : "", a.pipe.optimizer.c_str(), dist, fp8_label(a.pipe).c_str(), o.pipeline.lr);
   std::printf("loss %.6f -> %.6f (%.3fx)%s\n", s.initial_loss, s.final_loss,
               s.initial_loss > 0 ? s.final_loss / s.initial_loss : 0.0,
               s.skipped ? (", " + std::to_string(s.skipped) + " skipped steps").c_str() : "");
@@ -170,6 +194,11 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--model", args->model, "Preset (tiny, small, base, 1b) or a JSON spec file")->capture_default_str();
   add_optimizer_options(cmd, args->pipe);
   add_distributed_options(cmd, args->pipe);
+  auto* comm_opt = cmd->get_option("--comm");
+  cmd->add_option("--device", args->device,
+                  "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
+                  "(bucketed only; no --save/--load/--init yet)")
+      ->capture_default_str();
   cmd->add_option("--keep-fp32", args->keep_fp32, "Regex: params whose name matches stay native fp32");
   cmd->add_option("--steps", args->steps, "Optimizer steps")->capture_default_str();
   cmd->add_option("--micro-batch", args->micro_batch, "Rows per micro-batch")->capture_default_str();
@@ -190,7 +219,10 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--compress", args->compress, "Checkpoint compression: zstd[:LEVEL][+shuffle] or none")
       ->capture_default_str();
   cmd->add_option("--keep", args->keep, "Keep only the N newest checkpoints under --save (default: all)");
-  cmd->callback([args, &global, &run] { run = [args, &global] { return run_train(*args, global); }; });
+  cmd->callback([args, comm_opt, &global, &run] {
+    args->comm_given = comm_opt->count() > 0;
+    run = [args, &global] { return run_train(*args, global); };
+  });
 }
 
 }  // namespace fpg::cli

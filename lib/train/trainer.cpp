@@ -71,24 +71,34 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
       const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
       comm.all_gather(losses.data(), all_losses.data(), A * sizeof(float))->wait();
       if (rank == 0) {
-        double sum = 0;
-        for (float l : all_losses) sum += static_cast<double>(l);
-        StepMetrics& m = result.steps[t];
-        m.step = t;
-        m.loss = sum / static_cast<double>(N * A);
-        m.grad_norm = rep.grad_norm;
-        m.clip_coef = rep.clip_coef;
-        m.skipped = rep.skipped;
-        m.times = rep.times;
-        if (on_step) on_step(m);
+        result.steps[t] = step_metrics(t, all_losses, rep);
+        if (on_step) on_step(result.steps[t]);
       }
       if (observer) observer(t + 1, pipe);
       if (hooks.after_step) hooks.after_step(t + 1, pipe, comm);
     }
   });
+  finish_result(result, o, spec.numel(), first);
+  return result;
+}
+
+StepMetrics step_metrics(uint64_t step, const std::vector<float>& losses, const pipeline::StepReport& rep) {
+  double sum = 0;
+  for (float l : losses) sum += static_cast<double>(l);
+  StepMetrics m;
+  m.step = step;
+  m.loss = sum / static_cast<double>(losses.size());
+  m.grad_norm = rep.grad_norm;
+  m.clip_coef = rep.clip_coef;
+  m.skipped = rep.skipped;
+  m.times = rep.times;
+  return m;
+}
+
+void finish_result(TrainResult& result, const TrainOptions& o, uint64_t params, uint64_t first) {
   if (!result.has_rank0) {  // an mpi rank other than 0: rank 0's process reports
     result.steps.clear();
-    return result;
+    return;
   }
   result.steps.erase(result.steps.begin(), result.steps.begin() + static_cast<int64_t>(first));
 
@@ -96,7 +106,7 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
   s.steps = o.steps - first;
   s.first_step = first;
   s.dp = o.dp;
-  s.params = spec.numel();
+  s.params = params;
   if (!result.steps.empty()) {
     s.initial_loss = result.steps.front().loss;
     s.final_loss = result.steps.back().loss;
@@ -114,7 +124,6 @@ TrainResult train(const TrainOptions& o, const RankObserver& observer, const Ste
   s.step_time_ms = median(total) * 1e3;
   s.median_times = {median(fb), median(rs), median(opt), median(cb), median(ga)};
   result.cursor = {o.seed, o.steps, o.micro_batch, o.accumulation, o.dp};
-  return result;
 }
 
 std::string step_json(const StepMetrics& m) {

@@ -106,6 +106,13 @@ struct TrainHooks {
 TrainResult train(const TrainOptions& opts, const RankObserver& observer = {}, const StepCallback& on_step = {},
                   const TrainHooks& hooks = {});
 
+// Shared by train() and the device trainer (device/device_trainer.h):
+// The metrics of step `step` from the losses of all its micro-batches (rank-major) and rank 0's report.
+StepMetrics step_metrics(uint64_t step, const std::vector<float>& losses, const pipeline::StepReport& rep);
+// After the ranks ran: drops the steps before `first` (a resumed run's), fills the summary (medians of
+// rank 0's phase times; `params`: elements of the spec) and the cursor. Without rank 0: clears steps.
+void finish_result(TrainResult& result, const TrainOptions& o, uint64_t params, uint64_t first);
+
 // The JSON line of one step (metrics file) and the summary object, as `--json` prints them.
 std::string step_json(const StepMetrics& m);
 std::string summary_json(const TrainSummary& s);

@@ -1,0 +1,122 @@
+#include "device/device_trainer.h"
+
+#include <string>
+
+#include "comm/mpi_runtime.h"
+#include "core/error.h"
+#include "kernels/device.h"
+#include "pipeline/config.h"
+#include "train/train_setup.h"
+
+#if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
+#include <vector>
+
+#include "comm/nccl_backend.h"
+#include "device/device_micro_batch.h"
+#include "device/device_network.h"
+#include "device/device_rank_pipeline.h"
+#include "device/device_scratch.h"
+#include "kernels/cuda_check.h"
+#include "model/network_init.h"
+#include "model/teacher_task.h"
+#endif
+
+namespace fpg::device {
+
+bool device_training_built() {
+#if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+void check_device_options(const train::TrainOptions& o) {
+  // What --device cuda refuses everywhere first, then what this build and host lack.
+  if (o.comm != "nccl")
+    throw UsageError("--device cuda runs its ranks on the nccl communicator, not --comm " + o.comm);
+  if (o.pipeline.dist_opt == pipeline::DistOpt::layerwise)
+    throw UsageError("--device cuda: --dist-opt layerwise (and so muon) is not supported on the GPU yet; use bucketed");
+  if (!device_training_built())
+    throw UsageError("--device cuda: this fpgather is built without CUDA and NCCL (configure where the CUDA toolkit "
+                     "and NCCL are found, -DFPGATHER_CUDA=AUTO or ON)");
+  const int gpus = cuda::device_count();
+  if (static_cast<int64_t>(o.dp) > gpus)
+    throw UsageError("--device cuda: --dp " + std::to_string(o.dp) + " needs " + std::to_string(o.dp) + " GPU" +
+                     (o.dp == 1 ? "" : "s") + ", this host has " + std::to_string(gpus));
+}
+
+model::ModelSpec device_training_spec(const train::TrainOptions& o) {
+  check_device_options(o);
+  train::TrainOptions host = o;
+  host.comm = comm::launcher_rank() >= 0 ? "mpi" : "threads";
+  return train::training_spec(host);
+}
+
+#if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
+
+train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver& observer,
+                                   const train::StepCallback& on_step) {
+  const model::ModelSpec spec = device_training_spec(o);
+
+  const model::NetworkDims dims = *spec.network;
+  const model::TeacherTask task(dims, o.seed, o.micro_batch);
+  const uint64_t A = o.accumulation, N = o.dp;
+
+  train::TrainResult result;
+  result.steps.resize(o.steps);
+  comm::make_nccl_group(static_cast<int>(o.dp))->run([&](comm::Communicator& comm) {
+    const uint64_t rank = static_cast<uint64_t>(comm.rank());
+    if (rank == 0) result.has_rank0 = true;
+    const pipeline::InitFn init = [&](uint32_t p, float* out) {
+      model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
+    };
+    DeviceRankPipeline pipe(spec, o.pipeline, comm, init);
+    if (observer) observer(0, pipe);
+
+    DeviceNetwork net(dims, pipe.stream());
+    DeviceMicroBatches batches(task);
+    DeviceScratch<float> losses, all_losses;  // one float per micro-batch: this rank's, every rank's
+    losses.reserve(A);
+    all_losses.reserve(A * N);
+    std::vector<float> host_losses(A * N);
+    const cudaStream_t comm_stream = comm::nccl_compute_stream(comm);
+    for (uint64_t t = 0; t < o.steps; ++t) {
+      const DeviceGradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads,
+                                       cudaStream_t stream) {
+        if (stream != net.stream()) net.set_stream(stream);
+        for (uint64_t a = 0; a < A; ++a) {
+          batches.draw(model::micro_batch_index(t, N, rank, A, a), net);
+          net.forward_backward(params, batches.x(), batches.target(), batches.rows(), grads,
+                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate, losses.data() + a);
+        }
+      };
+      const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
+      // The losses were written on the network's stream; the collective reads what the compute
+      // stream has done, so finish the network's work first (the step has waited for it already).
+      FPG_CUDA_CHECK(cudaStreamSynchronize(net.stream()));
+      comm.all_gather(losses.data(), all_losses.data(), A * sizeof(float))->wait();
+      FPG_CUDA_CHECK(cudaMemcpyAsync(host_losses.data(), all_losses.data(), A * N * sizeof(float),
+                                     cudaMemcpyDeviceToHost, comm_stream));
+      FPG_CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+      if (rank == 0) {
+        result.steps[t] = train::step_metrics(t, host_losses, rep);
+        if (on_step) on_step(result.steps[t]);
+      }
+      if (observer) observer(t + 1, pipe);
+    }
+  });
+  train::finish_result(result, o, spec.numel(), 0);
+  return result;
+}
+
+#else
+
+train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver&, const train::StepCallback&) {
+  check_device_options(o);  // throws: no CUDA in this build
+  throw InternalError("train_on_device: unreachable without CUDA");
+}
+
+#endif
+
+}  // namespace fpg::device

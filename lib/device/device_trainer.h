@@ -1,0 +1,43 @@
+// `fpgather train --device cuda` as a library: train::train()'s loop (train/trainer.h) with one rank
+// per GPU of an nccl group, each running a DeviceRankPipeline (device/device_rank_pipeline.h): params,
+// grads, masters and optimizer states stay on the device, the network runs on cuBLAS
+// (device/device_network.h) and micro-batches are made on the device (device/device_micro_batch.h).
+//
+// Same data order, scaling convention, loss reduction, StepMetrics/TrainSummary and JSON as the CPU
+// trainer, so a GPU run and a CPU run from the same seed give loss curves equal within the network's
+// rounding. The step losses are all-gathered on the device (one float per micro-batch) and copied to
+// the host once per step.
+//
+// Not supported yet (UsageError): --dist-opt layerwise (so muon), checkpoints (hooks), communicators
+// other than nccl.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "train/trainer.h"
+
+namespace fpg::device {
+
+class DeviceRankPipeline;
+
+// Called on every rank's thread after the pipeline is built (0) and after every step (t + 1); the
+// observer may read the pipeline (tests download params) but not step it.
+using DeviceRankObserver = std::function<void(uint64_t steps_done, const DeviceRankPipeline& rank)>;
+
+// Whether this build can train on GPUs (CUDA and NCCL built in).
+bool device_training_built();
+
+// Throws UsageError for options --device cuda cannot run: a build without CUDA/NCCL, comm other than
+// "nccl", --dist-opt layerwise, more DP ranks than visible GPUs.
+void check_device_options(const train::TrainOptions& o);
+
+// check_device_options, then train::training_spec's checks (through the host group of the same ranks):
+// the spec a device run trains.
+model::ModelSpec device_training_spec(const train::TrainOptions& o);
+
+// o.comm must be "nccl"; o.threads_per_rank is ignored. Throws as train::train() does, and as above.
+train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver& observer = {},
+                                   const train::StepCallback& on_step = {});
+
+}  // namespace fpg::device
