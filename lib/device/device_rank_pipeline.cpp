@@ -1,0 +1,427 @@
+#include "device/device_rank_pipeline.h"
+
+#if defined(FPGATHER_HAVE_CUDA)
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "comm/nccl_backend.h"
+#include "core/error.h"
+#include "device/device_buffer.h"
+#include "device/device_fp8_params.h"
+#include "kernels/cast_bf16.h"
+#include "kernels/cuda_check.h"
+#include "kernels/fp8_shard.h"
+#include "kernels/grad_norm.h"
+#include "kernels/optim_fused.h"
+#include "layout/bucketed_layout.h"
+#include "pipeline/byte_append.h"
+#include "pipeline/fp8_params.h"
+#include "pipeline/grad_norm.h"
+#include "pipeline/optimizer_step.h"
+#include "pipeline/pipeline_layout.h"
+
+namespace fpg::device {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using pipeline::StateFragment;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// One layout buffer on the device (pipeline::BufferStorage).
+struct DeviceStorage {
+  DType dtype = DType::BF16;  // BF16, F32 or U8
+  DeviceBuffer data;          // bf16 bits / fp32 / FP8 rowwise bytes (empty for MXFP8 columnwise only)
+  DeviceBuffer col;           // FP8 MXFP8 columnwise bytes
+  DeviceBuffer grad;          // fp32 grads of the whole buffer
+};
+
+struct Where {
+  int32_t buffer = -1;
+  uint64_t begin = 0;  // buffer coordinates
+};
+
+}  // namespace
+
+struct DeviceRankPipeline::Impl {
+  model::ModelSpec spec;
+  pipeline::PipelineConfig cfg;
+  comm::Communicator& comm;
+  cudaStream_t stream = nullptr;
+  layout::BucketedLayout layout;
+  // Host: the fragment map, kind, step and the FP8 states' shapes; the arenas live on the device.
+  pipeline::RankState state;
+  bool has_exp_avg = false, has_exp_avg_sq = false;
+  DeviceBuffer master, exp_avg, exp_avg_sq;
+  std::vector<pipeline::Fp8Tensor> fp8;
+  std::vector<int32_t> fp8_index;
+  std::vector<DeviceStorage> bufs;
+  std::vector<Where> where;            // per spec param
+  std::vector<uint64_t> frag_world;    // per state fragment: buffer coordinates of its first element
+  std::vector<uint32_t> frag_buffer;   // per state fragment: its buffer
+  std::unique_ptr<cuda::GradSpanTable> grads;    // the owned grads
+  std::unique_ptr<cuda::FragmentTable> optim;    // the owned fragments
+  std::unique_ptr<DeviceFp8Params> fp8_dev;
+  DeviceBuffer scalar;                           // the grad-norm max's all-reduce
+  std::vector<DeviceBuffer> values;              // decoded fp32 params (not for fp32-kept ones)
+  std::vector<const float*> param_ptrs;
+  std::vector<float*> grad_ptrs;
+
+  Impl(const model::ModelSpec& s, const pipeline::PipelineConfig& c, comm::Communicator& cm)
+      : spec(s), cfg(c), comm(cm) {}
+
+  float* grad_at(size_t frag) const { return bufs[frag_buffer[frag]].grad.as<float>() + frag_world[frag]; }
+  void sync() const { FPG_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+  void build_storage();
+  void init_masters(const pipeline::InitFn& init);
+  void build_tables();
+  void copy_back();
+  void gather();
+  void decode();
+  float all_reduce_max(float local);
+};
+
+void DeviceRankPipeline::Impl::build_storage() {
+  where.assign(spec.params.size(), Where{});
+  bufs.resize(layout.buffers.size());
+  const bool mx_col_only = cfg.fp8.enabled && cfg.fp8.recipe.scaling == fp8::Scaling::mxfp8 && !cfg.fp8.recipe.mx_rowwise;
+  for (size_t b = 0; b < layout.buffers.size(); ++b) {
+    const layout::Buffer& buf = layout.buffers[b];
+    DeviceStorage& s = bufs[b];
+    s.dtype = buf.key.param_dtype;
+    s.grad = DeviceBuffer(buf.numel * 4, stream);  // padding stays zero forever, as on the CPU
+    bool col = false;
+    for (const layout::ParamSlot& slot : buf.params) {
+      where[slot.param] = Where{static_cast<int32_t>(b), slot.world.begin};
+      if (s.dtype == DType::U8) {
+        if (fp8_index[slot.param] < 0)
+          throw InternalError("pipeline: param " + slot.name + " is in an FP8 buffer but has no FP8 plan");
+        col |= fp8[static_cast<size_t>(fp8_index[slot.param])].from_master.has_columnwise();
+      }
+    }
+    switch (s.dtype) {
+      case DType::BF16: s.data = DeviceBuffer(buf.numel * 2, stream); break;
+      case DType::F32: s.data = DeviceBuffer(buf.numel * 4, stream); break;
+      case DType::U8:
+        if (!mx_col_only) s.data = DeviceBuffer(buf.numel, stream);
+        if (col) s.col = DeviceBuffer(buf.numel, stream);
+        break;
+      default: throw InternalError("pipeline: unexpected buffer dtype");
+    }
+  }
+  // This rank's fragments, as optimizer state fragments (BucketedPart's order).
+  pipeline::OptimizerState& st = state.bucketed;
+  st.fragments.clear();
+  st.by_param.clear();
+  for (const layout::RankFragment& rf : layout::rank_fragments(layout, state.rank)) {
+    const layout::Fragment& f = rf.fragment;
+    st.add(f.param, f.param_range, spec.params[f.param].numel());
+    frag_world.push_back(f.gbuf_world.begin);
+    frag_buffer.push_back(rf.buffer);
+  }
+}
+
+void DeviceRankPipeline::Impl::init_masters(const pipeline::InitFn& init) {
+  pipeline::OptimizerState& st = state.bucketed;
+  st.allocate();  // host arenas only to learn their sizes and hold the initial masters
+  has_exp_avg = !st.exp_avg.empty();
+  has_exp_avg_sq = !st.exp_avg_sq.empty();
+  std::vector<float> scratch;
+  for (const auto& [param, ids] : st.by_param) {
+    scratch.resize(spec.params[param].numel());
+    init(param, scratch.data());
+    for (uint32_t id : ids) {
+      const StateFragment& f = st.fragments[id];
+      std::copy(scratch.begin() + static_cast<int64_t>(f.param_range.begin),
+                scratch.begin() + static_cast<int64_t>(f.param_range.end),
+                st.master.begin() + static_cast<int64_t>(f.offset));
+    }
+  }
+  const size_t bytes = st.master.size() * 4;
+  master = DeviceBuffer(bytes, stream);
+  copy_to_device(master.get(), st.master.data(), bytes, stream);
+  if (has_exp_avg) exp_avg = DeviceBuffer(bytes, stream);
+  if (has_exp_avg_sq) exp_avg_sq = DeviceBuffer(bytes, stream);
+  // The device holds the arenas from here on.
+  st.master = {};
+  st.exp_avg = {};
+  st.exp_avg_sq = {};
+  st.momentum = {};
+}
+
+void DeviceRankPipeline::Impl::build_tables() {
+  const pipeline::OptimizerState& st = state.bucketed;
+  std::vector<cuda::GradSpan> spans;
+  std::vector<optim::Fragment> frags;
+  std::vector<Fp8Fragment> fp8_frags;
+  for (size_t i = 0; i < st.fragments.size(); ++i) {
+    const StateFragment& f = st.fragments[i];
+    const int64_t n = static_cast<int64_t>(f.param_range.size());
+    spans.push_back(cuda::GradSpan{grad_at(i), n});
+    optim::Fragment o;
+    o.param = master.as<float>() + f.offset;
+    o.grad = grad_at(i);
+    o.exp_avg = has_exp_avg ? exp_avg.as<float>() + f.offset : nullptr;
+    o.exp_avg_sq = has_exp_avg_sq ? exp_avg_sq.as<float>() + f.offset : nullptr;
+    o.numel = n;
+    o.param_offset = static_cast<int64_t>(f.param_range.begin);
+    o.param_numel = static_cast<int64_t>(f.param_numel);
+    frags.push_back(o);
+    if (fp8_index[f.param] >= 0) {
+      const uint32_t t = static_cast<uint32_t>(fp8_index[f.param]);
+      const DeviceStorage& s = bufs[frag_buffer[i]];
+      const uint64_t at = frag_world[i];
+      Fp8Fragment j;
+      j.tensor = t;
+      j.start = f.param_range.begin;
+      j.count = f.param_range.size();
+      j.master = master.as<float>() + f.offset;
+      j.out = fp8[t].from_master.has_rowwise() ? s.data.as<uint8_t>() + at : nullptr;
+      j.out_col = fp8[t].from_master.has_columnwise() ? s.col.as<uint8_t>() + at : nullptr;
+      fp8_frags.push_back(j);
+    }
+  }
+  grads = std::make_unique<cuda::GradSpanTable>(spans);
+  optim = std::make_unique<cuda::FragmentTable>(frags, has_exp_avg_sq);
+  fp8_dev = std::make_unique<DeviceFp8Params>(cfg, fp8, state.fp8, stream);
+  fp8_dev->build(fp8_frags);
+  // The tables went up by cudaMemcpy on the legacy stream, which the non-blocking compute stream does
+  // not wait for: finish them before the first launch reads them (once, at construction).
+  FPG_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void DeviceRankPipeline::Impl::copy_back() {
+  const pipeline::OptimizerState& st = state.bucketed;
+  for (size_t i = 0; i < st.fragments.size(); ++i) {
+    const StateFragment& f = st.fragments[i];
+    const float* m = master.as<float>() + f.offset;
+    const uint64_t n = f.param_range.size();
+    const DeviceStorage& s = bufs[frag_buffer[i]];
+    const uint64_t at = frag_world[i];
+    switch (s.dtype) {
+      case DType::BF16: cuda::cast_f32_to_bf16(m, n, s.data.as<uint16_t>() + at, stream); break;
+      case DType::F32:
+        FPG_CUDA_CHECK(cudaMemcpyAsync(s.data.as<float>() + at, m, n * 4, cudaMemcpyDeviceToDevice, stream));
+        break;
+      default: break;  // FP8: the batched pass below
+    }
+  }
+  fp8_dev->copy_back(comm, stream);  // every rank joins its collective, owning FP8 fragments or not
+}
+
+void DeviceRankPipeline::Impl::gather() {
+  const uint32_t dp = layout.dp;
+  std::vector<comm::WorkPtr> works;
+  for (size_t b = 0; b < layout.buffers.size(); ++b) {
+    const DeviceStorage& s = bufs[b];
+    const uint64_t elem = s.dtype == DType::BF16 ? 2 : s.dtype == DType::F32 ? 4 : 1;
+    for (const layout::Bucket& bucket : layout.buffers[b].buckets) {
+      const uint64_t L = bucket.numel() / dp;
+      if (!s.data.empty())
+        works.push_back(comm.all_gather(s.data.as<uint8_t>() + bucket.world.begin * elem, L * elem));
+      if (!s.col.empty()) works.push_back(comm.all_gather(s.col.as<uint8_t>() + bucket.world.begin, L));
+    }
+  }
+  comm::wait_all(works);
+}
+
+void DeviceRankPipeline::Impl::decode() {
+  for (uint32_t p = 0; p < spec.params.size(); ++p) {
+    const Where& w = where[p];
+    const DeviceStorage& s = bufs[static_cast<size_t>(w.buffer)];
+    const uint64_t n = spec.params[p].numel();
+    float* out = values[p].as<float>();
+    switch (s.dtype) {
+      case DType::BF16: cuda::cast_bf16_to_f32(s.data.as<uint16_t>() + w.begin, n, out, stream); break;
+      case DType::F32: break;  // read in place
+      case DType::U8: {
+        const uint32_t t = static_cast<uint32_t>(fp8_index[p]);
+        const fp8::Plan& plan = fp8[t].from_master;
+        const bool row = plan.has_rowwise();
+        cuda::fp8::dequantize_fragment(plan, fp8_dev->view(t), 0, n,
+                                       (row ? s.data.as<uint8_t>() : s.col.as<uint8_t>()) + w.begin, out, !row,
+                                       stream);
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+float DeviceRankPipeline::Impl::all_reduce_max(float local) {
+  copy_to_device(scalar.get(), &local, 4, stream);
+  comm.all_reduce(scalar.get(), 1, DType::F32, comm::ReduceOp::max)->wait();
+  float m = 0;
+  copy_to_host(&m, scalar.get(), 4, stream);
+  return m;
+}
+
+DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipeline::PipelineConfig& cfg,
+                                       comm::Communicator& comm, const pipeline::InitFn& init)
+    : impl_(std::make_unique<Impl>(spec, cfg, comm)) {
+  Impl& m = *impl_;
+  if (comm.memory_space() != comm::MemorySpace::device)
+    throw UsageError("--device cuda needs the nccl communicator (the " + std::string(comm.backend()) +
+                     " communicator takes host buffers)");
+  pipeline::validate_config(m.cfg);
+  model::validate_spec(m.spec);
+  if (m.cfg.dist_opt != pipeline::DistOpt::bucketed)
+    throw UsageError("--device cuda supports --dist-opt bucketed only for now");
+  m.stream = comm::nccl_compute_stream(comm);
+  const uint32_t dp = static_cast<uint32_t>(comm.size());
+  m.state.rank = static_cast<uint32_t>(comm.rank());
+  m.state.dp = dp;
+  m.fp8 = pipeline::make_fp8_tensors(m.spec, m.cfg, m.state.fp8, m.fp8_index);
+  m.state.bucketed.kind = m.cfg.optimizer;  // muon never reaches here: validate_config refuses it bucketed
+  m.layout = layout::build_bucketed_layout(m.spec, pipeline::bucketed_options(m.spec, m.cfg, dp));
+  if (m.layout.dp != dp) throw InternalError("pipeline: layout for another dp");
+
+  m.build_storage();
+  m.init_masters(init);
+  m.build_tables();
+  m.scalar = DeviceBuffer(4, m.stream);
+
+  m.values.resize(m.spec.params.size());
+  m.param_ptrs.resize(m.spec.params.size());
+  m.grad_ptrs.resize(m.spec.params.size());
+  for (uint32_t p = 0; p < m.spec.params.size(); ++p) {
+    const Where& w = m.where[p];
+    if (w.buffer < 0) throw InternalError("pipeline: no layout holds param " + m.spec.params[p].name);
+    DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
+    m.grad_ptrs[p] = s.grad.as<float>() + w.begin;
+    if (s.dtype == DType::F32) {
+      m.param_ptrs[p] = s.data.as<float>() + w.begin;
+    } else {
+      m.values[p] = DeviceBuffer(m.spec.params[p].numel() * 4, m.stream);
+      m.param_ptrs[p] = m.values[p].as<float>();
+    }
+  }
+  m.copy_back();
+  m.gather();
+  m.decode();
+  m.sync();
+}
+
+DeviceRankPipeline::~DeviceRankPipeline() {
+  if (impl_ && impl_->stream) (void)cudaStreamSynchronize(impl_->stream);  // nothing in flight on freed memory
+}
+
+const std::vector<const float*>& DeviceRankPipeline::params() const { return impl_->param_ptrs; }
+cudaStream_t DeviceRankPipeline::stream() const { return impl_->stream; }
+const model::ModelSpec& DeviceRankPipeline::spec() const { return impl_->spec; }
+const pipeline::PipelineConfig& DeviceRankPipeline::config() const { return impl_->cfg; }
+bool DeviceRankPipeline::is_fp8(uint32_t param) const { return impl_->fp8_index.at(param) >= 0; }
+
+pipeline::StepReport DeviceRankPipeline::step(const DeviceGradFn& grad_fn, uint64_t micro_batches) {
+  if (micro_batches == 0) throw UsageError("pipeline: a step needs at least one micro-batch");
+  Impl& m = *impl_;
+  pipeline::StepReport rep;
+  auto t0 = Clock::now();
+  grad_fn(m.param_ptrs, m.grad_ptrs, m.stream);
+  m.sync();
+  rep.times.forward_backward = since(t0);
+
+  t0 = Clock::now();
+  {
+    std::vector<comm::WorkPtr> works;
+    for (size_t b = 0; b < m.layout.buffers.size(); ++b)
+      for (const layout::Bucket& bucket : m.layout.buffers[b].buckets)
+        works.push_back(m.comm.reduce_scatter(m.bufs[b].grad.as<float>() + bucket.world.begin,
+                                              bucket.numel() / m.layout.dp, DType::F32, comm::ReduceOp::sum));
+    comm::wait_all(works);
+  }
+  m.sync();
+  rep.times.reduce_scatter = since(t0);
+
+  t0 = Clock::now();
+  pipeline::GradNorm norm;  // the CPU's fields and rules (grad_norm.h), device reductions
+  norm.local_max = cuda::scale_and_max_abs(*m.grads, static_cast<float>(micro_batches), 0.0f, m.stream);
+  norm.global_max = m.all_reduce_max(norm.local_max);
+  norm.finite = std::isfinite(norm.global_max);
+  norm.exponent = norm.finite ? pipeline::norm_exponent(norm.global_max) : 0;
+  if (!norm.finite) {
+    rep.grad_norm = static_cast<double>(norm.global_max);
+    rep.skipped = true;
+    rep.optimizer_step = m.state.bucketed.step;
+    rep.times.optimizer = since(t0);
+    return rep;
+  }
+  norm.local_sum = cuda::scaled_squares(*m.grads, norm.exponent, m.stream);
+  norm.reduce_sum(m.comm);  // host blobs, as on the CPU
+  rep.grad_norm = norm.norm;
+  if (m.cfg.clip_grad > 0) {
+    rep.clip_coef = pipeline::clip_coefficient(norm.norm, m.cfg.clip_grad);
+    if (rep.clip_coef < 1.0f) cuda::scale(*m.grads, rep.clip_coef, m.stream);
+  }
+  pipeline::OptimizerState& st = m.state.bucketed;
+  const pipeline::Hypers h = pipeline::make_hypers(m.cfg, st.kind);
+  ++st.step;
+  if (st.kind == optim::OptimizerKind::lion) cuda::lion_step(h.lion, *m.optim, m.stream);
+  else cuda::adam_step(h.adam, st.step, *m.optim, m.stream);
+  rep.optimizer_step = st.step;
+  m.sync();
+  rep.times.optimizer = since(t0);
+
+  t0 = Clock::now();
+  m.copy_back();
+  m.sync();
+  rep.times.copy_back = since(t0);
+
+  t0 = Clock::now();
+  m.gather();
+  m.decode();
+  m.sync();
+  rep.times.gather = since(t0);
+  return rep;
+}
+
+pipeline::RankState DeviceRankPipeline::download_state() const {
+  const Impl& m = *impl_;
+  m.sync();
+  pipeline::RankState out = m.state;
+  pipeline::OptimizerState& st = out.bucketed;
+  const size_t n = m.master.bytes() / 4;
+  st.master = download(m.master.as<float>(), n, m.stream);
+  if (m.has_exp_avg) st.exp_avg = download(m.exp_avg.as<float>(), n, m.stream);
+  if (m.has_exp_avg_sq) st.exp_avg_sq = download(m.exp_avg_sq.as<float>(), n, m.stream);
+  out.fp8 = m.fp8_dev->download(m.state.fp8, m.stream);
+  return out;
+}
+
+std::vector<uint8_t> DeviceRankPipeline::stored_bytes(uint32_t param) const {
+  const Impl& m = *impl_;
+  if (param >= m.spec.params.size()) throw InternalError("pipeline: no param #" + std::to_string(param));
+  m.sync();
+  const Where& w = m.where[param];
+  const DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
+  const uint64_t n = m.spec.params[param].numel();
+  std::vector<uint8_t> out;
+  switch (s.dtype) {
+    case DType::BF16: out = download(s.data.as<uint8_t>() + w.begin * 2, n * 2, m.stream); break;
+    case DType::F32: out = download(s.data.as<uint8_t>() + w.begin * 4, n * 4, m.stream); break;
+    case DType::U8: {
+      if (!s.data.empty()) pipeline::append_vec(out, download(s.data.as<uint8_t>() + w.begin, n, m.stream));
+      if (!s.col.empty()) pipeline::append_vec(out, download(s.col.as<uint8_t>() + w.begin, n, m.stream));
+      const uint32_t t = static_cast<uint32_t>(m.fp8_index[param]);
+      const pipeline::Fp8ParamState st = m.fp8_dev->download(m.state.fp8, m.stream)[m.fp8[t].state];
+      pipeline::append_vec(out, st.scales.scale);
+      pipeline::append_vec(out, st.scales.scale_inv);
+      pipeline::append_vec(out, st.scales.e8m0);
+      pipeline::append_vec(out, st.scales.e8m0_col);
+      pipeline::append_vec(out, st.delayed.amax_history);
+      pipeline::append_bytes(out, &st.delayed.scale, 4);
+      pipeline::append_bytes(out, &st.delayed.scale_inv, 4);
+      break;
+    }
+    default: break;
+  }
+  return out;
+}
+
+}  // namespace fpg::device
+
+#endif  // FPGATHER_HAVE_CUDA

@@ -1,0 +1,85 @@
+// One DP rank of the BUCKETED step pipeline on its GPU (`train --device cuda`, issue 6): params,
+// fp32 grads, owned masters and optimizer state live in device memory; the collectives run on an
+// nccl communicator (comm/nccl_backend.h) and every phase is a handful of launches on the rank's
+// compute stream. Phase by phase it is pipeline::RankPipeline with the bucketed part
+// (pipeline/rank_pipeline.h, bucketed_part.h: the same layout, fragments, scaling convention, exact
+// grad norm, clipping, non-finite skip and FP8 copy-back), so its state and stored bytes equal the
+// CPU pipeline's bit for bit (tests/gpu/device_pipeline_test.cpp).
+//
+// A step, on the compute stream:
+//   1. grad_fn(params, grads, stream) enqueues forward/backward (grads overwritten, as on the CPU)
+//   2. in-place reduce-scatter per bucket
+//   3. /M fused with max|g| (cuda::scale_and_max_abs, one launch); all-reduce MAX of the local max
+//      (a device scalar, as grad_norm.cpp's all_reduce); non-finite: skipped
+//   4. the fixed-point squares (one launch) -> 128-bit sums exchanged as on the CPU (all_gather_bytes)
+//      -> norm; clip (one launch) when the coefficient is < 1
+//   5. ONE fused optimizer launch over every owned fragment (adam, adamw, lion)
+//   6. copy-back: per owned fragment a bf16 cast or fp32 copy; FP8 through device/device_fp8_params.h
+//      (batched amax, ONE packed all-reduce MAX, batched scales and cast; delayed update)
+//   7. in-place all-gather per bucket (param buffer and columnwise twin), then params decoded to fp32
+//      (bf16 -> fp32 cast; FP8 dequantized; fp32-kept params are read in place from their buffer)
+// Descriptor tables (grad spans, optimizer fragments, FP8 jobs and scales) are built once here.
+//
+// PhaseTimes: the host synchronizes the compute stream at each phase boundary and times the phases
+// with a host clock (simple and exact per phase; it costs the overlap of consecutive phases, which
+// the trainer's overlap options will want to win back with events).
+//
+// Not here yet: the layer-wise pipeline (Muon) — a UsageError; checkpoint loading into device
+// storage (param_storage / params_loaded of the CPU pipeline).
+#pragma once
+
+#if defined(FPGATHER_HAVE_CUDA)
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "kernels/stream.h"
+#include "model/model_spec.h"
+#include "pipeline/config.h"
+#include "pipeline/rank_pipeline.h"
+#include "pipeline/rank_state.h"
+
+namespace fpg::device {
+
+// Step 1: params[i] / grads[i] are spec param i (device fp32, flattened row-major); enqueue the work
+// on `stream`. Same contract as pipeline::GradFn otherwise (overwrite the grads).
+using DeviceGradFn = std::function<void(const std::vector<const float*>& params,  // device fp32, spec order
+                                        const std::vector<float*>& grads,          // device fp32 grad slots
+                                        cudaStream_t stream)>;                     // enqueue work here
+
+class DeviceRankPipeline {
+ public:
+  // comm: an nccl communicator (MemorySpace::device; UsageError otherwise), used from the thread that
+  // has its device current; init fills host fp32 values. --dist-opt layerwise is a UsageError.
+  DeviceRankPipeline(const model::ModelSpec& spec, const pipeline::PipelineConfig& cfg, comm::Communicator& comm,
+                     const pipeline::InitFn& init);
+  ~DeviceRankPipeline();
+  DeviceRankPipeline(const DeviceRankPipeline&) = delete;
+  DeviceRankPipeline& operator=(const DeviceRankPipeline&) = delete;
+
+  // Same semantics as pipeline::RankPipeline::step. Returns with the step's work complete on the
+  // stream (the phase timing synchronizes it).
+  pipeline::StepReport step(const DeviceGradFn& grad_fn, uint64_t micro_batches);
+  const std::vector<const float*>& params() const;  // device, fp32 decoded, for the next forward
+  cudaStream_t stream() const;                      // the rank's compute stream
+
+  const model::ModelSpec& spec() const;
+  const pipeline::PipelineConfig& config() const;
+  bool is_fp8(uint32_t param) const;
+
+  // Host copies (tests, checkpoints): the same structs/bytes RankPipeline exposes.
+  pipeline::RankState download_state() const;
+  std::vector<uint8_t> stored_bytes(uint32_t param) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fpg::device
+
+#endif  // FPGATHER_HAVE_CUDA
