@@ -1,6 +1,7 @@
 // fpgather train: the built-in network trained through the distributed-optimizer pipeline on DP
-// thread ranks (train/trainer.h).
+// thread ranks (train/trainer.h), or with --device cuda one rank per GPU (device/device_trainer.h).
 #include <memory>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"

@@ -5,37 +5,38 @@
 #include <vector>
 
 #include "core/error.h"
-#include "device/device_scratch.h"
+#include "device/device_buffer.h"
 #include "kernels/cuda_check.h"
 
 namespace fpg::device {
 
 struct DeviceMicroBatches::Impl {
   const model::TeacherTask* task = nullptr;
-  DeviceScratch<float> teacher;  // every teacher param, concatenated in spec order
+  DeviceBuffer teacher;  // every teacher param, concatenated in spec order
   std::vector<const float*> teacher_ptrs;
-  DeviceScratch<float> x, target;
+  DeviceBuffer x, target;
   float* pinned = nullptr;        // host staging of the inputs
   cudaEvent_t copied = nullptr;   // the last H2D copy out of `pinned` has completed
   bool pending = false;
 };
 
-DeviceMicroBatches::DeviceMicroBatches(const model::TeacherTask& task) : impl_(std::make_unique<Impl>()) {
+DeviceMicroBatches::DeviceMicroBatches(const model::TeacherTask& task, cudaStream_t stream)
+    : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.task = &task;
   const auto& params = task.teacher_params();
   size_t total = 0;
   for (const auto& p : params) total += p.size();
-  m.teacher.reserve(total);
-  size_t at = 0;
+  m.teacher = DeviceBuffer(total * sizeof(float), stream);
+  float* at = m.teacher.as<float>();
   for (const auto& p : params) {
-    FPG_CUDA_CHECK(cudaMemcpy(m.teacher.data() + at, p.data(), p.size() * sizeof(float), cudaMemcpyHostToDevice));
-    m.teacher_ptrs.push_back(m.teacher.data() + at);
+    copy_to_device(at, p.data(), p.size() * sizeof(float), stream);
+    m.teacher_ptrs.push_back(at);
     at += p.size();
   }
   const uint64_t rows = uint64_t(task.micro_batch());
-  m.x.reserve(rows * task.dims().input);
-  m.target.reserve(rows * task.dims().output);
+  m.x = DeviceBuffer(rows * task.dims().input * sizeof(float), stream);
+  m.target = DeviceBuffer(rows * task.dims().output * sizeof(float), stream);
   FPG_CUDA_CHECK(cudaMallocHost(&m.pinned, rows * task.dims().input * sizeof(float)));
   FPG_CUDA_CHECK(cudaEventCreateWithFlags(&m.copied, cudaEventDisableTiming));
 }
@@ -56,15 +57,15 @@ void DeviceMicroBatches::draw(uint64_t index, DeviceNetwork& net) {
   if (m.pending) FPG_CUDA_CHECK(cudaEventSynchronize(m.copied));  // don't overwrite what is being copied
   m.task->draw_inputs(index, m.pinned);
   const size_t bytes = size_t(rows) * m.task->dims().input * sizeof(float);
-  FPG_CUDA_CHECK(cudaMemcpyAsync(m.x.data(), m.pinned, bytes, cudaMemcpyHostToDevice, net.stream()));
+  FPG_CUDA_CHECK(cudaMemcpyAsync(m.x.as<float>(), m.pinned, bytes, cudaMemcpyHostToDevice, net.stream()));
   FPG_CUDA_CHECK(cudaEventRecord(m.copied, net.stream()));
   m.pending = true;
-  net.forward(m.teacher_ptrs, m.x.data(), rows, m.target.data());
+  net.forward(m.teacher_ptrs, m.x.as<float>(), rows, m.target.as<float>());
 }
 
 int64_t DeviceMicroBatches::rows() const { return impl_->task->micro_batch(); }
-const float* DeviceMicroBatches::x() const { return impl_->x.data(); }
-const float* DeviceMicroBatches::target() const { return impl_->target.data(); }
+const float* DeviceMicroBatches::x() const { return impl_->x.as<float>(); }
+const float* DeviceMicroBatches::target() const { return impl_->target.as<float>(); }
 
 }  // namespace fpg::device
 

@@ -17,8 +17,9 @@ namespace fpg::device {
 
 class DeviceMicroBatches {
  public:
-  // Uploads the task's teacher params to the calling thread's current device (blocking).
-  explicit DeviceMicroBatches(const model::TeacherTask& task);
+  // Uploads the task's teacher params to the calling thread's current device, ordered on `stream`
+  // (returns when done).
+  DeviceMicroBatches(const model::TeacherTask& task, cudaStream_t stream);
   ~DeviceMicroBatches();
   DeviceMicroBatches(const DeviceMicroBatches&) = delete;
   DeviceMicroBatches& operator=(const DeviceMicroBatches&) = delete;

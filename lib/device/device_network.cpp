@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "device/device_scratch.h"
+#include "device/device_buffer.h"
 #include "kernels/cuda_check.h"
 #include "kernels/network_kernels.h"
 
@@ -27,10 +27,15 @@ struct DeviceNetwork::Impl {
   cublasHandle_t blas = nullptr;
   int64_t capacity = 0;
   // Forward activations kept for the backward (layouts as NetworkCompute's).
-  DeviceScratch<float> h, inv_rms, normed, scaled, fc1, act, y;
+  DeviceBuffer h, inv_rms, normed, scaled, fc1, act, y;
   // Backward scratch; grad_tmp holds the largest param's gradient before it is added (accumulate).
-  DeviceScratch<float> dy, dh, da, dact, dfc1, grad_tmp, loss_slot;
-  DeviceScratch<double> partials;
+  DeviceBuffer dy, dh, da, dact, dfc1, grad_tmp, loss_slot;
+  DeviceBuffer partials;  // kMseBlocks doubles
+
+  // Buffers only grow (a larger batch), reallocated on the stream's device.
+  void grow(DeviceBuffer& b, size_t bytes) {
+    if (b.bytes() < bytes) b = DeviceBuffer(bytes, stream);
+  }
 
   // Row-major GEMMs C[m,n] = op(A)·op(B) + beta·C, named as network_compute.cpp's. cuBLAS is
   // column-major: a row-major [r, c] array is its [c, r] transpose, so each call computes Cᵀ.
@@ -56,18 +61,18 @@ struct DeviceNetwork::Impl {
   void reserve(int64_t batch) {
     if (batch <= capacity) return;
     const uint64_t B = uint64_t(batch), H = dims.hidden, F = dims.ffn, L = dims.layers;
-    h.reserve((L + 1) * B * H);
-    inv_rms.reserve((L + 1) * B);
-    normed.reserve((L + 1) * B * H);
-    scaled.reserve((L + 1) * B * H);
-    fc1.reserve(std::max<uint64_t>(L, 1) * B * 2 * F);
-    act.reserve(std::max<uint64_t>(L, 1) * B * F);
-    y.reserve(B * dims.output);
-    dy.reserve(B * dims.output);
-    dh.reserve(B * H);
-    da.reserve(B * H);
-    dact.reserve(B * F);
-    dfc1.reserve(B * 2 * F);
+    grow(h, sizeof(float) * ((L + 1) * B * H));
+    grow(inv_rms, sizeof(float) * ((L + 1) * B));
+    grow(normed, sizeof(float) * ((L + 1) * B * H));
+    grow(scaled, sizeof(float) * ((L + 1) * B * H));
+    grow(fc1, sizeof(float) * (std::max<uint64_t>(L, 1) * B * 2 * F));
+    grow(act, sizeof(float) * (std::max<uint64_t>(L, 1) * B * F));
+    grow(y, sizeof(float) * (B * dims.output));
+    grow(dy, sizeof(float) * (B * dims.output));
+    grow(dh, sizeof(float) * (B * H));
+    grow(da, sizeof(float) * (B * H));
+    grow(dact, sizeof(float) * (B * F));
+    grow(dfc1, sizeof(float) * (B * 2 * F));
     capacity = batch;
   }
 
@@ -82,31 +87,31 @@ struct DeviceNetwork::Impl {
     reserve(batch);
     const int64_t B = batch, H = int64_t(dims.hidden), F = int64_t(dims.ffn);
     const uint64_t L = dims.layers;
-    gemm_nt(B, H, int64_t(dims.input), x, params[0], 0.0f, h.data());
+    gemm_nt(B, H, int64_t(dims.input), x, params[0], 0.0f, h.as<float>());
     for (uint64_t l = 0; l < L; ++l) {
-      const float* hl = h.data() + l * B * H;
-      float* nl = normed.data() + l * B * H;
-      float* sl = scaled.data() + l * B * H;
-      cuda::rmsnorm_forward(hl, params[norm_index(l)], B, H, model::kRmsNormEps, inv_rms.data() + l * B, nl, sl,
+      const float* hl = h.as<float>() + l * B * H;
+      float* nl = normed.as<float>() + l * B * H;
+      float* sl = scaled.as<float>() + l * B * H;
+      cuda::rmsnorm_forward(hl, params[norm_index(l)], B, H, model::kRmsNormEps, inv_rms.as<float>() + l * B, nl, sl,
                             stream);
-      float* f = fc1.data() + l * B * 2 * F;
+      float* f = fc1.as<float>() + l * B * 2 * F;
       gemm_nt(B, 2 * F, H, sl, params[fc1_index(l)], 0.0f, f);
-      float* a = act.data() + l * B * F;
+      float* a = act.as<float>() + l * B * F;
       cuda::swiglu_forward(f, B, F, a, stream);
-      float* next = h.data() + (l + 1) * B * H;  // residual: a copy of h_l, then the GEMM adds (beta 1)
+      float* next = h.as<float>() + (l + 1) * B * H;  // residual: a copy of h_l, then the GEMM adds (beta 1)
       FPG_CUDA_CHECK(cudaMemcpyAsync(next, hl, sizeof(float) * size_t(B * H), cudaMemcpyDeviceToDevice, stream));
       gemm_nt(B, H, F, a, params[fc2_index(l)], 1.0f, next);
     }
-    cuda::rmsnorm_forward(h.data() + L * B * H, params[norm_index(L)], B, H, model::kRmsNormEps,
-                          inv_rms.data() + L * B, normed.data() + L * B * H, scaled.data() + L * B * H, stream);
-    gemm_nt(B, int64_t(dims.output), H, scaled.data() + L * B * H, params[2 + 3 * L], 0.0f, y.data());
+    cuda::rmsnorm_forward(h.as<float>() + L * B * H, params[norm_index(L)], B, H, model::kRmsNormEps,
+                          inv_rms.as<float>() + L * B, normed.as<float>() + L * B * H, scaled.as<float>() + L * B * H, stream);
+    gemm_nt(B, int64_t(dims.output), H, scaled.as<float>() + L * B * H, params[2 + 3 * L], 0.0f, y.as<float>());
   }
 
   float* grad_out(const std::vector<float*>& grads, size_t i, model::GradMode mode) {
-    return mode == model::GradMode::overwrite ? grads[i] : grad_tmp.data();
+    return mode == model::GradMode::overwrite ? grads[i] : grad_tmp.as<float>();
   }
   void grad_done(const std::vector<float*>& grads, size_t i, model::GradMode mode) {
-    if (mode == model::GradMode::accumulate) cuda::add_inplace(grads[i], grad_tmp.data(), int64_t(numel[i]), stream);
+    if (mode == model::GradMode::accumulate) cuda::add_inplace(grads[i], grad_tmp.as<float>(), int64_t(numel[i]), stream);
   }
 };
 
@@ -120,14 +125,13 @@ DeviceNetwork::DeviceNetwork(const model::NetworkDims& dims, cudaStream_t stream
     m.numel.push_back(p.numel());
     largest = std::max(largest, p.numel());
   }
-  m.grad_tmp.reserve(largest);
-  m.loss_slot.reserve(1);
-  m.partials.reserve(cuda::kMseBlocks);
   FPG_CUBLAS_CHECK(cublasCreate(&m.blas));
-  // Plain fp32 math: no TF32 (CUBLAS_DEFAULT_MATH; NVIDIA_TF32_OVERRIDE cannot turn it on for GemmEx
-  // with CUBLAS_COMPUTE_32F either).
+  // Plain fp32 math, no TF32: the default math mode, and CUBLAS_COMPUTE_32F in every GemmEx.
   FPG_CUBLAS_CHECK(cublasSetMathMode(m.blas, CUBLAS_DEFAULT_MATH));
   set_stream(stream);
+  m.grow(m.grad_tmp, sizeof(float) * largest);
+  m.grow(m.loss_slot, sizeof(float));
+  m.grow(m.partials, sizeof(double) * cuda::kMseBlocks);
 }
 
 DeviceNetwork::~DeviceNetwork() {
@@ -147,7 +151,7 @@ void DeviceNetwork::forward(const std::vector<const float*>& params, const float
   Impl& m = *impl_;
   m.check(params, batch);
   m.run_forward(params, x, batch);
-  FPG_CUDA_CHECK(cudaMemcpyAsync(y, m.y.data(), sizeof(float) * size_t(batch) * m.dims.output,
+  FPG_CUDA_CHECK(cudaMemcpyAsync(y, m.y.as<float>(), sizeof(float) * size_t(batch) * m.dims.output,
                                  cudaMemcpyDeviceToDevice, m.stream));
 }
 
@@ -156,7 +160,7 @@ void DeviceNetwork::loss(const std::vector<const float*>& params, const float* x
   Impl& m = *impl_;
   m.check(params, batch);
   m.run_forward(params, x, batch);
-  cuda::mse_loss(m.y.data(), target, batch * int64_t(m.dims.output), m.partials.data(), loss_out, nullptr, m.stream);
+  cuda::mse_loss(m.y.as<float>(), target, batch * int64_t(m.dims.output), m.partials.as<double>(), loss_out, nullptr, m.stream);
 }
 
 void DeviceNetwork::forward_backward(const std::vector<const float*>& params, const float* x, const float* target,
@@ -170,39 +174,39 @@ void DeviceNetwork::forward_backward(const std::vector<const float*>& params, co
   m.run_forward(params, x, batch);
   const int64_t B = batch, H = int64_t(m.dims.hidden), F = int64_t(m.dims.ffn), O = int64_t(m.dims.output);
   const uint64_t L = m.dims.layers;
-  cuda::mse_loss(m.y.data(), target, B * O, m.partials.data(), loss_out ? loss_out : m.loss_slot.data(), m.dy.data(),
+  cuda::mse_loss(m.y.as<float>(), target, B * O, m.partials.as<double>(), loss_out ? loss_out : m.loss_slot.as<float>(), m.dy.as<float>(),
                  m.stream);
   auto norm_grad = [&](uint64_t l) {  // l == L: the final norm
     const size_t i = norm_index(l);
-    cuda::rmsnorm_weight_grad(m.da.data(), m.normed.data() + l * B * H, B, H, m.grad_out(grads, i, mode), m.stream);
+    cuda::rmsnorm_weight_grad(m.da.as<float>(), m.normed.as<float>() + l * B * H, B, H, m.grad_out(grads, i, mode), m.stream);
     m.grad_done(grads, i, mode);
-    cuda::rmsnorm_backward_input(m.da.data(), params[i], m.normed.data() + l * B * H, m.inv_rms.data() + l * B, B, H,
-                                 m.dh.data(), m.stream);
+    cuda::rmsnorm_backward_input(m.da.as<float>(), params[i], m.normed.as<float>() + l * B * H, m.inv_rms.as<float>() + l * B, B, H,
+                                 m.dh.as<float>(), m.stream);
   };
 
   // Head: dW_out = dyᵀ·scaled_L, d(scaled_L) = dy·W_out; then the final norm starts dh.
   const size_t out_i = 2 + 3 * L;
-  m.gemm_tn(O, H, B, m.dy.data(), m.scaled.data() + L * B * H, m.grad_out(grads, out_i, mode));
+  m.gemm_tn(O, H, B, m.dy.as<float>(), m.scaled.as<float>() + L * B * H, m.grad_out(grads, out_i, mode));
   m.grad_done(grads, out_i, mode);
-  m.gemm_nn(B, H, O, m.dy.data(), params[out_i], m.da.data());
-  FPG_CUDA_CHECK(cudaMemsetAsync(m.dh.data(), 0, sizeof(float) * size_t(B * H), m.stream));
+  m.gemm_nn(B, H, O, m.dy.as<float>(), params[out_i], m.da.as<float>());
+  FPG_CUDA_CHECK(cudaMemsetAsync(m.dh.as<float>(), 0, sizeof(float) * size_t(B * H), m.stream));
   norm_grad(L);
 
   for (uint64_t l = L; l-- > 0;) {
     // dh is ∂/∂h_{l+1}; the residual passes it to h_l unchanged and the block adds its share.
-    const float* act = m.act.data() + l * B * F;
-    const float* fc1 = m.fc1.data() + l * B * 2 * F;
-    m.gemm_tn(H, F, B, m.dh.data(), act, m.grad_out(grads, fc2_index(l), mode));
+    const float* act = m.act.as<float>() + l * B * F;
+    const float* fc1 = m.fc1.as<float>() + l * B * 2 * F;
+    m.gemm_tn(H, F, B, m.dh.as<float>(), act, m.grad_out(grads, fc2_index(l), mode));
     m.grad_done(grads, fc2_index(l), mode);
-    m.gemm_nn(B, F, H, m.dh.data(), params[fc2_index(l)], m.dact.data());
-    cuda::swiglu_backward(fc1, m.dact.data(), B, F, m.dfc1.data(), m.stream);
-    m.gemm_tn(2 * F, H, B, m.dfc1.data(), m.scaled.data() + l * B * H, m.grad_out(grads, fc1_index(l), mode));
+    m.gemm_nn(B, F, H, m.dh.as<float>(), params[fc2_index(l)], m.dact.as<float>());
+    cuda::swiglu_backward(fc1, m.dact.as<float>(), B, F, m.dfc1.as<float>(), m.stream);
+    m.gemm_tn(2 * F, H, B, m.dfc1.as<float>(), m.scaled.as<float>() + l * B * H, m.grad_out(grads, fc1_index(l), mode));
     m.grad_done(grads, fc1_index(l), mode);
-    m.gemm_nn(B, H, 2 * F, m.dfc1.data(), params[fc1_index(l)], m.da.data());
+    m.gemm_nn(B, H, 2 * F, m.dfc1.as<float>(), params[fc1_index(l)], m.da.as<float>());
     norm_grad(l);
   }
 
-  m.gemm_tn(H, int64_t(m.dims.input), B, m.dh.data(), x, m.grad_out(grads, 0, mode));
+  m.gemm_tn(H, int64_t(m.dims.input), B, m.dh.as<float>(), x, m.grad_out(grads, 0, mode));
   m.grad_done(grads, 0, mode);
 }
 

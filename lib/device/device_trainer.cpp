@@ -15,7 +15,7 @@
 #include "device/device_micro_batch.h"
 #include "device/device_network.h"
 #include "device/device_rank_pipeline.h"
-#include "device/device_scratch.h"
+#include "device/device_buffer.h"
 #include "kernels/cuda_check.h"
 #include "model/network_init.h"
 #include "model/teacher_task.h"
@@ -75,10 +75,9 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
     if (observer) observer(0, pipe);
 
     DeviceNetwork net(dims, pipe.stream());
-    DeviceMicroBatches batches(task);
-    DeviceScratch<float> losses, all_losses;  // one float per micro-batch: this rank's, every rank's
-    losses.reserve(A);
-    all_losses.reserve(A * N);
+    DeviceMicroBatches batches(task, pipe.stream());
+    // One float per micro-batch: this rank's, every rank's.
+    const DeviceBuffer losses(A * sizeof(float), pipe.stream()), all_losses(A * N * sizeof(float), pipe.stream());
     std::vector<float> host_losses(A * N);
     const cudaStream_t comm_stream = comm::nccl_compute_stream(comm);
     for (uint64_t t = 0; t < o.steps; ++t) {
@@ -88,17 +87,15 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
         for (uint64_t a = 0; a < A; ++a) {
           batches.draw(model::micro_batch_index(t, N, rank, A, a), net);
           net.forward_backward(params, batches.x(), batches.target(), batches.rows(), grads,
-                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate, losses.data() + a);
+                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate, losses.as<float>() + a);
         }
       };
       const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
       // The losses were written on the network's stream; the collective reads what the compute
       // stream has done, so finish the network's work first (the step has waited for it already).
       FPG_CUDA_CHECK(cudaStreamSynchronize(net.stream()));
-      comm.all_gather(losses.data(), all_losses.data(), A * sizeof(float))->wait();
-      FPG_CUDA_CHECK(cudaMemcpyAsync(host_losses.data(), all_losses.data(), A * N * sizeof(float),
-                                     cudaMemcpyDeviceToHost, comm_stream));
-      FPG_CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+      comm.all_gather(losses.as<float>(), all_losses.as<float>(), A * sizeof(float))->wait();
+      copy_to_host(host_losses.data(), all_losses.get(), A * N * sizeof(float), comm_stream);
       if (rank == 0) {
         result.steps[t] = train::step_metrics(t, host_losses, rep);
         if (on_step) on_step(result.steps[t]);

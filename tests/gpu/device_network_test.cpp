@@ -68,7 +68,11 @@ struct Case {
     target = normals(uint64_t(b) * d.output, seed + 2);
     dx = std::make_unique<Dev<float>>(x);
     dtarget = std::make_unique<Dev<float>>(target);
+    settle();
   }
+  // cudaMemcpy from pageable memory may return before its DMA lands; the tests' streams are
+  // non-blocking, so wait for the device before they read.
+  static void settle() { FPG_CUDA_CHECK(cudaDeviceSynchronize()); }
   std::vector<const float*> device_params() const {
     std::vector<const float*> p;
     for (const auto& d : dparams) p.push_back(d->get());
@@ -135,6 +139,7 @@ TEST_CASE("device network forward, loss and gradients match NetworkCompute", "[d
     Dev<float> y_dev(std::vector<float>(y_cpu.size(), 0.0f));
     gpu.forward(c.device_params(), c.dx->get(), c.batch, y_dev.get());
     Dev<float> loss_dev(std::vector<float>(2, 0.0f));
+    Case::settle();
     gpu.loss(c.device_params(), c.dx->get(), c.dtarget->get(), c.batch, loss_dev.get());
     stream.sync();
     CHECK(rel_error(y_dev.host(), y_cpu) <= kRelTol);
@@ -146,6 +151,7 @@ TEST_CASE("device network forward, loss and gradients match NetworkCompute", "[d
     const float fb_cpu = cpu.forward_backward(cpu_params, c.x.data(), c.target.data(), c.batch,
                                               model::pointers(g_cpu), model::GradMode::overwrite);
     Grads g(c);
+    Case::settle();
     gpu.forward_backward(c.device_params(), c.dx->get(), c.dtarget->get(), c.batch, g.ptrs(),
                          model::GradMode::overwrite, loss_dev.get() + 1);
     stream.sync();
@@ -167,9 +173,11 @@ TEST_CASE("device network accumulate equals overwrite plus an elementwise add, b
     c2.target = normals(c2.target.size(), 98);
     c2.dx = std::make_unique<Dev<float>>(c2.x);
     c2.dtarget = std::make_unique<Dev<float>>(c2.target);
+    Case::settle();
     fpg::device::DeviceNetwork gpu(c1.dims, stream.s);
 
     Grads first(c1), second(c1), acc(c1);
+    Case::settle();
     gpu.forward_backward(c1.device_params(), c1.dx->get(), c1.dtarget->get(), c1.batch, first.ptrs(),
                          model::GradMode::overwrite, nullptr);
     gpu.forward_backward(c1.device_params(), c2.dx->get(), c2.dtarget->get(), c1.batch, second.ptrs(),
@@ -199,6 +207,7 @@ TEST_CASE("device network runs are bitwise reproducible", "[device-network]") {
       fpg::device::DeviceNetwork gpu(c.dims, stream.s);
       Grads g(c);
       Dev<float> loss(std::vector<float>(1, 0.0f));
+      Case::settle();
       gpu.forward_backward(c.device_params(), c.dx->get(), c.dtarget->get(), c.batch, g.ptrs(),
                            model::GradMode::overwrite, loss.get());
       stream.sync();
@@ -216,7 +225,7 @@ TEST_CASE("device micro-batches equal the CPU's: inputs bitwise, targets within 
   const model::TeacherTask task(dims, 4321, 9);
   model::NetworkCompute cpu(dims);
   fpg::device::DeviceNetwork gpu(dims, stream.s);
-  fpg::device::DeviceMicroBatches batches(task);
+  fpg::device::DeviceMicroBatches batches(task, stream.s);
   REQUIRE(batches.rows() == 9);
   for (uint64_t index : {0ull, 5ull, 123456ull}) {
     batches.draw(index, gpu);
