@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/error.h"
@@ -125,26 +126,88 @@ DeviceJob make_device_job(const fpg::fp8::FragmentJob& j) {
   return make_device_job(*j.plan, j.start, j.count, j.in, j.amax, j.amax_col, j.scales, j.out, j.out_col);
 }
 
+AmaxMode amax_mode(const DeviceJob& j) {
+  const auto s = static_cast<Scaling>(j.scaling);
+  if (s == Scaling::tensorwise || s == Scaling::delayed) return AmaxMode::tensor;
+  const uint64_t block = uint64_t{1} << j.block_shift;
+  const bool row_blocks = s == Scaling::blockwise_1x128 || s == Scaling::mxfp8;
+  // rows: the G = block / vec lanes of a block reduce it by shuffles, so G <= 32.
+  if (row_blocks && j.K % block == 0 && block / j.vec <= 32)
+    return s == Scaling::mxfp8 ? AmaxMode::rows_mx : AmaxMode::rows;
+  if (s == Scaling::blockwise_128x128 && j.K % block == 0 && block / j.vec <= 32) return AmaxMode::tiles;
+  return AmaxMode::generic;
+}
+
+CastMode cast_mode(const DeviceJob& j) {
+  const auto s = static_cast<Scaling>(j.scaling);
+  if (j.fused) return s == Scaling::mxfp8 ? CastMode::fused_mx : CastMode::fused;
+  if (j.has_col && j.out_col) return CastMode::generic;
+  if (s == Scaling::tensorwise || s == Scaling::delayed) return CastMode::tensor;
+  const bool row_blocks = s == Scaling::blockwise_1x128 || s == Scaling::mxfp8;
+  if (row_blocks && j.K % (uint64_t{1} << j.block_shift) == 0)
+    return s == Scaling::mxfp8 ? CastMode::rows_mx : CastMode::rows;
+  if (s == Scaling::blockwise_128x128 && j.K % 128 == 0) return CastMode::tiles;
+  return CastMode::generic;
+}
+
+namespace {
+
+// Orders the tasks by kernel instantiation (mode, input, vector width, format) and cuts the groups.
+class Grouper {
+ public:
+  void add(const DeviceJob& j, uint8_t mode, bool with_format, size_t job, uint64_t items, uint32_t per) {
+    const Key k{mode, j.input, static_cast<uint8_t>(j.vec > 1), with_format ? j.format : uint8_t{0}};
+    add_tasks(by_key_[k], job, items, per);
+  }
+  std::vector<Task> tasks(std::vector<LaunchGroup>& groups) const {
+    std::vector<Task> all;
+    for (const auto& [k, t] : by_key_) {
+      LaunchGroup g;
+      g.mode = k.mode;
+      g.input = k.input;
+      g.vec = k.vec;
+      g.format = k.format;
+      g.first = static_cast<uint32_t>(all.size());
+      g.count = static_cast<uint32_t>(t.size());
+      groups.push_back(g);
+      all.insert(all.end(), t.begin(), t.end());
+    }
+    if (all.size() > UINT32_MAX) throw InternalError("fp8 batch: more than 2^32 tasks");
+    return all;
+  }
+
+ private:
+  struct Key {
+    uint8_t mode, input, vec, format;
+    bool operator<(const Key& o) const {
+      return std::tie(mode, input, vec, format) < std::tie(o.mode, o.input, o.vec, o.format);
+    }
+  };
+  std::map<Key, std::vector<Task>> by_key_;
+};
+
+}  // namespace
+
 DeviceBatch::DeviceBatch(const std::vector<DeviceJob>& jobs) : n_jobs_(jobs.size()) {
-  std::vector<Task> main, col, cast;
+  Grouper amax, cast;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const DeviceJob& j = jobs[i];
     if (j.count == 0 || j.K == 0) continue;
     const uint64_t ncv = (j.K + j.vec - 1) / j.vec;
     const uint64_t r0 = j.start / j.K, r1 = (j.start + j.count - 1) / j.K;
     const uint64_t row_items = (r1 - r0 + 1) * ncv;
-    if ((j.has_row && j.out) || (j.has_col && j.out_col) || j.fused) add_tasks(cast, i, row_items, kCastTaskItems);
-    if (j.has_row && j.amax && !j.fused) add_tasks(main, i, row_items, kAmaxTaskItems);
-    if (j.has_col && j.amax_col) add_tasks(col, i, (r1 / 32 - r0 / 32 + 1) * ncv, kColTaskItems);
+    if ((j.has_row && j.out) || (j.has_col && j.out_col) || j.fused)
+      cast.add(j, static_cast<uint8_t>(cast_mode(j)), true, i, row_items, kCastTaskItems);
+    if (j.has_row && j.amax && !j.fused)
+      amax.add(j, static_cast<uint8_t>(amax_mode(j)), false, i, row_items, kAmaxTaskItems);
+    if (j.has_col && j.amax_col)
+      amax.add(j, static_cast<uint8_t>(AmaxMode::col), false, i, (r1 / 32 - r0 / 32 + 1) * ncv, kColTaskItems);
   }
-  n_main_ = static_cast<uint32_t>(main.size());
-  main.insert(main.end(), col.begin(), col.end());
-  n_amax_tasks_ = static_cast<uint32_t>(main.size());
-  n_cast_tasks_ = static_cast<uint32_t>(cast.size());
+  const std::vector<Task> amax_tasks = amax.tasks(amax_groups_), cast_tasks = cast.tasks(cast_groups_);
   try {
     jobs_ = upload(jobs);
-    amax_tasks_ = upload(main);
-    cast_tasks_ = upload(cast);
+    amax_tasks_ = upload(amax_tasks);
+    cast_tasks_ = upload(cast_tasks);
   } catch (...) {
     release();
     throw;
@@ -171,22 +234,22 @@ DeviceBatch& DeviceBatch::operator=(DeviceBatch&& o) noexcept {
     jobs_ = o.jobs_;
     amax_tasks_ = o.amax_tasks_;
     cast_tasks_ = o.cast_tasks_;
-    n_main_ = o.n_main_;
-    n_amax_tasks_ = o.n_amax_tasks_;
-    n_cast_tasks_ = o.n_cast_tasks_;
+    amax_groups_ = std::move(o.amax_groups_);
+    cast_groups_ = std::move(o.cast_groups_);
     o.jobs_ = nullptr;
     o.amax_tasks_ = o.cast_tasks_ = nullptr;
     o.n_jobs_ = 0;
-    o.n_main_ = o.n_amax_tasks_ = o.n_cast_tasks_ = 0;
+    o.amax_groups_.clear();
+    o.cast_groups_.clear();
   }
   return *this;
 }
 
 void DeviceBatch::partial_amax(cudaStream_t stream) const {
-  launch_partial_amax(jobs_, amax_tasks_, n_main_, n_amax_tasks_, stream);
+  launch_partial_amax(jobs_, amax_tasks_, amax_groups_, stream);
 }
 
-void DeviceBatch::cast(cudaStream_t stream) const { launch_cast(jobs_, cast_tasks_, n_cast_tasks_, stream); }
+void DeviceBatch::cast(cudaStream_t stream) const { launch_cast(jobs_, cast_tasks_, cast_groups_, stream); }
 
 ScaleJob make_scale_job(const Plan& p, const float* amax, const float* amax_col, float* scale, float* scale_inv,
                         uint8_t* e8m0, uint8_t* e8m0_col) {

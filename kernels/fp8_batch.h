@@ -1,6 +1,7 @@
-// The batched copy-back on the GPU: every owned fragment of every parameter quantized by ONE kernel
-// launch that reads a descriptor table in device memory (DeviceJob, kernels/fp8_job.h), and likewise
-// one launch for the partial amaxes of all fragments and one for the scales of all tensors.
+// The batched copy-back on the GPU: every owned fragment of every parameter quantized by one kernel
+// launch per kind of job (one in all when every parameter has the same recipe, input and alignment)
+// that reads a descriptor table in device memory (DeviceJob, kernels/fp8_job.h), and likewise for
+// the partial amaxes of all fragments; one launch for the scales of all tensors.
 //
 // The table is uploaded once (construction) and reused every step; the kernels walk it as a list of
 // tasks (a run of vector accesses of one job), one CTA at a time, grid-stride, so fragments of any
@@ -30,6 +31,14 @@ struct Task {
   uint64_t first = 0;
 };
 
+// A run of the task list that one kernel instantiation covers: the kernels are specialised per pass
+// mode, input type, vector width and format (kernels/fp8_launch.h picks the mode of a job), so each
+// one is small enough to keep many loads in flight; a batch launches one kernel per distinct group.
+struct LaunchGroup {
+  uint8_t mode = 0, input = 0, vec = 0, format = 0;
+  uint32_t first = 0, count = 0;  // tasks [first, first + count)
+};
+
 class DeviceBatch {
  public:
   DeviceBatch() = default;
@@ -41,10 +50,10 @@ class DeviceBatch {
   DeviceBatch(DeviceBatch&& o) noexcept;
   DeviceBatch& operator=(DeviceBatch&& o) noexcept;
 
-  // One launch: every job's partial amax folds into its grids (zero them before, or hold partial
-  // amaxes to combine with). Jobs may share grids.
+  // One launch per group (usually one in all): every job's partial amax folds into its grids (zero
+  // them before, or hold partial amaxes to combine with). Jobs may share grids.
   void partial_amax(cudaStream_t stream) const;
-  // One launch: every job's fragment cast with its scales. Outputs of different jobs must not
+  // One launch per group: every job's fragment cast with its scales. Outputs of different jobs must not
   // overlap. Delayed jobs with an amax grid also fold their amax in the same pass (the delayed
   // recipe casts with the previous scale and records this step's amax, notes/fp8.md §2.2). Fused
   // jobs (make_fused_job) take their amax, write their scales and cast, all in this launch.
@@ -56,9 +65,9 @@ class DeviceBatch {
   void release();
   size_t n_jobs_ = 0;
   DeviceJob* jobs_ = nullptr;  // device
-  Task* amax_tasks_ = nullptr;  // device: main-grid tasks, then MX columnwise tasks
+  Task* amax_tasks_ = nullptr;  // device, ordered by group
   Task* cast_tasks_ = nullptr;
-  uint32_t n_main_ = 0, n_amax_tasks_ = 0, n_cast_tasks_ = 0;
+  std::vector<LaunchGroup> amax_groups_, cast_groups_;
 };
 
 // One tensor's grids for the batched scale computation.
@@ -94,7 +103,7 @@ class ScaleBatch {
   uint32_t n_tasks_ = 0;
 };
 
-// The CPU batch API with device pointers in the jobs: builds a DeviceBatch, runs its one launch,
+// The CPU batch API with device pointers in the jobs: builds a DeviceBatch, runs its launches,
 // and frees it (stream-ordered). For repeated use keep a DeviceBatch.
 void batch_partial_amax(const fpg::fp8::FragmentJob* jobs, size_t n, cudaStream_t stream);
 void batch_cast(const fpg::fp8::FragmentJob* jobs, size_t n, cudaStream_t stream);

@@ -1,10 +1,18 @@
-// The cast pass of the batched copy-back: one launch quantizes every job's fragment with its scale
-// grids (fp8/shard.h step 4, equal to fp8::cast_fragment bit for bit): q = encode(load(x) * scale)
-// with the CPU's saturating encoder (the cvt instruction pairwise, equal to it), scale = the cell's fp32 scale or 2^(127-e) for MX.
+// The cast pass of the batched copy-back: quantizes every job's fragment with its scale grids
+// (fp8/shard.h step 4, equal to fp8::cast_fragment bit for bit): q = encode(load(x) * scale) with the
+// CPU's saturating encoder (the cvt instruction pairwise, equal to it); scale = the cell's fp32
+// scale, or 2^(127-e) for MX.
 //
-// Each thread has kU 16-byte loads in flight (strided by the block, so every load instruction of a
-// warp reads 512 contiguous bytes) before it encodes and stores. Delayed jobs that carry an amax
-// grid fold this step's amax in the same pass (a block max per task, one atomic per CTA and grid).
+// One kernel per mode (fp8_launch.h), input type, vector width and format, so that the streaming
+// modes need few registers: 4 CTAs of 256 threads per SM, each thread with 8 16-byte loads in flight
+// (bf16: 4), strided by the block so that every load instruction of a warp reads 512 contiguous
+// bytes. Items are vectors of V elements along rows and V divides K (make_device_job), so item i of a
+// task starts at flat element gbase + i * V: no division per item except for 2-D grids.
+// Delayed jobs with an amax grid fold this step's amax in the same pass (tensor mode: a block max
+// per job and CTA, one atomic).
+#include <string>
+
+#include "core/error.h"
 #include "fp8/blockwise.h"
 #include "kernels/cuda_check.h"
 #include "kernels/fp8_device.cuh"
@@ -15,45 +23,88 @@ namespace {
 
 using namespace dev;
 
-constexpr int kU = 4;
+// Where the fp32 scale of a row-block vector comes from (rows and fused modes): the block is 32
+// (MX) or 128 (1x128) elements.
+template <bool MX>
+constexpr int block_shift() {
+  return MX ? 5 : 7;
+}
 
+// Tensor mode: one scale; `a` collects the amax when `fold` (delayed).
 template <Format F, class S, int V>
-__device__ uint32_t cast_task(const DeviceJob& j, uint64_t first, uint32_t n) {
+__device__ void tensor_task(const DeviceJob& j, uint64_t first, uint32_t n, bool fold, uint32_t& a) {
   using T = typename S::T;
-  const uint64_t K = j.K, ncv = (K + V - 1) / V, r0 = first_row(j);
-  const bool pt = per_tensor(j);
+  const float s = j.scale[0];
+  float sv[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) sv[k] = s;
+  stream_items<S, V, loads_in_flight<S, V>()>(
+      j, first_row(j) * j.K + first * V, n, [&](const T(&x)[V], uint64_t g, uint32_t mask, bool) {
+        if (!mask) return;
+        uint8_t q[V];
+        encode_vec<F, S, V>(x, sv, q);
+        store_vec<V>(j.out, j.start, g, mask, q);
+        if (fold) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const uint32_t key = key_of<S>(x[k]);  // 0 outside the fragment
+            a = key > a ? key : a;
+          }
+        }
+      });
+}
+
+// Rows mode: the scale of the row block holding the vector (flat cell g >> shift). Tiles mode
+// (128x128, K % 128 == 0): the cell by a division.
+template <Format F, class S, int V, bool MX, bool Tiles = false>
+__device__ void rows_task(const DeviceJob& j, uint64_t first, uint32_t n) {
+  using T = typename S::T;
+  stream_items<S, V, loads_in_flight<S, V>()>(
+      j, first_row(j) * j.K + first * V, n, [&](const T(&x)[V], uint64_t g, uint32_t mask, bool) {
+        if (!mask) return;
+        uint64_t cell;
+        if constexpr (Tiles) {
+          uint64_t r, c;
+          divmod(g, j.K, r, c);
+          cell = (r >> 7) * j.grid_cols + (c >> 7);
+        } else {
+          cell = g >> block_shift<MX>();
+        }
+        const float s = MX ? fpg::fp8::mx_exp2f_rcp(__ldg(j.e8m0 + cell)) : __ldg(j.scale + cell);
+        float sv[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) sv[k] = s;
+        uint8_t q[V];
+        encode_vec<F, S, V>(x, sv, q);
+        store_vec<V>(j.out, j.start, g, mask, q);
+      });
+}
+
+// Generic mode: any main grid (a division per vector for 2-D grids) and MX columnwise outputs.
+template <Format F, class S, int V>
+__device__ void generic_task(const DeviceJob& j, uint64_t first, uint32_t n) {
+  using T = typename S::T;
+  constexpr int U = 4;
+  const uint64_t K = j.K, gbase = first_row(j) * K + first * V;
   const bool mx = j.scaling == static_cast<uint8_t>(Scaling::mxfp8);
   const bool row = j.has_row && j.out, col = j.has_col && j.out_col;
-  const bool fold = j.scaling == static_cast<uint8_t>(Scaling::delayed) && j.amax;
-  const float tensor_scale = row && pt ? j.scale[0] : 0.0f;
-  uint32_t amax = 0;
-  for (uint32_t base = threadIdx.x; base < n; base += blockDim.x * kU) {
-    T x[kU][V];
-    uint32_t mask[kU];
-    uint64_t r[kU], c[kU];
+  for (uint32_t base = threadIdx.x; base < n; base += blockDim.x * U) {
+    T x[U][V];
+    uint32_t mask[U];
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
+    for (int u = 0; u < U; ++u) {
       const uint32_t i = base + u * blockDim.x;
-      mask[u] = 0;
-      r[u] = c[u] = 0;
-      if (i < n) {
-        uint64_t q, rem;
-        divmod(first + i, ncv, q, rem);
-        r[u] = r0 + q;
-        c[u] = rem * V;
-        mask[u] = load_vec<S, V>(j, r[u] * K + c[u], x[u]);
-      }
+      mask[u] = i < n ? load_vec<S, V>(j, gbase + uint64_t{i} * V, x[u]) : 0u;
     }
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
+    for (int u = 0; u < U; ++u) {
       if (!mask[u]) continue;
-      const uint64_t g = r[u] * K + c[u];
+      const uint64_t g = gbase + uint64_t{base + u * blockDim.x} * V;
+      uint64_t r, c;
+      divmod(g, K, r, c);
       if (row) {
-        float s = tensor_scale;
-        if (!pt) {
-          const uint64_t cell = main_cell(j, r[u], c[u]);
-          s = mx ? fpg::fp8::mx_exp2f_rcp(j.e8m0[cell]) : j.scale[cell];
-        }
+        const uint64_t cell = main_cell(j, r, c);
+        const float s = mx ? fpg::fp8::mx_exp2f_rcp(j.e8m0[cell]) : j.scale[cell];
         float sv[V];
 #pragma unroll
         for (int k = 0; k < V; ++k) sv[k] = s;
@@ -62,7 +113,7 @@ __device__ uint32_t cast_task(const DeviceJob& j, uint64_t first, uint32_t n) {
         store_vec<V>(j.out, j.start, g, mask[u], q);
       }
       if (col) {
-        const uint8_t* e = j.e8m0_col + (r[u] >> 5) * K + c[u];
+        const uint8_t* e = j.e8m0_col + (r >> 5) * K + c;
         float sv[V];
 #pragma unroll
         for (int k = 0; k < V; ++k) sv[k] = fpg::fp8::mx_exp2f_rcp(e[k]);
@@ -70,127 +121,139 @@ __device__ uint32_t cast_task(const DeviceJob& j, uint64_t first, uint32_t n) {
         encode_vec<F, S, V>(x[u], sv, q);
         store_vec<V>(j.out_col, j.start, g, mask[u], q);
       }
-      if (fold) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const uint32_t key = key_of<S>(x[u][k]);  // 0 outside the fragment
-          amax = key > amax ? key : amax;
-        }
-      }
     }
   }
-  return amax;
 }
 
 // One pass over whole row blocks (make_fused_job): the G = block / V lanes that hold a block's
 // vectors reduce its amax by shuffles, compute its scale with the FPG_HD rules, the first of them
-// writes the amax and scale, and all cast.
-template <Format F, class S, int V>
+// writes the amax and scale, and all cast. A block lies in one warp access: tasks start at multiples
+// of 32 items and K is a multiple of the block.
+template <Format F, class S, int V, bool MX>
 __device__ void fused_task(const DeviceJob& j, uint64_t first, uint32_t n) {
   using T = typename S::T;
-  const uint64_t K = j.K, ncv = K / V, r0 = first_row(j);
-  const bool mx = j.scaling == static_cast<uint8_t>(Scaling::mxfp8);
-  const int G = static_cast<int>((1u << j.block_shift) / V);  // lanes per block, <= 32
-  const int lane = threadIdx.x & 31;
-  for (uint32_t b0 = 0; b0 < n; b0 += blockDim.x * kU) {  // uniform: the shuffles need every lane
-    T x[kU][V];
-    uint32_t mask[kU];
-    uint64_t r[kU], c[kU];
+  constexpr int G = (1 << block_shift<MX>()) / V;  // lanes per block
+  if constexpr (G <= 32) {
+    const int lane = threadIdx.x & 31;
+    stream_items<S, V, loads_in_flight<S, V>()>(
+        j, first_row(j) * j.K + first * V, n, [&](const T(&x)[V], uint64_t g, uint32_t mask, bool) {
+          uint32_t m = 0;
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const uint32_t i = b0 + u * blockDim.x + threadIdx.x;
-      mask[u] = 0;
-      r[u] = c[u] = 0;
+          for (int k = 0; k < V; ++k) {  // elements outside the fragment read as 0
+            const uint32_t key = key_of<S>(x[k]);
+            m = key > m ? key : m;
+          }
 #pragma unroll
-      for (int k = 0; k < V; ++k) x[u][k] = T(0);
-      if (i < n) {
-        uint64_t q, rem;
-        divmod(first + i, ncv, q, rem);
-        r[u] = r0 + q;
-        c[u] = rem * V;
-        mask[u] = load_vec<S, V>(j, r[u] * K + c[u], x[u]);
-      }
-    }
+          for (int o = G / 2; o > 0; o >>= 1) {
+            const uint32_t w = __shfl_xor_sync(kFull, m, o);
+            m = w > m ? w : m;
+          }
+          if (!mask) return;  // a block is wholly inside the fragment or wholly outside
+          const float amax = bits_float(m);
+          const uint64_t cell = g >> block_shift<MX>();
+          const bool head = lane % G == 0;
+          float s;
+          if constexpr (MX) {
+            const uint8_t e = fpg::fp8::mx_scale(amax, F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
+            s = fpg::fp8::mx_exp2f_rcp(e);
+            if (head && j.e8m0_out) j.e8m0_out[cell] = e;
+          } else {
+            s = fpg::fp8::blockwise_scale(amax, F, j.pow2, j.epsilon, static_cast<Input>(j.input));
+            if (head) {
+              if (j.scale_out) j.scale_out[cell] = s;
+              if (j.scale_inv_out) j.scale_inv_out[cell] = fpg::fp8::scale_inv_of(s);
+            }
+          }
+          if (head && j.amax) fold_cell(j.amax + cell, m, false);
+          float sv[V];
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      uint32_t m = 0;
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const uint32_t key = key_of<S>(x[u][k]);
-        m = key > m ? key : m;
-      }
-      for (int o = G / 2; o > 0; o >>= 1) {
-        const uint32_t w = __shfl_xor_sync(kFull, m, o);
-        m = w > m ? w : m;
-      }
-      if (!mask[u]) continue;  // a block is wholly inside the fragment or wholly outside
-      const float amax = bits_float(m);
-      const uint64_t cell = main_cell(j, r[u], c[u]);
-      float s;
-      if (mx) {
-        const uint8_t e = fpg::fp8::mx_scale(amax, F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
-        s = fpg::fp8::mx_exp2f_rcp(e);
-        if (lane % G == 0 && j.e8m0_out) j.e8m0_out[cell] = e;
-      } else {
-        s = fpg::fp8::blockwise_scale(amax, F, j.pow2, j.epsilon, static_cast<Input>(j.input));
-        if (lane % G == 0) {
-          if (j.scale_out) j.scale_out[cell] = s;
-          if (j.scale_inv_out) j.scale_inv_out[cell] = fpg::fp8::scale_inv_of(s);
-        }
-      }
-      if (lane % G == 0 && j.amax) fold_cell(j.amax + cell, m, false);
-      float sv[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k) sv[k] = s;
-      uint8_t q[V];
-      encode_vec<F, S, V>(x[u], sv, q);
-      store_vec<V>(j.out, j.start, r[u] * K + c[u], mask[u], q);
+          for (int k = 0; k < V; ++k) sv[k] = s;
+          uint8_t q[V];
+          encode_vec<F, S, V>(x, sv, q);
+          store_vec<V>(j.out, j.start, g, mask, q);
+        });
+  }
+}
+
+template <int Mode, Format F, class S, int V>
+__global__ void __launch_bounds__(kThreads, Mode == static_cast<int>(CastMode::generic) ? kMinBlocks
+                                  : Mode == static_cast<int>(CastMode::fused) ? 3 : kMinBlocksFast)
+    cast_kernel(const DeviceJob* __restrict__ jobs, const Task* __restrict__ tasks, uint32_t n) {
+  constexpr auto M = static_cast<CastMode>(Mode);
+  __shared__ uint32_t red[kThreads / 32];
+  uint32_t a = 0;
+  for (uint32_t t = blockIdx.x; t < n; t += gridDim.x) {
+    const Task task = tasks[t];
+    const DeviceJob& j = jobs[task.job];
+    if constexpr (M == CastMode::tensor) {
+      const bool fold = j.scaling == static_cast<uint8_t>(Scaling::delayed) && j.amax;  // uniform
+      tensor_task<F, S, V>(j, task.first, task.items, fold, a);
+      if (fold) fold_tensor_amax(a, j.amax, tasks, t, n, red);
+    } else if constexpr (M == CastMode::rows || M == CastMode::rows_mx || M == CastMode::tiles) {
+      rows_task<F, S, V, M == CastMode::rows_mx, M == CastMode::tiles>(j, task.first, task.items);
+    } else if constexpr (M == CastMode::fused || M == CastMode::fused_mx) {
+      fused_task<F, S, V, M == CastMode::fused_mx>(j, task.first, task.items);
+    } else {
+      generic_task<F, S, V>(j, task.first, task.items);
     }
   }
 }
 
-__global__ void __launch_bounds__(kThreads, kMinBlocks) cast_kernel(const DeviceJob* __restrict__ jobs,
-                                                        const Task* __restrict__ tasks, uint32_t n) {
-  __shared__ uint32_t red[kThreads / 32];
-  unsigned int* carry = nullptr;  // thread 0: the delayed amax being folded, and its value
-  uint32_t carry_v = 0;
-  for (uint32_t t = blockIdx.x; t < n; t += gridDim.x) {
-    const Task task = tasks[t];
-    const DeviceJob& j = jobs[task.job];
-    uint32_t a = 0;
-    if (j.fused) {
-      dispatch_job(j, [&](auto f, auto src, auto v) {
-        fused_task<decltype(f)::value, decltype(src), decltype(v)::value>(j, task.first, task.items);
-      });
-      continue;
-    }
-    dispatch_job(j, [&](auto f, auto src, auto v) {
-      a = cast_task<decltype(f)::value, decltype(src), decltype(v)::value>(j, task.first, task.items);
-    });
-    if (j.scaling == static_cast<uint8_t>(Scaling::delayed) && j.amax) {  // uniform over the block
-      a = block_max(a, red);
-      if (threadIdx.x == 0) {
-        unsigned int* p = reinterpret_cast<unsigned int*>(j.amax);
-        if (p == carry) {
-          carry_v = a > carry_v ? a : carry_v;
-        } else {
-          if (carry) atomicMax(carry, carry_v);
-          carry = p;
-          carry_v = a;
-        }
-      }
-    }
+using CastFn = void (*)(const DeviceJob*, const Task*, uint32_t);
+
+template <int Mode, Format F, class S>
+CastFn pick_vec(bool vec) {
+  constexpr int W = 16 / static_cast<int>(sizeof(typename S::T));
+  constexpr auto M = static_cast<CastMode>(Mode);
+  // A 1x128 block of single elements does not fit a warp access: fused 1x128 needs vectors
+  // (make_fused_job), and the host never picks this instantiation.
+  if constexpr (M == CastMode::fused) return vec ? &cast_kernel<Mode, F, S, W> : nullptr;
+  else return vec ? &cast_kernel<Mode, F, S, W> : &cast_kernel<Mode, F, S, 1>;
+}
+
+template <int Mode, Format F>
+CastFn pick_input(const LaunchGroup& g) {
+  using fpg::fp8::Input;
+  switch (static_cast<Input>(g.input)) {
+    case Input::f32: return pick_vec<Mode, F, SrcF32>(g.vec);
+    case Input::bf16: return pick_vec<Mode, F, SrcBf16>(g.vec);
+    case Input::f32_as_bf16: return pick_vec<Mode, F, SrcF32AsBf16>(g.vec);
   }
-  if (threadIdx.x == 0 && carry) atomicMax(carry, carry_v);
+  return nullptr;
+}
+
+template <int Mode>
+CastFn pick_format(const LaunchGroup& g) {
+  return g.format == static_cast<uint8_t>(Format::e4m3) ? pick_input<Mode, Format::e4m3>(g)
+                                                         : pick_input<Mode, Format::e5m2>(g);
+}
+
+CastFn cast_kernel_for(const LaunchGroup& g) {
+  switch (static_cast<CastMode>(g.mode)) {
+    case CastMode::tensor: return pick_format<static_cast<int>(CastMode::tensor)>(g);
+    case CastMode::rows: return pick_format<static_cast<int>(CastMode::rows)>(g);
+    case CastMode::rows_mx: return pick_format<static_cast<int>(CastMode::rows_mx)>(g);
+    case CastMode::tiles: return pick_format<static_cast<int>(CastMode::tiles)>(g);
+    case CastMode::generic: return pick_format<static_cast<int>(CastMode::generic)>(g);
+    case CastMode::fused: return pick_format<static_cast<int>(CastMode::fused)>(g);
+    case CastMode::fused_mx: return pick_format<static_cast<int>(CastMode::fused_mx)>(g);
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-void launch_cast(const DeviceJob* jobs, const Task* tasks, uint32_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  const int blocks = persistent_blocks(reinterpret_cast<const void*>(&cast_kernel), kThreads);
-  cast_kernel<<<n < static_cast<uint32_t>(blocks) ? n : blocks, kThreads, 0, stream>>>(jobs, tasks, n);
-  FPG_CUDA_CHECK_LAUNCH();
+void launch_cast(const DeviceJob* jobs, const Task* tasks, const std::vector<LaunchGroup>& groups,
+                 cudaStream_t stream) {
+  for (const LaunchGroup& g : groups) {
+    if (g.count == 0) continue;
+    const CastFn k = cast_kernel_for(g);
+    if (!k) throw InternalError("fp8: no cast kernel for mode " + std::to_string(g.mode));
+    const int blocks = persistent_blocks(reinterpret_cast<const void*>(k), kThreads);
+    const uint32_t grid = g.count < static_cast<uint32_t>(blocks) ? g.count : static_cast<uint32_t>(blocks);
+    k<<<grid, kThreads, 0, stream>>>(jobs, tasks + g.first, g.count);
+    FPG_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace fpg::cuda::fp8

@@ -13,6 +13,7 @@
 #include "fp8/format.h"
 #include "fp8/mxfp8.h"
 #include "fp8/source.h"
+#include "kernels/fp8_batch.h"
 #include "kernels/fp8_job.h"
 
 namespace fpg::cuda::fp8::dev {
@@ -25,9 +26,11 @@ using fpg::fp8::SrcF32;
 using fpg::fp8::SrcF32AsBf16;
 
 constexpr int kThreads = 256;
-// Blocks per SM the kernels are register-limited for (launch bounds): 2 x 256 threads with 4 or 8
-// 16-byte loads in flight each cover HBM latency, without spilling.
+// Blocks per SM the kernels are register-limited for (launch bounds). The specialised streaming
+// modes (tensor, rows, fused) fit 64 registers: 4 x 256 threads per SM, each with 128 bytes of fp32
+// loads in flight (about 128 KB per SM, what HBM3e needs at ~4.8 TB/s); the generic modes 2 x 256.
 constexpr int kMinBlocks = 2;
+constexpr int kMinBlocksFast = 4;
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 // q = a / b, r = a % b, with the cheaper 32-bit division when both fit (the common case).
@@ -53,6 +56,20 @@ __device__ __forceinline__ uint64_t main_cell(const DeviceJob& j, uint64_t r, ui
   return (r >> j.band_shift) * j.grid_cols + (c >> j.block_shift);
 }
 
+// Main-grid cell of flat element g (one division for 2-D grids).
+__device__ __forceinline__ uint64_t main_cell_flat(const DeviceJob& j, uint64_t g) {
+  if (per_tensor(j)) return 0;
+  uint64_t r, c;
+  divmod(g, j.K, r, c);
+  return main_cell(j, r, c);
+}
+
+// Vectors per thread and round: 128 bytes of fp32 input in flight, 64 of bf16 (register budget).
+template <class S, int V>
+constexpr int loads_in_flight() {
+  return sizeof(typename S::T) == 4 || V == 1 ? 8 : 4;
+}
+
 // Number of tensor elements in main-grid cell `cell`.
 __device__ __forceinline__ uint64_t main_cell_size(const DeviceJob& j, uint64_t cell) {
   if (per_tensor(j)) return j.M * j.K;
@@ -64,37 +81,54 @@ __device__ __forceinline__ uint64_t main_cell_size(const DeviceJob& j, uint64_t 
 }
 
 // The rows a job's fragment touches.
-__device__ __forceinline__ uint64_t first_row(const DeviceJob& j) { return j.start / j.K; }
+__device__ __forceinline__ uint64_t first_row(const DeviceJob& j) {
+  uint64_t q, r;
+  divmod(j.start, j.K, q, r);
+  return q;
+}
+
+// V consecutive raw source values at flat index g, which the caller knows to be inside the fragment
+// (g % V == 0 when V > 1): one 16-byte load, or one element.
+template <class S, int V>
+__device__ __forceinline__ void load_raw(const DeviceJob& j, uint64_t g, typename S::T (&x)[V]) {
+  using T = typename S::T;
+  const T* p = static_cast<const T*>(j.in) + (g - j.start);
+  if constexpr (V == 1) {
+    x[0] = __ldg(p);
+  } else if constexpr (sizeof(T) == 4) {
+    static_assert(V == 4, "fp32 vectors are 4 wide");
+    const float4 t = __ldg(reinterpret_cast<const float4*>(p));
+    x[0] = t.x;
+    x[1] = t.y;
+    x[2] = t.z;
+    x[3] = t.w;
+  } else {
+    static_assert(V == 8, "bf16 vectors are 8 wide");
+    const uint4 t = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint32_t w[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      x[2 * k] = static_cast<uint16_t>(w[k] & 0xFFFFu);
+      x[2 * k + 1] = static_cast<uint16_t>(w[k] >> 16);
+    }
+  }
+}
+
+template <int V>
+constexpr uint32_t full_mask() {
+  return V == 32 ? kFull : ((1u << V) - 1u);
+}
 
 // V consecutive raw source values at flat index g (g % V == 0 when V > 1). Returns the mask of the
-// elements inside the fragment; a vector wholly inside is one 16-byte load.
+// elements inside the fragment (the others read as 0); a vector wholly inside is one 16-byte load.
 template <class S, int V>
 __device__ __forceinline__ uint32_t load_vec(const DeviceJob& j, uint64_t g, typename S::T (&x)[V]) {
   using T = typename S::T;
   const T* base = static_cast<const T*>(j.in);
   const uint64_t s = j.start, e = j.start + j.count;
   if (g >= s && g + V <= e) {
-    const T* p = base + (g - s);
-    if constexpr (V == 1) {
-      x[0] = __ldg(p);
-    } else if constexpr (sizeof(T) == 4) {
-      static_assert(V == 4, "fp32 vectors are 4 wide");
-      const float4 t = __ldg(reinterpret_cast<const float4*>(p));
-      x[0] = t.x;
-      x[1] = t.y;
-      x[2] = t.z;
-      x[3] = t.w;
-    } else {
-      static_assert(V == 8, "bf16 vectors are 8 wide");
-      const uint4 t = __ldg(reinterpret_cast<const uint4*>(p));
-      const uint32_t w[4] = {t.x, t.y, t.z, t.w};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        x[2 * k] = static_cast<uint16_t>(w[k] & 0xFFFFu);
-        x[2 * k + 1] = static_cast<uint16_t>(w[k] >> 16);
-      }
-    }
-    return (V == 32) ? kFull : ((1u << V) - 1u);
+    load_raw<S, V>(j, g, x);
+    return full_mask<V>();
   }
   uint32_t mask = 0;
 #pragma unroll
@@ -106,6 +140,39 @@ __device__ __forceinline__ uint32_t load_vec(const DeviceJob& j, uint64_t g, typ
     }
   }
   return mask;
+}
+
+// Walks a task's n items (vectors of V elements; item i starts at flat element gbase + i * V) in
+// rounds of blockDim.x * U items, block-strided so that each warp access is contiguous. A round wholly
+// inside the task and the fragment (all but the first and last of a fragment) issues its U loads at
+// once without checks; the others go one vector at a time with masks (elements outside the
+// fragment read as 0). Calls fn(x, g, mask, in_task) for every u of every round in every thread,
+// uniformly (fn may shuffle): mask is 0 for a vector outside the fragment, in_task false past n.
+template <class S, int V, int U, class Fn>
+__device__ __forceinline__ void stream_items(const DeviceJob& j, uint64_t gbase, uint32_t n, Fn&& fn) {
+  using T = typename S::T;
+  constexpr uint32_t step = kThreads * U;  // the kernels run kThreads per block: constant strides
+  for (uint32_t b0 = 0; b0 < n; b0 += step) {
+    const uint64_t g0 = gbase + uint64_t{b0 + threadIdx.x} * V;
+    if (b0 + step <= n && gbase + uint64_t{b0} * V >= j.start && gbase + uint64_t{b0 + step} * V <= j.start + j.count) {
+      T x[U][V];
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_raw<S, V>(j, g0 + u * kThreads * V, x[u]);
+#pragma unroll
+      for (int u = 0; u < U; ++u) fn(x[u], g0 + u * kThreads * V, full_mask<V>(), true);
+    } else {
+#pragma unroll 1
+      for (int u = 0; u < U; ++u) {
+        const uint32_t i = b0 + u * kThreads + threadIdx.x;
+        const uint64_t g = gbase + uint64_t{i} * V;
+        T x[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) x[k] = T(0);
+        const uint32_t mask = i < n ? load_vec<S, V>(j, g, x) : 0u;
+        fn(x, g, mask, i < n);
+      }
+    }
+  }
 }
 
 // Stores V bytes for the elements of `mask` at flat index g into a fragment slice (out = element
@@ -133,52 +200,11 @@ __device__ __forceinline__ void store_vec(uint8_t* out, uint64_t start, uint64_t
     if (mask & (1u << k)) out[g + k - start] = q[k];
 }
 
-// Calls fn(Src, V) for a job's input and vector width (block-uniform).
-template <class Fn>
-__device__ __forceinline__ void dispatch_input(const DeviceJob& j, Fn&& fn) {
-  const bool vec = j.vec > 1;
-  using One = std::integral_constant<int, 1>;
-  switch (static_cast<Input>(j.input)) {
-    case Input::f32:
-      if (vec) fn(SrcF32{}, std::integral_constant<int, 4>{});
-      else fn(SrcF32{}, One{});
-      break;
-    case Input::bf16:
-      if (vec) fn(SrcBf16{}, std::integral_constant<int, 8>{});
-      else fn(SrcBf16{}, One{});
-      break;
-    case Input::f32_as_bf16:
-      if (vec) fn(SrcF32AsBf16{}, std::integral_constant<int, 4>{});
-      else fn(SrcF32AsBf16{}, One{});
-      break;
-  }
-}
-
-// Calls fn(FormatTag, Src, V) for a job's format, input and vector width (block-uniform).
-template <class Fn>
-__device__ __forceinline__ void dispatch_job(const DeviceJob& j, Fn&& fn) {
-  using fpg::fp8::FormatTag;
-  const auto with_format = [&](auto src, auto v) {
-    if (j.format == static_cast<uint8_t>(Format::e4m3)) fn(FormatTag<Format::e4m3>{}, src, v);
-    else fn(FormatTag<Format::e5m2>{}, src, v);
-  };
-  const bool vec = j.vec > 1;
-  using One = std::integral_constant<int, 1>;
-  switch (static_cast<Input>(j.input)) {
-    case Input::f32:
-      if (vec) with_format(SrcF32{}, std::integral_constant<int, 4>{});
-      else with_format(SrcF32{}, One{});
-      break;
-    case Input::bf16:
-      if (vec) with_format(SrcBf16{}, std::integral_constant<int, 8>{});
-      else with_format(SrcBf16{}, One{});
-      break;
-    case Input::f32_as_bf16:
-      if (vec) with_format(SrcF32AsBf16{}, std::integral_constant<int, 4>{});
-      else with_format(SrcF32AsBf16{}, One{});
-      break;
-  }
-}
+// Per-tensor amax folding in a task loop: `a` is this thread's max over the current job's task; when
+// the CTA's next task belongs to another job (or there is none), the block reduces it and thread 0
+// folds it into the job's amax. Uniform over the block (the task list is).
+__device__ __forceinline__ void fold_tensor_amax(uint32_t& a, float* amax, const Task* tasks, uint32_t t,
+                                                 uint32_t n, uint32_t* red /* kThreads/32 words */);
 
 // The saturating RNE encoder of fp8/format.h for two values at once: on sm_89+ one
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 instruction, which equals e4m3_satfinite / e5m2_satfinite on
@@ -242,6 +268,15 @@ __device__ __forceinline__ void fold_cell(float* cell, uint32_t key, bool exclus
   } else {
     atomicMax(p, key);
   }
+}
+
+__device__ __forceinline__ void fold_tensor_amax(uint32_t& a, float* amax, const Task* tasks, uint32_t t,
+                                                 uint32_t n, uint32_t* red) {
+  const uint32_t next = t + gridDim.x;
+  if (next < n && tasks[next].job == tasks[t].job) return;
+  const uint32_t m = block_max(a, red);
+  if (threadIdx.x == 0 && m) atomicMax(reinterpret_cast<unsigned int*>(amax), m);
+  a = 0;
 }
 
 }  // namespace fpg::cuda::fp8::dev

@@ -120,6 +120,16 @@ bool fusable(const Plan& p) {
 
 uint64_t directions(const Plan& p) { return (p.has_rowwise() ? 1 : 0) + (p.has_columnwise() ? 1 : 0); }
 
+// Minimum bytes a whole quantize of n elements moves: the outputs and scales written, and the fp32
+// input read once, or twice for tensorwise, whose scale comes from the amax of the whole tensor (no
+// single pass knows it before it casts). Block-local recipes (blockwise, MX: a one-pass kernel can
+// reduce a block and cast it) and delayed (the previous step's scale) count one read, whether or not
+// the timed path is one pass.
+uint64_t quantize_bytes(const Plan& p, uint64_t n) {
+  const uint64_t reads = p.recipe.scaling == Scaling::tensorwise ? 2 : 1;
+  return 4 * n * reads + directions(p) * n + scale_bytes(p);
+}
+
 // Device buffers of one tensor's (or many tensors', packed) grids and scales.
 struct Grids {
   uint64_t cells = 0, col_cells = 0;
@@ -219,7 +229,7 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
           }
         },
         opt.reps);
-    rep.rows.push_back(row(nr.name, "quantize", n, 4 * n + dirs * n + sb, tq, copy_gbps));
+    rep.rows.push_back(row(nr.name, "quantize", n, quantize_bytes(p, n), tq, copy_gbps));
     if (fusable(p)) {  // whole row blocks: amax, scales and cast in one pass
       const gpu::DeviceBatch fused({gpu::make_fused_job(p, 0, n, x.p, nullptr, g.scale->p, g.scale_inv->p, g.e8m0->p, o)});
       const Times tf = time_events([&] { fused.cast(s); }, opt.reps);
@@ -302,7 +312,8 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
           batch.cast(s);
         },
         opt.reps);
-    rep.rows.push_back(row("batch:" + nr.name, "quantize", elements, 4 * elements + dirs * elements + sb, t, copy_gbps));
+    const uint64_t reads = nr.recipe.scaling == Scaling::tensorwise ? 2 : 1;  // as quantize_bytes
+    rep.rows.push_back(row("batch:" + nr.name, "quantize", elements, 4 * elements * reads + dirs * elements + sb, t, copy_gbps));
     if (std::all_of(plans.begin(), plans.end(), fusable)) {  // the whole copy-back in one launch
       std::vector<gpu::DeviceJob> fj;
       uint64_t c2 = 0;

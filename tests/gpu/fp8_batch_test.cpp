@@ -1,6 +1,6 @@
 // The batched copy-back on the GPU (kernels/fp8_batch.h) against fp8::batch_partial_amax /
 // batch_cast: over 1,000 fragments of a few hundred tensors of mixed shapes, recipes, formats and
-// inputs (grids shared by the fragments of a tensor), one launch per pass, bit for bit.
+// inputs (grids shared by the fragments of a tensor), one launch per pass and kind of kernel, bit for bit.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
