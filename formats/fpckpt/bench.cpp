@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "ckpt/coverage.h"
 #include "core/error.h"
@@ -86,44 +87,69 @@ void fill_state(std::vector<float>& v) {
   });
 }
 
-PlainIo plain_io(const std::string& dir, const std::vector<float>& state) {
+// `bytes` of `state` to `path` in 64 MiB writes, then fsync.
+void write_plain(const std::string& path, const std::vector<float>& state) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw FormatError(path + ": cannot create");
+  const auto* p = reinterpret_cast<const char*>(state.data());
+  const uint64_t bytes = state.size() * 4;
+  for (uint64_t off = 0; off < bytes;) {
+    const ssize_t n = ::write(fd, p + off, std::min<uint64_t>(64ull << 20, bytes - off));
+    if (n <= 0) {
+      ::close(fd);
+      throw FormatError(path + ": write failed");
+    }
+    off += static_cast<uint64_t>(n);
+  }
+  fsync(fd);
+  ::close(fd);
+}
+
+void read_plain(const std::string& path) {
+  std::vector<char> rbuf(64ull << 20);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  while (::read(fd, rbuf.data(), rbuf.size()) > 0) {
+  }
+  ::close(fd);
+}
+
+PlainIo plain_io(const std::string& dir, const std::vector<float>& state, bool duplex = false) {
   PlainIo out;
   out.bytes = state.size() * 4;
-  const std::string plain = dir + "/plain.bin";
+  const std::string plain = dir + "/plain.bin", second = dir + "/plain-duplex.bin";
   double t0 = now();
-  {
-    const int fd = ::open(plain.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw FormatError(plain + ": cannot create");
-    const auto* p = reinterpret_cast<const char*>(state.data());
-    for (uint64_t off = 0; off < out.bytes;) {
-      const ssize_t n = ::write(fd, p + off, std::min<uint64_t>(64ull << 20, out.bytes - off));
-      if (n <= 0) throw FormatError(plain + ": write failed");
-      off += static_cast<uint64_t>(n);
-    }
-    fsync(fd);
-    ::close(fd);
-  }
+  write_plain(plain, state);
   out.write_s = now() - t0;
   evict(plain);
-  std::vector<char> rbuf(64ull << 20);
   t0 = now();
-  {
-    const int fd = ::open(plain.c_str(), O_RDONLY);
-    while (::read(fd, rbuf.data(), rbuf.size()) > 0) {
-    }
-    ::close(fd);
-  }
+  read_plain(plain);
   out.read_s = now() - t0;
+  if (duplex) {
+    evict(plain);
+    t0 = now();
+    std::thread reader([&] { read_plain(plain); });
+    try {
+      write_plain(second, state);
+    } catch (...) {
+      reader.join();
+      unlink(plain.c_str());
+      unlink(second.c_str());
+      throw;
+    }
+    reader.join();
+    out.duplex_s = now() - t0;
+    unlink(second.c_str());
+  }
   unlink(plain.c_str());
   return out;
 }
 
 }  // namespace
 
-PlainIo measure_plain_io(const std::string& dir, uint64_t bytes) {
+PlainIo measure_plain_io(const std::string& dir, uint64_t bytes, bool duplex) {
   std::vector<float> state(bytes / 4);
   fill_state(state);
-  return plain_io(dir, state);
+  return plain_io(dir, state, duplex);
 }
 
 void evict_path(const std::string& path) {

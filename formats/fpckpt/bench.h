@@ -27,16 +27,21 @@ struct IoBenchRow {
 
 std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o);
 
-// The disk baseline of `bench io` and `bench reshard`: `bytes` of optimizer-like floats written to
-// one file in `dir` in 64 MiB writes + fsync, evicted from the page cache, read back cold; the file
-// is removed. Seconds of each.
+// The disk baseline of `bench io`, `bench reshard` and `bench export`: `bytes` of optimizer-like
+// floats written to one file in `dir` in 64 MiB writes + fsync, evicted from the page cache, read
+// back cold; with `duplex`, then that file read cold again while as many bytes are written + fsynced
+// to a second file, at once (what the disk does when reading and writing together, as a copy must).
+// The files are removed. Seconds of each.
 struct PlainIo {
   uint64_t bytes = 0;
   double write_s = 0, read_s = 0;
+  double duplex_s = 0;  // both the read and the write+fsync done (0: not measured)
   double write_gbps() const { return write_s > 0 ? bytes / write_s / 1e9 : 0; }
   double read_gbps() const { return read_s > 0 ? bytes / read_s / 1e9 : 0; }
+  // Bytes per second each way while reading and writing at once.
+  double duplex_gbps() const { return duplex_s > 0 ? bytes / duplex_s / 1e9 : 0; }
 };
-PlainIo measure_plain_io(const std::string& dir, uint64_t bytes);
+PlainIo measure_plain_io(const std::string& dir, uint64_t bytes, bool duplex = false);
 
 // Drops a file's pages (or every file's under a directory) from the page cache, so that reads come
 // from the disk (no root needed).

@@ -1,6 +1,7 @@
 // Internal to formats/fpckpt (includes hdf5.h, which only libfpgather sees): RAII for HDF5 ids, the
-// one mutex every HDF5 call holds (the library is serial on the GPU machine; compression, checksums
-// and decoding run outside it in parallel), and errors that name the file and HDF5's own message.
+// one mutex every HDF5 call holds (the library is serial on the GPU machine; compression, checksums,
+// decoding and the reader's pread of chunk bytes run outside it in parallel), and errors that name
+// the file and HDF5's own message.
 #pragma once
 
 #include <hdf5.h>

@@ -1,6 +1,10 @@
 #include "formats/fpckpt/reader.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <unordered_map>
 
@@ -16,9 +20,34 @@ struct CheckpointReader::Handles {
   std::unordered_map<uint32_t, Hid> files;     // by file index; invalid Hid = failed to open
   std::unordered_map<uint32_t, Hid> datasets;  // by run index
   std::unordered_map<uint32_t, std::string> file_errors;
+  std::unordered_map<uint32_t, uint64_t> base;  // by file index: the user block's size (addresses start there)
 };
 
-CheckpointReader::CheckpointReader(const std::string& path) : h5_(std::make_unique<Handles>()) {
+struct CheckpointReader::Where {
+  struct Loc {
+    uint64_t addr = 0, size = 0;
+    uint8_t state = 0;  // 0: not looked up, 1: located, 2: not stored (errors[c] says why)
+  };
+  std::vector<Loc> chunks;
+  std::unordered_map<uint32_t, std::string> errors;  // by chunk
+  std::unordered_map<uint32_t, int> fds;             // by file index; -1: failed (fd_errors says why)
+  std::unordered_map<uint32_t, std::string> fd_errors;
+  ~Where() {
+    for (const auto& f : fds)
+      if (f.second >= 0) ::close(f.second);
+  }
+};
+
+namespace {
+#if H5_VERSION_GE(1, 10, 5)
+constexpr bool kDirectReads = true;
+#else
+constexpr bool kDirectReads = false;
+#endif
+}  // namespace
+
+CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads)
+    : reads_(kDirectReads ? reads : ChunkReads::hdf5), h5_(std::make_unique<Handles>()), where_(std::make_unique<Where>()) {
   dir_ = resolve_checkpoint(path);
   const std::string index_path = dir_ + "/" + kIndexFile;
   if (FILE* f = std::fopen(index_path.c_str(), "rb")) {
@@ -30,8 +59,11 @@ CheckpointReader::CheckpointReader(const std::string& path) : h5_(std::make_uniq
   for (const auto& f : index_.files)
     if (!ckpt::valid_file_name(f.name)) throw FormatError(index_path + ": file name '" + f.name + "' is not a plain name");
   by_key_.resize(index_.keys.size());
+  by_run_.resize(index_.runs.size());
+  where_->chunks.resize(index_.chunks.size());
   for (uint32_t c = 0; c < index_.chunks.size(); ++c) {
     const ckpt::Chunk& ch = index_.chunks[c];
+    if (ch.run < index_.runs.size()) by_run_[ch.run].push_back(c);
     if (ch.run < index_.runs.size() && index_.runs[ch.run].key < by_key_.size()) by_key_[index_.runs[ch.run].key].push_back(c);
   }
   pad_by_key_.resize(index_.keys.size());
@@ -50,21 +82,27 @@ CheckpointReader::~CheckpointReader() {
 
 long CheckpointReader::find_key(const std::string& name) const { return index_.find_key(name); }
 
-std::string CheckpointReader::read_stored(uint32_t c, std::vector<uint8_t>& stored) const {
+std::string CheckpointReader::dataset_of(uint32_t c, int64_t& dataset) const {
   const ckpt::Chunk& ch = index_.chunks[c];
   if (ch.run >= index_.runs.size()) return "chunk names no run";
   const ckpt::Run& run = index_.runs[ch.run];
   if (run.file >= index_.files.size()) return "run names no file";
-  const std::string path = dir_ + "/" + index_.files[run.file].name;
-  std::lock_guard<std::mutex> lock(hdf5_mutex());
   hdf5_init();
   auto fit = h5_->files.find(run.file);
   if (fit == h5_->files.end()) {
+    const std::string path = dir_ + "/" + index_.files[run.file].name;
     Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     // hdf5_error() also clears what opening left on this thread's error stack even when it worked:
     // records left on a pool thread that outlives the library make HDF5 complain at exit.
-    if (!f.valid()) h5_->file_errors[run.file] = "cannot open: " + hdf5_error();
-    else H5Eclear2(H5E_DEFAULT);
+    if (!f.valid()) {
+      h5_->file_errors[run.file] = "cannot open: " + hdf5_error();
+    } else {
+      hsize_t userblock = 0;
+      Hid fcpl(H5Fget_create_plist(f), H5Pclose);
+      if (fcpl.valid()) H5Pget_userblock(fcpl, &userblock);
+      h5_->base[run.file] = userblock;
+      H5Eclear2(H5E_DEFAULT);
+    }
     fit = h5_->files.emplace(run.file, std::move(f)).first;
   }
   if (!fit->second.valid()) return h5_->file_errors[run.file];
@@ -72,20 +110,128 @@ std::string CheckpointReader::read_stored(uint32_t c, std::vector<uint8_t>& stor
   if (dit == h5_->datasets.end()) {
     const std::string name = std::to_string(run.dataset);
     Hid d(H5Dopen2(fit->second, name.c_str(), H5P_DEFAULT), H5Dclose);
+    H5Eclear2(H5E_DEFAULT);
     dit = h5_->datasets.emplace(ch.run, std::move(d)).first;
   }
   if (!dit->second.valid()) return "dataset /" + std::to_string(run.dataset) + " not found";
   if (run.chunk_elems == 0 || ch.offset < run.lo) return "chunk outside its run";
-  const hsize_t at[1] = {ch.offset - run.lo};
+  dataset = dit->second.get();
+  return "";
+}
+
+std::string CheckpointReader::read_stored(uint32_t c, std::vector<uint8_t>& stored) const {
+  return reads_ == ChunkReads::direct ? read_stored_direct(c, stored) : read_stored_hdf5(c, stored);
+}
+
+std::string CheckpointReader::read_stored_hdf5(uint32_t c, std::vector<uint8_t>& stored) const {
+  const ckpt::Chunk& ch = index_.chunks[c];
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  int64_t ds = -1;
+  const std::string err = dataset_of(c, ds);
+  if (!err.empty()) return err;
+  const hsize_t at[1] = {ch.offset - index_.runs[ch.run].lo};
   hsize_t size = 0;
-  if (H5Dget_chunk_storage_size(dit->second, at, &size) < 0) return "chunk not stored: " + hdf5_error();
+  if (H5Dget_chunk_storage_size(ds, at, &size) < 0) return "chunk not stored: " + hdf5_error();
   if (size != ch.stored_bytes)
     return "stored chunk has " + std::to_string(size) + " bytes, the index records " + std::to_string(ch.stored_bytes);
   stored.resize(size);
   uint32_t mask = 0;
-  if (H5Dread_chunk(dit->second, H5P_DEFAULT, at, &mask, stored.data()) < 0) return "cannot read chunk: " + hdf5_error();
+  if (H5Dread_chunk(ds, H5P_DEFAULT, at, &mask, stored.data()) < 0) return "cannot read chunk: " + hdf5_error();
   chunks_read_.fetch_add(1);
   bytes_read_.fetch_add(size);
+  return "";
+}
+
+void CheckpointReader::locate_run(uint32_t c, int64_t dataset) const {
+#if H5_VERSION_GE(1, 10, 5)
+  const ckpt::Run& run = index_.runs[index_.chunks[c].run];
+  const uint64_t base = h5_->base[run.file];
+  std::vector<std::pair<uint32_t, Where::Loc>> found;
+  std::vector<std::pair<uint32_t, std::string>> missing;
+  // The whole run at once: a reader that needs one of its chunks usually needs the next ones too,
+  // and a B-tree lookup costs microseconds while the mutex is wanted by writers.
+  for (uint32_t x : by_run_[index_.chunks[c].run]) {
+    const ckpt::Chunk& ch = index_.chunks[x];
+    if (ch.offset < run.lo || (ch.offset - run.lo) % run.chunk_elems != 0) {
+      missing.emplace_back(x, "chunk outside its run");
+      continue;
+    }
+    const hsize_t at[1] = {ch.offset - run.lo};
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(static_cast<hid_t>(dataset), at, &mask, &addr, &size) < 0)
+      missing.emplace_back(x, "chunk not stored: " + hdf5_error());
+    else if (addr == HADDR_UNDEF)
+      missing.emplace_back(x, "chunk not stored");
+    else
+      found.emplace_back(x, Where::Loc{base + addr, size, 1});
+  }
+  std::lock_guard<std::mutex> l(where_mu_);
+  for (auto& f : found) where_->chunks[f.first] = f.second;
+  for (auto& m : missing) {
+    where_->chunks[m.first].state = 2;
+    where_->errors[m.first] = std::move(m.second);
+  }
+#else
+  (void)c;
+  (void)dataset;
+#endif
+}
+
+std::string CheckpointReader::read_stored_direct(uint32_t c, std::vector<uint8_t>& stored) const {
+  const ckpt::Chunk& ch = index_.chunks[c];
+  if (ch.run >= index_.runs.size()) return "chunk names no run";
+  const ckpt::Run& run = index_.runs[ch.run];
+  if (run.file >= index_.files.size()) return "run names no file";
+  Where::Loc loc;
+  {
+    std::lock_guard<std::mutex> l(where_mu_);
+    loc = where_->chunks[c];
+  }
+  if (loc.state == 0) {
+    // Lock order: the HDF5 mutex, then where_mu_ (never the other way).
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    bool located;  // by another thread while this one waited for the mutex?
+    {
+      std::lock_guard<std::mutex> l(where_mu_);
+      located = where_->chunks[c].state != 0;
+    }
+    if (!located) {
+      int64_t ds = -1;
+      const std::string err = dataset_of(c, ds);
+      if (!err.empty()) return err;
+      locate_run(c, ds);
+    }
+  }
+  const std::string path = dir_ + "/" + index_.files[run.file].name;
+  int fd = -1;
+  {
+    std::lock_guard<std::mutex> l(where_mu_);
+    loc = where_->chunks[c];
+    if (loc.state != 1) return loc.state == 2 ? where_->errors[c] : "chunk not located";
+    auto fit = where_->fds.find(run.file);
+    if (fit == where_->fds.end()) {
+      const int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (f < 0) where_->fd_errors[run.file] = std::string("cannot open: ") + std::strerror(errno);
+      fit = where_->fds.emplace(run.file, f).first;
+    }
+    fd = fit->second;
+    if (fd < 0) return where_->fd_errors[run.file];
+  }
+  if (loc.size != ch.stored_bytes)
+    return "stored chunk has " + std::to_string(loc.size) + " bytes, the index records " + std::to_string(ch.stored_bytes);
+  stored.resize(loc.size);
+  const std::string where = "bytes [" + std::to_string(loc.addr) + ", " + std::to_string(loc.addr + loc.size) + ")";
+  for (uint64_t done = 0; done < loc.size;) {
+    const ssize_t n = ::pread(fd, stored.data() + done, loc.size - done, static_cast<off_t>(loc.addr + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return "cannot read the chunk stored at " + where + ": " + std::strerror(errno);
+    if (n == 0) return "the file ends at byte " + std::to_string(loc.addr + done) + ", inside the chunk stored at " + where;
+    done += static_cast<uint64_t>(n);
+  }
+  chunks_read_.fetch_add(1);
+  bytes_read_.fetch_add(loc.size);
   return "";
 }
 
@@ -97,9 +243,19 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
   const ckpt::Run& run = index_.runs[ch.run];
   if (ckpt::checksum(stored.data(), stored.size()) != ch.checksum_stored) return "stored bytes do not match their checksum";
   const size_t elem = dtype_bits(run.dtype) / 8;
-  logical.resize(static_cast<size_t>(ch.length) * elem);
-  err = ckpt::decode_chunk(stored.data(), stored.size(), ch.flags, ch.length, run.chunk_elems, elem, logical.data(), scratch);
-  if (!err.empty()) return "cannot decode: " + err;
+  const size_t want = static_cast<size_t>(ch.length) * elem, full = run.chunk_elems * elem;
+  if (ch.flags == 0 && stored.size() == full && want <= full) {
+    // Stored raw: the logical bytes are the stored ones (a prefix of an edge chunk), taken without a
+    // copy; a whole chunk whose two checksums are one value has just been checked.
+    std::swap(stored, logical);
+    logical.resize(want);
+    if (want == full && ch.checksum_logical == ch.checksum_stored) return "";
+  } else {
+    logical.resize(want);
+    err = ckpt::decode_chunk(stored.data(), stored.size(), ch.flags, ch.length, run.chunk_elems, elem, logical.data(),
+                             scratch);
+    if (!err.empty()) return "cannot decode: " + err;
+  }
   if (ckpt::checksum(logical.data(), logical.size()) != ch.checksum_logical) return "decoded bytes do not match their checksum";
   return "";
 }

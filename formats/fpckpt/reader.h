@@ -1,7 +1,10 @@
 // Reading a checkpoint: open (resolving `latest`), list keys, read any flat range of a key. Each
-// chunk is read with H5Dread_chunk (no HDF5 filter plugin needed), its stored checksum checked,
-// decoded in fpgather's threads, its logical checksum checked; memory is one chunk's buffers per
-// thread. Declared padding reads as zeros.
+// chunk's stored bytes are read without an HDF5 filter plugin: HDF5 (under its one mutex) only says
+// where a run's chunks lie in the file (H5Dget_chunk_info_by_coord, looked up once per run), and the
+// bytes are pread() from the data file with no lock held, so reads run in parallel with each other
+// and with HDF5 writes (HDF5 < 1.10.5: H5Dread_chunk under the mutex). Its stored checksum is checked,
+// it is decoded in fpgather's threads, its logical checksum checked; memory is one chunk's buffers
+// per thread. Declared padding reads as zeros.
 #pragma once
 
 #include <atomic>
@@ -17,11 +20,15 @@
 
 namespace fpg::fpckpt {
 
+// How stored chunk bytes are fetched: `direct` (pread at the address HDF5 reports; falls back to
+// `hdf5` where the library is older than 1.10.5) or `hdf5` (H5Dread_chunk, the reference path).
+enum class ChunkReads { direct, hdf5 };
+
 class CheckpointReader {
  public:
   // `path` is a checkpoint directory or a root holding `latest`. FormatError (or VersionError) if the
   // index is missing or unreadable.
-  explicit CheckpointReader(const std::string& path);
+  explicit CheckpointReader(const std::string& path, ChunkReads reads = ChunkReads::direct);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
@@ -48,16 +55,31 @@ class CheckpointReader {
   uint64_t chunks_read() const { return chunks_read_.load(); }
   uint64_t stored_bytes_read() const { return bytes_read_.load(); }
 
+  // The path stored bytes take in this reader (direct only where the HDF5 library allows it).
+  ChunkReads chunk_reads() const { return reads_; }
+
  private:
   // Raw stored bytes of chunk c; "" or the error.
   std::string read_stored(uint32_t c, std::vector<uint8_t>& stored) const;
+  std::string read_stored_hdf5(uint32_t c, std::vector<uint8_t>& stored) const;
+  std::string read_stored_direct(uint32_t c, std::vector<uint8_t>& stored) const;
+  // With the HDF5 mutex held: the open dataset of chunk c's run (opening file and dataset once), or
+  // the error. Returns a borrowed id.
+  std::string dataset_of(uint32_t c, int64_t& dataset) const;
+  // With the HDF5 mutex held: where every chunk of chunk c's run lies (into where_).
+  void locate_run(uint32_t c, int64_t dataset) const;
 
   std::string dir_;
   ckpt::Index index_;
   std::vector<std::vector<uint32_t>> by_key_;
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> pad_by_key_;  // sorted [lo, hi)
+  std::vector<std::vector<uint32_t>> by_run_;  // chunks of each run
+  ChunkReads reads_;
   struct Handles;  // open HDF5 files and datasets, guarded by the HDF5 mutex
   std::unique_ptr<Handles> h5_;
+  struct Where;  // chunk addresses and the data files' descriptors, guarded by where_mu_
+  std::unique_ptr<Where> where_;
+  mutable std::mutex where_mu_;
   mutable std::atomic<uint64_t> chunks_read_{0}, bytes_read_{0};
 };
 

@@ -193,8 +193,11 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
       total += run.numel * elem;
     }
   Progress progress("reshard", total, o.progress);
-  // The reader's pool: half the threads (at least one), the writer keeps the write pool.
-  ThreadPool read_pool(std::max<size_t>(1, pool_of(o).size() / 2));
+  // The reader's own pool of `threads` threads (the writer keeps the write pool): source chunks are
+  // pread outside the HDF5 mutex (reader.h), so as many reads are in flight as a piece has chunks,
+  // while the writer's HDF5 writes go on; the threads mostly wait on the disk, and the memory bound
+  // (reshard_memory_estimate) already counts a reader's buffers per thread.
+  ThreadPool read_pool(std::max<size_t>(1, pool_of(o).size()));
   ChunkSource src(source, read_pool, cache_size(o));
   PieceQueue queue(piece);
   std::thread reader([&] {

@@ -3,7 +3,8 @@
 // decoded in parallel (checksums checked), each once: a chunk only partly used by one piece stays in
 // a small cache of decoded chunks for the next piece or param — and written with the rank writer
 // (chunked, compressed and checksummed in parallel). A reader thread reads piece i + 1 while piece i
-// is written, so reads and writes overlap. Padding is declared as the plan says. The target
+// is written, so reads and writes overlap: its pool of `threads` threads preads and checks the
+// piece's chunks in parallel, outside the HDF5 mutex the writer holds (reader.h). Padding is declared as the plan says. The target
 // is committed atomically (commit.h: staging directory, fsync, rename); on any failure the staging
 // directory is removed and nothing is left at the target.
 //

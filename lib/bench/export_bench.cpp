@@ -60,9 +60,10 @@ ExportBenchResult run_export_bench(const ExportBenchOptions& o) {
   fpckpt::remove_tree(base + "/export");
 
   // Baseline: as many bytes, one file, 64 MiB writes, fsync; then read back cold (as bench io).
-  const fpckpt::PlainIo plain = fpckpt::measure_plain_io(base, r.bytes);
+  const fpckpt::PlainIo plain = fpckpt::measure_plain_io(base, r.bytes, true);
   r.write_s = plain.write_s;
   r.read_s = plain.read_s;
+  r.duplex_s = plain.duplex_s;
   return r;
 }
 

@@ -67,9 +67,10 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     ~Cleanup() { fpckpt::remove_tree(p); }
   } cleanup{base};
 
-  const fpckpt::PlainIo plain = fpckpt::measure_plain_io(base, o.plain_bytes);
+  const fpckpt::PlainIo plain = fpckpt::measure_plain_io(base, o.plain_bytes, true);
   res.plain_write_gbps = plain.write_gbps();
   res.plain_read_gbps = plain.read_gbps();
+  res.duplex_gbps = plain.duplex_gbps();
   const double disk = std::min(res.plain_write_gbps, res.plain_read_gbps);
   std::vector<std::string> global = {o.exe, "--no-progress"};
   if (o.threads) global.insert(global.end(), {"--threads", std::to_string(o.threads)});
@@ -95,6 +96,7 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     row.ratio = disk > 0 ? row.gbps / disk : 0;
     const double serial = 1 / (1 / res.plain_read_gbps + 1 / res.plain_write_gbps);
     row.serial_ratio = serial > 0 ? row.gbps / serial : 0;
+    row.duplex_ratio = res.duplex_gbps > 0 ? row.gbps / res.duplex_gbps : 0;
     res.rows.push_back(row);
     fpckpt::remove_tree(src);
     fpckpt::remove_tree(dst);

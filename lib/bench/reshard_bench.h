@@ -4,6 +4,8 @@
 // cache, then resharded by `fpgather reshard` in a child process: wall time, throughput (bytes
 // written / s) as a ratio to min(read, write) of the plain file, and the child's peak RSS (so the
 // benchmark's own memory is not counted) — measured at two sizes to show it does not grow with them.
+// Beside it, the "duplex" disk figure: the plain file read cold while a second one is written +
+// fsynced at once — what this disk gives a copy that reads and writes together.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +32,13 @@ struct ReshardBenchRow {
   // gbps / the serial bound 1 / (1/read + 1/write): what a disk whose reads and writes share one
   // bandwidth allows for reading every byte once and writing it once.
   double serial_ratio = 0;
+  double duplex_ratio = 0;                     // gbps / the duplex rate (plain read || write+fsync)
   uint64_t peak_rss = 0;                       // bytes, of the reshard child
 };
 
 struct ReshardBenchResult {
   double plain_write_gbps = 0, plain_read_gbps = 0;
+  double duplex_gbps = 0;  // bytes each way per second while reading one file and writing another
   std::vector<ReshardBenchRow> rows;
 };
 
