@@ -169,9 +169,13 @@ int run_bench_io(BenchIoArgs a, const GlobalOptions& g) {
   if (g.json) {
     nlohmann::json j = {{"benchmark", "io"}, {"bytes", a.o.bytes}, {"dir", a.o.dir}, {"ranks", a.o.ranks},
                         {"threads", resolve_threads(g.threads)}, {"results", nlohmann::json::array()}};
-    for (const auto& r : rows)
+    for (const auto& r : rows) {
       j["results"].push_back({{"what", r.what}, {"seconds", r.seconds}, {"gbps", r.gbps}, {"ratio_to_plain", r.ratio},
                               {"compression_ratio", r.compression}, {"extra_peak_mb", r.extra_peak_mb}});
+      if (r.write_s >= 0)
+        j["results"].back()["pipeline"] = {{"copy_s", r.copy_s}, {"slot_wait_s", r.wait_s}, {"encode_thread_s", r.encode_s},
+                                           {"write_s", r.write_s}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -182,6 +186,9 @@ int run_bench_io(BenchIoArgs a, const GlobalOptions& g) {
     std::printf("%-20s %9.3f %9.3f %8.2f %11.3fx", r.what.c_str(), r.seconds, r.gbps, r.ratio, r.compression);
     if (r.extra_peak_mb >= 0) std::printf(" %14.1f\n", r.extra_peak_mb);
     else std::printf(" %14s\n", "-");
+    if (r.write_s >= 0)
+      std::printf("  (copy into slots %.3f s, waiting for a slot %.3f s, encoding %.3f thread-s, writer thread %.3f s)\n",
+                  r.copy_s, r.wait_s, r.encode_s, r.write_s);
   }
   return 0;
 }

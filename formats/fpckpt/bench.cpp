@@ -15,6 +15,7 @@
 #include "ckpt/coverage.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "formats/fpckpt/chunk_pipeline.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
@@ -193,6 +194,7 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
     const std::string dir = base + "/ckpt-" + comp;
     std::vector<float> back(key_elems);  // the load's destination, allocated before measuring
     std::unique_ptr<ExtraPeak> peak = std::make_unique<ExtraPeak>();
+    const PipelineTimes pt0 = pipeline_times();
     double t0 = now();
     ckpt::Index ix;
     {
@@ -211,8 +213,10 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
     const double save = now() - t0;
     uint64_t stored = 0;
     for (const auto& c : ix.chunks) stored += c.stored_bytes;
+    const PipelineTimes pt = pipeline_times();
     rows.push_back({"save " + comp, save, bytes / save / 1e9, (bytes / save) / (bytes / plain_w),
-                    static_cast<double>(bytes) / stored, peak->mb()});
+                    static_cast<double>(bytes) / stored, peak->mb(), pt.copy_s - pt0.copy_s, pt.wait_s - pt0.wait_s,
+                    pt.encode_s - pt0.encode_s, pt.write_s - pt0.write_s});
     evict_checkpoint(dir, ix);
     ix = {};
     peak = std::make_unique<ExtraPeak>();

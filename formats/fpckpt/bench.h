@@ -23,6 +23,9 @@ struct IoBenchRow {
   double ratio = 0;           // gbps / plain write (saves) or plain read (loads)
   double compression = 1;     // logical / stored bytes (saves)
   double extra_peak_mb = -1;  // peak RSS during the row over the RSS before it, MB (-1: unknown)
+  // Saves: where the time went (PipelineTimes of chunk_pipeline.h over this save; -1 otherwise):
+  // producer copying into slots and waiting for one, encoding thread-seconds, writer thread busy.
+  double copy_s = -1, wait_s = -1, encode_s = -1, write_s = -1;
 };
 
 std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o);

@@ -2,7 +2,11 @@
 
 #include <fcntl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
+#include <memory>
 
 #include "ckpt/checksum.h"
 #include "core/error.h"
@@ -20,6 +24,14 @@ struct ChunkPipeline::Slot {
 };
 
 namespace {
+
+// PipelineTimes in nanoseconds.
+std::atomic<uint64_t> copy_ns{0}, wait_ns{0}, encode_ns{0}, write_ns{0};
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 
 // The process-wide slot budget (chunk_pipeline.h): slots are handed out and taken back whole, so
 // their buffers are reused from chunk to chunk and from rank to rank.
@@ -69,11 +81,47 @@ class SlotPool {
   size_t made_ = 0, users_ = 0;
 };
 
+// The process-wide writer thread (chunk_pipeline.h): a queue of one thread, so writes run in the
+// order they are handed over; started by the first pipeline, joined when the last one ends.
+class WriterThread {
+ public:
+  static WriterThread& get() {
+    static WriterThread w;
+    return w;
+  }
+  void attach() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (users_++ == 0) queue_ = std::make_unique<TaskQueue>(1);
+  }
+  void detach() {
+    std::unique_ptr<TaskQueue> done;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (--users_ == 0) done = std::move(queue_);
+    }
+    // Joined outside the lock; every pipeline has drained, so its queue is empty.
+  }
+  void submit(std::function<void()> task) {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_->submit(std::move(task));
+  }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<TaskQueue> queue_;
+  size_t users_ = 0;
+};
+
 }  // namespace
+
+PipelineTimes pipeline_times() {
+  return {copy_ns.load() * 1e-9, wait_ns.load() * 1e-9, encode_ns.load() * 1e-9, write_ns.load() * 1e-9};
+}
 
 ChunkPipeline::ChunkPipeline(std::string path, int vfd, const ckpt::Compression& c, TaskQueue& queue)
     : path_(std::move(path)), vfd_(vfd), comp_(c), queue_(queue) {
   SlotPool::get().attach();
+  WriterThread::get().attach();
 }
 
 ChunkPipeline::~ChunkPipeline() {
@@ -87,6 +135,7 @@ ChunkPipeline::~ChunkPipeline() {
     datasets_.clear();
     H5Eclear2(H5E_DEFAULT);
   }
+  WriterThread::get().detach();
   SlotPool::get().detach();
 }
 
@@ -107,11 +156,15 @@ void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t at, const void* src
     std::lock_guard<std::mutex> l(mu_);
     if (error_) std::rethrow_exception(error_);
   }
+  const uint64_t t0 = now_ns();
   Slot* s = SlotPool::get().acquire(queue_.size() + 2);
+  const uint64_t t1 = now_ns();
   const size_t have = static_cast<size_t>(meta.length) * elem, full = chunk_elems * elem;
   s->bytes.resize(full);
   std::memcpy(s->bytes.data(), src, have);
   std::memset(s->bytes.data() + have, 0, full - have);  // HDF5 stores the edge chunk whole
+  wait_ns += t1 - t0;
+  copy_ns += now_ns() - t1;
   s->meta = meta;
   s->at = at;
   s->chunk_elems = chunk_elems;
@@ -141,6 +194,7 @@ void ChunkPipeline::encode(Slot& s) {
 
 void ChunkPipeline::write(Slot& s) {
   std::lock_guard<std::mutex> lock(hdf5_mutex());
+  hdf5_init();  // on the writer thread: a failed write is reported by the save, not printed by HDF5
   Dataset& d = datasets_.at(s.meta.run);
   // Filter mask: bit i set = filter i of the dataset's pipeline (shuffle?, zstd) was skipped.
   const int n_filters = (s.shuffle ? 1 : 0) + (comp_.zstd ? 1 : 0);
@@ -150,7 +204,7 @@ void ChunkPipeline::write(Slot& s) {
     hdf5_fail(path_, "write chunk [" + std::to_string(s.meta.offset) + ", " + std::to_string(s.meta.hi()) + ") of " +
                          d.what);
   if (--d.left == 0) d.ds.reset();
-  H5Eclear2(H5E_DEFAULT);  // leave task threads no error records (see RankWriter::~RankWriter)
+  H5Eclear2(H5E_DEFAULT);  // leave the writer thread no error records (see RankWriter::~RankWriter)
   // Start writeback as we go: an fsync of gigabytes at the end costs seconds (notes/checkpoint.md §4).
   unsynced_ += s.enc.size;
   if (vfd_ >= 0 && unsynced_ >= (64ull << 20)) {
@@ -166,36 +220,44 @@ void ChunkPipeline::run(Slot* s) {
     skip = error_ || abandoned_;
   }
   if (!skip) {
+    const uint64_t t0 = now_ns();
     try {
       encode(*s);
     } catch (...) {
       fail(std::current_exception());
     }
+    encode_ns += now_ns() - t0;
   }
-  std::unique_lock<std::mutex> l(mu_);
+  // Handed over under mu_, in sequence: the writer receives this pipeline's slots in order.
+  std::lock_guard<std::mutex> l(mu_);
   ready_.emplace(s->seq, s);
-  if (writing_) return;  // the thread writing will reach this slot in turn
-  writing_ = true;
-  for (auto it = ready_.find(next_write_); it != ready_.end(); it = ready_.find(next_write_)) {
+  for (auto it = ready_.find(next_handoff_); it != ready_.end(); it = ready_.find(next_handoff_)) {
     Slot* w = it->second;
     ready_.erase(it);
-    const bool ok = !error_ && !abandoned_;
-    l.unlock();
-    if (ok) {
-      try {
-        write(*w);
-      } catch (...) {
-        fail(std::current_exception());
-      }
-    }
-    l.lock();
-    if (ok && !error_) written_.push_back(w->meta);
-    SlotPool::get().release(w);
-    ++next_write_;
-    --in_flight_;
+    ++next_handoff_;
+    WriterThread::get().submit([this, w] { store(w); });
   }
-  writing_ = false;
-  if (in_flight_ == 0) idle_.notify_all();
+}
+
+void ChunkPipeline::store(Slot* s) {
+  bool ok;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ok = !error_ && !abandoned_;
+  }
+  if (ok) {
+    const uint64_t t0 = now_ns();
+    try {
+      write(*s);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    write_ns += now_ns() - t0;
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  if (ok && !error_) written_.push_back(s->meta);
+  SlotPool::get().release(s);
+  if (--in_flight_ == 0) idle_.notify_all();  // under mu_: the pipeline may end as soon as it is released
 }
 
 std::vector<ckpt::Chunk> ChunkPipeline::drain() {

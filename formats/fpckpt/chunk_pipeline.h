@@ -1,14 +1,16 @@
 // RankWriter's write path as a pipeline, so that compression keeps up with the disk whatever size
 // the writer's calls have: the producer (RankWriter::write) copies each chunk into a slot and goes
 // on as soon as the bytes are copied; the task queue's threads (core/task_queue.h) shuffle,
-// compress and checksum slots in parallel; each slot is written with H5Dwrite_chunk strictly in
-// submission order (a deterministic file layout) by whichever thread completes the chunk next in
-// line, holding hdf5_mutex() (HDF5 is serial) while the other threads go on compressing.
+// compress and checksum slots in parallel; one process-wide writer thread writes the encoded slots
+// of every pipeline with H5Dwrite_chunk, each pipeline's strictly in submission order (a
+// deterministic file layout), holding hdf5_mutex() (HDF5 is serial). The encoding threads hand a
+// slot to the writer when it is next in line and never wait for HDF5 or the disk, so none of them
+// stops compressing to write, and several pipelines (ranks) do not queue their threads on the mutex.
 //
 // Slots come from one process-wide budget of (task queue threads + 2), shared by every pipeline
 // alive (all ranks of a save in one process), so the memory of saving is bounded by threads x
 // chunk size (a slot holds the chunk and its encoding: about 2 chunks, 3 with shuffle), not by
-// the state's size; idle slots are freed when the last pipeline ends.
+// the state's size; idle slots are freed, and the writer thread ends, when the last pipeline ends.
 #pragma once
 
 #include <condition_variable>
@@ -26,6 +28,16 @@
 #include "formats/fpckpt/hdf5_util.h"
 
 namespace fpg::fpckpt {
+
+// Where saving time goes, summed over every pipeline of the process so far (`bench io` prints the
+// difference over one save): the producers copying chunks into slots and waiting for a free slot,
+// the encoding threads' busy time (thread-seconds), the writer thread's time in H5Dwrite_chunk and
+// writeback. A writer busy for most of the save is the serial bound; producers mostly waiting with
+// the writer idle mean encoding is.
+struct PipelineTimes {
+  double copy_s = 0, wait_s = 0, encode_s = 0, write_s = 0;
+};
+PipelineTimes pipeline_times();
 
 class ChunkPipeline {
  public:
@@ -54,8 +66,9 @@ class ChunkPipeline {
   struct Slot;  // a chunk on its way (chunk_pipeline.cpp)
 
  private:
-  void run(Slot* s);                  // a task: encode, then write what is next in line
+  void run(Slot* s);                  // a task: encode, then hand what is next in line to the writer
   void encode(Slot& s);
+  void store(Slot* s);                // on the writer thread: write (unless failed), then free the slot
   void write(Slot& s);                // holds hdf5_mutex()
   void fail(std::exception_ptr e);    // keeps the first
 
@@ -66,9 +79,9 @@ class ChunkPipeline {
 
   std::mutex mu_;
   std::condition_variable idle_;
-  uint64_t next_seq_ = 0, next_write_ = 0, in_flight_ = 0;
-  bool writing_ = false, abandoned_ = false;
-  std::map<uint64_t, Slot*> ready_;  // encoded, waiting for their turn
+  uint64_t next_seq_ = 0, next_handoff_ = 0, in_flight_ = 0;
+  bool abandoned_ = false;
+  std::map<uint64_t, Slot*> ready_;  // encoded, waiting for their turn to go to the writer
   std::exception_ptr error_;
   std::vector<ckpt::Chunk> written_;
 

@@ -16,7 +16,7 @@ std::mutex& hdf5_mutex() {
 }
 
 void hdf5_init() {
-  static bool done = false;
+  static thread_local bool done = false;  // a thread-safe HDF5 keeps the error-printing setting per thread
   if (done) return;
   H5open();
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);

@@ -14,7 +14,8 @@ namespace fpg::fpckpt {
 std::mutex& hdf5_mutex();
 
 // Turns off HDF5's automatic error printing (we report errors ourselves). Idempotent; call with the
-// mutex held before any other HDF5 call.
+// mutex held before any other HDF5 call, on every thread that makes HDF5 calls (a thread-safe HDF5
+// keeps that setting per thread).
 void hdf5_init();
 
 // The innermost message of HDF5's current error stack, or "".
