@@ -5,7 +5,8 @@
 #   [TARGETS="t1 t2"] bash scripts/device-run.sh STEP...
 #
 # Steps: tests (all of ctest), gpu-tests, bench-quantize, bench-io, bench-validate, bench-step,
-# bench-reshard, bench-export, gpu-bench-SECTION (a section of scripts/gpu-bench.sh: comm, optim, ...).
+# bench-reshard, bench-export, train-cuda (tiny GPU vs CPU loss curves, 1b --dp 2 step time; needs
+# 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh: comm, optim, ...).
 # Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
 #
 # Carry .carry/ (xxHash headers unpacked from Debian's libxxhash-dev: see BENCHMARKS.md) with the
@@ -58,6 +59,13 @@ for what in "$@"; do
       $B/fpgather --no-progress train --model base --steps 1 --dp 1 --compress none --save "$d/ckpt" >/dev/null &&
         $B/fpgather bench export "$d/ckpt" --dir "$d" | tee "$RES/bench-export.txt"
       rm -rf "$d" ;;
+    train-cuda)
+      for dev in cpu cuda; do
+        $B/fpgather --no-progress --json train --device $dev --dp 2 --steps 200 --metrics "$RES/tiny-$dev.jsonl" \
+          >"$RES/train-tiny-$dev.json" 2>&1
+        echo "tiny $dev: $(grep -E '"(initial_loss|final_loss|step_time_ms)"' "$RES/train-tiny-$dev.json" | tr -d ' \n')"
+      done
+      $B/fpgather --no-progress --json train --model 1b --device cuda --dp 2 --steps 5 2>&1 | tee "$RES/train-1b-cuda.json" ;;
     gpu-bench-*)
       bash scripts/gpu-bench.sh $B "$RES/gpu" "${what#gpu-bench-}" 2>&1 | tee "$RES/gpu-bench-${what#gpu-bench-}.txt" ;;
     *) echo "device-run: unknown step $what" >&2 ;;
