@@ -5,6 +5,7 @@
 // inputs, and NaN / inf / subnormal / +-0 values.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -357,4 +358,70 @@ TEST_CASE("fp8 GPU fused one-pass tile jobs equal amax + scales + cast (128x128,
   CHECK(!gpu::can_fuse(b128, 0, 64 * 256));
   REQUIRE_THROWS_AS(gpu::make_fused_job(b128, 128, 1024, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
                     InternalError);
+}
+
+// More tiles than CTAs (each CTA runs several tasks, reusing its shared memory) and several jobs of
+// one kind in one launch; partial last bands and column tiles.
+TEST_CASE("fp8 GPU fused tile jobs: many tiles per CTA, several jobs per launch", "[gpu][fp8]") {
+  Rng rng(29);
+  for (const Recipe& r : {Recipe::blockwise_128x128(Format::e4m3, false),
+                          Recipe::mxfp8(Format::e4m3, MxRule::rceil, true, true)}) {
+    const bool mx = r.scaling == Scaling::mxfp8;
+    const std::vector<std::vector<uint64_t>> shapes = {{1056, mx ? 8224u : 8200u}, {4096, 2080}, {64, 544}, {160, 96}};
+    std::vector<Plan> plans;
+    for (const auto& sh : shapes) plans.push_back(make_plan(r, Input::f32, sh));
+    struct Bufs {
+      std::vector<float> x;
+      AmaxGrid g;
+      Scales sc;
+      std::vector<uint8_t> out, out_col;
+      std::unique_ptr<DevBuf<float>> dx, damax, damax_col, dscale, dscale_inv;
+      std::unique_ptr<DevBuf<uint8_t>> dout, dout_col, de8, de8c;
+    };
+    std::vector<Bufs> b(plans.size());
+    std::vector<gpu::DeviceJob> jobs;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const Plan& p = plans[i];
+      const uint64_t n = p.numel();
+      Bufs& t = b[i];
+      t.x = awkward_values(rng, n);
+      t.g = AmaxGrid(p);
+      partial_amax(p, 0, n, t.x.data(), t.g);
+      t.sc = compute_scales(p, t.g);
+      t.out.resize(n);
+      t.out_col.resize(mx ? n : 0);
+      cast_fragment(p, t.sc.view(), 0, n, t.x.data(), t.out.data(), mx ? t.out_col.data() : nullptr);
+      t.dx = std::make_unique<DevBuf<float>>(t.x);
+      t.damax = std::make_unique<DevBuf<float>>(p.grid.size());
+      t.damax_col = std::make_unique<DevBuf<float>>(p.col_grid.size());
+      t.dscale = std::make_unique<DevBuf<float>>(p.grid.size());
+      t.dscale_inv = std::make_unique<DevBuf<float>>(p.grid.size());
+      t.dout = std::make_unique<DevBuf<uint8_t>>(n);
+      t.dout_col = std::make_unique<DevBuf<uint8_t>>(mx ? n : 0);
+      t.de8 = std::make_unique<DevBuf<uint8_t>>(p.grid.size());
+      t.de8c = std::make_unique<DevBuf<uint8_t>>(p.col_grid.size());
+      REQUIRE(gpu::can_fuse(p, 0, n));
+      jobs.push_back(gpu::make_fused_job(p, 0, n, t.dx->p, t.damax->p, mx ? t.damax_col->p : nullptr, t.dscale->p,
+                                         t.dscale_inv->p, t.de8->p, mx ? t.de8c->p : nullptr, t.dout->p,
+                                         mx ? t.dout_col->p : nullptr));
+    }
+    gpu::DeviceBatch batch(jobs);
+    batch.cast(nullptr);
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const Plan& p = plans[i];
+      const Bufs& t = b[i];
+      const std::string what = name(p, shapes[i], 0) + " batched fused tiles";
+      expect_same(t.out, t.dout->download(), what + " data");
+      expect_same(t.g.row, t.damax->download(), what + " amax");
+      if (mx) {
+        expect_same(t.out_col, t.dout_col->download(), what + " data_col");
+        expect_same(t.g.col, t.damax_col->download(), what + " amax_col");
+        expect_same(t.sc.e8m0, t.de8->download(), what + " e8m0");
+        expect_same(t.sc.e8m0_col, t.de8c->download(), what + " e8m0_col");
+      } else {
+        expect_same(t.sc.scale, t.dscale->download(), what + " scale");
+        expect_same(t.sc.scale_inv, t.dscale_inv->download(), what + " scale_inv");
+      }
+    }
+  }
 }
