@@ -126,6 +126,25 @@ bool can_fuse(const Plan& p, uint64_t start, uint64_t count) {
   return p.K % (16 / fpg::fp8::input_size(p.input)) == 0 && start % band == 0 && (end % band == 0 || end == p.numel());
 }
 
+namespace {
+
+// Whether a job's vector width suits its fused kernel: a row block within one warp access, tiles of
+// 16-byte vectors.
+bool vectors_fit(const Plan& p, const DeviceJob& j) {
+  const uint64_t block = p.recipe.scaling == Scaling::mxfp8 ? 32 : 128;
+  return fused_kind(p) == kFusedRows ? block / j.vec <= 32 : j.vec > 1;
+}
+
+}  // namespace
+
+bool can_fuse(const Plan& p, uint64_t start, uint64_t count, const void* in, const uint8_t* out,
+              const uint8_t* out_col) {
+  if (!can_fuse(p, start, count)) return false;
+  const DeviceJob j = make_device_job(p, start, count, in, nullptr, nullptr, {}, const_cast<uint8_t*>(out),
+                                      const_cast<uint8_t*>(out_col));
+  return vectors_fit(p, j);
+}
+
 DeviceJob make_fused_job(const Plan& p, uint64_t start, uint64_t count, const void* in, float* amax, float* amax_col,
                          float* scale, float* scale_inv, uint8_t* e8m0, uint8_t* e8m0_col, uint8_t* out,
                          uint8_t* out_col) {
@@ -134,9 +153,7 @@ DeviceJob make_fused_job(const Plan& p, uint64_t start, uint64_t count, const vo
                         "whole blocks (rows-only recipes) or whole bands of tiles (128x128, MX columnwise)");
   const uint8_t kind = fused_kind(p);
   DeviceJob j = make_device_job(p, start, count, in, amax, amax_col, {}, out, out_col);
-  const uint64_t block = p.recipe.scaling == Scaling::mxfp8 ? 32 : 128;
-  if ((kind == kFusedRows && block / j.vec > 32) || (kind == kFusedTiles && j.vec == 1))
-    throw InternalError("fp8: a fused job needs 16-byte aligned input and outputs");
+  if (!vectors_fit(p, j)) throw InternalError("fp8: a fused job needs 16-byte aligned input and outputs");
   j.fused = kind;
   j.pow2 = p.recipe.pow2;
   j.epsilon = p.recipe.amax_epsilon;

@@ -76,6 +76,10 @@ DeviceJob make_fused_job(const fpg::fp8::Plan& p, uint64_t start, uint64_t count
 //   boundary, end on one or at the end of the tensor), K a multiple of 16 bytes of input.
 // Fragments that cut a tile keep the partial amax + all-reduce + scales + cast path.
 bool can_fuse(const fpg::fp8::Plan& p, uint64_t start, uint64_t count);
+// The same with the alignment make_fused_job needs of the input and outputs (device pointers at the
+// fragment's first element).
+bool can_fuse(const fpg::fp8::Plan& p, uint64_t start, uint64_t count, const void* in, const uint8_t* out,
+              const uint8_t* out_col);
 
 // The same from a CPU-style job whose pointers are device pointers.
 DeviceJob make_device_job(const fpg::fp8::FragmentJob& j);
