@@ -101,24 +101,72 @@ DeviceJob make_device_job(const Plan& p, uint64_t start, uint64_t count, const v
   return j;
 }
 
-DeviceJob make_fused_job(const Plan& p, uint64_t start, uint64_t count, const void* in, float* amax, float* scale,
-                         float* scale_inv, uint8_t* e8m0, uint8_t* out) {
-  const bool mx = p.recipe.scaling == Scaling::mxfp8 && p.has_rowwise() && !p.has_columnwise();
-  const bool b1x128 = p.recipe.scaling == Scaling::blockwise_1x128 && p.K % 128 == 0;
-  const uint64_t block = mx ? 32 : 128;
-  if (!(mx || b1x128) || start % block != 0 || count % block != 0)
-    throw InternalError("fp8: a fused job needs MX rowwise-only or blockwise 1x128 (K % 128 == 0) and a fragment "
-                        "of whole blocks");
-  DeviceJob j = make_device_job(p, start, count, in, amax, nullptr, {}, out, nullptr);
-  if (block / j.vec > 32)
-    throw InternalError("fp8: a fused 1x128 job needs 16-byte aligned input and output");
-  j.fused = 1;
+namespace {
+
+// The fused kind a plan's recipe takes: kFusedRows, kFusedTiles, or 0.
+uint8_t fused_kind(const Plan& p) {
+  const Scaling s = p.recipe.scaling;
+  if (s == Scaling::mxfp8) return p.has_columnwise() ? kFusedTiles : kFusedRows;
+  if (s == Scaling::blockwise_1x128) return p.K % 128 == 0 ? kFusedRows : 0;
+  if (s == Scaling::blockwise_128x128) return kFusedTiles;
+  return 0;
+}
+
+}  // namespace
+
+bool can_fuse(const Plan& p, uint64_t start, uint64_t count) {
+  const uint8_t kind = fused_kind(p);
+  if (!kind || start > p.numel() || count > p.numel() - start || count == 0) return false;
+  const bool mx = p.recipe.scaling == Scaling::mxfp8;
+  if (kind == kFusedRows) {
+    const uint64_t block = mx ? 32 : 128;
+    return start % block == 0 && count % block == 0;
+  }
+  const uint64_t band = (mx ? 32 : 128) * p.K, end = start + count;
+  return p.K % (16 / fpg::fp8::input_size(p.input)) == 0 && start % band == 0 && (end % band == 0 || end == p.numel());
+}
+
+namespace {
+
+// Whether a job's vector width suits its fused kernel: a row block within one warp access, tiles of
+// 16-byte vectors.
+bool vectors_fit(const Plan& p, const DeviceJob& j) {
+  const uint64_t block = p.recipe.scaling == Scaling::mxfp8 ? 32 : 128;
+  return fused_kind(p) == kFusedRows ? block / j.vec <= 32 : j.vec > 1;
+}
+
+}  // namespace
+
+bool can_fuse(const Plan& p, uint64_t start, uint64_t count, const void* in, const uint8_t* out,
+              const uint8_t* out_col) {
+  if (!can_fuse(p, start, count)) return false;
+  const DeviceJob j = make_device_job(p, start, count, in, nullptr, nullptr, {}, const_cast<uint8_t*>(out),
+                                      const_cast<uint8_t*>(out_col));
+  return vectors_fit(p, j);
+}
+
+DeviceJob make_fused_job(const Plan& p, uint64_t start, uint64_t count, const void* in, float* amax, float* amax_col,
+                         float* scale, float* scale_inv, uint8_t* e8m0, uint8_t* e8m0_col, uint8_t* out,
+                         uint8_t* out_col) {
+  if (!can_fuse(p, start, count))
+    throw InternalError("fp8: a fused job needs MX, blockwise 1x128 (K % 128 == 0) or 128x128 and a fragment of "
+                        "whole blocks (rows-only recipes) or whole bands of tiles (128x128, MX columnwise)");
+  const uint8_t kind = fused_kind(p);
+  DeviceJob j = make_device_job(p, start, count, in, amax, amax_col, {}, out, out_col);
+  if (!vectors_fit(p, j)) throw InternalError("fp8: a fused job needs 16-byte aligned input and outputs");
+  j.fused = kind;
   j.pow2 = p.recipe.pow2;
   j.epsilon = p.recipe.amax_epsilon;
   j.scale_out = scale;
   j.scale_inv_out = scale_inv;
   j.e8m0_out = e8m0;
+  j.e8m0_col_out = e8m0_col;
   return j;
+}
+
+DeviceJob make_fused_job(const Plan& p, uint64_t start, uint64_t count, const void* in, float* amax, float* scale,
+                         float* scale_inv, uint8_t* e8m0, uint8_t* out) {
+  return make_fused_job(p, start, count, in, amax, nullptr, scale, scale_inv, e8m0, nullptr, out, nullptr);
 }
 
 DeviceJob make_device_job(const fpg::fp8::FragmentJob& j) {
@@ -140,6 +188,7 @@ AmaxMode amax_mode(const DeviceJob& j) {
 
 CastMode cast_mode(const DeviceJob& j) {
   const auto s = static_cast<Scaling>(j.scaling);
+  if (j.fused == kFusedTiles) return s == Scaling::mxfp8 ? CastMode::fused_mx_tiles : CastMode::fused_tiles;
   if (j.fused) return s == Scaling::mxfp8 ? CastMode::fused_mx : CastMode::fused;
   if (j.has_col && j.out_col) return CastMode::generic;
   if (s == Scaling::tensorwise || s == Scaling::delayed) return CastMode::tensor;
@@ -196,6 +245,12 @@ DeviceBatch::DeviceBatch(const std::vector<DeviceJob>& jobs) : n_jobs_(jobs.size
     const uint64_t ncv = (j.K + j.vec - 1) / j.vec;
     const uint64_t r0 = j.start / j.K, r1 = (j.start + j.count - 1) / j.K;
     const uint64_t row_items = (r1 - r0 + 1) * ncv;
+    if (j.fused == kFusedTiles) {  // one task per tile: a band of rows x fused_tile_cols columns
+      const bool mx = static_cast<Scaling>(j.scaling) == Scaling::mxfp8;
+      const uint64_t rows = mx ? 32 : 128, w = fused_tile_cols(mx);
+      cast.add(j, static_cast<uint8_t>(cast_mode(j)), true, i, ((r1 - r0) / rows + 1) * ((j.K + w - 1) / w), 1);
+      continue;
+    }
     if ((j.has_row && j.out) || (j.has_col && j.out_col) || j.fused)
       cast.add(j, static_cast<uint8_t>(cast_mode(j)), true, i, row_items, kCastTaskItems);
     if (j.has_row && j.amax && !j.fused)

@@ -176,8 +176,7 @@ __device__ void fused_task(const DeviceJob& j, uint64_t first, uint32_t n) {
 }
 
 template <int Mode, Format F, class S, int V>
-__global__ void __launch_bounds__(kThreads, Mode == static_cast<int>(CastMode::generic) ? kMinBlocks
-                                  : Mode == static_cast<int>(CastMode::fused) ? 3 : kMinBlocksFast)
+__global__ void __launch_bounds__(kThreads, Mode == static_cast<int>(CastMode::generic) ? kMinBlocks : kMinBlocksFast)
     cast_kernel(const DeviceJob* __restrict__ jobs, const Task* __restrict__ tasks, uint32_t n) {
   constexpr auto M = static_cast<CastMode>(Mode);
   __shared__ uint32_t red[kThreads / 32];
@@ -237,6 +236,8 @@ CastFn cast_kernel_for(const LaunchGroup& g) {
     case CastMode::generic: return pick_format<static_cast<int>(CastMode::generic)>(g);
     case CastMode::fused: return pick_format<static_cast<int>(CastMode::fused)>(g);
     case CastMode::fused_mx: return pick_format<static_cast<int>(CastMode::fused_mx)>(g);
+    case CastMode::fused_tiles:
+    case CastMode::fused_mx_tiles: return nullptr;  // kernels/fp8_fused_tiles.cu
   }
   return nullptr;
 }
@@ -247,7 +248,9 @@ void launch_cast(const DeviceJob* jobs, const Task* tasks, const std::vector<Lau
                  cudaStream_t stream) {
   for (const LaunchGroup& g : groups) {
     if (g.count == 0) continue;
-    const CastFn k = cast_kernel_for(g);
+    const bool tiles = g.mode == static_cast<uint8_t>(CastMode::fused_tiles) ||
+                       g.mode == static_cast<uint8_t>(CastMode::fused_mx_tiles);
+    const CastFn k = tiles ? fused_tile_kernel_for(g) : cast_kernel_for(g);
     if (!k) throw InternalError("fp8: no cast kernel for mode " + std::to_string(g.mode));
     const int blocks = persistent_blocks(reinterpret_cast<const void*>(k), kThreads);
     const uint32_t grid = g.count < static_cast<uint32_t>(blocks) ? g.count : static_cast<uint32_t>(blocks);

@@ -27,9 +27,11 @@ constexpr uint32_t kScaleTaskItems = 8192;
 //            access (amax: one shuffle reduction and one atomicMax per piece); the cell by a division;
 //   generic: any main grid (128x128, 1x128 with ragged rows), MX columnwise outputs; cells by division;
 //   col:     the MX columnwise amax;
-//   fused:   make_fused_job's one pass (amax, scale and cast of whole row blocks).
+//   fused:   make_fused_job's one pass (amax, scale and cast of whole row blocks);
+//   fused_tiles, fused_mx_tiles: make_fused_job's one pass over whole 2-D tiles (blockwise 128x128;
+//            MX rowwise + columnwise), kernels/fp8_fused_tiles.cu, one task per tile.
 enum class AmaxMode : uint8_t { tensor, rows, rows_mx, tiles, generic, col };
-enum class CastMode : uint8_t { tensor, rows, rows_mx, tiles, generic, fused, fused_mx };
+enum class CastMode : uint8_t { tensor, rows, rows_mx, tiles, generic, fused, fused_mx, fused_tiles, fused_mx_tiles };
 
 // The modes of a job's passes (host side; make_device_job has set its fields).
 AmaxMode amax_mode(const DeviceJob& j);
@@ -39,6 +41,12 @@ void launch_partial_amax(const DeviceJob* jobs, const Task* tasks, const std::ve
                          cudaStream_t stream);
 void launch_cast(const DeviceJob* jobs, const Task* tasks, const std::vector<LaunchGroup>& groups,
                  cudaStream_t stream);
+// The kernel of a fused_tiles / fused_mx_tiles group (null for other modes and for unvectorised groups).
+using FusedTileFn = void (*)(const DeviceJob*, const Task*, uint32_t);
+FusedTileFn fused_tile_kernel_for(const LaunchGroup& g);
+// Columns of one task's tile: 128 (blockwise 128x128) or 512 (MX: a 32-row band x 512 columns).
+constexpr uint64_t fused_tile_cols(bool mx) { return mx ? 512 : 128; }
+
 void launch_scales(const ScaleJob* jobs, const Task* tasks, uint32_t n, cudaStream_t stream);
 
 // Blocks of a persistent grid for `kernel` at `threads` per block: enough to fill every SM.

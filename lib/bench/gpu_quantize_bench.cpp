@@ -112,11 +112,9 @@ uint64_t scale_bytes(const Plan& p) {
   return 4 * p.grid.size();
 }
 
-// Recipes make_fused_job takes for a whole tensor.
-bool fusable(const Plan& p) {
-  return (p.recipe.scaling == Scaling::mxfp8 && !p.has_columnwise()) ||
-         (p.recipe.scaling == Scaling::blockwise_1x128 && p.K % 128 == 0);
-}
+// Tensors make_fused_job takes whole (row blocks: MX rowwise, 1x128 with K % 128 == 0; tiles:
+// 128x128, MX rowwise + columnwise, with K a multiple of a 16-byte vector).
+bool fusable(const Plan& p) { return gpu::can_fuse(p, 0, p.numel()); }
 
 uint64_t directions(const Plan& p) { return (p.has_rowwise() ? 1 : 0) + (p.has_columnwise() ? 1 : 0); }
 
@@ -230,8 +228,9 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
         },
         opt.reps);
     rep.rows.push_back(row(nr.name, "quantize", n, quantize_bytes(p, n), tq, copy_gbps));
-    if (fusable(p)) {  // whole row blocks: amax, scales and cast in one pass
-      const gpu::DeviceBatch fused({gpu::make_fused_job(p, 0, n, x.p, nullptr, g.scale->p, g.scale_inv->p, g.e8m0->p, o)});
+    if (fusable(p)) {  // whole blocks / tiles: amax, scales and cast in one pass
+      const gpu::DeviceBatch fused({gpu::make_fused_job(p, 0, n, x.p, nullptr, nullptr, g.scale->p, g.scale_inv->p,
+                                                        g.e8m0->p, p.has_columnwise() ? g.e8m0_col->p : nullptr, o, oc)});
       const Times tf = time_events([&] { fused.cast(s); }, opt.reps);
       rep.rows.push_back(row(nr.name, "fused", n, 4 * n + dirs * n + sb, tf, copy_gbps));
     }
@@ -314,17 +313,41 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
         opt.reps);
     const uint64_t reads = nr.recipe.scaling == Scaling::tensorwise ? 2 : 1;  // as quantize_bytes
     rep.rows.push_back(row("batch:" + nr.name, "quantize", elements, 4 * elements * reads + dirs * elements + sb, t, copy_gbps));
-    if (std::all_of(plans.begin(), plans.end(), fusable)) {  // the whole copy-back in one launch
+    if (std::any_of(plans.begin(), plans.end(), fusable)) {
+      // The copy-back with every tensor that qualifies fused (one launch per kind of kernel), the
+      // others through partial amax + scales + cast as above.
       std::vector<gpu::DeviceJob> fj;
-      uint64_t c2 = 0;
+      std::vector<gpu::ScaleJob> rest;
+      uint64_t c2 = 0, cc2 = 0;
       for (size_t i = 0; i < plans.size(); ++i) {
-        fj.push_back(gpu::make_fused_job(plans[i], 0, plans[i].numel(), masters.p + offset[i], nullptr,
-                                         g.scale->p + c2, g.scale_inv->p + c2, g.e8m0->p + c2, bout.p + offset[i]));
-        c2 += plans[i].grid.size();
+        const Plan& p = plans[i];
+        if (fusable(p)) {
+          fj.push_back(gpu::make_fused_job(p, 0, p.numel(), masters.p + offset[i], nullptr, nullptr, g.scale->p + c2,
+                                           g.scale_inv->p + c2, g.e8m0->p + c2,
+                                           p.has_columnwise() ? g.e8m0_col->p + cc2 : nullptr,
+                                           p.has_rowwise() ? bout.p + offset[i] : nullptr,
+                                           p.has_columnwise() ? bout_col.p + offset[i] : nullptr));
+        } else {
+          fj.push_back(jobs[i]);
+          rest.push_back(sjobs[i]);
+        }
+        c2 += p.grid.size();
+        cc2 += p.col_grid.size();
       }
       const gpu::DeviceBatch fused(fj);
-      const Times tf = time_events([&] { fused.cast(s); }, opt.reps);
-      rep.rows.push_back(row("batch:" + nr.name, "fused", elements, 4 * elements + dirs * elements + sb, tf, copy_gbps));
+      const gpu::ScaleBatch rest_scales(rest);
+      const bool all = rest.empty();
+      const Times tf = time_events(
+          [&] {
+            if (!all) {
+              g.zero(s);
+              fused.partial_amax(s);
+              rest_scales.run(s);
+            }
+            fused.cast(s);
+          },
+          opt.reps);
+      rep.rows.push_back(row("batch:" + nr.name, "fused", elements, 4 * elements * reads + dirs * elements + sb, tf, copy_gbps));
     }
   }
   return rep;

@@ -107,15 +107,24 @@ fp8::ScaleView DeviceFp8Params::view(uint32_t t) const {
 }
 
 void DeviceFp8Params::build(const std::vector<Fp8Fragment>& frags) {
-  std::vector<cuda::fp8::DeviceJob> jobs;
+  std::vector<cuda::fp8::DeviceJob> jobs, fused;
   for (const Fp8Fragment& f : frags) {
     const fp8::Plan& p = tensors_[f.tensor].from_master;
     float* amax = amax_.as<float>() + amax_off_[f.tensor];
     float* amax_col = p.has_columnwise() ? amax_.as<float>() + amax_col_off_[f.tensor] : nullptr;
+    // Whole blocks / tiles: amax and cast in one read, before the all-reduce (the scales, the same
+    // on every rank, still come from the scale launch over the reduced arena, which the fused job
+    // folded into; it writes no scales itself).
+    if (!delayed_ && cuda::fp8::can_fuse(p, f.start, f.count, f.master, f.out, f.out_col)) {
+      fused.push_back(cuda::fp8::make_fused_job(p, f.start, f.count, f.master, amax, amax_col, nullptr, nullptr,
+                                                nullptr, nullptr, f.out, f.out_col));
+      continue;
+    }
     jobs.push_back(cuda::fp8::make_device_job(p, f.start, f.count, f.master, amax, amax_col, view(f.tensor), f.out,
                                               f.out_col));
   }
   batch_ = std::make_unique<cuda::fp8::DeviceBatch>(jobs);
+  fused_ = std::make_unique<cuda::fp8::DeviceBatch>(fused);
   if (!delayed_) {
     std::vector<cuda::fp8::ScaleJob> sj;
     for (uint32_t t = 0; t < tensors_.size(); ++t) {
@@ -146,6 +155,7 @@ void DeviceFp8Params::copy_back(comm::Communicator& comm, cudaStream_t stream) {
     return;
   }
   batch_->partial_amax(stream);
+  fused_->cast(stream);
   comm.all_reduce(amax_.get(), amax_cells_, DType::F32, comm::ReduceOp::max)->wait();
   scales_->run(stream);
   batch_->cast(stream);

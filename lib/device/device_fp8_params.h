@@ -3,8 +3,10 @@
 // of the batched kernels (kernels/fp8_batch.h), built once.
 //
 // One copy-back, every rank alike (the CPU order, pipeline/bucketed_part.h):
-//   current scaling  zero amax -> ONE partial-amax launch over every owned fragment -> ONE all-reduce
-//                    MAX of the packed amax arena -> ONE scale launch for every tensor -> ONE cast launch
+//   current scaling  zero amax -> ONE partial-amax launch over every owned fragment that cannot be
+//                    fused, ONE fused launch (amax + cast in one read, kernels/fp8_job.h can_fuse) over
+//                    those that can -> ONE all-reduce MAX of the packed amax arena -> ONE scale launch
+//                    for every tensor -> ONE cast launch for the unfused fragments
 //   delayed          scales <- the delayed state's scale (load_delayed_scales) -> ONE cast launch that
 //                    folds the step's amax -> ONE all-reduce MAX -> ONE delayed_update launch (record,
 //                    new scale, roll) for every tensor
@@ -76,6 +78,7 @@ class DeviceFp8Params {
   DeviceBuffer amax_;                                 // the packed amax arena of the all-reduce
   uint64_t amax_cells_ = 0;
   std::unique_ptr<cuda::fp8::DeviceBatch> batch_;
+  std::unique_ptr<cuda::fp8::DeviceBatch> fused_;  // fragments of whole blocks / tiles (current scaling)
   std::unique_ptr<cuda::fp8::ScaleBatch> scales_;
 };
 

@@ -5,6 +5,7 @@
 // inputs, and NaN / inf / subnormal / +-0 values.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -271,4 +272,156 @@ TEST_CASE("fp8 GPU fused one-pass jobs equal amax + scales + cast (MX rowwise, b
   const Plan bad = make_plan(Recipe::tensorwise(), Input::f32, std::vector<uint64_t>{4, 128});
   REQUIRE_THROWS_AS(gpu::make_fused_job(bad, 0, 512, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
                     InternalError);
+}
+
+// The fused tile jobs (blockwise 128x128; MX rowwise + columnwise): fragments of whole bands of
+// tiles, including the tensor's last, partial band and a partial last column tile.
+TEST_CASE("fp8 GPU fused one-pass tile jobs equal amax + scales + cast (128x128, MX both)", "[gpu][fp8]") {
+  Rng rng(23);
+  const std::vector<Recipe> rs = {Recipe::blockwise_128x128(Format::e4m3, true),
+                                  Recipe::blockwise_128x128(Format::e5m2, false),
+                                  Recipe::mxfp8(Format::e4m3, MxRule::rceil, true, true),
+                                  Recipe::mxfp8(Format::e5m2, MxRule::floor, true, true)};
+  const std::vector<std::vector<uint64_t>> shapes = {{300, 200}, {128, 136}, {1, 1000}, {257, 520}, {64, 544},
+                                                     {96, 32},   {32, 1056}, {640, 64}, {2, 3, 48}};
+  for (const Recipe& r : rs)
+    for (Input in : {Input::f32, Input::bf16, Input::f32_as_bf16})
+      for (const auto& shape : shapes) {
+        Plan p;
+        try {
+          p = make_plan(r, in, shape);
+        } catch (const UsageError&) {
+          continue;  // MX needs multiples of 32
+        }
+        const bool mx = r.scaling == Scaling::mxfp8;
+        const uint64_t n = p.numel(), es = input_size(p.input), band = (mx ? 32 : 128) * p.K;
+        const uint64_t nb = (n + band - 1) / band;
+        // Whole bands in the middle (to the end of the tensor when it has few bands), then all of it.
+        for (const auto& [start, end] : std::vector<std::pair<uint64_t, uint64_t>>{
+                 {nb / 3 * band, std::min(n, (nb / 3 + (nb + 1) / 2) * band)}, {0, n}}) {
+          const uint64_t count = end - start;
+          if (!gpu::can_fuse(p, start, count)) continue;  // K not a multiple of a 16-byte vector
+          std::vector<float> v = awkward_values(rng, n);
+          std::vector<uint8_t> x(n * es);
+          for (uint64_t i = 0; i < n; ++i) {
+            if (es == 2) {
+              const uint16_t b = bf16_from_float(v[i]);
+              std::memcpy(&x[i * 2], &b, 2);
+            } else {
+              std::memcpy(&x[i * 4], &v[i], 4);
+            }
+          }
+          AmaxGrid g(p);
+          partial_amax(p, start, count, x.data() + start * es, g);
+          const Scales sc = compute_scales(p, g);
+          std::vector<uint8_t> out(count), out_col(mx ? count : 0);
+          cast_fragment(p, sc.view(), start, count, x.data() + start * es, out.data(), mx ? out_col.data() : nullptr);
+
+          DevBuf<uint8_t> dx(x), dout(count), dout_col(mx ? count : 0);
+          DevBuf<float> damax(p.grid.size()), damax_col(p.col_grid.size()), dscale(p.grid.size()),
+              dscale_inv(p.grid.size());
+          DevBuf<uint8_t> de8(p.grid.size()), de8c(p.col_grid.size());
+          gpu::DeviceBatch b({gpu::make_fused_job(p, start, count, dx.p + start * es, damax.p, mx ? damax_col.p : nullptr,
+                                                  dscale.p, dscale_inv.p, de8.p, mx ? de8c.p : nullptr, dout.p,
+                                                  mx ? dout_col.p : nullptr)});
+          b.cast(nullptr);
+          const std::string what = name(p, shape, start) + " fused tiles [" + std::to_string(start) + ", " +
+                                   std::to_string(end) + ")";
+          expect_same(out, dout.download(), what + " data");
+          expect_same(g.row, damax.download(), what + " amax");
+          // Cells outside the fragment stay zero; inside they equal compute_scales.
+          const auto inside = [&](uint64_t first) { return first >= start && first < end; };
+          if (mx) {
+            expect_same(out_col, dout_col.download(), what + " data_col");
+            expect_same(g.col, damax_col.download(), what + " amax_col");
+            std::vector<uint8_t> want(p.grid.size(), 0), want_col(p.col_grid.size(), 0);
+            for (uint64_t c = 0; c < want.size(); ++c) want[c] = inside(c * 32) ? sc.e8m0[c] : 0;
+            for (uint64_t c = 0; c < want_col.size(); ++c)
+              want_col[c] = inside((c / p.K) * band + c % p.K) ? sc.e8m0_col[c] : 0;
+            expect_same(want, de8.download(), what + " e8m0");
+            expect_same(want_col, de8c.download(), what + " e8m0_col");
+          } else {
+            std::vector<float> want(p.grid.size(), 0.0f), want_inv(p.grid.size(), 0.0f);
+            for (uint64_t c = 0; c < want.size(); ++c) {
+              const bool in_frag = inside((c / p.grid.cols) * band);
+              want[c] = in_frag ? sc.scale[c] : 0.0f;
+              want_inv[c] = in_frag ? sc.scale_inv[c] : 0.0f;
+            }
+            expect_same(want, dscale.download(), what + " scale");
+            expect_same(want_inv, dscale_inv.download(), what + " scale_inv");
+          }
+        }
+      }
+  // A fragment that cuts a band of tiles is not fused (it keeps partial amax + all-reduce).
+  const Plan b128 = make_plan(Recipe::blockwise_128x128(), Input::f32, std::vector<uint64_t>{256, 256});
+  CHECK(gpu::can_fuse(b128, 0, 128 * 256));
+  CHECK(!gpu::can_fuse(b128, 0, 64 * 256));
+  REQUIRE_THROWS_AS(gpu::make_fused_job(b128, 128, 1024, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
+                    InternalError);
+}
+
+// More tiles than CTAs (each CTA runs several tasks, reusing its shared memory) and several jobs of
+// one kind in one launch; partial last bands and column tiles.
+TEST_CASE("fp8 GPU fused tile jobs: many tiles per CTA, several jobs per launch", "[gpu][fp8]") {
+  Rng rng(29);
+  for (const Recipe& r : {Recipe::blockwise_128x128(Format::e4m3, false),
+                          Recipe::mxfp8(Format::e4m3, MxRule::rceil, true, true)}) {
+    const bool mx = r.scaling == Scaling::mxfp8;
+    const std::vector<std::vector<uint64_t>> shapes = {{1056, mx ? 8224u : 8200u}, {4096, 2080}, {64, 544}, {160, 96}};
+    std::vector<Plan> plans;
+    for (const auto& sh : shapes) plans.push_back(make_plan(r, Input::f32, sh));
+    struct Bufs {
+      std::vector<float> x;
+      AmaxGrid g;
+      Scales sc;
+      std::vector<uint8_t> out, out_col;
+      std::unique_ptr<DevBuf<float>> dx, damax, damax_col, dscale, dscale_inv;
+      std::unique_ptr<DevBuf<uint8_t>> dout, dout_col, de8, de8c;
+    };
+    std::vector<Bufs> b(plans.size());
+    std::vector<gpu::DeviceJob> jobs;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const Plan& p = plans[i];
+      const uint64_t n = p.numel();
+      Bufs& t = b[i];
+      t.x = awkward_values(rng, n);
+      t.g = AmaxGrid(p);
+      partial_amax(p, 0, n, t.x.data(), t.g);
+      t.sc = compute_scales(p, t.g);
+      t.out.resize(n);
+      t.out_col.resize(mx ? n : 0);
+      cast_fragment(p, t.sc.view(), 0, n, t.x.data(), t.out.data(), mx ? t.out_col.data() : nullptr);
+      t.dx = std::make_unique<DevBuf<float>>(t.x);
+      t.damax = std::make_unique<DevBuf<float>>(p.grid.size());
+      t.damax_col = std::make_unique<DevBuf<float>>(p.col_grid.size());
+      t.dscale = std::make_unique<DevBuf<float>>(p.grid.size());
+      t.dscale_inv = std::make_unique<DevBuf<float>>(p.grid.size());
+      t.dout = std::make_unique<DevBuf<uint8_t>>(n);
+      t.dout_col = std::make_unique<DevBuf<uint8_t>>(mx ? n : 0);
+      t.de8 = std::make_unique<DevBuf<uint8_t>>(p.grid.size());
+      t.de8c = std::make_unique<DevBuf<uint8_t>>(p.col_grid.size());
+      REQUIRE(gpu::can_fuse(p, 0, n));
+      jobs.push_back(gpu::make_fused_job(p, 0, n, t.dx->p, t.damax->p, mx ? t.damax_col->p : nullptr, t.dscale->p,
+                                         t.dscale_inv->p, t.de8->p, mx ? t.de8c->p : nullptr, t.dout->p,
+                                         mx ? t.dout_col->p : nullptr));
+    }
+    gpu::DeviceBatch batch(jobs);
+    batch.cast(nullptr);
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const Plan& p = plans[i];
+      const Bufs& t = b[i];
+      const std::string what = name(p, shapes[i], 0) + " batched fused tiles";
+      expect_same(t.out, t.dout->download(), what + " data");
+      expect_same(t.g.row, t.damax->download(), what + " amax");
+      if (mx) {
+        expect_same(t.out_col, t.dout_col->download(), what + " data_col");
+        expect_same(t.g.col, t.damax_col->download(), what + " amax_col");
+        expect_same(t.sc.e8m0, t.de8->download(), what + " e8m0");
+        expect_same(t.sc.e8m0_col, t.de8c->download(), what + " e8m0_col");
+      } else {
+        expect_same(t.sc.scale, t.dscale->download(), what + " scale");
+        expect_same(t.sc.scale_inv, t.dscale_inv->download(), what + " scale_inv");
+      }
+    }
+  }
 }
