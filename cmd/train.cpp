@@ -120,7 +120,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     }
     return 0;
   }
-  // Refuse a bad configuration before any output (cuda: also layerwise, no CUDA, more --dp than GPUs).
+  // Refuse a bad configuration before any output (cuda: also layerwise + delayed FP8, no CUDA, more --dp than GPUs).
   const model::ModelSpec spec = cuda ? device::device_training_spec(o) : train::training_spec(o);
   const train::CheckpointOptions ckpt = checkpoint_options(a);
 
