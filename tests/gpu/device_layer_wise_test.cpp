@@ -143,7 +143,7 @@ void check_cases(const std::vector<Case>& cases) {
 
 TEST_CASE("device layer-wise pipeline equals the CPU bit for bit: adamw", "[device-layerwise]") {
   std::vector<Case> cases;
-  for (const char* m : {"none", "tensorwise", "blockwise", "blockwise-1x128", "mxfp8"})
+  for (const char* m : {"none", "tensorwise", "blockwise", "blockwise-1x128", "mxfp8", "mxfp8-row"})
     cases.push_back(layer_wise_case(OptimizerKind::adamw, m));
   Case staged = layer_wise_case(OptimizerKind::adamw, "tensorwise");
   staged.name += "/staged";
@@ -159,7 +159,7 @@ TEST_CASE("device layer-wise pipeline equals the CPU bit for bit: adamw", "[devi
 
 TEST_CASE("device layer-wise Muon equals the CPU within the Muon tolerance", "[device-layerwise]") {
   std::vector<Case> cases;
-  for (const char* m : {"none", "tensorwise", "blockwise", "mxfp8"})
+  for (const char* m : {"none", "tensorwise", "blockwise", "mxfp8", "mxfp8-row"})
     cases.push_back(layer_wise_case(OptimizerKind::muon, m));
   Case lion = layer_wise_case(OptimizerKind::muon, "none", true);
   lion.name += "/scalar-lion";
