@@ -198,7 +198,7 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto* comm_opt = cmd->get_option("--comm");
   cmd->add_option("--device", args->device,
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
-                  "(bucketed only; no --save/--load/--init yet)")
+                  "(no layerwise with delayed FP8, no --save/--load/--init yet)")
       ->capture_default_str();
   cmd->add_option("--keep-fp32", args->keep_fp32, "Regex: params whose name matches stay native fp32");
   cmd->add_option("--steps", args->steps, "Optimizer steps")->capture_default_str();
