@@ -120,7 +120,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     }
     return 0;
   }
-  // Refuse a bad configuration before any output (cuda: also layerwise, no CUDA, more --dp than GPUs).
+  // Refuse a bad configuration before any output (cuda: also layerwise + delayed FP8, no CUDA, more --dp than GPUs).
   const model::ModelSpec spec = cuda ? device::device_training_spec(o) : train::training_spec(o);
   const train::CheckpointOptions ckpt = checkpoint_options(a);
 
@@ -198,7 +198,7 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto* comm_opt = cmd->get_option("--comm");
   cmd->add_option("--device", args->device,
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
-                  "(bucketed only; no --save/--load/--init yet)")
+                  "(no layerwise with delayed FP8, no --save/--load/--init yet)")
       ->capture_default_str();
   cmd->add_option("--keep-fp32", args->keep_fp32, "Regex: params whose name matches stay native fp32");
   cmd->add_option("--steps", args->steps, "Optimizer steps")->capture_default_str();

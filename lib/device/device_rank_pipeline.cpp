@@ -12,12 +12,14 @@
 #include "core/error.h"
 #include "device/device_buffer.h"
 #include "device/device_fp8_params.h"
+#include "device/device_layer_wise_part.h"
 #include "kernels/cast_bf16.h"
 #include "kernels/cuda_check.h"
 #include "kernels/fp8_shard.h"
 #include "kernels/grad_norm.h"
 #include "kernels/optim_fused.h"
 #include "layout/bucketed_layout.h"
+#include "layout/layer_wise_layout.h"
 #include "pipeline/byte_append.h"
 #include "pipeline/fp8_params.h"
 #include "pipeline/grad_norm.h"
@@ -31,6 +33,13 @@ using Clock = std::chrono::steady_clock;
 using pipeline::StateFragment;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The bucketed part's optimizer (rank_pipeline.cpp): layer-wise Muon leaves the rest to the scalar one.
+optim::OptimizerKind bucketed_kind(const pipeline::PipelineConfig& c) {
+  if (c.optimizer != optim::OptimizerKind::muon) return c.optimizer;
+  return c.scalar_optimizer == optim::ScalarOptimizer::lion ? optim::OptimizerKind::lion
+                                                             : optim::OptimizerKind::adamw;
+}
 
 // One layout buffer on the device (pipeline::BufferStorage).
 struct DeviceStorage {
@@ -70,6 +79,9 @@ struct DeviceRankPipeline::Impl {
   std::vector<DeviceBuffer> values;              // decoded fp32 params (not for fp32-kept ones)
   std::vector<const float*> param_ptrs;
   std::vector<float*> grad_ptrs;
+  // --dist-opt layerwise: the matrices (device_layer_wise_part.h); `layout` is then its scalar layout.
+  std::unique_ptr<layout::LayerWiseLayout> lw_layout;
+  std::unique_ptr<DeviceLayerWisePart> lw;
 
   Impl(const model::ModelSpec& s, const pipeline::PipelineConfig& c, comm::Communicator& cm)
       : spec(s), cfg(c), comm(cm) {}
@@ -211,6 +223,7 @@ void DeviceRankPipeline::Impl::copy_back() {
     }
   }
   fp8_dev->copy_back(comm, stream);  // every rank joins its collective, owning FP8 fragments or not
+  if (lw) lw->copy_back();
 }
 
 void DeviceRankPipeline::Impl::gather() {
@@ -226,11 +239,17 @@ void DeviceRankPipeline::Impl::gather() {
       if (!s.col.empty()) works.push_back(comm.all_gather(s.col.as<uint8_t>() + bucket.world.begin, L));
     }
   }
+  if (lw) lw->gather(works);
   comm::wait_all(works);
+  if (lw) lw->requantize();
 }
 
 void DeviceRankPipeline::Impl::decode() {
   for (uint32_t p = 0; p < spec.params.size(); ++p) {
+    if (lw && lw->holds(p)) {
+      lw->decode(p, values[p].as<float>());
+      continue;
+    }
     const Where& w = where[p];
     const DeviceStorage& s = bufs[static_cast<size_t>(w.buffer)];
     const uint64_t n = spec.params[p].numel();
@@ -269,15 +288,23 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
                      " communicator takes host buffers)");
   pipeline::validate_config(m.cfg);
   model::validate_spec(m.spec);
-  if (m.cfg.dist_opt != pipeline::DistOpt::bucketed)
-    throw UsageError("--device cuda supports --dist-opt bucketed only for now");
   m.stream = comm::nccl_compute_stream(comm);
   const uint32_t dp = static_cast<uint32_t>(comm.size());
   m.state.rank = static_cast<uint32_t>(comm.rank());
   m.state.dp = dp;
   m.fp8 = pipeline::make_fp8_tensors(m.spec, m.cfg, m.state.fp8, m.fp8_index);
-  m.state.bucketed.kind = m.cfg.optimizer;  // muon never reaches here: validate_config refuses it bucketed
-  m.layout = layout::build_bucketed_layout(m.spec, pipeline::bucketed_options(m.spec, m.cfg, dp));
+  m.state.bucketed.kind = bucketed_kind(m.cfg);
+  const layout::BucketedOptions bo = pipeline::bucketed_options(m.spec, m.cfg, dp);
+  if (m.cfg.dist_opt == pipeline::DistOpt::layerwise) {
+    m.lw_layout = std::make_unique<layout::LayerWiseLayout>(
+        layout::build_layer_wise_layout(m.spec, bo, pipeline::layer_wise_options(m.cfg)));
+    m.state.layer_wise.kind = m.cfg.optimizer;
+    m.lw = std::make_unique<DeviceLayerWisePart>(m.spec, *m.lw_layout, m.cfg, comm, m.state.layer_wise, m.fp8,
+                                                 m.fp8_index, m.state.fp8, init, m.stream);
+    m.layout = m.lw_layout->scalar;
+  } else {
+    m.layout = layout::build_bucketed_layout(m.spec, bo);
+  }
   if (m.layout.dp != dp) throw InternalError("pipeline: layout for another dp");
 
   m.build_storage();
@@ -289,6 +316,16 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
   m.param_ptrs.resize(m.spec.params.size());
   m.grad_ptrs.resize(m.spec.params.size());
   for (uint32_t p = 0; p < m.spec.params.size(); ++p) {
+    if (m.lw && m.lw->holds(p)) {
+      m.grad_ptrs[p] = m.lw->grad_of(p);
+      if (float* in_place = m.lw->in_place(p)) {
+        m.param_ptrs[p] = in_place;
+        continue;
+      }
+      m.values[p] = DeviceBuffer(m.spec.params[p].numel() * 4, m.stream);
+      m.param_ptrs[p] = m.values[p].as<float>();
+      continue;
+    }
     const Where& w = m.where[p];
     if (w.buffer < 0) throw InternalError("pipeline: no layout holds param " + m.spec.params[p].name);
     DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
@@ -332,6 +369,7 @@ pipeline::StepReport DeviceRankPipeline::step(const DeviceGradFn& grad_fn, uint6
       for (const layout::Bucket& bucket : m.layout.buffers[b].buckets)
         works.push_back(m.comm.reduce_scatter(m.bufs[b].grad.as<float>() + bucket.world.begin,
                                               bucket.numel() / m.layout.dp, DType::F32, comm::ReduceOp::sum));
+    if (m.lw) m.lw->all_reduce(works);
     comm::wait_all(works);
   }
   m.sync();
@@ -340,6 +378,7 @@ pipeline::StepReport DeviceRankPipeline::step(const DeviceGradFn& grad_fn, uint6
   t0 = Clock::now();
   pipeline::GradNorm norm;  // the CPU's fields and rules (grad_norm.h), device reductions
   norm.local_max = cuda::scale_and_max_abs(*m.grads, static_cast<float>(micro_batches), 0.0f, m.stream);
+  if (m.lw) norm.local_max = m.lw->scale_and_max_abs(static_cast<float>(micro_batches), norm.local_max);
   norm.global_max = m.all_reduce_max(norm.local_max);
   norm.finite = std::isfinite(norm.global_max);
   norm.exponent = norm.finite ? pipeline::norm_exponent(norm.global_max) : 0;
@@ -351,17 +390,20 @@ pipeline::StepReport DeviceRankPipeline::step(const DeviceGradFn& grad_fn, uint6
     return rep;
   }
   norm.local_sum = cuda::scaled_squares(*m.grads, norm.exponent, m.stream);
+  if (m.lw) norm.local_sum += m.lw->scaled_squares(norm.exponent);
   norm.reduce_sum(m.comm);  // host blobs, as on the CPU
   rep.grad_norm = norm.norm;
   if (m.cfg.clip_grad > 0) {
     rep.clip_coef = pipeline::clip_coefficient(norm.norm, m.cfg.clip_grad);
     if (rep.clip_coef < 1.0f) cuda::scale(*m.grads, rep.clip_coef, m.stream);
+    if (rep.clip_coef < 1.0f && m.lw) m.lw->clip(rep.clip_coef);
   }
   pipeline::OptimizerState& st = m.state.bucketed;
   const pipeline::Hypers h = pipeline::make_hypers(m.cfg, st.kind);
   ++st.step;
   if (st.kind == optim::OptimizerKind::lion) cuda::lion_step(h.lion, *m.optim, m.stream);
   else cuda::adam_step(h.adam, st.step, *m.optim, m.stream);
+  if (m.lw) m.lw->step_optimizer(pipeline::make_hypers(m.cfg, m.state.layer_wise.kind));
   rep.optimizer_step = st.step;
   m.sync();
   rep.times.optimizer = since(t0);
@@ -389,6 +431,7 @@ pipeline::RankState DeviceRankPipeline::download_state() const {
   if (m.has_exp_avg) st.exp_avg = download(m.exp_avg.as<float>(), n, m.stream);
   if (m.has_exp_avg_sq) st.exp_avg_sq = download(m.exp_avg_sq.as<float>(), n, m.stream);
   out.fp8 = m.fp8_dev->download(m.state.fp8, m.stream);
+  if (m.lw) m.lw->download(out);  // the matrices' arenas and FP8 scales
   return out;
 }
 
@@ -396,6 +439,7 @@ std::vector<uint8_t> DeviceRankPipeline::stored_bytes(uint32_t param) const {
   const Impl& m = *impl_;
   if (param >= m.spec.params.size()) throw InternalError("pipeline: no param #" + std::to_string(param));
   m.sync();
+  if (m.lw && m.lw->holds(param)) return m.lw->stored_bytes(param);
   const Where& w = m.where[param];
   const DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
   const uint64_t n = m.spec.params[param].numel();

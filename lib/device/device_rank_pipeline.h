@@ -1,4 +1,4 @@
-// One DP rank of the BUCKETED step pipeline on its GPU (`train --device cuda`, issue 6): params,
+// One DP rank of the step pipeline on its GPU (`train --device cuda`, issue 6): params,
 // fp32 grads, owned masters and optimizer state live in device memory; the collectives run on an
 // nccl communicator (comm/nccl_backend.h) and every phase is a handful of launches on the rank's
 // compute stream. Phase by phase it is pipeline::RankPipeline with the bucketed part
@@ -24,7 +24,10 @@
 // with a host clock (simple and exact per phase; it costs the overlap of consecutive phases, which
 // the trainer's overlap options will want to win back with events).
 //
-// Not here yet: the layer-wise pipeline (Muon) — a UsageError; checkpoint loading into device
+// --dist-opt layerwise chains device/device_layer_wise_part.h (the matrices: all-reduce, Muon or the
+// elementwise optimizer on whole owned matrices, uneven gathers, batched FP8 re-quantization) with the
+// bucketed part over the scalar layout, as RankPipeline does; its requantization is timed in `gather`.
+// Not here yet: layer-wise with delayed FP8 scaling (UsageError); checkpoint loading into device
 // storage (param_storage / params_loaded of the CPU pipeline).
 #pragma once
 
@@ -53,7 +56,7 @@ using DeviceGradFn = std::function<void(const std::vector<const float*>& params,
 class DeviceRankPipeline {
  public:
   // comm: an nccl communicator (MemorySpace::device; UsageError otherwise), used from the thread that
-  // has its device current; init fills host fp32 values. --dist-opt layerwise is a UsageError.
+  // has its device current; init fills host fp32 values. Layer-wise with delayed FP8 is a UsageError.
   DeviceRankPipeline(const model::ModelSpec& spec, const pipeline::PipelineConfig& cfg, comm::Communicator& comm,
                      const pipeline::InitFn& init);
   ~DeviceRankPipeline();

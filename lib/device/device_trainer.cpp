@@ -2,10 +2,12 @@
 
 #include <string>
 
+#include "pipeline/fp8_params.h"
 #include "comm/mpi_runtime.h"
 #include "core/error.h"
 #include "kernels/device.h"
 #include "pipeline/config.h"
+#include "pipeline/fp8_params.h"
 #include "train/train_setup.h"
 
 #if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
@@ -35,8 +37,8 @@ void check_device_options(const train::TrainOptions& o) {
   // What --device cuda refuses everywhere first, then what this build and host lack.
   if (o.comm != "nccl")
     throw UsageError("--device cuda runs its ranks on the nccl communicator, not --comm " + o.comm);
-  if (o.pipeline.dist_opt == pipeline::DistOpt::layerwise)
-    throw UsageError("--device cuda: --dist-opt layerwise (and so muon) is not supported on the GPU yet; use bucketed");
+  if (o.pipeline.dist_opt == pipeline::DistOpt::layerwise && pipeline::is_delayed(o.pipeline.fp8))
+    throw UsageError("--device cuda: --dist-opt layerwise does not support delayed FP8 scaling on the GPU yet");
   if (!device_training_built())
     throw UsageError("--device cuda: this fpgather is built without CUDA and NCCL (configure where the CUDA toolkit "
                      "and NCCL are found, -DFPGATHER_CUDA=AUTO or ON)");

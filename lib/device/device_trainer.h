@@ -8,8 +8,8 @@
 // rounding. The step losses are all-gathered on the device (one float per micro-batch) and copied to
 // the host once per step.
 //
-// Not supported yet (UsageError): --dist-opt layerwise (so muon), checkpoints (hooks), communicators
-// other than nccl.
+// Not supported yet (UsageError): --dist-opt layerwise with delayed FP8 scaling, checkpoints (hooks),
+// communicators other than nccl.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ using DeviceRankObserver = std::function<void(uint64_t steps_done, const DeviceR
 bool device_training_built();
 
 // Throws UsageError for options --device cuda cannot run: a build without CUDA/NCCL, comm other than
-// "nccl", --dist-opt layerwise, more DP ranks than visible GPUs.
+// "nccl", --dist-opt layerwise with delayed FP8 scaling, more DP ranks than visible GPUs.
 void check_device_options(const train::TrainOptions& o);
 
 // check_device_options, then train::training_spec's checks (through the host group of the same ranks):

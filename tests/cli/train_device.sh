@@ -21,10 +21,10 @@ for opt in save load init; do
   expect_exit 2 "${F[@]}" train --device cuda --steps 1 "--$opt" "$WORK/ckpt"
   expect_in "$WORK/err" "--device cuda: --$opt is not supported on the GPU yet"
 done
-expect_exit 2 "${F[@]}" train --device cuda --dist-opt layerwise --steps 1
-expect_in "$WORK/err" "--device cuda: --dist-opt layerwise (and so muon) is not supported on the GPU yet"
-expect_exit 2 "${F[@]}" train --device cuda --optimizer muon --steps 1
-expect_in "$WORK/err" "--dist-opt layerwise (and so muon)"
+expect_exit 2 "${F[@]}" train --device cuda --dist-opt layerwise --fp8 delayed --steps 1
+expect_in "$WORK/err" "--device cuda: --dist-opt layerwise does not support delayed FP8 scaling on the GPU yet"
+expect_exit 2 "${F[@]}" train --device cuda --optimizer muon --fp8 delayed --steps 1
+expect_in "$WORK/err" "--dist-opt layerwise does not support delayed FP8"
 
 # More ranks than any host here has GPUs: a build without CUDA says that, one with CUDA counts GPUs.
 expect_exit 2 "${F[@]}" train --device cuda --dp 64 --steps 1

@@ -2,7 +2,7 @@
 // curves agree within tolerance (step 0 within kStartTol: same bf16 params, only the network's
 // rounding differs; every step within kCurveTol: 20 AdamW steps on near-equal gradients drift by
 // bf16 rounding flips), the loss falls, and on 2 GPUs both ranks hold identical params after every
-// step (DESIGN.md invariant 1).
+// step (DESIGN.md invariant 1). The same for Muon on the layer-wise pipeline ([device-layerwise]).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "model/spec_json.h"
 #include "optim_device_util.h"
 #include "train/trainer.h"
+#include "unit/pipeline_test_util.h"
 
 namespace {
 
@@ -44,12 +45,18 @@ std::vector<std::vector<float>> download_params(const fpg::device::DeviceRankPip
   return out;
 }
 
-void check_against_cpu(uint32_t dp) {
+void check_against_cpu(uint32_t dp, bool muon = false) {
   if (!fpg::device::device_training_built()) {  // a CUDA build without NCCL
     std::printf("no NCCL in this build: [device-train] not run\n");
     return;
   }
   fpg::train::TrainOptions o = tiny_options(dp);
+  if (muon) {  // train's Muon defaults (cmd/train.cpp)
+    o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;
+    o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
+    o.pipeline.lr = 3e-3;
+    o.pipeline.clip_grad = 1.0;
+  }
   o.comm = "threads";
   const fpg::train::TrainResult cpu = fpg::train::train(o);
   o.comm = "nccl";
@@ -108,8 +115,15 @@ TEST_CASE("train --device cuda refuses what it does not support", "[device-train
   REQUIRE_THROWS_AS(fpg::device::train_on_device(o), fpg::UsageError);
   o.comm = "nccl";
   o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
+  fpg::pipeline::test::set_fp8(o.pipeline, "delayed");
   REQUIRE_THROWS_AS(fpg::device::train_on_device(o), fpg::UsageError);
+  fpg::pipeline::test::set_fp8(o.pipeline, "none");
   o.pipeline.dist_opt = fpg::pipeline::DistOpt::bucketed;
   o.dp = static_cast<uint32_t>(fpg::cuda::device_count() + 1);
   REQUIRE_THROWS_AS(fpg::device::train_on_device(o), fpg::UsageError);
+}
+
+TEST_CASE("train --device cuda with Muon (layer-wise) follows the CPU loss curve", "[device-layerwise]") {
+  check_against_cpu(1, true);
+  if (fpg::cuda::device_count() >= 2) check_against_cpu(2, true);
 }

@@ -1,0 +1,451 @@
+#include "device/device_layer_wise_part.h"
+
+#if defined(FPGATHER_HAVE_CUDA)
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "device/device_buffer.h"
+#include "kernels/cast_bf16.h"
+#include "kernels/cuda_check.h"
+#include "kernels/fp8_batch.h"
+#include "kernels/fp8_shard.h"
+#include "kernels/muon.h"
+#include "kernels/optim_fused.h"
+#include "pipeline/byte_append.h"
+
+namespace fpg::device {
+
+using pipeline::Transport;
+
+namespace {
+
+// One layer-wise FP8 tensor's scale grids on the device (fp8::Scales).
+struct DeviceScales {
+  DeviceBuffer scale, scale_inv, e8m0, e8m0_col;
+};
+
+template <class T>
+DeviceBuffer upload(const std::vector<T>& v, cudaStream_t stream) {
+  DeviceBuffer b(v.size() * sizeof(T), stream);
+  if (!v.empty()) copy_to_device(b.get(), v.data(), b.bytes(), stream);
+  return b;
+}
+
+template <class T>
+T* or_null(const DeviceBuffer& b) {
+  return b.empty() ? nullptr : b.as<T>();
+}
+
+}  // namespace
+
+struct DeviceLayerWisePart::Impl {
+  struct Matrix {  // as pipeline::LayerWisePart::Matrix
+    uint32_t param = 0, owner = 0;
+    int64_t rows = 0, cols = 0;
+    uint64_t numel = 0;
+    Transport transport = Transport::bf16;
+    int32_t fp8 = -1;
+    uint64_t grad_off = 0, xfer_off = 0, data_off = 0, amax_xfer_off = 0, amax_off = 0;
+    int32_t frag = -1;
+  };
+
+  const model::ModelSpec& spec;
+  const pipeline::PipelineConfig& cfg;
+  comm::Communicator& comm;
+  pipeline::OptimizerState& st;
+  const std::vector<pipeline::Fp8Tensor>& fp8;
+  cudaStream_t stream;
+  std::vector<Matrix> mats;
+  std::vector<uint32_t> owned;
+  DeviceBuffer grad, bf16_xfer, f32_xfer, fp8_data, fp8_col, amax_xfer, amax;
+  DeviceBuffer master, exp_avg, exp_avg_sq, momentum;
+  std::vector<size_t> bf16_bytes, f32_bytes, fp8_bytes, amax_bytes;
+  std::vector<pipeline::Fp8ParamState> fp8_host;  // per tensor (only layer-wise ones used): shapes, delayed
+  std::vector<DeviceScales> scales;                // per tensor (only layer-wise ones allocated)
+  std::unique_ptr<cuda::GradSpanTable> grads;      // owned matrices
+  std::unique_ptr<cuda::FragmentTable> optim;      // owned matrices, adam/adamw/lion
+  std::vector<cuda::MuonGroup> muon;               // owned matrices, one group per shape
+  cublasHandle_t blas = nullptr;
+  std::unique_ptr<cuda::fp8::DeviceBatch> compact_batch, staged_batch;
+  std::unique_ptr<cuda::fp8::ScaleBatch> compact_owned_scales, compact_scales, staged_scales;
+
+  Impl(const model::ModelSpec& s, const pipeline::PipelineConfig& c, comm::Communicator& cm,
+       pipeline::OptimizerState& state, const std::vector<pipeline::Fp8Tensor>& f, cudaStream_t strm)
+      : spec(s), cfg(c), comm(cm), st(state), fp8(f), stream(strm) {}
+  ~Impl() {
+    if (blas) cublasDestroy(blas);
+  }
+
+  const pipeline::Fp8Tensor& tensor(const Matrix& m) const { return fp8[static_cast<size_t>(m.fp8)]; }
+  fp8::ScaleView view(const Matrix& m) const {
+    const DeviceScales& s = scales[static_cast<size_t>(m.fp8)];
+    fp8::ScaleView v;
+    v.scale = or_null<float>(s.scale);
+    v.scale_inv = or_null<float>(s.scale_inv);
+    v.e8m0 = or_null<uint8_t>(s.e8m0);
+    v.e8m0_col = or_null<uint8_t>(s.e8m0_col);
+    return v;
+  }
+  cuda::fp8::ScaleJob scale_job(const Matrix& m, const fp8::Plan& p, const float* a, const float* a_col) const {
+    const DeviceScales& s = scales[static_cast<size_t>(m.fp8)];
+    return cuda::fp8::make_scale_job(p, a, a_col, or_null<float>(s.scale), or_null<float>(s.scale_inv),
+                                     or_null<uint8_t>(s.e8m0), or_null<uint8_t>(s.e8m0_col));
+  }
+  float* master_of(const Matrix& m) const { return master.as<float>() + st.fragments[static_cast<size_t>(m.frag)].offset; }
+  float* grad_of(const Matrix& m) const { return grad.as<float>() + m.grad_off; }
+
+  void build_matrices(const layout::LayerWiseLayout& layout, const std::vector<int32_t>& fp8_index);
+  void build_state(const pipeline::InitFn& init);
+  void build_tables();
+};
+
+void DeviceLayerWisePart::Impl::build_matrices(const layout::LayerWiseLayout& layout,
+                                               const std::vector<int32_t>& fp8_index) {
+  const uint32_t dp = layout.dp;
+  uint64_t grad_total = 0;
+  for (const layout::OwnedMatrix& om : layout.matrices) {
+    Matrix m;
+    m.param = om.param;
+    m.owner = om.owner;
+    m.rows = static_cast<int64_t>(om.rows);
+    m.cols = static_cast<int64_t>(om.cols);
+    m.numel = om.numel();
+    m.fp8 = fp8_index[om.param];
+    m.grad_off = grad_total;
+    grad_total += m.numel;
+    if (om.dtype == DType::F32) {
+      m.transport = Transport::f32;
+    } else if (m.fp8 >= 0 && cfg.compact_fp8_gather) {
+      const fp8::Plan& p = tensor(m).from_master;
+      const uint64_t compact = pipeline::fp8_data_bytes(p) + 4 * (p.grid.size() + p.col_grid.size());
+      m.transport = compact < 2 * m.numel ? Transport::fp8_compact : Transport::bf16;
+    }
+    mats.push_back(m);
+  }
+  grad = DeviceBuffer(grad_total * 4, stream);
+
+  // Rank slabs of each transport: rank-major, registration order inside a rank (the CPU's offsets).
+  bf16_bytes.assign(dp, 0);
+  f32_bytes.assign(dp, 0);
+  fp8_bytes.assign(dp, 0);
+  amax_bytes.assign(dp, 0);
+  uint64_t bf16_n = 0, f32_n = 0, fp8_n = 0, amax_n = 0;
+  for (uint32_t r = 0; r < dp; ++r) {
+    for (Matrix& m : mats) {
+      if (m.owner != r) continue;
+      switch (m.transport) {
+        case Transport::bf16:
+          m.xfer_off = bf16_n;
+          bf16_n += m.numel;
+          bf16_bytes[r] += m.numel * 2;
+          break;
+        case Transport::f32:
+          m.xfer_off = f32_n;
+          f32_n += m.numel;
+          f32_bytes[r] += m.numel * 4;
+          break;
+        case Transport::fp8_compact: {
+          const fp8::Plan& p = tensor(m).from_master;
+          if (p.has_columnwise()) throw InternalError("pipeline: compact FP8 gather of columnwise data");
+          m.data_off = fp8_n;
+          fp8_n += m.numel;
+          fp8_bytes[r] += m.numel;
+          m.amax_xfer_off = amax_n;
+          amax_n += p.grid.size();
+          amax_bytes[r] += p.grid.size() * 4;
+          break;
+        }
+      }
+    }
+  }
+  uint64_t amax_local = 0;
+  for (Matrix& m : mats) {
+    if (m.fp8 < 0 || m.transport != Transport::bf16) continue;
+    m.data_off = fp8_n;
+    fp8_n += m.numel;
+    const fp8::Plan& p = tensor(m).from_bf16;
+    m.amax_off = amax_local;
+    amax_local += p.grid.size() + p.col_grid.size();
+  }
+  bf16_xfer = DeviceBuffer(bf16_n * 2, stream);
+  f32_xfer = DeviceBuffer(f32_n * 4, stream);
+  amax_xfer = DeviceBuffer(amax_n * 4, stream);
+  amax = DeviceBuffer(amax_local * 4, stream);
+  if (fp8_n) {
+    const fp8::Recipe& r = cfg.fp8.recipe;
+    const bool mx = r.scaling == fp8::Scaling::mxfp8;
+    if (!mx || r.mx_rowwise) fp8_data = DeviceBuffer(fp8_n, stream);
+    if (mx && r.mx_columnwise) fp8_col = DeviceBuffer(fp8_n, stream);
+  }
+  scales.resize(fp8.size());
+  for (const Matrix& m : mats) {
+    if (m.fp8 < 0) continue;
+    const fp8::Scales& s = fp8_host[tensor(m).state].scales;
+    DeviceScales& d = scales[static_cast<size_t>(m.fp8)];
+    d.scale = upload(s.scale, stream);
+    d.scale_inv = upload(s.scale_inv, stream);
+    d.e8m0 = upload(s.e8m0, stream);
+    d.e8m0_col = upload(s.e8m0_col, stream);
+  }
+}
+
+void DeviceLayerWisePart::Impl::build_state(const pipeline::InitFn& init) {
+  // The owner's state: whole matrices, registration order (LayerWisePart's fragments).
+  st.fragments.clear();
+  st.by_param.clear();
+  for (uint32_t i = 0; i < mats.size(); ++i) {
+    Matrix& m = mats[i];
+    if (m.owner != static_cast<uint32_t>(comm.rank())) continue;
+    m.frag = static_cast<int32_t>(st.add(m.param, layout::Range{0, m.numel}, m.numel));
+    owned.push_back(i);
+  }
+  st.allocate();  // host arenas only to learn their sizes and hold the initial masters
+  for (uint32_t i : owned) init(mats[i].param, st.master.data() + st.fragments[static_cast<size_t>(mats[i].frag)].offset);
+  const size_t bytes = st.master.size() * 4;
+  master = upload(st.master, stream);
+  if (!st.exp_avg.empty()) exp_avg = DeviceBuffer(bytes, stream);
+  if (!st.exp_avg_sq.empty()) exp_avg_sq = DeviceBuffer(bytes, stream);
+  if (!st.momentum.empty()) momentum = DeviceBuffer(bytes, stream);
+  st.master = {};
+  st.exp_avg = {};
+  st.exp_avg_sq = {};
+  st.momentum = {};
+}
+
+void DeviceLayerWisePart::Impl::build_tables() {
+  std::vector<cuda::GradSpan> spans;
+  std::vector<optim::Fragment> frags;
+  std::map<std::pair<int64_t, int64_t>, std::vector<cuda::MuonMatrix>> by_shape;
+  std::vector<cuda::fp8::DeviceJob> compact_jobs, staged_jobs;
+  std::vector<cuda::fp8::ScaleJob> owned_sj, compact_sj, staged_sj;
+  for (uint32_t i : owned) {
+    const Matrix& m = mats[i];
+    const uint64_t off = st.fragments[static_cast<size_t>(m.frag)].offset;
+    spans.push_back(cuda::GradSpan{grad_of(m), static_cast<int64_t>(m.numel)});
+    if (st.kind == optim::OptimizerKind::muon) {
+      by_shape[{m.rows, m.cols}].push_back(cuda::MuonMatrix{master_of(m), grad_of(m), momentum.as<float>() + off});
+    } else {
+      optim::Fragment o;
+      o.param = master_of(m);
+      o.grad = grad_of(m);
+      o.exp_avg = exp_avg.empty() ? nullptr : exp_avg.as<float>() + off;
+      o.exp_avg_sq = exp_avg_sq.empty() ? nullptr : exp_avg_sq.as<float>() + off;
+      o.numel = static_cast<int64_t>(m.numel);
+      o.param_offset = 0;
+      o.param_numel = static_cast<int64_t>(m.numel);
+      frags.push_back(o);
+    }
+    if (m.transport == Transport::fp8_compact) {
+      const fp8::Plan& p = tensor(m).from_master;
+      float* a = amax_xfer.as<float>() + m.amax_xfer_off;
+      compact_jobs.push_back(cuda::fp8::make_device_job(p, 0, m.numel, master_of(m), a, nullptr, view(m),
+                                                        fp8_data.as<uint8_t>() + m.data_off, nullptr));
+      owned_sj.push_back(scale_job(m, p, a, nullptr));
+    }
+  }
+  for (const Matrix& m : mats) {
+    if (m.fp8 < 0) continue;
+    if (m.transport == Transport::fp8_compact) {
+      compact_sj.push_back(scale_job(m, tensor(m).from_master, amax_xfer.as<float>() + m.amax_xfer_off, nullptr));
+      continue;
+    }
+    const fp8::Plan& p = tensor(m).from_bf16;
+    float* a = amax.as<float>() + m.amax_off;
+    float* a_col = p.has_columnwise() ? a + p.grid.size() : nullptr;
+    staged_jobs.push_back(cuda::fp8::make_device_job(
+        p, 0, m.numel, bf16_xfer.as<uint16_t>() + m.xfer_off, a, a_col, view(m),
+        fp8_data.empty() ? nullptr : fp8_data.as<uint8_t>() + m.data_off,
+        fp8_col.empty() ? nullptr : fp8_col.as<uint8_t>() + m.data_off));
+    staged_sj.push_back(scale_job(m, p, a, a_col));
+  }
+  if (!spans.empty()) grads = std::make_unique<cuda::GradSpanTable>(spans);
+  if (!frags.empty()) optim = std::make_unique<cuda::FragmentTable>(frags, !exp_avg_sq.empty());
+  for (auto& [shape, list] : by_shape) muon.emplace_back(shape.first, shape.second, list);
+  if (!muon.empty()) FPG_CUBLAS_CHECK(cublasCreate(&blas));
+  if (!compact_jobs.empty()) {
+    compact_batch = std::make_unique<cuda::fp8::DeviceBatch>(compact_jobs);
+    compact_owned_scales = std::make_unique<cuda::fp8::ScaleBatch>(owned_sj);
+  }
+  if (!compact_sj.empty()) compact_scales = std::make_unique<cuda::fp8::ScaleBatch>(compact_sj);
+  if (!staged_jobs.empty()) {
+    staged_batch = std::make_unique<cuda::fp8::DeviceBatch>(staged_jobs);
+    staged_scales = std::make_unique<cuda::fp8::ScaleBatch>(staged_sj);
+  }
+  // The tables went up on the legacy stream; the non-blocking compute stream must not race them.
+  FPG_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+DeviceLayerWisePart::DeviceLayerWisePart(const model::ModelSpec& spec, const layout::LayerWiseLayout& layout,
+                                         const pipeline::PipelineConfig& cfg, comm::Communicator& comm,
+                                         pipeline::OptimizerState& state, const std::vector<pipeline::Fp8Tensor>& fp8,
+                                         const std::vector<int32_t>& fp8_index,
+                                         const std::vector<pipeline::Fp8ParamState>& fp8_states,
+                                         const pipeline::InitFn& init, cudaStream_t stream)
+    : impl_(std::make_unique<Impl>(spec, cfg, comm, state, fp8, stream)) {
+  if (layout.dp != static_cast<uint32_t>(comm.size())) throw InternalError("pipeline: layer-wise layout for another dp");
+  if (pipeline::is_delayed(cfg.fp8))
+    throw UsageError("--device cuda --dist-opt layerwise does not support delayed FP8 scaling yet");
+  Impl& m = *impl_;
+  m.fp8_host = fp8_states;
+  m.build_matrices(layout, fp8_index);
+  matrix_of_.assign(spec.params.size(), -1);
+  for (size_t i = 0; i < m.mats.size(); ++i) matrix_of_[m.mats[i].param] = static_cast<int32_t>(i);
+  m.build_state(init);
+  m.build_tables();
+}
+
+DeviceLayerWisePart::~DeviceLayerWisePart() = default;
+
+float* DeviceLayerWisePart::grad_of(uint32_t param) const {
+  return impl_->grad_of(impl_->mats[static_cast<size_t>(matrix_of_[param])]);
+}
+
+float* DeviceLayerWisePart::in_place(uint32_t param) const {
+  const Impl::Matrix& m = impl_->mats[static_cast<size_t>(matrix_of_[param])];
+  return m.transport == Transport::f32 ? impl_->f32_xfer.as<float>() + m.xfer_off : nullptr;
+}
+
+void DeviceLayerWisePart::all_reduce(std::vector<comm::WorkPtr>& works) {
+  Impl& m = *impl_;
+  works.push_back(m.comm.all_reduce(m.grad.get(), m.grad.bytes() / 4, DType::F32, comm::ReduceOp::sum));
+}
+
+float DeviceLayerWisePart::scale_and_max_abs(float divisor, float acc) {
+  return impl_->grads ? cuda::scale_and_max_abs(*impl_->grads, divisor, acc, impl_->stream) : acc;
+}
+
+cuda::uint128 DeviceLayerWisePart::scaled_squares(int exponent) {
+  return impl_->grads ? cuda::scaled_squares(*impl_->grads, exponent, impl_->stream) : cuda::uint128{0};
+}
+
+void DeviceLayerWisePart::clip(float coef) {
+  if (impl_->grads) cuda::scale(*impl_->grads, coef, impl_->stream);
+}
+
+void DeviceLayerWisePart::step_optimizer(const pipeline::Hypers& h) {
+  Impl& m = *impl_;
+  ++m.st.step;  // as pipeline::optimizer_step, owning matrices or not
+  switch (m.st.kind) {
+    case optim::OptimizerKind::muon:
+      for (cuda::MuonGroup& g : m.muon) g.step(h.muon, m.blas, m.stream);
+      break;
+    case optim::OptimizerKind::lion:
+      if (m.optim) cuda::lion_step(h.lion, *m.optim, m.stream);
+      break;
+    default:
+      if (m.optim) cuda::adam_step(h.adam, m.st.step, *m.optim, m.stream);
+      break;
+  }
+}
+
+void DeviceLayerWisePart::copy_back() {
+  Impl& m = *impl_;
+  for (uint32_t i : m.owned) {
+    const Impl::Matrix& x = m.mats[i];
+    switch (x.transport) {
+      case Transport::bf16:
+        cuda::cast_f32_to_bf16(m.master_of(x), x.numel, m.bf16_xfer.as<uint16_t>() + x.xfer_off, m.stream);
+        break;
+      case Transport::f32:
+        FPG_CUDA_CHECK(cudaMemcpyAsync(m.f32_xfer.as<float>() + x.xfer_off, m.master_of(x), x.numel * 4,
+                                       cudaMemcpyDeviceToDevice, m.stream));
+        break;
+      case Transport::fp8_compact: break;  // the batched pass below
+    }
+  }
+  if (!m.compact_batch) return;
+  // Zeroing every rank's grids is harmless: the gather overwrites the other ranks' slabs.
+  FPG_CUDA_CHECK(cudaMemsetAsync(m.amax_xfer.get(), 0, m.amax_xfer.bytes(), m.stream));
+  m.compact_batch->partial_amax(m.stream);
+  m.compact_owned_scales->run(m.stream);
+  m.compact_batch->cast(m.stream);
+}
+
+void DeviceLayerWisePart::gather(std::vector<comm::WorkPtr>& works) {
+  Impl& m = *impl_;
+  // Every rank joins every gather (empty ranks contribute 0 bytes), as the CPU part does.
+  if (!m.bf16_xfer.empty()) works.push_back(m.comm.all_gather_v(m.bf16_xfer.get(), m.bf16_bytes));
+  if (!m.f32_xfer.empty()) works.push_back(m.comm.all_gather_v(m.f32_xfer.get(), m.f32_bytes));
+  if (!m.amax_xfer.empty()) {
+    works.push_back(m.comm.all_gather_v(m.fp8_data.get(), m.fp8_bytes));
+    works.push_back(m.comm.all_gather_v(m.amax_xfer.get(), m.amax_bytes));
+  }
+}
+
+void DeviceLayerWisePart::requantize() {
+  Impl& m = *impl_;
+  if (m.compact_scales) m.compact_scales->run(m.stream);  // the owners' scales, from their grids
+  if (!m.staged_batch) return;
+  FPG_CUDA_CHECK(cudaMemsetAsync(m.amax.get(), 0, m.amax.bytes(), m.stream));
+  m.staged_batch->partial_amax(m.stream);
+  m.staged_scales->run(m.stream);
+  m.staged_batch->cast(m.stream);
+}
+
+void DeviceLayerWisePart::decode(uint32_t param, float* out) {
+  Impl& m = *impl_;
+  const Impl::Matrix& x = m.mats[static_cast<size_t>(matrix_of_[param])];
+  if (x.fp8 >= 0) {
+    const fp8::Plan& p = m.tensor(x).from_master;
+    const bool row = p.has_rowwise();
+    cuda::fp8::dequantize_fragment(p, m.view(x), 0, x.numel,
+                                   (row ? m.fp8_data.as<uint8_t>() : m.fp8_col.as<uint8_t>()) + x.data_off, out,
+                                   !row, m.stream);
+  } else if (x.transport == Transport::bf16) {
+    cuda::cast_bf16_to_f32(m.bf16_xfer.as<uint16_t>() + x.xfer_off, x.numel, out, m.stream);
+  }  // f32: read in place
+}
+
+std::vector<uint8_t> DeviceLayerWisePart::stored_bytes(uint32_t param) const {
+  const Impl& m = *impl_;
+  const Impl::Matrix& x = m.mats[static_cast<size_t>(matrix_of_[param])];
+  std::vector<uint8_t> out;
+  if (x.fp8 >= 0) {
+    if (!m.fp8_data.empty()) pipeline::append_vec(out, device::download(m.fp8_data.as<uint8_t>() + x.data_off, x.numel, m.stream));
+    if (!m.fp8_col.empty()) pipeline::append_vec(out, device::download(m.fp8_col.as<uint8_t>() + x.data_off, x.numel, m.stream));
+    const DeviceScales& d = m.scales[static_cast<size_t>(x.fp8)];
+    const pipeline::Fp8ParamState& st = m.fp8_host[m.tensor(x).state];
+    pipeline::append_vec(out, device::download(or_null<float>(d.scale), st.scales.scale.size(), m.stream));
+    pipeline::append_vec(out, device::download(or_null<float>(d.scale_inv), st.scales.scale_inv.size(), m.stream));
+    pipeline::append_vec(out, device::download(or_null<uint8_t>(d.e8m0), st.scales.e8m0.size(), m.stream));
+    pipeline::append_vec(out, device::download(or_null<uint8_t>(d.e8m0_col), st.scales.e8m0_col.size(), m.stream));
+    pipeline::append_vec(out, st.delayed.amax_history);  // not delayed: never changes
+    pipeline::append_bytes(out, &st.delayed.scale, 4);
+    pipeline::append_bytes(out, &st.delayed.scale_inv, 4);
+  } else if (x.transport == Transport::f32) {
+    out = device::download(m.f32_xfer.as<uint8_t>() + x.xfer_off * 4, x.numel * 4, m.stream);
+  } else {
+    out = device::download(m.bf16_xfer.as<uint8_t>() + x.xfer_off * 2, x.numel * 2, m.stream);
+  }
+  return out;
+}
+
+void DeviceLayerWisePart::download(pipeline::RankState& out) const {
+  const Impl& m = *impl_;
+  pipeline::OptimizerState& st = out.layer_wise;
+  st = m.st;
+  const size_t n = m.master.bytes() / 4;
+  st.master = device::download(m.master.as<float>(), n, m.stream);
+  if (!m.exp_avg.empty()) st.exp_avg = device::download(m.exp_avg.as<float>(), n, m.stream);
+  if (!m.exp_avg_sq.empty()) st.exp_avg_sq = device::download(m.exp_avg_sq.as<float>(), n, m.stream);
+  if (!m.momentum.empty()) st.momentum = device::download(m.momentum.as<float>(), n, m.stream);
+  for (const Impl::Matrix& x : m.mats) {
+    if (x.fp8 < 0) continue;
+    const DeviceScales& d = m.scales[static_cast<size_t>(x.fp8)];
+    fp8::Scales& s = out.fp8[m.tensor(x).state].scales;
+    s.scale = device::download(or_null<float>(d.scale), s.scale.size(), m.stream);
+    s.scale_inv = device::download(or_null<float>(d.scale_inv), s.scale_inv.size(), m.stream);
+    s.e8m0 = device::download(or_null<uint8_t>(d.e8m0), s.e8m0.size(), m.stream);
+    s.e8m0_col = device::download(or_null<uint8_t>(d.e8m0_col), s.e8m0_col.size(), m.stream);
+  }
+}
+
+}  // namespace fpg::device
+
+#endif  // FPGATHER_HAVE_CUDA
