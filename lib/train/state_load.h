@@ -17,6 +17,7 @@
 #include "comm/communicator.h"
 #include "formats/fpckpt/reader.h"
 #include "pipeline/rank_pipeline.h"
+#include "train/rank_state_access.h"
 
 namespace fpg::train {
 
@@ -24,6 +25,7 @@ namespace fpg::train {
 // decodes the params (RankPipeline::params_loaded). Collective: every rank of `comm` (the
 // pipeline's group) calls it. FormatError naming the checkpoint, key and range if something is
 // missing, of another dtype or extent, or fails its checksum.
+void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& rank, comm::Communicator& comm);
 void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm);
 
 }  // namespace fpg::train

@@ -15,6 +15,7 @@
 #include "ckpt/key_names.h"
 #include "formats/fpckpt/rank_writer.h"
 #include "pipeline/rank_pipeline.h"
+#include "train/rank_state_access.h"
 
 namespace fpg::train {
 
@@ -24,6 +25,7 @@ struct RankSaveOptions {
 };
 
 // Writes rank.state().rank's share into w (a writer for that rank). Reads the pipeline only.
+void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const RankSaveOptions& opts);
 void save_rank_state(fpckpt::RankWriter& w, const pipeline::RankPipeline& rank, const RankSaveOptions& opts);
 
 }  // namespace fpg::train
