@@ -9,6 +9,7 @@
 #include "train/train_setup.h"
 
 #if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
+#include <optional>
 #include <vector>
 
 #include "comm/nccl_backend.h"
@@ -74,8 +75,10 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
       model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
     };
     DeviceRankPipeline pipe(spec, o.pipeline, comm, hooks.init ? hooks.init : seeded);
-    DeviceStateMirror mirror(pipe);  // checkpoints read and write the rank through it
-    const uint64_t start = hooks.resume ? hooks.resume(mirror, comm) : 0;
+    // Checkpoints read and write the rank through its host mirror (only a checkpointed run holds one).
+    std::optional<DeviceStateMirror> mirror;
+    if (hooks.resume || hooks.after_step) mirror.emplace(pipe);
+    const uint64_t start = hooks.resume ? hooks.resume(*mirror, comm) : 0;
     if (start > o.steps)
       throw UsageError("train: the loaded state has taken " + std::to_string(start) + " steps, more than --steps " +
                        std::to_string(o.steps) + " (the step count to reach)");
@@ -99,7 +102,7 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
         }
       };
       const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
-      mirror.invalidate();
+      if (mirror) mirror->invalidate();
       // The losses were written on the network's stream; the collective reads what the compute
       // stream has done, so finish the network's work first (the step has waited for it already).
       FPG_CUDA_CHECK(cudaStreamSynchronize(net.stream()));
@@ -110,7 +113,7 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
         if (on_step) on_step(result.steps[t]);
       }
       if (observer) observer(t + 1, pipe);
-      if (hooks.after_step) hooks.after_step(t + 1, mirror, comm);
+      if (hooks.after_step) hooks.after_step(t + 1, *mirror, comm);
     }
   });
   train::finish_result(result, o, spec.numel(), first);

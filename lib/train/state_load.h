@@ -1,5 +1,6 @@
 // Restoring one rank from a training checkpoint (the inverse of state_save.h) into a pipeline built
-// for the same run (check_resumable first). Each rank reads only what it saved: the ranges of
+// for the same run (check_resumable first): the CPU pipeline, or a GPU rank's host mirror
+// (train/rank_state_access.h). Each rank reads only what it saved: the ranges of
 // optimizer-state keys it owns (straight into its arenas; `bucket` and `model` state layouts alike)
 // and the same ranges of the weights (and the FP8 scale state of params whose element 0 it owns),
 // straight into the param buffers; every rank needs the params whole, so each range is then
