@@ -2,6 +2,8 @@
 
 #if defined(FPGATHER_HAVE_CUDA)
 
+#include <string>
+
 #include "core/error.h"
 
 namespace fpg::device {
