@@ -103,7 +103,7 @@ bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps) {
 }
 
 CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
-                                        const std::function<model::ModelSpec()>& spec, const CheckpointedRun& run) {
+                                        const std::function<model::ModelSpec()>& spec, const CheckpointedRun& train_run) {
   if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
   if (c.save.empty() && c.keep > 0) throw UsageError("--keep needs --save DIR");
   if (!c.init.empty() && !c.load.empty())
@@ -139,7 +139,7 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
 
   CheckpointedResult out;
   try {
-    out.train = run(hooks);
+    out.train = train_run(hooks);
   } catch (...) {
     // Every rank thread has ended: nothing writes into the staging directory any more.
     if (!session.staging.empty()) fpckpt::remove_tree(session.staging);
