@@ -81,13 +81,10 @@ std::string group_digits(uint64_t v) {
   return s;
 }
 
-// --device cuda: what it does not support yet is refused before anything runs.
+// --device cuda: what it does not support is refused before anything runs.
 void check_cuda_args(const TrainArgs& a) {
   if (a.comm_given && a.pipe.comm != "nccl")
     throw UsageError("--device cuda runs its ranks on the nccl communicator, not --comm " + a.pipe.comm);
-  for (const auto& [given, name] : {std::pair{!a.save.empty() || a.save_every > 0, "--save"},
-                                    std::pair{!a.load.empty(), "--load"}, std::pair{!a.init.empty(), "--init"}})
-    if (given) throw UsageError(std::string("--device cuda: ") + name + " is not supported on the GPU yet");
 }
 
 int run_train(const TrainArgs& a, const GlobalOptions& g) {
@@ -105,6 +102,8 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   o.accumulation = a.accumulation;
   o.seed = a.seed;
   o.comm = cuda ? "nccl" : a.pipe.comm;
+  if (cuda && o.pipeline.dist_opt == pipeline::DistOpt::layerwise && (!a.save.empty() || !a.load.empty()))
+    throw UsageError("--device cuda: --save/--load with --dist-opt layerwise are not supported on the GPU yet");
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
 
@@ -138,7 +137,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   };
   train::CheckpointedResult cr;
   if (cuda)
-    cr.train = device::train_on_device(o, {}, on_step);
+    cr = device::train_on_device_with_checkpoints(o, ckpt, {}, on_step);
   else
     cr = train::train_with_checkpoints(o, ckpt, {}, on_step);
   const train::TrainResult& r = cr.train;
@@ -198,7 +197,7 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto* comm_opt = cmd->get_option("--comm");
   cmd->add_option("--device", args->device,
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
-                  "(no layerwise with delayed FP8, no --save/--load/--init yet)")
+                  "(layerwise: no delayed FP8 and no --save/--load yet; checkpoints are the CPU's format and bytes)")
       ->capture_default_str();
   cmd->add_option("--keep-fp32", args->keep_fp32, "Regex: params whose name matches stay native fp32");
   cmd->add_option("--steps", args->steps, "Optimizer steps")->capture_default_str();

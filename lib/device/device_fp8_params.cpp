@@ -187,6 +187,26 @@ std::vector<pipeline::Fp8ParamState> DeviceFp8Params::download(const std::vector
   return out;
 }
 
+void DeviceFp8Params::upload(const std::vector<pipeline::Fp8ParamState>& states, cudaStream_t stream) {
+  if (states.size() != tensors_.size()) throw InternalError("device pipeline: FP8 states do not match the tensors");
+  upload_field<float>(states, scale_off_, scale_, [](const pipeline::Fp8ParamState& x) -> const std::vector<float>& { return x.scales.scale; }, stream);
+  upload_field<float>(states, scale_off_, scale_inv_, [](const pipeline::Fp8ParamState& x) -> const std::vector<float>& { return x.scales.scale_inv; }, stream);
+  upload_field<uint8_t>(states, e8m0_off_, e8m0_, [](const pipeline::Fp8ParamState& x) -> const std::vector<uint8_t>& { return x.scales.e8m0; }, stream);
+  upload_field<uint8_t>(states, e8m0_col_off_, e8m0_col_, [](const pipeline::Fp8ParamState& x) -> const std::vector<uint8_t>& { return x.scales.e8m0_col; }, stream);
+  if (!delayed_) return;
+  std::vector<float> hist, ds, dsi;
+  for (const pipeline::Fp8ParamState& x : states) {
+    if (x.delayed.amax_history.size() != history_len_)
+      throw InternalError("device pipeline: loaded amax history of another length");
+    hist.insert(hist.end(), x.delayed.amax_history.begin(), x.delayed.amax_history.end());
+    ds.push_back(x.delayed.scale);
+    dsi.push_back(x.delayed.scale_inv);
+  }
+  copy_to_device(history_.get(), hist.data(), history_.bytes(), stream);
+  copy_to_device(dscale_.get(), ds.data(), dscale_.bytes(), stream);
+  copy_to_device(dscale_inv_.get(), dsi.data(), dscale_inv_.bytes(), stream);
+}
+
 }  // namespace fpg::device
 
 #endif  // FPGATHER_HAVE_CUDA

@@ -64,6 +64,8 @@ class DeviceFp8Params {
   // Host copies of every tensor's state (the same structs the CPU keeps), after syncing `stream`.
   std::vector<pipeline::Fp8ParamState> download(const std::vector<pipeline::Fp8ParamState>& like,
                                                 cudaStream_t stream) const;
+  // Overwrites every tensor's state with `states` (download()'s form; a checkpoint load).
+  void upload(const std::vector<pipeline::Fp8ParamState>& states, cudaStream_t stream);
   size_t size() const { return tensors_.size(); }
 
  private:

@@ -466,6 +466,55 @@ std::vector<uint8_t> DeviceRankPipeline::stored_bytes(uint32_t param) const {
   return out;
 }
 
+const layout::BucketedLayout& DeviceRankPipeline::bucketed_layout() const { return impl_->layout; }
+
+DeviceRankPipeline::StoredForm DeviceRankPipeline::stored_form(uint32_t param) const {
+  const Impl& m = *impl_;
+  if (param >= m.spec.params.size()) throw InternalError("pipeline: no param #" + std::to_string(param));
+  const DeviceStorage& s = m.bufs[static_cast<size_t>(m.where[param].buffer)];
+  StoredForm f;  // as BucketedPart::storage
+  f.numel = m.spec.params[param].numel();
+  f.dtype = s.dtype == DType::U8 ? pipeline::fp8_dtype(m.cfg.fp8.recipe.format) : s.dtype;
+  f.data = !s.data.empty();
+  f.col = !s.col.empty();
+  return f;
+}
+
+void DeviceRankPipeline::download_param(uint32_t param, const pipeline::ParamStorage& host) const {
+  const Impl& m = *impl_;
+  const StoredForm f = stored_form(param);
+  const Where& w = m.where[param];
+  const DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
+  const uint64_t elem = dtype_bits(f.dtype) / 8, bytes = f.numel * elem;
+  if (f.data) copy_to_host(host.data, s.data.as<uint8_t>() + w.begin * elem, bytes, m.stream);
+  if (f.col) copy_to_host(host.col, s.col.as<uint8_t>() + w.begin, bytes, m.stream);
+}
+
+void DeviceRankPipeline::upload(const pipeline::RankState& state, const std::vector<pipeline::ParamStorage>& host) {
+  Impl& m = *impl_;
+  const pipeline::OptimizerState& in = state.bucketed;
+  const size_t n = m.master.bytes() / 4;
+  if (state.rank != m.state.rank || in.fragments.size() != m.state.bucketed.fragments.size() ||
+      in.master.size() != n || host.size() != m.spec.params.size())
+    throw InternalError("device pipeline: the state to upload is not this rank's");
+  copy_to_device(m.master.get(), in.master.data(), n * 4, m.stream);
+  if (m.has_exp_avg) copy_to_device(m.exp_avg.get(), in.exp_avg.data(), n * 4, m.stream);
+  if (m.has_exp_avg_sq) copy_to_device(m.exp_avg_sq.get(), in.exp_avg_sq.data(), n * 4, m.stream);
+  m.state.bucketed.step = in.step;
+  m.state.layer_wise.step = state.layer_wise.step;
+  m.fp8_dev->upload(state.fp8, m.stream);
+  for (uint32_t p = 0; p < m.spec.params.size(); ++p) {
+    const StoredForm f = stored_form(p);
+    const Where& w = m.where[p];
+    const DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
+    const uint64_t elem = dtype_bits(f.dtype) / 8, bytes = f.numel * elem;
+    if (f.data) copy_to_device(s.data.as<uint8_t>() + w.begin * elem, host[p].data, bytes, m.stream);
+    if (f.col) copy_to_device(s.col.as<uint8_t>() + w.begin, host[p].col, bytes, m.stream);
+  }
+  m.decode();
+  m.sync();
+}
+
 }  // namespace fpg::device
 
 #endif  // FPGATHER_HAVE_CUDA

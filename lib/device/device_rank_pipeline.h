@@ -27,8 +27,11 @@
 // --dist-opt layerwise chains device/device_layer_wise_part.h (the matrices: all-reduce, Muon or the
 // elementwise optimizer on whole owned matrices, uneven gathers, batched FP8 re-quantization) with the
 // bucketed part over the scalar layout, as RankPipeline does; its requantization is timed in `gather`.
-// Not here yet: layer-wise with delayed FP8 scaling (UsageError); checkpoint loading into device
-// storage (param_storage / params_loaded of the CPU pipeline).
+// Checkpoints go through a host mirror (device/device_state_mirror.h) of download_state(),
+// download_param() and upload() below, for the bucketed pipeline only.
+//
+// Not here yet: layer-wise with delayed FP8 scaling (UsageError); upload()/download_param() of
+// layer-wise matrices (the trainer refuses --save/--load with --dist-opt layerwise on the device).
 #pragma once
 
 #if defined(FPGATHER_HAVE_CUDA)
@@ -41,7 +44,9 @@
 #include "comm/communicator.h"
 #include "kernels/stream.h"
 #include "model/model_spec.h"
+#include "layout/bucketed_layout.h"
 #include "pipeline/config.h"
+#include "pipeline/param_storage.h"
 #include "pipeline/rank_pipeline.h"
 #include "pipeline/rank_state.h"
 
@@ -76,6 +81,22 @@ class DeviceRankPipeline {
   // Host copies (tests, checkpoints): the same structs/bytes RankPipeline exposes.
   pipeline::RankState download_state() const;
   std::vector<uint8_t> stored_bytes(uint32_t param) const;
+
+  // Checkpoint staging (device/device_state_mirror.h). A param's stored form: pipeline::ParamStorage's
+  // dtype and numel, and whether it holds rowwise `data` and (MXFP8) columnwise `col` bytes.
+  struct StoredForm {
+    DType dtype = DType::BF16;
+    uint64_t numel = 0;
+    bool data = false, col = false;
+  };
+  const layout::BucketedLayout& bucketed_layout() const;
+  StoredForm stored_form(uint32_t param) const;
+  // Copies the param's stored bytes into the host pointers of `host` (shaped as stored_form says).
+  void download_param(uint32_t param, const pipeline::ParamStorage& host) const;
+  // Overwrites the device state with `state` (download_state()'s form: arenas, step, FP8 scale
+  // state) and every param's stored bytes with host[param], then decodes the params: the device form
+  // of RankPipeline::params_loaded (no collective, no re-quantization).
+  void upload(const pipeline::RankState& state, const std::vector<pipeline::ParamStorage>& host);
 
   struct Impl;
 

@@ -11,6 +11,7 @@
 #include "train/train_setup.h"
 
 #if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
+#include <optional>
 #include <vector>
 
 #include "comm/nccl_backend.h"
@@ -18,6 +19,7 @@
 #include "device/device_network.h"
 #include "device/device_rank_pipeline.h"
 #include "device/device_buffer.h"
+#include "device/device_state_mirror.h"
 #include "kernels/cuda_check.h"
 #include "model/network_init.h"
 #include "model/teacher_task.h"
@@ -58,7 +60,7 @@ model::ModelSpec device_training_spec(const train::TrainOptions& o) {
 #if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
 
 train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver& observer,
-                                   const train::StepCallback& on_step) {
+                                   const train::StepCallback& on_step, const train::CheckpointHooks& hooks) {
   const model::ModelSpec spec = device_training_spec(o);
 
   const model::NetworkDims dims = *spec.network;
@@ -67,14 +69,23 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
 
   train::TrainResult result;
   result.steps.resize(o.steps);
+  uint64_t first = 0;  // the resumed step (rank 0's; every rank resumes the same checkpoint)
   comm::make_nccl_group(static_cast<int>(o.dp))->run([&](comm::Communicator& comm) {
     const uint64_t rank = static_cast<uint64_t>(comm.rank());
     if (rank == 0) result.has_rank0 = true;
-    const pipeline::InitFn init = [&](uint32_t p, float* out) {
+    const pipeline::InitFn seeded = [&](uint32_t p, float* out) {
       model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
     };
-    DeviceRankPipeline pipe(spec, o.pipeline, comm, init);
-    if (observer) observer(0, pipe);
+    DeviceRankPipeline pipe(spec, o.pipeline, comm, hooks.init ? hooks.init : seeded);
+    // Checkpoints read and write the rank through its host mirror (only a checkpointed run holds one).
+    std::optional<DeviceStateMirror> mirror;
+    if (hooks.resume || hooks.after_step) mirror.emplace(pipe);
+    const uint64_t start = hooks.resume ? hooks.resume(*mirror, comm) : 0;
+    if (start > o.steps)
+      throw UsageError("train: the loaded state has taken " + std::to_string(start) + " steps, more than --steps " +
+                       std::to_string(o.steps) + " (the step count to reach)");
+    if (rank == 0) first = start;
+    if (observer) observer(start, pipe);
 
     DeviceNetwork net(dims, pipe.stream());
     DeviceMicroBatches batches(task, pipe.stream());
@@ -82,7 +93,7 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
     const DeviceBuffer losses(A * sizeof(float), pipe.stream()), all_losses(A * N * sizeof(float), pipe.stream());
     std::vector<float> host_losses(A * N);
     const cudaStream_t comm_stream = comm::nccl_compute_stream(comm);
-    for (uint64_t t = 0; t < o.steps; ++t) {
+    for (uint64_t t = start; t < o.steps; ++t) {
       const DeviceGradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads,
                                        cudaStream_t stream) {
         if (stream != net.stream()) net.set_stream(stream);
@@ -93,6 +104,7 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
         }
       };
       const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
+      if (mirror) mirror->invalidate();
       // The losses were written on the network's stream; the collective reads what the compute
       // stream has done, so finish the network's work first (the step has waited for it already).
       FPG_CUDA_CHECK(cudaStreamSynchronize(net.stream()));
@@ -103,19 +115,30 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
         if (on_step) on_step(result.steps[t]);
       }
       if (observer) observer(t + 1, pipe);
+      if (hooks.after_step) hooks.after_step(t + 1, *mirror, comm);
     }
   });
-  train::finish_result(result, o, spec.numel(), 0);
+  train::finish_result(result, o, spec.numel(), first);
   return result;
 }
 
 #else
 
-train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver&, const train::StepCallback&) {
+train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver&, const train::StepCallback&,
+                                   const train::CheckpointHooks&) {
   check_device_options(o);  // throws: no CUDA in this build
   throw InternalError("train_on_device: unreachable without CUDA");
 }
 
 #endif
+
+train::CheckpointedResult train_on_device_with_checkpoints(const train::TrainOptions& o,
+                                                           const train::CheckpointOptions& ckpt,
+                                                           const DeviceRankObserver& observer,
+                                                           const train::StepCallback& on_step) {
+  return train::run_with_checkpoints(
+      o, ckpt, [&] { return device_training_spec(o); },
+      [&](const train::CheckpointHooks& hooks) { return train_on_device(o, observer, on_step, hooks); });
+}
 
 }  // namespace fpg::device

@@ -8,13 +8,18 @@
 // rounding. The step losses are all-gathered on the device (one float per micro-batch) and copied to
 // the host once per step.
 //
-// Not supported yet (UsageError): --dist-opt layerwise with delayed FP8 scaling, checkpoints (hooks),
-// communicators other than nccl.
+// Checkpoints (--save/--save-every/--keep/--load/--init): train/checkpointing.h's hooks on each
+// rank's host mirror (device/device_state_mirror.h), so a GPU run saves the keys and bytes a CPU run
+// of the same state saves, and loads checkpoints of either.
+//
+// Not supported yet (UsageError): --dist-opt layerwise with delayed FP8 scaling or with
+// --save/--load, communicators other than nccl.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
+#include "train/checkpointing.h"
 #include "train/trainer.h"
 
 namespace fpg::device {
@@ -37,7 +42,15 @@ void check_device_options(const train::TrainOptions& o);
 model::ModelSpec device_training_spec(const train::TrainOptions& o);
 
 // o.comm must be "nccl"; o.threads_per_rank is ignored. Throws as train::train() does, and as above.
+// `hooks` as train::TrainHooks: init replaces the seeded initializer, resume runs after the pipeline
+// is built (the observer then first sees the resumed step), after_step after the observer.
 train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver& observer = {},
-                                   const train::StepCallback& on_step = {});
+                                   const train::StepCallback& on_step = {}, const train::CheckpointHooks& hooks = {});
+
+// train::train_with_checkpoints on the GPUs: train_on_device with the checkpoint hooks.
+train::CheckpointedResult train_on_device_with_checkpoints(const train::TrainOptions& o,
+                                                           const train::CheckpointOptions& ckpt,
+                                                           const DeviceRankObserver& observer = {},
+                                                           const train::StepCallback& on_step = {});
 
 }  // namespace fpg::device

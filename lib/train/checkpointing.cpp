@@ -45,7 +45,7 @@ void ensure_root(const std::string& root) {
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, uint64_t steps_done,
-          const pipeline::RankPipeline& rank, comm::Communicator& comm) {
+          const RankStateAccess& rank, comm::Communicator& comm) {
   const uint32_t r = static_cast<uint32_t>(comm.rank());
   const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
   std::string staging;
@@ -102,15 +102,15 @@ bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps) {
   return steps_done == steps || (c.save_every > 0 && steps_done % c.save_every == 0);
 }
 
-CheckpointedResult train_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
-                                          const RankObserver& observer, const StepCallback& on_step) {
+CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
+                                        const std::function<model::ModelSpec()>& spec, const CheckpointedRun& train_run) {
   if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
   if (c.save.empty() && c.keep > 0) throw UsageError("--keep needs --save DIR");
   if (!c.init.empty() && !c.load.empty())
     throw UsageError("--init and --load both set the starting state: give one (--load resumes a checkpoint, "
                      "--init starts a new run from safetensors weights)");
   std::unique_ptr<SafetensorsInit> init;
-  if (!c.init.empty()) init = std::make_unique<SafetensorsInit>(c.init, training_spec(o));
+  if (!c.init.empty()) init = std::make_unique<SafetensorsInit>(c.init, spec());
   if (!c.save.empty()) ensure_root(c.save);
 
   Session session;
@@ -123,23 +123,23 @@ CheckpointedResult train_with_checkpoints(const TrainOptions& o, const Checkpoin
     session.log.loaded_step = loaded.next_step;
   }
 
-  TrainHooks hooks;
+  CheckpointHooks hooks;
   if (init) hooks.init = [&](uint32_t p, float* out) { init->fill(p, out); };
   if (reader)
-    hooks.resume = [&](pipeline::RankPipeline& rank, comm::Communicator& comm) {
+    hooks.resume = [&](RankStateAccess& rank, comm::Communicator& comm) {
       const TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
       check_resumable(reader->index().documents, state_documents(rank, run, c.layout), reader->dir());
       load_rank_state(*reader, rank, comm);
       return loaded.next_step;
     };
   if (!c.save.empty())
-    hooks.after_step = [&](uint64_t done, const pipeline::RankPipeline& rank, comm::Communicator& comm) {
+    hooks.after_step = [&](uint64_t done, const RankStateAccess& rank, comm::Communicator& comm) {
       if (save_due(c, done, o.steps)) save(o, c, session, done, rank, comm);
     };
 
   CheckpointedResult out;
   try {
-    out.train = train(o, observer, on_step, hooks);
+    out.train = train_run(hooks);
   } catch (...) {
     // Every rank thread has ended: nothing writes into the staging directory any more.
     if (!session.staging.empty()) fpckpt::remove_tree(session.staging);
@@ -151,6 +151,24 @@ CheckpointedResult train_with_checkpoints(const TrainOptions& o, const Checkpoin
     out.checkpoints.loaded_bytes = reader->stored_bytes_read();
   }
   return out;
+}
+
+CheckpointedResult train_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
+                                          const RankObserver& observer, const StepCallback& on_step) {
+  return run_with_checkpoints(o, c, [&] { return training_spec(o); }, [&](const CheckpointHooks& h) {
+    TrainHooks hooks;
+    hooks.init = h.init;
+    if (h.resume)
+      hooks.resume = [&](pipeline::RankPipeline& rank, comm::Communicator& comm) {
+        PipelineAccess access(rank);
+        return h.resume(access, comm);
+      };
+    if (h.after_step)
+      hooks.after_step = [&](uint64_t done, const pipeline::RankPipeline& rank, comm::Communicator& comm) {
+        h.after_step(done, PipelineAccess(rank), comm);
+      };
+    return train(o, observer, on_step, hooks);
+  });
 }
 
 }  // namespace fpg::train

@@ -26,6 +26,8 @@
 
 #include "ckpt/chunk_codec.h"
 #include "ckpt/key_names.h"
+#include "model/model_spec.h"
+#include "train/rank_state_access.h"
 #include "train/trainer.h"
 
 namespace fpg::train {
@@ -71,5 +73,22 @@ bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps);
 // an unreadable checkpoint or --init file.
 CheckpointedResult train_with_checkpoints(const TrainOptions& opts, const CheckpointOptions& ckpt,
                                           const RankObserver& observer = {}, const StepCallback& on_step = {});
+
+// The same loading and saving for any trainer whose ranks expose a RankStateAccess (the CPU
+// pipeline in place; a GPU rank through its host mirror, device/device_trainer.h): the hooks it
+// calls on every rank's own thread, as TrainHooks says.
+struct CheckpointHooks {
+  pipeline::InitFn init;  // --init: the initial fp32 values of each param; unset: the seeded initializer
+  // After the pipeline is built: restore the saved state, return its cursor's next_step.
+  std::function<uint64_t(RankStateAccess& rank, comm::Communicator& comm)> resume;
+  // After every step, after the observer; reads the rank only.
+  std::function<void(uint64_t steps_done, const RankStateAccess& rank, comm::Communicator& comm)> after_step;
+};
+using CheckpointedRun = std::function<TrainResult(const CheckpointHooks& hooks)>;
+
+// Checks the options, opens --load and --init (`spec`: the model the run trains, asked only for
+// --init), runs `run` with the hooks and returns its result with the log. Throws as above.
+CheckpointedResult run_with_checkpoints(const TrainOptions& opts, const CheckpointOptions& ckpt,
+                                        const std::function<model::ModelSpec()>& spec, const CheckpointedRun& run);
 
 }  // namespace fpg::train

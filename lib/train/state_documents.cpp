@@ -24,7 +24,7 @@ json recipe_json(const fp8::Recipe& r) {
           {"mx_columnwise", r.mx_columnwise}};
 }
 
-json fp8_json(const pipeline::RankPipeline& rank) {
+json fp8_json(const RankStateAccess& rank) {
   const pipeline::PipelineConfig& c = rank.config();
   if (!c.fp8.enabled) return {{"enabled", false}};
   json j = {{"enabled", true}, {"recipe", recipe_json(c.fp8.recipe)}};
@@ -57,7 +57,7 @@ json fp8_json(const pipeline::RankPipeline& rank) {
   return j;
 }
 
-json optimizer_json(const pipeline::RankPipeline& rank, ckpt::StateLayout sl) {
+json optimizer_json(const RankStateAccess& rank, ckpt::StateLayout sl) {
   const pipeline::PipelineConfig& c = rank.config();
   json h = {{"lr", c.lr},
             {"beta1", c.beta1},
@@ -155,6 +155,10 @@ std::vector<std::string> saved_states(optim::OptimizerKind kind) {
 }
 
 ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const TrainCursor& cursor, ckpt::StateLayout sl) {
+  return state_documents(PipelineAccess(rank), cursor, sl);
+}
+
+ckpt::Documents state_documents(const RankStateAccess& rank, const TrainCursor& cursor, ckpt::StateLayout sl) {
   ckpt::Documents d;
   d.set(ckpt::doc::model, model::spec_to_json(rank.spec(), -1));
   d.set(ckpt::doc::layout, rank.layer_wise_layout() ? layout::to_json(*rank.layer_wise_layout())

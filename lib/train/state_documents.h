@@ -17,6 +17,7 @@
 #include "ckpt/documents.h"
 #include "ckpt/key_names.h"
 #include "pipeline/rank_pipeline.h"
+#include "train/rank_state_access.h"
 #include "train/trainer.h"
 
 namespace fpg::train {
@@ -26,6 +27,8 @@ std::vector<std::string> saved_states(optim::OptimizerKind kind);
 
 // The documents describing `rank`'s run (any rank: they are alike) at `cursor`, with optimizer
 // state stored in layout `state_layout`.
+ckpt::Documents state_documents(const RankStateAccess& rank, const TrainCursor& cursor,
+                                ckpt::StateLayout state_layout);
 ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const TrainCursor& cursor,
                                 ckpt::StateLayout state_layout);
 

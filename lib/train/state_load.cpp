@@ -83,7 +83,7 @@ std::vector<Piece> all_pieces(const model::ModelSpec& spec, const pipeline::Rank
 // fragments and broadcasts them (broadcast copies bytes; bitwise), so the checkpoint is read once in
 // all, not once per rank. A device-memory communicator cannot broadcast these host buffers: there
 // every rank reads every param whole itself.
-void load_params(const Loader& L, pipeline::RankPipeline& rank, comm::Communicator& comm) {
+void load_params(const Loader& L, RankStateAccess& rank, comm::Communicator& comm) {
   const model::ModelSpec& spec = rank.spec();
   pipeline::RankState& rs = rank.state();
   const uint32_t me = static_cast<uint32_t>(comm.rank());
@@ -139,6 +139,11 @@ void load_params(const Loader& L, pipeline::RankPipeline& rank, comm::Communicat
 }  // namespace
 
 void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm) {
+  PipelineAccess access(rank);
+  load_rank_state(reader, access, comm);
+}
+
+void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& rank, comm::Communicator& comm) {
   const Loader L{reader};
   const std::string& dir = reader.dir();
   const model::ModelSpec& spec = rank.spec();

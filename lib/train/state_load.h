@@ -1,5 +1,6 @@
 // Restoring one rank from a training checkpoint (the inverse of state_save.h) into a pipeline built
-// for the same run (check_resumable first). Each rank reads only what it saved: the ranges of
+// for the same run (check_resumable first): the CPU pipeline, or a GPU rank's host mirror
+// (train/rank_state_access.h). Each rank reads only what it saved: the ranges of
 // optimizer-state keys it owns (straight into its arenas; `bucket` and `model` state layouts alike)
 // and the same ranges of the weights (and the FP8 scale state of params whose element 0 it owns),
 // straight into the param buffers; every rank needs the params whole, so each range is then
@@ -17,6 +18,7 @@
 #include "comm/communicator.h"
 #include "formats/fpckpt/reader.h"
 #include "pipeline/rank_pipeline.h"
+#include "train/rank_state_access.h"
 
 namespace fpg::train {
 
@@ -24,6 +26,7 @@ namespace fpg::train {
 // decodes the params (RankPipeline::params_loaded). Collective: every rank of `comm` (the
 // pipeline's group) calls it. FormatError naming the checkpoint, key and range if something is
 // missing, of another dtype or extent, or fails its checksum.
+void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& rank, comm::Communicator& comm);
 void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm);
 
 }  // namespace fpg::train

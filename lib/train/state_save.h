@@ -1,4 +1,6 @@
 // What one rank writes into a training checkpoint: exactly what it owns, so nothing is written twice.
+// It reads the rank through train/rank_state_access.h (the CPU pipeline in place, or a GPU rank's host
+// mirror), so the bytes do not depend on the device.
 //   - optimizer state and fp32 masters of its fragments (bucketed part: fpckpt::save_optimizer_state
 //     in layout `bucket` or `model`, alignment gaps declared as padding; layer-wise matrices it owns:
 //     whole "optimizer/<param>/<state>" keys);
@@ -15,6 +17,7 @@
 #include "ckpt/key_names.h"
 #include "formats/fpckpt/rank_writer.h"
 #include "pipeline/rank_pipeline.h"
+#include "train/rank_state_access.h"
 
 namespace fpg::train {
 
@@ -24,6 +27,7 @@ struct RankSaveOptions {
 };
 
 // Writes rank.state().rank's share into w (a writer for that rank). Reads the pipeline only.
+void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const RankSaveOptions& opts);
 void save_rank_state(fpckpt::RankWriter& w, const pipeline::RankPipeline& rank, const RankSaveOptions& opts);
 
 }  // namespace fpg::train

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fpgather train --device: cpu is the default and trains; cuda refuses (exit 2, with the reason) what
-# it does not support yet on any host, and, on a host or build without enough GPUs, says so.
+# it does not support on any host, and, on a host or build without enough GPUs, says so.
 source "$(dirname "$0")/common.sh"
 F=("$FPGATHER" --no-progress)
 
@@ -17,14 +17,32 @@ expect_exit 2 "${F[@]}" train --device cuda --comm threads --steps 1
 expect_in "$WORK/err" "--device cuda runs its ranks on the nccl communicator, not --comm threads"
 expect_exit 2 "${F[@]}" train --device cuda --comm mpi --steps 1
 expect_in "$WORK/err" "not --comm mpi"
-for opt in save load init; do
-  expect_exit 2 "${F[@]}" train --device cuda --steps 1 "--$opt" "$WORK/ckpt"
-  expect_in "$WORK/err" "--device cuda: --$opt is not supported on the GPU yet"
-done
+# Checkpoints are not refused on the device: with a GPU the run trains and saves; without one it
+# stops at the GPU count (or the build), not at --save.
+"${F[@]}" train --device cuda --steps 1 --save "$WORK/ckpt" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+if [ "$rc" -eq 0 ]; then
+  expect_in "$WORK/out" "saved $WORK/ckpt/step-00000001"
+  # A GPU checkpoint is the CPU's format: it validates and a CPU run resumes it. Invariant 4 on the
+  # device: 1 step + save + load + 1 step equals 2 steps (diff --atol 0 over every key).
+  expect_exit 0 "${F[@]}" validate --data "$WORK/ckpt"
+  expect_exit 0 "${F[@]}" train --device cpu --steps 2 --load "$WORK/ckpt"
+  expect_in "$WORK/out" "step-00000001 at step 1"
+  expect_exit 0 "${F[@]}" train --device cuda --steps 2 --load "$WORK/ckpt" --save "$WORK/ckpt"
+  expect_exit 0 "${F[@]}" train --device cuda --steps 2 --save "$WORK/whole"
+  expect_exit 0 "${F[@]}" diff --rtol 0 --atol 0 "$WORK/whole" "$WORK/ckpt"
+  expect_exit 0 "${F[@]}" validate --data "$WORK/whole"
+else
+  [ "$rc" -eq 2 ] || fail "--device cuda --save: exit $rc, want 0 or 2"
+  grep -qE -- "built without CUDA and NCCL|--dp 1 needs 1 GPU, this host has 0" "$WORK/err" ||
+    fail "--device cuda --save: unexpected message: $(cat "$WORK/err")"
+fi
 expect_exit 2 "${F[@]}" train --device cuda --dist-opt layerwise --fp8 delayed --steps 1
 expect_in "$WORK/err" "--device cuda: --dist-opt layerwise does not support delayed FP8 scaling on the GPU yet"
 expect_exit 2 "${F[@]}" train --device cuda --optimizer muon --fp8 delayed --steps 1
 expect_in "$WORK/err" "--dist-opt layerwise does not support delayed FP8"
+expect_exit 2 "${F[@]}" train --device cuda --dist-opt layerwise --steps 1 --save "$WORK/lw"
+expect_in "$WORK/err" "--device cuda: --save/--load with --dist-opt layerwise are not supported on the GPU yet"
 
 # More ranks than any host here has GPUs: a build without CUDA says that, one with CUDA counts GPUs.
 expect_exit 2 "${F[@]}" train --device cuda --dp 64 --steps 1

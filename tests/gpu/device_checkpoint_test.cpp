@@ -1,0 +1,359 @@
+// Checkpoints of `train --device cuda` (device/device_state_mirror.h, train/checkpointing.h):
+//   - DESIGN.md invariant 4 on the device: N steps uninterrupted == k steps + save + load + N-k steps,
+//     bitwise (every rank's masters, moments, step, FP8 scale state and amax histories, every param's
+//     stored bytes, and the losses of the resumed steps), for adamw bf16 and FP8 delayed scaling, DP 1
+//     and (two GPUs) DP 2;
+//   - the format does not depend on the device: a GPU checkpoint loads into a CPU run and a CPU one
+//     into a GPU run, and the loaded state equals the saved one bit for bit;
+//   - the CPU and GPU pipelines fed the same gradients (the elementwise parts are bitwise equal:
+//     device_pipeline_test.cpp) write the same documents and the same rank files, byte for byte;
+//   - DESIGN.md invariant 3 on the device: --dp 2 equals --dp 1 --accumulation 2 bitwise (the network
+//     is deterministic cuBLAS, accumulation adds the second micro-batch's gradient with one fp32 add,
+//     and NCCL's 2-rank sum is that same single add).
+#include <cuda_runtime.h>
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "catch.h"
+#include "comm/group.h"
+#include "comm/nccl_backend.h"
+#include "device/device_rank_pipeline.h"
+#include "device/device_state_mirror.h"
+#include "device/device_trainer.h"
+#include "formats/fpckpt/manifest_blob.h"
+#include "formats/fpckpt/rank_writer.h"
+#include "formats/safetensors/fs_util.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device.h"
+#include "model/presets.h"
+#include "pipeline/rank_pipeline.h"
+#include "train/checkpointing.h"
+#include "train/rank_state_access.h"
+#include "train/state_documents.h"
+#include "train/state_save.h"
+#include "unit/pipeline_test_util.h"
+
+namespace {
+
+using fpg::pipeline::RankState;
+using fpg::pipeline::test::RankSnap;
+using fpg::pipeline::test::same_floats;
+
+constexpr uint64_t kSteps = 6, kSplit = 3;
+
+// A fresh directory's path for a checkpoint root (the root itself is created by the run).
+std::string temp_dir(const std::string& tag) {
+  char tmpl[] = "/tmp/fpg-devckpt-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  REQUIRE(d != nullptr);
+  return std::string(d) + "/" + tag;
+}
+
+std::vector<int> dps() {
+  std::vector<int> out{1};
+  if (fpg::cuda::device_count() >= 2) out.push_back(2);
+  return out;
+}
+
+fpg::train::TrainOptions options(uint32_t dp, const std::string& fp8) {
+  fpg::train::TrainOptions o;
+  o.spec = fpg::pipeline::test::spec32();  // matrix dims multiples of 32: every FP8 recipe takes it
+  o.dp = dp;
+  o.steps = kSteps;
+  o.micro_batch = 16;
+  o.seed = 77;
+  o.comm = "nccl";
+  o.pipeline.lr = 3e-3;
+  o.pipeline.clip_grad = 1.0;
+  o.pipeline.bucket_size = 2000;  // several buckets: fragments cut params
+  fpg::pipeline::test::set_fp8(o.pipeline, fp8);
+  return o;
+}
+
+// The differences of two rank states (empty: bitwise equal).
+std::string diff_state(const RankState& a, const RankState& b) {
+  std::string d;
+  const auto& x = a.bucketed;
+  const auto& y = b.bucketed;
+  if (x.step != y.step) d += " step " + std::to_string(x.step) + "/" + std::to_string(y.step);
+  if (!same_floats(x.master, y.master)) d += " master";
+  if (!same_floats(x.exp_avg, y.exp_avg)) d += " exp_avg";
+  if (!same_floats(x.exp_avg_sq, y.exp_avg_sq)) d += " exp_avg_sq";
+  if (x.fragments.size() != y.fragments.size()) d += " fragments";
+  if (a.fp8.size() != b.fp8.size()) return d + " fp8 count";
+  for (size_t i = 0; i < a.fp8.size(); ++i) {
+    const auto& s = a.fp8[i];
+    const auto& t = b.fp8[i];
+    const std::string n = " fp8[" + std::to_string(i) + "].";
+    if (!same_floats(s.scales.scale, t.scales.scale)) d += n + "scale";
+    if (!same_floats(s.scales.scale_inv, t.scales.scale_inv)) d += n + "scale_inv";
+    if (s.scales.e8m0 != t.scales.e8m0 || s.scales.e8m0_col != t.scales.e8m0_col) d += n + "e8m0";
+    if (!same_floats(s.delayed.amax_history, t.delayed.amax_history)) d += n + "amax_history";
+    if (std::memcmp(&s.delayed.scale, &t.delayed.scale, 4) || std::memcmp(&s.delayed.scale_inv, &t.delayed.scale_inv, 4))
+      d += n + "delayed scale";
+  }
+  return d;
+}
+
+std::string diff_snaps(const std::vector<RankSnap>& a, const std::vector<RankSnap>& b) {
+  if (a.size() != b.size()) return " ranks";
+  std::string d;
+  for (size_t r = 0; r < a.size(); ++r) {
+    const std::string s = diff_state(a[r].state, b[r].state);
+    if (!s.empty()) d += " rank " + std::to_string(r) + ":" + s;
+    for (size_t p = 0; p < a[r].bytes.size(); ++p)
+      if (p >= b[r].bytes.size() || a[r].bytes[p] != b[r].bytes[p])
+        d += " rank " + std::to_string(r) + " param " + std::to_string(p) + " bytes";
+  }
+  return d;
+}
+
+// A device run with checkpoints; every rank's snapshot when it has taken `at` steps.
+struct DeviceRun {
+  fpg::train::CheckpointedResult result;
+  std::vector<RankSnap> snap;
+};
+
+DeviceRun run_device(const fpg::train::TrainOptions& o, const fpg::train::CheckpointOptions& c, uint64_t at) {
+  DeviceRun out;
+  out.snap.resize(o.dp);
+  std::mutex mu;
+  out.result = fpg::device::train_on_device_with_checkpoints(
+      o, c, [&](uint64_t done, const fpg::device::DeviceRankPipeline& rank) {
+        if (done != at) return;
+        RankSnap s;
+        s.state = rank.download_state();
+        for (uint32_t p = 0; p < rank.spec().params.size(); ++p) s.bytes.push_back(rank.stored_bytes(p));
+        std::lock_guard<std::mutex> lock(mu);
+        out.snap[s.state.rank] = std::move(s);
+      });
+  return out;
+}
+
+std::vector<RankSnap> run_cpu(fpg::train::TrainOptions o, const fpg::train::CheckpointOptions& c, uint64_t at) {
+  o.comm = "threads";
+  std::vector<RankSnap> snap(o.dp);
+  fpg::train::train_with_checkpoints(o, c, [&](uint64_t done, const fpg::pipeline::RankPipeline& rank) {
+    if (done != at) return;
+    RankSnap& s = snap[rank.state().rank];  // each rank its own slot
+    s.state = rank.state();
+    for (uint32_t p = 0; p < rank.spec().params.size(); ++p) s.bytes.push_back(rank.stored_bytes(p));
+  });
+  return snap;
+}
+
+bool nccl_built() {
+  if (fpg::device::device_training_built()) return true;
+  std::printf("no NCCL in this build: [device-ckpt] not run\n");
+  return false;
+}
+
+void check_resume(const std::string& fp8) {
+  for (int dp : dps()) {
+    const std::string where = fp8 + " dp=" + std::to_string(dp);
+    fpg::train::TrainOptions o = options(static_cast<uint32_t>(dp), fp8);
+    const DeviceRun whole = run_device(o, {}, kSteps);
+
+    fpg::train::CheckpointOptions save;
+    save.save = temp_dir("first");
+    o.steps = kSplit;
+    const DeviceRun first = run_device(o, save, kSplit);
+    REQUIRE(first.result.checkpoints.saved.size() == 1);
+
+    fpg::train::CheckpointOptions load;
+    load.load = save.save;  // through `latest`
+    o.steps = kSteps;
+    const DeviceRun second = run_device(o, load, kSteps);
+    CHECK(second.result.checkpoints.loaded_step == kSplit);
+    CHECK(second.result.train.summary.first_step == kSplit);
+
+    CHECK(where + diff_snaps(whole.snap, second.snap) == where);
+    // The resumed steps' losses are the uninterrupted run's, bitwise.
+    REQUIRE(second.result.train.steps.size() == kSteps - kSplit);
+    for (uint64_t t = 0; t < kSteps - kSplit; ++t) {
+      INFO(where << " step " << kSplit + t);
+      CHECK(second.result.train.steps[t].step == kSplit + t);
+      CHECK(std::memcmp(&second.result.train.steps[t].loss, &whole.result.train.steps[kSplit + t].loss, 8) == 0);
+    }
+    // The run trained: the state at the split differs from the end.
+    CHECK(!diff_snaps(first.snap, whole.snap).empty());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("device train: k steps + save + load + N-k steps equals N steps bitwise: adamw bf16", "[device-ckpt]") {
+  if (nccl_built()) check_resume("none");
+}
+
+TEST_CASE("device train: k steps + save + load + N-k steps equals N steps bitwise: FP8 delayed", "[device-ckpt]") {
+  if (nccl_built()) check_resume("delayed");
+}
+
+TEST_CASE("device and CPU checkpoints load into each other with the state they saved", "[device-ckpt]") {
+  if (!nccl_built()) return;
+  for (int dp : dps()) {
+    const std::string where = "dp=" + std::to_string(dp);
+    fpg::train::TrainOptions o = options(static_cast<uint32_t>(dp), "delayed");
+    o.steps = kSplit;
+
+    // GPU saves, CPU loads: what the CPU pipeline holds after the load is what the GPU held.
+    fpg::train::CheckpointOptions gsave;
+    gsave.save = temp_dir("gpu");
+    const DeviceRun g = run_device(o, gsave, kSplit);
+    fpg::train::CheckpointOptions cload;
+    cload.load = gsave.save;
+    fpg::train::TrainOptions more = o;
+    more.steps = kSplit + 1;
+    const std::vector<RankSnap> c_loaded = run_cpu(more, cload, kSplit);
+    CHECK(where + " gpu->cpu" + diff_snaps(g.snap, c_loaded) == where + " gpu->cpu");
+
+    // CPU saves, GPU loads.
+    fpg::train::CheckpointOptions csave;
+    csave.save = temp_dir("cpu");
+    const std::vector<RankSnap> c = run_cpu(o, csave, kSplit);
+    fpg::train::CheckpointOptions gload;
+    gload.load = csave.save;
+    const DeviceRun g_loaded = run_device(more, gload, kSplit);
+    CHECK(where + " cpu->gpu" + diff_snaps(c, g_loaded.snap) == where + " cpu->gpu");
+    CHECK(g_loaded.result.train.steps.size() == 1);
+  }
+}
+
+namespace {
+
+// Deterministic gradients of (step, rank, param, element) plus a multiple of the decoded value.
+float unit(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return static_cast<float>(static_cast<uint32_t>(x) >> 8) * 0x1p-23f - 1.0f;
+}
+
+void fill_grad(int step, uint32_t rank, uint32_t p, const float* values, float* g, uint64_t n) {
+  for (uint64_t e = 0; e < n; ++e)
+    g[e] = unit(((uint64_t(step) * 131 + p) * 8 + rank) << 32 ^ e) + 0.25f * values[e];
+}
+
+void init_values(uint32_t p, float* out, uint64_t n) {
+  for (uint64_t e = 0; e < n; ++e) out[e] = 0.5f * unit((uint64_t{p} << 40) ^ (e * 2654435761ull) ^ 0x55);
+}
+
+// One rank's checkpoint share: its manifest, its rank file's bytes, the documents.
+struct Share {
+  std::vector<uint8_t> manifest;
+  std::string file;
+  std::string documents;
+};
+
+Share write_share(const fpg::train::RankStateAccess& rank, uint32_t r, const std::string& dir) {
+  REQUIRE((mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST));
+  Share s;
+  fpg::fpckpt::RankWriter w(dir, r);
+  fpg::train::save_rank_state(w, rank, {});
+  s.manifest = fpg::fpckpt::manifest_to_bytes(w.finish());
+  std::ifstream in(fpg::safetensors::join_path(dir, fpg::fpckpt::rank_file_name(r)), std::ios::binary);
+  s.file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const fpg::train::TrainCursor cursor{1, 2, 16, 1, rank.state().dp};
+  const auto docs = fpg::train::state_documents(rank, cursor, fpg::ckpt::StateLayout::bucket);
+  for (const auto& [name, json] : docs.all()) s.documents += name + "=" + json + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("CPU and GPU pipelines fed the same gradients save the same checkpoint bytes", "[device-ckpt]") {
+  if (!nccl_built()) return;
+  const int kGradSteps = 2;
+  for (const std::string fp8 : {"none", "delayed", "blockwise"}) {
+    for (int dp : dps()) {
+      const std::string where = fp8 + " dp=" + std::to_string(dp);
+      fpg::pipeline::PipelineConfig cfg = options(1, fp8).pipeline;
+      const fpg::model::ModelSpec spec = fpg::pipeline::test::spec32();
+      const std::string root = temp_dir("same");
+      REQUIRE(mkdir(root.c_str(), 0755) == 0);
+      std::vector<Share> cpu(static_cast<size_t>(dp)), gpu(static_cast<size_t>(dp));
+      const auto init = [&](uint32_t p, float* v) { init_values(p, v, spec.params[p].numel()); };
+      fpg::comm::make_communicator_group("threads", dp)->run([&](fpg::comm::Communicator& comm) {
+        const uint32_t r = static_cast<uint32_t>(comm.rank());
+        fpg::pipeline::RankPipeline pipe(spec, cfg, comm, init);
+        for (int s = 0; s < kGradSteps; ++s)
+          pipe.step([&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
+            for (uint32_t p = 0; p < params.size(); ++p) fill_grad(s, r, p, params[p], grads[p], spec.params[p].numel());
+          }, 2 * static_cast<uint64_t>(dp));
+        cpu[r] = write_share(fpg::train::PipelineAccess(pipe), r, root + "/cpu");
+      });
+      fpg::comm::make_nccl_group(dp)->run([&](fpg::comm::Communicator& comm) {
+        const uint32_t r = static_cast<uint32_t>(comm.rank());
+        fpg::device::DeviceRankPipeline pipe(spec, cfg, comm, init);
+        for (int s = 0; s < kGradSteps; ++s)
+          pipe.step([&](const std::vector<const float*>& params, const std::vector<float*>& grads, cudaStream_t stream) {
+            std::vector<std::vector<float>> g(params.size());
+            std::vector<float> v;
+            for (uint32_t p = 0; p < params.size(); ++p) {
+              const uint64_t n = spec.params[p].numel();
+              v.resize(n);
+              g[p].resize(n);
+              FPG_CUDA_CHECK(cudaMemcpyAsync(v.data(), params[p], n * 4, cudaMemcpyDeviceToHost, stream));
+              FPG_CUDA_CHECK(cudaStreamSynchronize(stream));
+              fill_grad(s, r, p, v.data(), g[p].data(), n);
+              FPG_CUDA_CHECK(cudaMemcpyAsync(grads[p], g[p].data(), n * 4, cudaMemcpyHostToDevice, stream));
+            }
+            FPG_CUDA_CHECK(cudaStreamSynchronize(stream));
+          }, 2 * static_cast<uint64_t>(dp));
+        fpg::device::DeviceStateMirror mirror(pipe);
+        gpu[r] = write_share(mirror, r, root + "/gpu");
+      });
+      for (int r = 0; r < dp; ++r) {
+        INFO(where << " rank " << r);
+        CHECK(!cpu[r].file.empty());
+        CHECK(cpu[r].documents == gpu[r].documents);
+        CHECK(cpu[r].manifest == gpu[r].manifest);
+        CHECK(cpu[r].file == gpu[r].file);
+      }
+    }
+  }
+}
+
+TEST_CASE("device train: --dp 2 equals --dp 1 --accumulation 2 bitwise (invariant 3)", "[device-ckpt]") {
+  if (!nccl_built()) return;
+  if (fpg::cuda::device_count() < 2) {
+    std::printf("one GPU: invariant 3 of [device-ckpt] needs two, not run\n");
+    return;
+  }
+  for (const std::string fp8 : {"none", "delayed"}) {
+    fpg::train::TrainOptions two = options(2, fp8), one = options(1, fp8);
+    one.accumulation = 2;
+    const DeviceRun a = run_device(two, {}, kSteps), b = run_device(one, {}, kSteps);
+    // The ranks' fragments differ with the DP size: compare whole params' state and stored bytes.
+    const fpg::pipeline::test::FullState fa = fpg::pipeline::test::full_state(a.snap, two.spec);
+    const fpg::pipeline::test::FullState fb = fpg::pipeline::test::full_state(b.snap, one.spec);
+    for (const auto& [name, per] : fa.arrays) {
+      REQUIRE(fb.arrays.count(name) == 1);
+      for (size_t p = 0; p < per.size(); ++p) {
+        INFO(fp8 << " " << name << " of param " << p);
+        CHECK(same_floats(per[p], fb.arrays.at(name)[p]));
+      }
+    }
+    for (size_t p = 0; p < a.snap[0].bytes.size(); ++p) {
+      INFO(fp8 << " stored bytes of param " << p);
+      CHECK(a.snap[0].bytes[p] == b.snap[0].bytes[p]);
+    }
+    for (uint64_t t = 0; t < kSteps; ++t) {
+      INFO(fp8 << " loss of step " << t);
+      CHECK(std::memcmp(&a.result.train.steps[t].loss, &b.result.train.steps[t].loss, 8) == 0);
+      CHECK(std::memcmp(&a.result.train.steps[t].grad_norm, &b.result.train.steps[t].grad_norm, 8) == 0);
+    }
+  }
+}
