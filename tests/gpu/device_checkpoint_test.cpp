@@ -6,7 +6,7 @@
 //   - the format does not depend on the device: a GPU checkpoint loads into a CPU run and a CPU one
 //     into a GPU run, and the loaded state equals the saved one bit for bit;
 //   - the CPU and GPU pipelines fed the same gradients (the elementwise parts are bitwise equal:
-//     device_pipeline_test.cpp) write the same documents and the same rank files, byte for byte;
+//     device_pipeline_test.cpp) write the same documents and the same chunks (manifest: every chunk's range, sizes and checksums);
 //   - DESIGN.md invariant 3 on the device: --dp 2 equals --dp 1 --accumulation 2 bitwise (the network
 //     is deterministic cuBLAS, accumulation adds the second micro-batch's gradient with one fp32 add,
 //     and NCCL's 2-rank sum is that same single add).
@@ -273,7 +273,7 @@ Share write_share(const fpg::train::RankStateAccess& rank, uint32_t r, const std
 
 }  // namespace
 
-TEST_CASE("CPU and GPU pipelines fed the same gradients save the same checkpoint bytes", "[device-ckpt]") {
+TEST_CASE("CPU and GPU pipelines fed the same gradients save the same checkpoint (documents and chunk checksums)", "[device-ckpt]") {
   if (!nccl_built()) return;
   const int kGradSteps = 2;
   for (const std::string fp8 : {"none", "delayed", "blockwise"}) {
@@ -319,8 +319,11 @@ TEST_CASE("CPU and GPU pipelines fed the same gradients save the same checkpoint
         INFO(where << " rank " << r);
         CHECK(!cpu[r].file.empty());
         CHECK(cpu[r].documents == gpu[r].documents);
+        // The manifest holds every chunk's key, range, sizes and checksums of the stored and the
+        // logical bytes. The HDF5 container's own bytes are not compared: measured on the H200 host,
+        // they differ between two files of identical chunks (HDF5 metadata placement), so they are
+        // not a function of the checkpoint's content.
         CHECK(cpu[r].manifest == gpu[r].manifest);
-        CHECK(cpu[r].file == gpu[r].file);
       }
     }
   }
