@@ -50,6 +50,7 @@ model::ModelSpec device_training_spec(const train::TrainOptions& o) {
   check_device_options(o);
   train::TrainOptions host = o;
   host.comm = comm::launcher_rank() >= 0 ? "mpi" : "threads";
+  host.overlap_grad_reduce = host.overlap_param_gather = false;  // device-only options
   return train::training_spec(host);
 }
 
@@ -71,7 +72,7 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
     const pipeline::InitFn init = [&](uint32_t p, float* out) {
       model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
     };
-    DeviceRankPipeline pipe(spec, o.pipeline, comm, init);
+    DeviceRankPipeline pipe(spec, o.pipeline, comm, init, DeviceOverlap{o.overlap_grad_reduce, o.overlap_param_gather});
     if (observer) observer(0, pipe);
 
     DeviceNetwork net(dims, pipe.stream());
@@ -81,25 +82,30 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
     std::vector<float> host_losses(A * N);
     const cudaStream_t comm_stream = comm::nccl_compute_stream(comm);
     for (uint64_t t = 0; t < o.steps; ++t) {
-      const DeviceGradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads,
-                                       cudaStream_t stream) {
+      comm::WorkPtr loss_gather;
+      const DeviceHookedGradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads,
+                                             cudaStream_t stream, const ParamHooks& hooks) {
         if (stream != net.stream()) net.set_stream(stream);
+        ParamHooks reads = hooks;  // grads are complete on the last micro-batch only
+        reads.on_grad_ready = nullptr;
         for (uint64_t a = 0; a < A; ++a) {
           batches.draw(model::micro_batch_index(t, N, rank, A, a), net);
           net.forward_backward(params, batches.x(), batches.target(), batches.rows(), grads,
-                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate, losses.as<float>() + a);
+                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate, losses.as<float>() + a,
+                               a + 1 == A ? &hooks : &reads);
         }
+        // The losses are all enqueued on the compute stream, which the collective waits for. Issued
+        // here, before the step's param all-gathers, so that waiting it does not wait them too.
+        loss_gather = comm.all_gather(losses.as<float>(), all_losses.as<float>(), A * sizeof(float));
       };
       const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
-      // The losses were written on the network's stream; the collective reads what the compute
-      // stream has done, so finish the network's work first (the step has waited for it already).
-      FPG_CUDA_CHECK(cudaStreamSynchronize(net.stream()));
-      comm.all_gather(losses.as<float>(), all_losses.as<float>(), A * sizeof(float))->wait();
+      loss_gather->wait();
       copy_to_host(host_losses.data(), all_losses.get(), A * N * sizeof(float), comm_stream);
       if (rank == 0) {
         result.steps[t] = train::step_metrics(t, host_losses, rep);
         if (on_step) on_step(result.steps[t]);
       }
+      if (t + 1 == o.steps) pipe.finish_param_sync();  // the end of training: no gather left in flight
       if (observer) observer(t + 1, pipe);
     }
   });
