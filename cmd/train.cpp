@@ -31,6 +31,7 @@ struct TrainArgs {
   std::string metrics;
   std::string device = "cpu";
   bool comm_given = false;  // --comm on the command line (cuda implies nccl)
+  bool overlap_grad_reduce = false, overlap_param_gather = false;  // --device cuda only
   bool print_layout = false;
   uint64_t log_every = 0;
   // checkpoints (train/checkpointing.h)
@@ -92,6 +93,9 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     throw UsageError("--device must be cpu or cuda, not '" + a.device + "'");
   const bool cuda = a.device == "cuda";
   if (cuda) check_cuda_args(a);
+  if (!cuda && (a.overlap_grad_reduce || a.overlap_param_gather))
+    throw UsageError("--overlap-grad-reduce and --overlap-param-gather need --device cuda (the CPU pipeline's "
+                     "phases run one after another)");
   train::TrainOptions o;
   o.spec = model::resolve_model(a.model);
   o.dp = a.pipe.dp;
@@ -104,6 +108,8 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   o.comm = cuda ? "nccl" : a.pipe.comm;
   if (cuda && o.pipeline.dist_opt == pipeline::DistOpt::layerwise && (!a.save.empty() || !a.load.empty()))
     throw UsageError("--device cuda: --save/--load with --dist-opt layerwise are not supported on the GPU yet");
+  o.overlap_grad_reduce = a.overlap_grad_reduce;
+  o.overlap_param_gather = a.overlap_param_gather;
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
 
@@ -158,6 +164,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     j["micro_batch"] = a.micro_batch;
     j["accumulation"] = a.accumulation;
     j["seed"] = a.seed;
+    if (cuda) j["overlap"] = {{"grad_reduce", a.overlap_grad_reduce}, {"param_gather", a.overlap_param_gather}};
     if (!a.metrics.empty()) j["metrics"] = a.metrics;
     if (!log.loaded.empty() || !log.saved.empty())
       j["checkpoints"] = {{"loaded", log.loaded}, {"loaded_step", log.loaded_step},
@@ -179,6 +186,11 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
               "gather %.3f\n",
               s.step_time_ms, t.forward_backward * 1e3, t.reduce_scatter * 1e3, t.optimizer * 1e3, t.copy_back * 1e3,
               t.gather * 1e3);
+  if (a.overlap_grad_reduce || a.overlap_param_gather)
+    std::printf("overlap:%s%s\n", a.overlap_grad_reduce ? " grad reduce-scatter with the backward" : "",
+                a.overlap_param_gather ? (a.overlap_grad_reduce ? ", param all-gather with the next forward"
+                                                                : " param all-gather with the next forward")
+                                       : "");
   if (!a.metrics.empty()) std::printf("wrote %s\n", a.metrics.c_str());
   for (const auto& d : log.saved) std::printf("saved %s\n", d.c_str());
   for (const auto& d : log.removed) std::printf("removed %s (--keep %zu)\n", d.c_str(), a.keep);
@@ -199,6 +211,12 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
                   "(layerwise: no delayed FP8 and no --save/--load yet; checkpoints are the CPU's format and bytes)")
       ->capture_default_str();
+  cmd->add_flag("--overlap-grad-reduce", args->overlap_grad_reduce,
+                "--device cuda: start each bucket's grad reduce-scatter as soon as the backward has produced its "
+                "grads (same results)");
+  cmd->add_flag("--overlap-param-gather", args->overlap_param_gather,
+                "--device cuda: leave the param all-gathers in flight; the next forward waits each bucket just "
+                "before it first reads it (same results)");
   cmd->add_option("--keep-fp32", args->keep_fp32, "Regex: params whose name matches stay native fp32");
   cmd->add_option("--steps", args->steps, "Optimizer steps")->capture_default_str();
   cmd->add_option("--micro-batch", args->micro_batch, "Rows per micro-batch")->capture_default_str();

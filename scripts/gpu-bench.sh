@@ -2,7 +2,7 @@
 # GPU benchmarks (issue 6): each section runs fpgather's figure and its PyTorch baseline in the same
 # call, on the same machine, and leaves logs / JSON in OUT_DIR (BENCHMARKS.md, "GPU (issue 6)").
 #
-#   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm optim quantize
+#   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm optim quantize overlap
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -53,11 +53,39 @@ PY
   cat "$OUT/quantize-torch.json"
 }
 
+# train --model 1b --device cuda --dp 2 with the overlap options off / grad / param / both (issue 6):
+# the median step time and its phases of each run, and the ratio to "off". Megatron's 40M-element
+# buckets so there is something to overlap. OVERLAP_STEPS=10 by default.
+bench_overlap() {
+  local steps=${OVERLAP_STEPS:-10} name flags
+  for name in off grad param both; do
+    case $name in
+      off) flags=() ;;
+      grad) flags=(--overlap-grad-reduce) ;;
+      param) flags=(--overlap-param-gather) ;;
+      both) flags=(--overlap-grad-reduce --overlap-param-gather) ;;
+    esac
+    "$BUILD/fpgather" --json --no-progress train --model 1b --device cuda --dp 2 --steps "$steps" \
+      --bucket-size 40000000 "${flags[@]}" >"$OUT/overlap-$name.json" || return 1
+  done
+  python3 - "$OUT" <<'PY'
+import json, sys
+runs = {n: json.load(open(f"{sys.argv[1]}/overlap-{n}.json")) for n in ("off", "grad", "param", "both")}
+base = runs["off"]["step_time_ms"]
+for n, r in runs.items():
+    ph = " ".join(f"{k[:-3]} {v:.2f}" for k, v in r.get("phase_ms", {}).items())
+    same = r["final_loss"] == runs["off"]["final_loss"]
+    print(f"overlap {n:5s} step {r['step_time_ms']:9.2f} ms  off/this {base / r['step_time_ms']:.3f}  "
+          f"final loss {r['final_loss']:.6f} ({'same as' if same else 'DIFFERS from'} off)  [{ph}]")
+PY
+}
+
 for s in "$@"; do
   case "$s" in
     comm) bench_comm ;;
     optim) bench_optim ;;
     quantize) bench_quantize ;;
+    overlap) bench_overlap ;;
     *) echo "gpu-bench: unknown section $s" >&2; exit 2 ;;
   esac
 done

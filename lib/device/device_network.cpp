@@ -83,28 +83,42 @@ struct DeviceNetwork::Impl {
     if (batch <= 0) throw UsageError("micro-batch size must be positive");
   }
 
-  void run_forward(const std::vector<const float*>& params, const float* x, int64_t batch) {
+  // params[i], after the hooks that guard a read (device/param_hooks.h).
+  static const float* read(const std::vector<const float*>& params, size_t i, const ParamHooks* hooks) {
+    if (hooks) {
+      if (hooks->before_read) hooks->before_read(uint32_t(i));
+      if (hooks->on_read) hooks->on_read(uint32_t(i));
+    }
+    return params[i];
+  }
+  static void grad_ready(size_t i, const ParamHooks* hooks) {
+    if (hooks && hooks->on_grad_ready) hooks->on_grad_ready(uint32_t(i));
+  }
+
+  void run_forward(const std::vector<const float*>& params, const float* x, int64_t batch,
+                   const ParamHooks* hooks = nullptr) {
     reserve(batch);
+    auto P = [&](size_t i) { return read(params, i, hooks); };
     const int64_t B = batch, H = int64_t(dims.hidden), F = int64_t(dims.ffn);
     const uint64_t L = dims.layers;
-    gemm_nt(B, H, int64_t(dims.input), x, params[0], 0.0f, h.as<float>());
+    gemm_nt(B, H, int64_t(dims.input), x, P(0), 0.0f, h.as<float>());
     for (uint64_t l = 0; l < L; ++l) {
       const float* hl = h.as<float>() + l * B * H;
       float* nl = normed.as<float>() + l * B * H;
       float* sl = scaled.as<float>() + l * B * H;
-      cuda::rmsnorm_forward(hl, params[norm_index(l)], B, H, model::kRmsNormEps, inv_rms.as<float>() + l * B, nl, sl,
+      cuda::rmsnorm_forward(hl, P(norm_index(l)), B, H, model::kRmsNormEps, inv_rms.as<float>() + l * B, nl, sl,
                             stream);
       float* f = fc1.as<float>() + l * B * 2 * F;
-      gemm_nt(B, 2 * F, H, sl, params[fc1_index(l)], 0.0f, f);
+      gemm_nt(B, 2 * F, H, sl, P(fc1_index(l)), 0.0f, f);
       float* a = act.as<float>() + l * B * F;
       cuda::swiglu_forward(f, B, F, a, stream);
       float* next = h.as<float>() + (l + 1) * B * H;  // residual: a copy of h_l, then the GEMM adds (beta 1)
       FPG_CUDA_CHECK(cudaMemcpyAsync(next, hl, sizeof(float) * size_t(B * H), cudaMemcpyDeviceToDevice, stream));
-      gemm_nt(B, H, F, a, params[fc2_index(l)], 1.0f, next);
+      gemm_nt(B, H, F, a, P(fc2_index(l)), 1.0f, next);
     }
-    cuda::rmsnorm_forward(h.as<float>() + L * B * H, params[norm_index(L)], B, H, model::kRmsNormEps,
+    cuda::rmsnorm_forward(h.as<float>() + L * B * H, P(norm_index(L)), B, H, model::kRmsNormEps,
                           inv_rms.as<float>() + L * B, normed.as<float>() + L * B * H, scaled.as<float>() + L * B * H, stream);
-    gemm_nt(B, int64_t(dims.output), H, scaled.as<float>() + L * B * H, params[2 + 3 * L], 0.0f, y.as<float>());
+    gemm_nt(B, int64_t(dims.output), H, scaled.as<float>() + L * B * H, P(2 + 3 * L), 0.0f, y.as<float>());
   }
 
   float* grad_out(const std::vector<float*>& grads, size_t i, model::GradMode mode) {
@@ -165,13 +179,14 @@ void DeviceNetwork::loss(const std::vector<const float*>& params, const float* x
 
 void DeviceNetwork::forward_backward(const std::vector<const float*>& params, const float* x, const float* target,
                                      int64_t batch, const std::vector<float*>& grads, model::GradMode mode,
-                                     float* loss_out) {
+                                     float* loss_out, const ParamHooks* hooks) {
   Impl& m = *impl_;
   m.check(params, batch);
   if (grads.size() != params.size())
     throw UsageError("the network takes " + std::to_string(params.size()) + " gradient arrays, got " +
                      std::to_string(grads.size()));
-  m.run_forward(params, x, batch);
+  m.run_forward(params, x, batch, hooks);
+  auto P = [&](size_t i) { return Impl::read(params, i, hooks); };
   const int64_t B = batch, H = int64_t(m.dims.hidden), F = int64_t(m.dims.ffn), O = int64_t(m.dims.output);
   const uint64_t L = m.dims.layers;
   cuda::mse_loss(m.y.as<float>(), target, B * O, m.partials.as<double>(), loss_out ? loss_out : m.loss_slot.as<float>(), m.dy.as<float>(),
@@ -180,7 +195,8 @@ void DeviceNetwork::forward_backward(const std::vector<const float*>& params, co
     const size_t i = norm_index(l);
     cuda::rmsnorm_weight_grad(m.da.as<float>(), m.normed.as<float>() + l * B * H, B, H, m.grad_out(grads, i, mode), m.stream);
     m.grad_done(grads, i, mode);
-    cuda::rmsnorm_backward_input(m.da.as<float>(), params[i], m.normed.as<float>() + l * B * H, m.inv_rms.as<float>() + l * B, B, H,
+    Impl::grad_ready(i, hooks);
+    cuda::rmsnorm_backward_input(m.da.as<float>(), P(i), m.normed.as<float>() + l * B * H, m.inv_rms.as<float>() + l * B, B, H,
                                  m.dh.as<float>(), m.stream);
   };
 
@@ -188,7 +204,8 @@ void DeviceNetwork::forward_backward(const std::vector<const float*>& params, co
   const size_t out_i = 2 + 3 * L;
   m.gemm_tn(O, H, B, m.dy.as<float>(), m.scaled.as<float>() + L * B * H, m.grad_out(grads, out_i, mode));
   m.grad_done(grads, out_i, mode);
-  m.gemm_nn(B, H, O, m.dy.as<float>(), params[out_i], m.da.as<float>());
+  Impl::grad_ready(out_i, hooks);
+  m.gemm_nn(B, H, O, m.dy.as<float>(), P(out_i), m.da.as<float>());
   FPG_CUDA_CHECK(cudaMemsetAsync(m.dh.as<float>(), 0, sizeof(float) * size_t(B * H), m.stream));
   norm_grad(L);
 
@@ -198,16 +215,19 @@ void DeviceNetwork::forward_backward(const std::vector<const float*>& params, co
     const float* fc1 = m.fc1.as<float>() + l * B * 2 * F;
     m.gemm_tn(H, F, B, m.dh.as<float>(), act, m.grad_out(grads, fc2_index(l), mode));
     m.grad_done(grads, fc2_index(l), mode);
-    m.gemm_nn(B, F, H, m.dh.as<float>(), params[fc2_index(l)], m.dact.as<float>());
+    Impl::grad_ready(fc2_index(l), hooks);
+    m.gemm_nn(B, F, H, m.dh.as<float>(), P(fc2_index(l)), m.dact.as<float>());
     cuda::swiglu_backward(fc1, m.dact.as<float>(), B, F, m.dfc1.as<float>(), m.stream);
     m.gemm_tn(2 * F, H, B, m.dfc1.as<float>(), m.scaled.as<float>() + l * B * H, m.grad_out(grads, fc1_index(l), mode));
     m.grad_done(grads, fc1_index(l), mode);
-    m.gemm_nn(B, H, 2 * F, m.dfc1.as<float>(), params[fc1_index(l)], m.da.as<float>());
+    Impl::grad_ready(fc1_index(l), hooks);
+    m.gemm_nn(B, H, 2 * F, m.dfc1.as<float>(), P(fc1_index(l)), m.da.as<float>());
     norm_grad(l);
   }
 
   m.gemm_tn(H, int64_t(m.dims.input), B, m.dh.as<float>(), x, m.grad_out(grads, 0, mode));
   m.grad_done(grads, 0, mode);
+  Impl::grad_ready(0, hooks);
 }
 
 }  // namespace fpg::device

@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "device/param_hooks.h"
 #include "kernels/stream.h"
 #include "model/network.h"
 #include "model/network_compute.h"
@@ -45,9 +46,12 @@ class DeviceNetwork {
             float* loss_out);
 
   // The loss into *loss_out (device; may be null) and the gradients into grads as
-  // NetworkCompute::forward_backward.
+  // NetworkCompute::forward_backward. hooks (may be null; device/param_hooks.h): before_read and
+  // on_read before every enqueued read of a param, on_grad_ready after the last enqueued write of each
+  // param's grad (the caller passes it on the step's last micro-batch only).
   void forward_backward(const std::vector<const float*>& params, const float* x, const float* target,
-                        int64_t batch, const std::vector<float*>& grads, model::GradMode mode, float* loss_out);
+                        int64_t batch, const std::vector<float*>& grads, model::GradMode mode, float* loss_out,
+                        const ParamHooks* hooks = nullptr);
 
  private:
   struct Impl;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "comm/nccl_backend.h"
 #include "core/error.h"
@@ -79,9 +80,18 @@ struct DeviceRankPipeline::Impl {
   std::vector<DeviceBuffer> values;              // decoded fp32 params (not for fp32-kept ones)
   std::vector<const float*> param_ptrs;
   std::vector<float*> grad_ptrs;
+  // Overlap (device/bucket_sync.h): buckets as flat ids, in (buffer, bucket) order.
+  DeviceOverlap overlap;
+  std::vector<std::pair<uint32_t, uint32_t>> bucket_at;  // flat id -> (buffer, bucket)
   // --dist-opt layerwise: the matrices (device_layer_wise_part.h); `layout` is then its scalar layout.
+  // They sync as one more flat bucket, `lw_bucket` (after the scalar layout's): its grads all-reduce
+  // once all the matrices' grads are ready, and its gather is waited, then re-quantized, on first read.
   std::unique_ptr<layout::LayerWiseLayout> lw_layout;
   std::unique_ptr<DeviceLayerWisePart> lw;
+  uint32_t lw_bucket = UINT32_MAX;
+  BucketSync bsync;
+  std::vector<comm::WorkPtr> rs_works;                  // the step's reduce-scatters
+  std::vector<std::vector<comm::WorkPtr>> gather_works;  // per bucket, until waited
 
   Impl(const model::ModelSpec& s, const pipeline::PipelineConfig& c, comm::Communicator& cm)
       : spec(s), cfg(c), comm(cm) {}
@@ -92,8 +102,13 @@ struct DeviceRankPipeline::Impl {
   void init_masters(const pipeline::InitFn& init);
   void build_tables();
   void copy_back();
-  void gather();
-  void decode();
+  void build_bucket_sync();
+  void issue_reduce_scatter(uint32_t bucket);
+  void issue_gathers();
+  void wait_gather(uint32_t bucket);
+  void decode_param(uint32_t p);
+  void before_read(uint32_t p);
+  void finish_param_sync();
   float all_reduce_max(float local);
 };
 
@@ -226,49 +241,103 @@ void DeviceRankPipeline::Impl::copy_back() {
   if (lw) lw->copy_back();
 }
 
-void DeviceRankPipeline::Impl::gather() {
-  const uint32_t dp = layout.dp;
-  std::vector<comm::WorkPtr> works;
-  for (size_t b = 0; b < layout.buffers.size(); ++b) {
-    const DeviceStorage& s = bufs[b];
-    const uint64_t elem = s.dtype == DType::BF16 ? 2 : s.dtype == DType::F32 ? 4 : 1;
-    for (const layout::Bucket& bucket : layout.buffers[b].buckets) {
-      const uint64_t L = bucket.numel() / dp;
-      if (!s.data.empty())
-        works.push_back(comm.all_gather(s.data.as<uint8_t>() + bucket.world.begin * elem, L * elem));
-      if (!s.col.empty()) works.push_back(comm.all_gather(s.col.as<uint8_t>() + bucket.world.begin, L));
-    }
+void DeviceRankPipeline::Impl::build_bucket_sync() {
+  std::vector<uint32_t> bucket_of(spec.params.size(), 0);
+  for (uint32_t b = 0; b < layout.buffers.size(); ++b) {
+    const uint32_t first = static_cast<uint32_t>(bucket_at.size());
+    for (uint32_t k = 0; k < layout.buffers[b].buckets.size(); ++k) bucket_at.emplace_back(b, k);
+    for (const layout::ParamSlot& slot : layout.buffers[b].params) bucket_of[slot.param] = first + slot.bucket;
   }
-  if (lw) lw->gather(works);
-  comm::wait_all(works);
-  if (lw) lw->requantize();
+  uint32_t buckets = static_cast<uint32_t>(bucket_at.size());
+  if (lw) {
+    lw_bucket = buckets++;
+    for (uint32_t p = 0; p < spec.params.size(); ++p)
+      if (lw->holds(p)) bucket_of[p] = lw_bucket;
+  }
+  bsync = BucketSync(std::move(bucket_of), buckets);
+  gather_works.resize(buckets);
 }
 
-void DeviceRankPipeline::Impl::decode() {
-  for (uint32_t p = 0; p < spec.params.size(); ++p) {
-    if (lw && lw->holds(p)) {
-      lw->decode(p, values[p].as<float>());
-      continue;
-    }
-    const Where& w = where[p];
-    const DeviceStorage& s = bufs[static_cast<size_t>(w.buffer)];
-    const uint64_t n = spec.params[p].numel();
-    float* out = values[p].as<float>();
-    switch (s.dtype) {
-      case DType::BF16: cuda::cast_bf16_to_f32(s.data.as<uint16_t>() + w.begin, n, out, stream); break;
-      case DType::F32: break;  // read in place
-      case DType::U8: {
-        const uint32_t t = static_cast<uint32_t>(fp8_index[p]);
-        const fp8::Plan& plan = fp8[t].from_master;
-        const bool row = plan.has_rowwise();
-        cuda::fp8::dequantize_fragment(plan, fp8_dev->view(t), 0, n,
-                                       (row ? s.data.as<uint8_t>() : s.col.as<uint8_t>()) + w.begin, out, !row,
-                                       stream);
-        break;
-      }
-      default: break;
-    }
+void DeviceRankPipeline::Impl::issue_reduce_scatter(uint32_t id) {
+  if (id == lw_bucket) {  // the matrices' grads: one all-reduce (device_layer_wise_part.h)
+    lw->all_reduce(rs_works);
+    bsync.mark_reduce_scatter_issued(id);
+    return;
   }
+  const auto [b, k] = bucket_at[id];
+  const layout::Bucket& bucket = layout.buffers[b].buckets[k];
+  rs_works.push_back(comm.reduce_scatter(bufs[b].grad.as<float>() + bucket.world.begin, bucket.numel() / layout.dp,
+                                         DType::F32, comm::ReduceOp::sum));
+  bsync.mark_reduce_scatter_issued(id);
+}
+
+// In-place all-gather per bucket (param buffer and columnwise twin), left in flight.
+void DeviceRankPipeline::Impl::issue_gathers() {
+  const uint32_t dp = layout.dp;
+  for (uint32_t id = 0; id < bucket_at.size(); ++id) {
+    const auto [b, k] = bucket_at[id];
+    const DeviceStorage& s = bufs[b];
+    const layout::Bucket& bucket = layout.buffers[b].buckets[k];
+    const uint64_t elem = s.dtype == DType::BF16 ? 2 : s.dtype == DType::F32 ? 4 : 1;
+    const uint64_t L = bucket.numel() / dp;
+    if (!s.data.empty())
+      gather_works[id].push_back(comm.all_gather(s.data.as<uint8_t>() + bucket.world.begin * elem, L * elem));
+    if (!s.col.empty()) gather_works[id].push_back(comm.all_gather(s.col.as<uint8_t>() + bucket.world.begin, L));
+    bsync.mark_gather_issued(id);
+  }
+  if (lw) {  // the owners' uneven gathers
+    lw->gather(gather_works[lw_bucket]);
+    bsync.mark_gather_issued(lw_bucket);
+  }
+}
+
+void DeviceRankPipeline::Impl::wait_gather(uint32_t id) {
+  if (bsync.gather(id) != GatherState::issued) return;
+  comm::wait_all(gather_works[id]);  // the compute stream waits the events; the host goes on
+  gather_works[id].clear();
+  if (id == lw_bucket) lw->requantize();  // every rank's FP8 matrices from the gathered bytes
+  bsync.mark_gather_waited(id);
+}
+
+// Param p to fp32 (bf16 -> fp32 cast; FP8 dequantized; fp32-kept params are read in place).
+void DeviceRankPipeline::Impl::decode_param(uint32_t p) {
+  if (lw && lw->holds(p)) {
+    lw->decode(p, values[p].as<float>());
+    bsync.mark_decoded(p);
+    return;
+  }
+  const Where& w = where[p];
+  const DeviceStorage& s = bufs[static_cast<size_t>(w.buffer)];
+  const uint64_t n = spec.params[p].numel();
+  float* out = values[p].as<float>();
+  switch (s.dtype) {
+    case DType::BF16: cuda::cast_bf16_to_f32(s.data.as<uint16_t>() + w.begin, n, out, stream); break;
+    case DType::F32: break;  // read in place
+    case DType::U8: {
+      const uint32_t t = static_cast<uint32_t>(fp8_index[p]);
+      const fp8::Plan& plan = fp8[t].from_master;
+      const bool row = plan.has_rowwise();
+      cuda::fp8::dequantize_fragment(plan, fp8_dev->view(t), 0, n,
+                                     (row ? s.data.as<uint8_t>() : s.col.as<uint8_t>()) + w.begin, out, !row, stream);
+      break;
+    }
+    default: break;
+  }
+  bsync.mark_decoded(p);
+}
+
+void DeviceRankPipeline::Impl::before_read(uint32_t p) {
+  if (bsync.decoded(p)) return;
+  wait_gather(bsync.bucket_of(p));
+  decode_param(p);
+}
+
+// Waits in bucket order, then decodes in spec order: without param_gather, the launches of the
+// synchronous gather-then-decode.
+void DeviceRankPipeline::Impl::finish_param_sync() {
+  for (uint32_t id = 0; id < bsync.buckets(); ++id) wait_gather(id);
+  for (uint32_t p = 0; p < spec.params.size(); ++p)
+    if (!bsync.decoded(p)) decode_param(p);
 }
 
 float DeviceRankPipeline::Impl::all_reduce_max(float local) {
@@ -280,9 +349,10 @@ float DeviceRankPipeline::Impl::all_reduce_max(float local) {
 }
 
 DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipeline::PipelineConfig& cfg,
-                                       comm::Communicator& comm, const pipeline::InitFn& init)
+                                       comm::Communicator& comm, const pipeline::InitFn& init, DeviceOverlap overlap)
     : impl_(std::make_unique<Impl>(spec, cfg, comm)) {
   Impl& m = *impl_;
+  m.overlap = overlap;
   if (comm.memory_space() != comm::MemorySpace::device)
     throw UsageError("--device cuda needs the nccl communicator (the " + std::string(comm.backend()) +
                      " communicator takes host buffers)");
@@ -310,6 +380,7 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
   m.build_storage();
   m.init_masters(init);
   m.build_tables();
+  m.build_bucket_sync();
   m.scalar = DeviceBuffer(4, m.stream);
 
   m.values.resize(m.spec.params.size());
@@ -338,40 +409,62 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
     }
   }
   m.copy_back();
-  m.gather();
-  m.decode();
+  m.issue_gathers();
+  m.finish_param_sync();
   m.sync();
 }
 
 DeviceRankPipeline::~DeviceRankPipeline() {
-  if (impl_ && impl_->stream) (void)cudaStreamSynchronize(impl_->stream);  // nothing in flight on freed memory
+  // Nothing in flight on freed memory: the compute stream and the gathers left on the communication one.
+  if (impl_ && impl_->stream) (void)cudaDeviceSynchronize();
 }
 
-const std::vector<const float*>& DeviceRankPipeline::params() const { return impl_->param_ptrs; }
+const std::vector<const float*>& DeviceRankPipeline::params() const {
+  finish_param_sync();
+  return impl_->param_ptrs;
+}
+void DeviceRankPipeline::finish_param_sync() const { impl_->finish_param_sync(); }
+const DeviceOverlap& DeviceRankPipeline::overlap() const { return impl_->overlap; }
+const BucketSync& DeviceRankPipeline::bucket_sync() const { return impl_->bsync; }
 cudaStream_t DeviceRankPipeline::stream() const { return impl_->stream; }
 const model::ModelSpec& DeviceRankPipeline::spec() const { return impl_->spec; }
 const pipeline::PipelineConfig& DeviceRankPipeline::config() const { return impl_->cfg; }
 bool DeviceRankPipeline::is_fp8(uint32_t param) const { return impl_->fp8_index.at(param) >= 0; }
 
 pipeline::StepReport DeviceRankPipeline::step(const DeviceGradFn& grad_fn, uint64_t micro_batches) {
+  Impl& m = *impl_;
+  return step(
+      [&](const std::vector<const float*>& params, const std::vector<float*>& grads, cudaStream_t stream,
+          const ParamHooks&) {
+        m.finish_param_sync();  // it reads params without before_read
+        grad_fn(params, grads, stream);
+      },
+      micro_batches);
+}
+
+pipeline::StepReport DeviceRankPipeline::step(const DeviceHookedGradFn& grad_fn, uint64_t micro_batches) {
   if (micro_batches == 0) throw UsageError("pipeline: a step needs at least one micro-batch");
   Impl& m = *impl_;
   pipeline::StepReport rep;
+  m.bsync.begin_step();
+  m.rs_works.clear();
+  ParamHooks hooks;
+  hooks.before_read = [&m](uint32_t p) { m.before_read(p); };
+  hooks.on_grad_ready = [&m](uint32_t p) {
+    if (m.bsync.grad_ready(p) && m.overlap.grad_reduce) m.issue_reduce_scatter(m.bsync.bucket_of(p));
+  };
   auto t0 = Clock::now();
-  grad_fn(m.param_ptrs, m.grad_ptrs, m.stream);
+  grad_fn(m.param_ptrs, m.grad_ptrs, m.stream, hooks);
+  m.bsync.mark_grad_fn_returned();
+  m.finish_param_sync();  // params a forward did not read: before the copy-back rewrites the buffers
   m.sync();
   rep.times.forward_backward = since(t0);
 
   t0 = Clock::now();
-  {
-    std::vector<comm::WorkPtr> works;
-    for (size_t b = 0; b < m.layout.buffers.size(); ++b)
-      for (const layout::Bucket& bucket : m.layout.buffers[b].buckets)
-        works.push_back(m.comm.reduce_scatter(m.bufs[b].grad.as<float>() + bucket.world.begin,
-                                              bucket.numel() / m.layout.dp, DType::F32, comm::ReduceOp::sum));
-    if (m.lw) m.lw->all_reduce(works);
-    comm::wait_all(works);
-  }
+  for (uint32_t id = 0; id < m.bsync.buckets(); ++id)
+    if (!m.bsync.reduce_scatter_issued(id)) m.issue_reduce_scatter(id);
+  comm::wait_all(m.rs_works);
+  m.rs_works.clear();
   m.sync();
   rep.times.reduce_scatter = since(t0);
 
@@ -414,14 +507,15 @@ pipeline::StepReport DeviceRankPipeline::step(const DeviceGradFn& grad_fn, uint6
   rep.times.copy_back = since(t0);
 
   t0 = Clock::now();
-  m.gather();
-  m.decode();
+  m.issue_gathers();
+  if (!m.overlap.param_gather) m.finish_param_sync();
   m.sync();
-  rep.times.gather = since(t0);
+  rep.times.gather = since(t0);  // with param_gather: issuing only (the waits are in the next forward)
   return rep;
 }
 
 pipeline::RankState DeviceRankPipeline::download_state() const {
+  finish_param_sync();
   const Impl& m = *impl_;
   m.sync();
   pipeline::RankState out = m.state;
@@ -438,6 +532,7 @@ pipeline::RankState DeviceRankPipeline::download_state() const {
 std::vector<uint8_t> DeviceRankPipeline::stored_bytes(uint32_t param) const {
   const Impl& m = *impl_;
   if (param >= m.spec.params.size()) throw InternalError("pipeline: no param #" + std::to_string(param));
+  finish_param_sync();
   m.sync();
   if (m.lw && m.lw->holds(param)) return m.lw->stored_bytes(param);
   const Where& w = m.where[param];
@@ -471,6 +566,8 @@ const layout::BucketedLayout& DeviceRankPipeline::bucketed_layout() const { retu
 DeviceRankPipeline::StoredForm DeviceRankPipeline::stored_form(uint32_t param) const {
   const Impl& m = *impl_;
   if (param >= m.spec.params.size()) throw InternalError("pipeline: no param #" + std::to_string(param));
+  if (m.lw && m.lw->holds(param))
+    throw UsageError("device pipeline: checkpoints of layer-wise matrices on the GPU are not supported yet");
   const DeviceStorage& s = m.bufs[static_cast<size_t>(m.where[param].buffer)];
   StoredForm f;  // as BucketedPart::storage
   f.numel = m.spec.params[param].numel();
@@ -483,6 +580,7 @@ DeviceRankPipeline::StoredForm DeviceRankPipeline::stored_form(uint32_t param) c
 void DeviceRankPipeline::download_param(uint32_t param, const pipeline::ParamStorage& host) const {
   const Impl& m = *impl_;
   const StoredForm f = stored_form(param);
+  finish_param_sync();  // no gather still writing the bytes read here
   const Where& w = m.where[param];
   const DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
   const uint64_t elem = dtype_bits(f.dtype) / 8, bytes = f.numel * elem;
@@ -497,6 +595,7 @@ void DeviceRankPipeline::upload(const pipeline::RankState& state, const std::vec
   if (state.rank != m.state.rank || in.fragments.size() != m.state.bucketed.fragments.size() ||
       in.master.size() != n || host.size() != m.spec.params.size())
     throw InternalError("device pipeline: the state to upload is not this rank's");
+  m.finish_param_sync();  // no gather still writing the buffers overwritten here
   copy_to_device(m.master.get(), in.master.data(), n * 4, m.stream);
   if (m.has_exp_avg) copy_to_device(m.exp_avg.get(), in.exp_avg.data(), n * 4, m.stream);
   if (m.has_exp_avg_sq) copy_to_device(m.exp_avg_sq.get(), in.exp_avg_sq.data(), n * 4, m.stream);
@@ -511,7 +610,7 @@ void DeviceRankPipeline::upload(const pipeline::RankState& state, const std::vec
     if (f.data) copy_to_device(s.data.as<uint8_t>() + w.begin * elem, host[p].data, bytes, m.stream);
     if (f.col) copy_to_device(s.col.as<uint8_t>() + w.begin, host[p].col, bytes, m.stream);
   }
-  m.decode();
+  for (uint32_t p = 0; p < m.spec.params.size(); ++p) m.decode_param(p);
   m.sync();
 }
 

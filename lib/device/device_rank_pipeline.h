@@ -20,6 +20,18 @@
 //      (bf16 -> fp32 cast; FP8 dequantized; fp32-kept params are read in place from their buffer)
 // Descriptor tables (grad spans, optimizer fragments, FP8 jobs and scales) are built once here.
 //
+// Overlap (DeviceOverlap, issue 6; bookkeeping in device/bucket_sync.h): with grad_reduce a
+// hooked grad_fn reports each param's last grad write (ParamHooks::on_grad_ready) and a bucket's
+// reduce-scatter is issued as soon as its last param is reported, so NCCL runs on the communication
+// stream while the backward goes on; buckets not completed by a report are issued after grad_fn in
+// bucket order (the only order without it). With param_gather the step's all-gathers are issued and
+// left in flight: the next forward's ParamHooks::before_read(p) makes the compute stream wait p's
+// bucket and decodes p then; finish_param_sync() (called by everything that reads params outside a
+// forward: params(), download_state, stored_bytes, the plain-grad_fn step, the destructor) waits and
+// decodes the rest. Layer-wise matrices sync as one more bucket (their grad all-reduce, their
+// uneven gathers, then the re-quantization on the first read). The collectives, kernels and their inputs are the same either way: results are
+// bitwise identical with overlap on or off (tests/gpu/device_overlap_test.cpp).
+//
 // PhaseTimes: the host synchronizes the compute stream at each phase boundary and times the phases
 // with a host clock (simple and exact per phase; it costs the overlap of consecutive phases, which
 // the trainer's overlap options will want to win back with events).
@@ -42,6 +54,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "device/bucket_sync.h"
+#include "device/param_hooks.h"
 #include "kernels/stream.h"
 #include "model/model_spec.h"
 #include "layout/bucketed_layout.h"
@@ -58,20 +72,40 @@ using DeviceGradFn = std::function<void(const std::vector<const float*>& params,
                                         const std::vector<float*>& grads,          // device fp32 grad slots
                                         cudaStream_t stream)>;                     // enqueue work here
 
+// A grad_fn that takes the step's hooks (see above); it must call before_read before reading a
+// param and on_grad_ready once per param after its last grad write of the step.
+using DeviceHookedGradFn = std::function<void(const std::vector<const float*>& params,
+                                              const std::vector<float*>& grads, cudaStream_t stream,
+                                              const ParamHooks& hooks)>;
+
+struct DeviceOverlap {
+  bool grad_reduce = false;   // --overlap-grad-reduce
+  bool param_gather = false;  // --overlap-param-gather
+};
+
 class DeviceRankPipeline {
  public:
   // comm: an nccl communicator (MemorySpace::device; UsageError otherwise), used from the thread that
   // has its device current; init fills host fp32 values. Layer-wise with delayed FP8 is a UsageError.
   DeviceRankPipeline(const model::ModelSpec& spec, const pipeline::PipelineConfig& cfg, comm::Communicator& comm,
-                     const pipeline::InitFn& init);
+                     const pipeline::InitFn& init, DeviceOverlap overlap = {});
   ~DeviceRankPipeline();
   DeviceRankPipeline(const DeviceRankPipeline&) = delete;
   DeviceRankPipeline& operator=(const DeviceRankPipeline&) = delete;
 
   // Same semantics as pipeline::RankPipeline::step. Returns with the step's work complete on the
-  // stream (the phase timing synchronizes it).
+  // stream (the phase timing synchronizes it), but for the param all-gathers with param_gather.
   pipeline::StepReport step(const DeviceGradFn& grad_fn, uint64_t micro_batches);
-  const std::vector<const float*>& params() const;  // device, fp32 decoded, for the next forward
+  // The same step with hooks: the overlap options apply (a plain grad_fn gets finished gathers and
+  // its buckets reduced after it returns).
+  pipeline::StepReport step(const DeviceHookedGradFn& grad_fn, uint64_t micro_batches);
+  // Device, fp32 decoded (pending gathers finished first).
+  const std::vector<const float*>& params() const;
+  // Make the compute stream wait every pending param all-gather and decode what is not decoded yet.
+  // Logically const: the values it completes are those the last step already produced.
+  void finish_param_sync() const;
+  const DeviceOverlap& overlap() const;
+  const BucketSync& bucket_sync() const;  // per-bucket states and the current step's event log
   cudaStream_t stream() const;                      // the rank's compute stream
 
   const model::ModelSpec& spec() const;

@@ -54,6 +54,7 @@ model::ModelSpec device_training_spec(const train::TrainOptions& o) {
   check_device_options(o);
   train::TrainOptions host = o;
   host.comm = comm::launcher_rank() >= 0 ? "mpi" : "threads";
+  host.overlap_grad_reduce = host.overlap_param_gather = false;  // device-only options
   return train::training_spec(host);
 }
 
@@ -76,7 +77,8 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
     const pipeline::InitFn seeded = [&](uint32_t p, float* out) {
       model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
     };
-    DeviceRankPipeline pipe(spec, o.pipeline, comm, hooks.init ? hooks.init : seeded);
+    DeviceRankPipeline pipe(spec, o.pipeline, comm, hooks.init ? hooks.init : seeded,
+                            DeviceOverlap{o.overlap_grad_reduce, o.overlap_param_gather});
     // Checkpoints read and write the rank through its host mirror (only a checkpointed run holds one).
     std::optional<DeviceStateMirror> mirror;
     if (hooks.resume || hooks.after_step) mirror.emplace(pipe);
@@ -94,26 +96,31 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
     std::vector<float> host_losses(A * N);
     const cudaStream_t comm_stream = comm::nccl_compute_stream(comm);
     for (uint64_t t = start; t < o.steps; ++t) {
-      const DeviceGradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads,
-                                       cudaStream_t stream) {
+      comm::WorkPtr loss_gather;
+      const DeviceHookedGradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads,
+                                             cudaStream_t stream, const ParamHooks& hooks) {
         if (stream != net.stream()) net.set_stream(stream);
+        ParamHooks reads = hooks;  // grads are complete on the last micro-batch only
+        reads.on_grad_ready = nullptr;
         for (uint64_t a = 0; a < A; ++a) {
           batches.draw(model::micro_batch_index(t, N, rank, A, a), net);
           net.forward_backward(params, batches.x(), batches.target(), batches.rows(), grads,
-                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate, losses.as<float>() + a);
+                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate, losses.as<float>() + a,
+                               a + 1 == A ? &hooks : &reads);
         }
+        // The losses are all enqueued on the compute stream, which the collective waits for. Issued
+        // here, before the step's param all-gathers, so that waiting it does not wait them too.
+        loss_gather = comm.all_gather(losses.as<float>(), all_losses.as<float>(), A * sizeof(float));
       };
       const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
       if (mirror) mirror->invalidate();
-      // The losses were written on the network's stream; the collective reads what the compute
-      // stream has done, so finish the network's work first (the step has waited for it already).
-      FPG_CUDA_CHECK(cudaStreamSynchronize(net.stream()));
-      comm.all_gather(losses.as<float>(), all_losses.as<float>(), A * sizeof(float))->wait();
+      loss_gather->wait();
       copy_to_host(host_losses.data(), all_losses.get(), A * N * sizeof(float), comm_stream);
       if (rank == 0) {
         result.steps[t] = train::step_metrics(t, host_losses, rep);
         if (on_step) on_step(result.steps[t]);
       }
+      if (t + 1 == o.steps) pipe.finish_param_sync();  // the end of training: no gather left in flight
       if (observer) observer(t + 1, pipe);
       if (hooks.after_step) hooks.after_step(t + 1, *mirror, comm);
     }

@@ -6,7 +6,10 @@
 // Same data order, scaling convention, loss reduction, StepMetrics/TrainSummary and JSON as the CPU
 // trainer, so a GPU run and a CPU run from the same seed give loss curves equal within the network's
 // rounding. The step losses are all-gathered on the device (one float per micro-batch) and copied to
-// the host once per step.
+// the host once per step. TrainOptions::overlap_grad_reduce / overlap_param_gather become the
+// pipeline's DeviceOverlap: the network reports each param's last grad write of the step's last
+// micro-batch and calls before_read ahead of every param read (device/param_hooks.h); the losses'
+// all-gather is issued at the end of the backward, ahead of the param all-gathers.
 //
 // Checkpoints (--save/--save-every/--keep/--load/--init): train/checkpointing.h's hooks on each
 // rank's host mirror (device/device_state_mirror.h), so a GPU run saves the keys and bytes a CPU run

@@ -11,6 +11,8 @@ model::ModelSpec training_spec(const TrainOptions& o) {
   if (o.dp == 0) throw UsageError("train: dp must be at least 1");
   if (o.micro_batch < 1) throw UsageError("train: micro-batch must be at least 1");
   if (o.accumulation < 1) throw UsageError("train: accumulation must be at least 1");
+  if (o.overlap_grad_reduce || o.overlap_param_gather)  // the CPU pipeline's phases run one after another
+    throw UsageError("train: --overlap-grad-reduce and --overlap-param-gather need --device cuda");
   (void)comm::make_host_group(o.comm, static_cast<int>(o.dp));  // refuses nccl, threads under mpirun, …
   pipeline::validate_config(o.pipeline);
   model::ModelSpec spec = o.spec;

@@ -36,6 +36,12 @@ struct TrainOptions {
   // Communicator backend (comm/group.h, make_host_group): "threads", or "mpi" when every process of
   // an `mpirun -n dp` job runs train() as one rank.
   std::string comm = "threads";
+  // --device cuda only (device/device_trainer.h, device/bucket_sync.h): start each bucket's grad
+  // reduce-scatter as soon as the backward has produced its grads, and leave the param all-gathers
+  // in flight until the next forward first reads each bucket. train::training_spec refuses them (the
+  // CPU pipeline's phases are synchronous). Results do not depend on them.
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
 };
 
 // What a resumed run needs besides the rank states: where the data stream stands. The data is a

@@ -44,6 +44,14 @@ expect_in "$WORK/err" "--dist-opt layerwise does not support delayed FP8"
 expect_exit 2 "${F[@]}" train --device cuda --dist-opt layerwise --steps 1 --save "$WORK/lw"
 expect_in "$WORK/err" "--device cuda: --save/--load with --dist-opt layerwise are not supported on the GPU yet"
 
+# The overlap options are device-only: the CPU pipeline refuses them, naming --device cuda.
+for opt in --overlap-grad-reduce --overlap-param-gather; do
+  expect_exit 2 "${F[@]}" train --steps 1 --dp 1 "$opt"
+  expect_in "$WORK/err" "--overlap-grad-reduce and --overlap-param-gather need --device cuda"
+done
+expect_exit 0 "${F[@]}" train --help
+expect_in "$WORK/out" "--overlap-param-gather"
+
 # More ranks than any host here has GPUs: a build without CUDA says that, one with CUDA counts GPUs.
 expect_exit 2 "${F[@]}" train --device cuda --dp 64 --steps 1
 grep -qE -- "built without CUDA and NCCL|--dp 64 needs 64 GPUs, this host has [0-9]+" "$WORK/err" ||
