@@ -293,3 +293,23 @@ TEST_CASE("a forward only reads params whose gather was waited and decoded", "[d
     CHECK(unguarded_sync.unreadable == 0);
   }
 }
+
+TEST_CASE("overlap on or off gives bitwise identical training: layer-wise (muon)", "[device-overlap]") {
+  if (skip_without_nccl()) return;
+  const uint32_t max_dp = fpg::cuda::device_count() >= 2 ? 2 : 1;
+  for (const std::string fp8 : {"none", "tensorwise"}) {
+    for (uint32_t dp = 1; dp <= max_dp; ++dp) {
+      fpg::train::TrainOptions o = options(dp, fp8);
+      o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;
+      o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
+      const std::string what = "layerwise muon, fp8 " + fp8 + ", dp " + std::to_string(dp);
+      const Run off = train(o, {false, false});
+      // the matrices are one more bucket: every param has a bucket and the matrices share the last
+      REQUIRE(off.params_of.size() >= 2);
+      const Run both = train(o, {true, true});
+      check_identical(off, both, "both overlaps, " + what);
+      const Run grad = train(o, {true, false});
+      check_identical(off, grad, "grad-reduce overlap, " + what);
+    }
+  }
+}
