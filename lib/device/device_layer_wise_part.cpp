@@ -18,6 +18,7 @@
 #include "kernels/muon.h"
 #include "kernels/optim_fused.h"
 #include "pipeline/byte_append.h"
+#include "pipeline/layer_wise_matrices.h"
 
 namespace fpg::device {
 
@@ -45,15 +46,7 @@ T* or_null(const DeviceBuffer& b) {
 }  // namespace
 
 struct DeviceLayerWisePart::Impl {
-  struct Matrix {  // as pipeline::LayerWisePart::Matrix
-    uint32_t param = 0, owner = 0;
-    int64_t rows = 0, cols = 0;
-    uint64_t numel = 0;
-    Transport transport = Transport::bf16;
-    int32_t fp8 = -1;
-    uint64_t grad_off = 0, xfer_off = 0, data_off = 0, amax_xfer_off = 0, amax_off = 0;
-    int32_t frag = -1;
-  };
+  using Matrix = pipeline::LayerWiseMatrix;  // placed by pipeline::place_layer_wise_matrices, as on the CPU
 
   const model::ModelSpec& spec;
   const pipeline::PipelineConfig& cfg;
@@ -107,76 +100,18 @@ struct DeviceLayerWisePart::Impl {
 
 void DeviceLayerWisePart::Impl::build_matrices(const layout::LayerWiseLayout& layout,
                                                const std::vector<int32_t>& fp8_index) {
-  const uint32_t dp = layout.dp;
-  uint64_t grad_total = 0;
-  for (const layout::OwnedMatrix& om : layout.matrices) {
-    Matrix m;
-    m.param = om.param;
-    m.owner = om.owner;
-    m.rows = static_cast<int64_t>(om.rows);
-    m.cols = static_cast<int64_t>(om.cols);
-    m.numel = om.numel();
-    m.fp8 = fp8_index[om.param];
-    m.grad_off = grad_total;
-    grad_total += m.numel;
-    if (om.dtype == DType::F32) {
-      m.transport = Transport::f32;
-    } else if (m.fp8 >= 0 && cfg.compact_fp8_gather) {
-      const fp8::Plan& p = tensor(m).from_master;
-      const uint64_t compact = pipeline::fp8_data_bytes(p) + 4 * (p.grid.size() + p.col_grid.size());
-      m.transport = compact < 2 * m.numel ? Transport::fp8_compact : Transport::bf16;
-    }
-    mats.push_back(m);
-  }
-  grad = DeviceBuffer(grad_total * 4, stream);
-
-  // Rank slabs of each transport: rank-major, registration order inside a rank (the CPU's offsets).
-  bf16_bytes.assign(dp, 0);
-  f32_bytes.assign(dp, 0);
-  fp8_bytes.assign(dp, 0);
-  amax_bytes.assign(dp, 0);
-  uint64_t bf16_n = 0, f32_n = 0, fp8_n = 0, amax_n = 0;
-  for (uint32_t r = 0; r < dp; ++r) {
-    for (Matrix& m : mats) {
-      if (m.owner != r) continue;
-      switch (m.transport) {
-        case Transport::bf16:
-          m.xfer_off = bf16_n;
-          bf16_n += m.numel;
-          bf16_bytes[r] += m.numel * 2;
-          break;
-        case Transport::f32:
-          m.xfer_off = f32_n;
-          f32_n += m.numel;
-          f32_bytes[r] += m.numel * 4;
-          break;
-        case Transport::fp8_compact: {
-          const fp8::Plan& p = tensor(m).from_master;
-          if (p.has_columnwise()) throw InternalError("pipeline: compact FP8 gather of columnwise data");
-          m.data_off = fp8_n;
-          fp8_n += m.numel;
-          fp8_bytes[r] += m.numel;
-          m.amax_xfer_off = amax_n;
-          amax_n += p.grid.size();
-          amax_bytes[r] += p.grid.size() * 4;
-          break;
-        }
-      }
-    }
-  }
-  uint64_t amax_local = 0;
-  for (Matrix& m : mats) {
-    if (m.fp8 < 0 || m.transport != Transport::bf16) continue;
-    m.data_off = fp8_n;
-    fp8_n += m.numel;
-    const fp8::Plan& p = tensor(m).from_bf16;
-    m.amax_off = amax_local;
-    amax_local += p.grid.size() + p.col_grid.size();
-  }
-  bf16_xfer = DeviceBuffer(bf16_n * 2, stream);
-  f32_xfer = DeviceBuffer(f32_n * 4, stream);
-  amax_xfer = DeviceBuffer(amax_n * 4, stream);
-  amax = DeviceBuffer(amax_local * 4, stream);
+  pipeline::LayerWiseMatrices placed = pipeline::place_layer_wise_matrices(layout, cfg, fp8, fp8_index);
+  mats = std::move(placed.mats);
+  bf16_bytes = std::move(placed.bf16_bytes);
+  f32_bytes = std::move(placed.f32_bytes);
+  fp8_bytes = std::move(placed.fp8_bytes);
+  amax_bytes = std::move(placed.amax_bytes);
+  const uint64_t fp8_n = placed.fp8_n;
+  grad = DeviceBuffer(placed.grad_n * 4, stream);
+  bf16_xfer = DeviceBuffer(placed.bf16_n * 2, stream);
+  f32_xfer = DeviceBuffer(placed.f32_n * 4, stream);
+  amax_xfer = DeviceBuffer(placed.amax_xfer_n * 4, stream);
+  amax = DeviceBuffer(placed.amax_n * 4, stream);
   if (fp8_n) {
     const fp8::Recipe& r = cfg.fp8.recipe;
     const bool mx = r.scaling == fp8::Scaling::mxfp8;

@@ -29,83 +29,24 @@ LayerWisePart::LayerWisePart(const model::ModelSpec& spec, const layout::LayerWi
     : spec_(spec), cfg_(cfg), comm_(comm), st_(state), fp8_states_(fp8_states), fp8_(fp8), pool_(pool) {
   const uint32_t dp = layout.dp, rank = static_cast<uint32_t>(comm_.rank());
   if (dp != static_cast<uint32_t>(comm_.size())) throw InternalError("pipeline: layer-wise layout for another dp");
+  LayerWiseMatrices placed = place_layer_wise_matrices(layout, cfg_, fp8_, fp8_index);
+  mats_ = std::move(placed.mats);
   matrix_of_.assign(spec_.params.size(), -1);
-  uint64_t grad_total = 0;
-  for (const layout::OwnedMatrix& om : layout.matrices) {
-    Matrix m;
-    m.param = om.param;
-    m.owner = om.owner;
-    m.rows = static_cast<int64_t>(om.rows);
-    m.cols = static_cast<int64_t>(om.cols);
-    m.numel = om.numel();
-    m.fp8 = fp8_index[om.param];
-    m.grad_off = grad_total;
-    grad_total += m.numel;
-    if (om.dtype == DType::F32) {
-      m.transport = Transport::f32;
-    } else if (m.fp8 >= 0 && cfg_.compact_fp8_gather) {
-      const fp8::Plan& p = fp8_[static_cast<size_t>(m.fp8)].from_master;
-      const uint64_t compact = fp8_data_bytes(p) + 4 * (p.grid.size() + p.col_grid.size());
-      m.transport = compact < 2 * m.numel ? Transport::fp8_compact : Transport::bf16;
-    }
-    matrix_of_[om.param] = static_cast<int32_t>(mats_.size());
-    mats_.push_back(m);
-  }
-  grad_.assign(grad_total, 0.0f);
-
-  // Rank slabs of each transport: rank-major, registration order inside a rank.
-  bf16_bytes_.assign(dp, 0);
-  f32_bytes_.assign(dp, 0);
-  fp8_bytes_.assign(dp, 0);
-  amax_bytes_.assign(dp, 0);
-  uint64_t bf16_n = 0, f32_n = 0, fp8_n = 0, amax_n = 0;
-  for (uint32_t r = 0; r < dp; ++r) {
-    for (Matrix& m : mats_) {
-      if (m.owner != r) continue;
-      switch (m.transport) {
-        case Transport::bf16:
-          m.xfer_off = bf16_n;
-          bf16_n += m.numel;
-          bf16_bytes_[r] += m.numel * 2;
-          break;
-        case Transport::f32:
-          m.xfer_off = f32_n;
-          f32_n += m.numel;
-          f32_bytes_[r] += m.numel * 4;
-          break;
-        case Transport::fp8_compact: {
-          const fp8::Plan& p = tensor(m).from_master;
-          if (p.has_columnwise()) throw InternalError("pipeline: compact FP8 gather of columnwise data");
-          m.data_off = fp8_n;
-          fp8_n += m.numel;
-          fp8_bytes_[r] += m.numel;
-          m.amax_xfer_off = amax_n;
-          amax_n += p.grid.size();
-          amax_bytes_[r] += p.grid.size() * 4;
-          break;
-        }
-      }
-    }
-  }
-  // Staged FP8 matrices keep their bytes after the compact region; their requantize grids in amax_.
-  uint64_t amax_local = 0;
-  for (Matrix& m : mats_) {
-    if (m.fp8 < 0 || m.transport != Transport::bf16) continue;
-    m.data_off = fp8_n;
-    fp8_n += m.numel;
-    const fp8::Plan& p = tensor(m).from_bf16;
-    m.amax_off = amax_local;
-    amax_local += p.grid.size() + p.col_grid.size();
-  }
-  bf16_xfer_.assign(bf16_n, 0);
-  f32_xfer_.assign(f32_n, 0.0f);
-  amax_xfer_.assign(amax_n, 0.0f);
-  amax_.assign(amax_local, 0.0f);
-  if (fp8_n) {
+  for (uint32_t i = 0; i < mats_.size(); ++i) matrix_of_[mats_[i].param] = static_cast<int32_t>(i);
+  bf16_bytes_ = std::move(placed.bf16_bytes);
+  f32_bytes_ = std::move(placed.f32_bytes);
+  fp8_bytes_ = std::move(placed.fp8_bytes);
+  amax_bytes_ = std::move(placed.amax_bytes);
+  grad_.assign(placed.grad_n, 0.0f);
+  bf16_xfer_.assign(placed.bf16_n, 0);
+  f32_xfer_.assign(placed.f32_n, 0.0f);
+  amax_xfer_.assign(placed.amax_xfer_n, 0.0f);
+  amax_.assign(placed.amax_n, 0.0f);
+  if (placed.fp8_n) {
     const fp8::Recipe& r = cfg_.fp8.recipe;
     const bool mx = r.scaling == fp8::Scaling::mxfp8;
-    if (!mx || r.mx_rowwise) fp8_data_.assign(fp8_n, 0);
-    if (mx && r.mx_columnwise) fp8_col_.assign(fp8_n, 0);
+    if (!mx || r.mx_rowwise) fp8_data_.assign(placed.fp8_n, 0);
+    if (mx && r.mx_columnwise) fp8_col_.assign(placed.fp8_n, 0);
   }
 
   // The owner's state: whole matrices, registration order.

@@ -30,6 +30,7 @@
 #include "pipeline/config.h"
 #include "pipeline/fp8_params.h"
 #include "pipeline/grad_norm.h"
+#include "pipeline/layer_wise_matrices.h"
 #include "pipeline/optimizer_step.h"
 #include "pipeline/param_storage.h"
 #include "pipeline/rank_state.h"
@@ -65,19 +66,7 @@ class LayerWisePart {
   void requantize();                               // every rank: after the gather has completed
 
  private:
-  struct Matrix {
-    uint32_t param = 0, owner = 0;
-    int64_t rows = 0, cols = 0;
-    uint64_t numel = 0;
-    Transport transport = Transport::bf16;
-    int32_t fp8 = -1;             // index into fp8_, or -1
-    uint64_t grad_off = 0;        // in grad_
-    uint64_t xfer_off = 0;        // in bf16_xfer_ / f32_xfer_ (bf16, f32, staged FP8)
-    uint64_t data_off = 0;        // FP8: in fp8_data_ (and fp8_col_)
-    uint64_t amax_xfer_off = 0;   // compact: in amax_xfer_
-    uint64_t amax_off = 0;        // staged FP8: in amax_
-    int32_t frag = -1;            // owner: index into the state's fragments
-  };
+  using Matrix = LayerWiseMatrix;
   const Fp8Tensor& tensor(const Matrix& m) const { return fp8_[static_cast<size_t>(m.fp8)]; }
   Fp8ParamState& fstate(const Matrix& m) const { return fp8_states_[tensor(m).state]; }
 
