@@ -106,8 +106,6 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   o.accumulation = a.accumulation;
   o.seed = a.seed;
   o.comm = cuda ? "nccl" : a.pipe.comm;
-  if (cuda && o.pipeline.dist_opt == pipeline::DistOpt::layerwise && (!a.save.empty() || !a.load.empty()))
-    throw UsageError("--device cuda: --save/--load with --dist-opt layerwise are not supported on the GPU yet");
   o.overlap_grad_reduce = a.overlap_grad_reduce;
   o.overlap_param_gather = a.overlap_param_gather;
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
@@ -209,7 +207,7 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto* comm_opt = cmd->get_option("--comm");
   cmd->add_option("--device", args->device,
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
-                  "(layerwise: no delayed FP8 and no --save/--load yet; checkpoints are the CPU's format and bytes)")
+                  "(layerwise: no delayed FP8 yet; checkpoints are the CPU's format and bytes)")
       ->capture_default_str();
   cmd->add_flag("--overlap-grad-reduce", args->overlap_grad_reduce,
                 "--device cuda: start each bucket's grad reduce-scatter as soon as the backward has produced its "

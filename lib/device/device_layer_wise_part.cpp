@@ -92,6 +92,27 @@ struct DeviceLayerWisePart::Impl {
   }
   float* master_of(const Matrix& m) const { return master.as<float>() + st.fragments[static_cast<size_t>(m.frag)].offset; }
   float* grad_of(const Matrix& m) const { return grad.as<float>() + m.grad_off; }
+  // Where a matrix's checkpointed bytes live (stored_form's layout): FP8 bytes, or its transport.
+  struct Stored {
+    uint8_t* data = nullptr;
+    uint8_t* col = nullptr;
+    uint64_t bytes = 0;
+  };
+  Stored stored(const Matrix& x) const {
+    Stored b;
+    if (x.fp8 >= 0) {
+      b.bytes = x.numel;
+      if (!fp8_data.empty()) b.data = fp8_data.as<uint8_t>() + x.data_off;
+      if (!fp8_col.empty()) b.col = fp8_col.as<uint8_t>() + x.data_off;
+    } else if (x.transport == Transport::f32) {
+      b.bytes = x.numel * 4;
+      b.data = f32_xfer.as<uint8_t>() + x.xfer_off * 4;
+    } else {
+      b.bytes = x.numel * 2;
+      b.data = bf16_xfer.as<uint8_t>() + x.xfer_off * 2;
+    }
+    return b;
+  }
 
   void build_matrices(const layout::LayerWiseLayout& layout, const std::vector<int32_t>& fp8_index);
   void build_state(const pipeline::InitFn& init);
@@ -378,6 +399,59 @@ void DeviceLayerWisePart::download(pipeline::RankState& out) const {
     s.scale_inv = device::download(or_null<float>(d.scale_inv), s.scale_inv.size(), m.stream);
     s.e8m0 = device::download(or_null<uint8_t>(d.e8m0), s.e8m0.size(), m.stream);
     s.e8m0_col = device::download(or_null<uint8_t>(d.e8m0_col), s.e8m0_col.size(), m.stream);
+  }
+}
+
+void DeviceLayerWisePart::stored_form(uint32_t param, DType& dtype, bool& data, bool& col) const {
+  const Impl& m = *impl_;
+  const Impl::Matrix& x = m.mats[static_cast<size_t>(matrix_of_[param])];
+  data = true;
+  col = false;
+  if (x.fp8 >= 0) {  // staged FP8 matrices pass through bf16_xfer within a step only: the bytes are in fp8_data
+    dtype = pipeline::fp8_dtype(m.cfg.fp8.recipe.format);
+    data = !m.fp8_data.empty();
+    col = !m.fp8_col.empty();
+  } else {
+    dtype = x.transport == Transport::f32 ? DType::F32 : DType::BF16;
+  }
+}
+
+void DeviceLayerWisePart::download_param(uint32_t param, uint8_t* data, uint8_t* col) const {
+  const Impl& m = *impl_;
+  const Impl::Stored b = m.stored(m.mats[static_cast<size_t>(matrix_of_[param])]);
+  if (b.data) copy_to_host(data, b.data, b.bytes, m.stream);
+  if (b.col) copy_to_host(col, b.col, b.bytes, m.stream);
+}
+
+void DeviceLayerWisePart::upload_param(uint32_t param, const uint8_t* data, const uint8_t* col) {
+  const Impl& m = *impl_;
+  const Impl::Stored b = m.stored(m.mats[static_cast<size_t>(matrix_of_[param])]);
+  if (b.data) copy_to_device(b.data, data, b.bytes, m.stream);
+  if (b.col) copy_to_device(b.col, col, b.bytes, m.stream);
+}
+
+void DeviceLayerWisePart::upload_state(const pipeline::RankState& state) {
+  Impl& m = *impl_;
+  const pipeline::OptimizerState& in = state.layer_wise;
+  const size_t n = m.master.bytes() / 4;
+  if (in.fragments.size() != m.st.fragments.size() || in.master.size() != n)
+    throw InternalError("device layer-wise part: the state to upload is not this rank's");
+  const auto put = [&](const DeviceBuffer& dst, const std::vector<float>& src) {
+    if (!dst.empty()) copy_to_device(dst.get(), src.data(), n * 4, m.stream);
+  };
+  put(m.master, in.master);
+  put(m.exp_avg, in.exp_avg);
+  put(m.exp_avg_sq, in.exp_avg_sq);
+  put(m.momentum, in.momentum);
+  m.st.step = in.step;
+  for (const Impl::Matrix& x : m.mats) {
+    if (x.fp8 < 0) continue;
+    const fp8::Scales& s = state.fp8[m.tensor(x).state].scales;
+    const DeviceScales& d = m.scales[static_cast<size_t>(x.fp8)];
+    if (!d.scale.empty()) copy_to_device(d.scale.get(), s.scale.data(), s.scale.size() * 4, m.stream);
+    if (!d.scale_inv.empty()) copy_to_device(d.scale_inv.get(), s.scale_inv.data(), s.scale_inv.size() * 4, m.stream);
+    if (!d.e8m0.empty()) copy_to_device(d.e8m0.get(), s.e8m0.data(), s.e8m0.size(), m.stream);
+    if (!d.e8m0_col.empty()) copy_to_device(d.e8m0_col.get(), s.e8m0_col.data(), s.e8m0_col.size(), m.stream);
   }
 }
 

@@ -71,6 +71,13 @@ class DeviceLayerWisePart {
   std::vector<uint8_t> stored_bytes(uint32_t param) const;
   // Fills out.layer_wise's arenas and the layer-wise FP8 tensors' entries of out.fp8.
   void download(pipeline::RankState& out) const;
+  // Checkpoint staging (device_state_mirror.h), as LayerWisePart::storage: an FP8 matrix is stored as
+  // its FP8 bytes (rowwise `data`, MXFP8 columnwise `col`), the others as their bf16 / fp32 transport.
+  void stored_form(uint32_t param, DType& dtype, bool& data, bool& col) const;
+  void download_param(uint32_t param, uint8_t* data, uint8_t* col) const;
+  void upload_param(uint32_t param, const uint8_t* data, const uint8_t* col);
+  // The matrices' arenas (state.layer_wise) and the layer-wise FP8 tensors' scales (state.fp8).
+  void upload_state(const pipeline::RankState& state);
 
   struct Impl;
 

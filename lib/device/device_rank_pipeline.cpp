@@ -562,15 +562,18 @@ std::vector<uint8_t> DeviceRankPipeline::stored_bytes(uint32_t param) const {
 }
 
 const layout::BucketedLayout& DeviceRankPipeline::bucketed_layout() const { return impl_->layout; }
+const layout::LayerWiseLayout* DeviceRankPipeline::layer_wise_layout() const { return impl_->lw_layout.get(); }
 
 DeviceRankPipeline::StoredForm DeviceRankPipeline::stored_form(uint32_t param) const {
   const Impl& m = *impl_;
   if (param >= m.spec.params.size()) throw InternalError("pipeline: no param #" + std::to_string(param));
-  if (m.lw && m.lw->holds(param))
-    throw UsageError("device pipeline: checkpoints of layer-wise matrices on the GPU are not supported yet");
-  const DeviceStorage& s = m.bufs[static_cast<size_t>(m.where[param].buffer)];
-  StoredForm f;  // as BucketedPart::storage
+  StoredForm f;  // as BucketedPart::storage / LayerWisePart::storage
   f.numel = m.spec.params[param].numel();
+  if (m.lw && m.lw->holds(param)) {
+    m.lw->stored_form(param, f.dtype, f.data, f.col);
+    return f;
+  }
+  const DeviceStorage& s = m.bufs[static_cast<size_t>(m.where[param].buffer)];
   f.dtype = s.dtype == DType::U8 ? pipeline::fp8_dtype(m.cfg.fp8.recipe.format) : s.dtype;
   f.data = !s.data.empty();
   f.col = !s.col.empty();
@@ -581,6 +584,10 @@ void DeviceRankPipeline::download_param(uint32_t param, const pipeline::ParamSto
   const Impl& m = *impl_;
   const StoredForm f = stored_form(param);
   finish_param_sync();  // no gather still writing the bytes read here
+  if (m.lw && m.lw->holds(param)) {
+    m.lw->download_param(param, host.data, host.col);
+    return;
+  }
   const Where& w = m.where[param];
   const DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
   const uint64_t elem = dtype_bits(f.dtype) / 8, bytes = f.numel * elem;
@@ -602,7 +609,12 @@ void DeviceRankPipeline::upload(const pipeline::RankState& state, const std::vec
   m.state.bucketed.step = in.step;
   m.state.layer_wise.step = state.layer_wise.step;
   m.fp8_dev->upload(state.fp8, m.stream);
+  if (m.lw) m.lw->upload_state(state);
   for (uint32_t p = 0; p < m.spec.params.size(); ++p) {
+    if (m.lw && m.lw->holds(p)) {
+      m.lw->upload_param(p, host[p].data, host[p].col);
+      continue;
+    }
     const StoredForm f = stored_form(p);
     const Where& w = m.where[p];
     const DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];

@@ -40,10 +40,9 @@
 // elementwise optimizer on whole owned matrices, uneven gathers, batched FP8 re-quantization) with the
 // bucketed part over the scalar layout, as RankPipeline does; its requantization is timed in `gather`.
 // Checkpoints go through a host mirror (device/device_state_mirror.h) of download_state(),
-// download_param() and upload() below, for the bucketed pipeline only.
+// download_param() and upload() below, layer-wise matrices included.
 //
-// Not here yet: layer-wise with delayed FP8 scaling (UsageError); upload()/download_param() of
-// layer-wise matrices (the trainer refuses --save/--load with --dist-opt layerwise on the device).
+// Not here yet: layer-wise with delayed FP8 scaling (UsageError).
 #pragma once
 
 #if defined(FPGATHER_HAVE_CUDA)
@@ -124,6 +123,7 @@ class DeviceRankPipeline {
     bool data = false, col = false;
   };
   const layout::BucketedLayout& bucketed_layout() const;
+  const layout::LayerWiseLayout* layer_wise_layout() const;  // null for the bucketed pipeline
   StoredForm stored_form(uint32_t param) const;
   // Copies the param's stored bytes into the host pointers of `host` (shaped as stored_form says).
   void download_param(uint32_t param, const pipeline::ParamStorage& host) const;

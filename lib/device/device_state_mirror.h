@@ -30,7 +30,7 @@ class DeviceStateMirror final : public train::RankStateAccess {
   const pipeline::PipelineConfig& config() const override { return pipe_.config(); }
   bool is_fp8(uint32_t param) const override { return pipe_.is_fp8(param); }
   const layout::BucketedLayout& bucketed_layout() const override { return pipe_.bucketed_layout(); }
-  const layout::LayerWiseLayout* layer_wise_layout() const override { return nullptr; }  // bucketed only
+  const layout::LayerWiseLayout* layer_wise_layout() const override { return pipe_.layer_wise_layout(); }
   const pipeline::RankState& state() const override;
   pipeline::ParamStorage param_storage(uint32_t param) const override;
   pipeline::RankState& state() override;

@@ -15,8 +15,8 @@
 // rank's host mirror (device/device_state_mirror.h), so a GPU run saves the keys and bytes a CPU run
 // of the same state saves, and loads checkpoints of either.
 //
-// Not supported yet (UsageError): --dist-opt layerwise with delayed FP8 scaling or with
-// --save/--load, communicators other than nccl.
+// Not supported yet (UsageError): --dist-opt layerwise with delayed FP8 scaling, communicators
+// other than nccl.
 #pragma once
 
 #include <cstdint>

@@ -41,8 +41,6 @@ expect_exit 2 "${F[@]}" train --device cuda --dist-opt layerwise --fp8 delayed -
 expect_in "$WORK/err" "--device cuda: --dist-opt layerwise does not support delayed FP8 scaling on the GPU yet"
 expect_exit 2 "${F[@]}" train --device cuda --optimizer muon --fp8 delayed --steps 1
 expect_in "$WORK/err" "--dist-opt layerwise does not support delayed FP8"
-expect_exit 2 "${F[@]}" train --device cuda --dist-opt layerwise --steps 1 --save "$WORK/lw"
-expect_in "$WORK/err" "--device cuda: --save/--load with --dist-opt layerwise are not supported on the GPU yet"
 
 # The overlap options are device-only: the CPU pipeline refuses them, naming --device cuda.
 for opt in --overlap-grad-reduce --overlap-param-gather; do

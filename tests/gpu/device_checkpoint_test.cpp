@@ -82,15 +82,20 @@ fpg::train::TrainOptions options(uint32_t dp, const std::string& fp8) {
 }
 
 // The differences of two rank states (empty: bitwise equal).
-std::string diff_state(const RankState& a, const RankState& b) {
+std::string diff_optimizer(const fpg::pipeline::OptimizerState& x, const fpg::pipeline::OptimizerState& y,
+                           const std::string& part) {
   std::string d;
-  const auto& x = a.bucketed;
-  const auto& y = b.bucketed;
-  if (x.step != y.step) d += " step " + std::to_string(x.step) + "/" + std::to_string(y.step);
-  if (!same_floats(x.master, y.master)) d += " master";
-  if (!same_floats(x.exp_avg, y.exp_avg)) d += " exp_avg";
-  if (!same_floats(x.exp_avg_sq, y.exp_avg_sq)) d += " exp_avg_sq";
-  if (x.fragments.size() != y.fragments.size()) d += " fragments";
+  if (x.step != y.step) d += " " + part + " step " + std::to_string(x.step) + "/" + std::to_string(y.step);
+  if (!same_floats(x.master, y.master)) d += " " + part + " master";
+  if (!same_floats(x.exp_avg, y.exp_avg)) d += " " + part + " exp_avg";
+  if (!same_floats(x.exp_avg_sq, y.exp_avg_sq)) d += " " + part + " exp_avg_sq";
+  if (!same_floats(x.momentum, y.momentum)) d += " " + part + " momentum";
+  if (x.fragments.size() != y.fragments.size()) d += " " + part + " fragments";
+  return d;
+}
+
+std::string diff_state(const RankState& a, const RankState& b) {
+  std::string d = diff_optimizer(a.bucketed, b.bucketed, "bucketed") + diff_optimizer(a.layer_wise, b.layer_wise, "layer-wise");
   if (a.fp8.size() != b.fp8.size()) return d + " fp8 count";
   for (size_t i = 0; i < a.fp8.size(); ++i) {
     const auto& s = a.fp8[i];
@@ -159,10 +164,14 @@ bool nccl_built() {
   return false;
 }
 
-void check_resume(const std::string& fp8) {
+void check_resume(const std::string& fp8, bool muon = false) {
   for (int dp : dps()) {
-    const std::string where = fp8 + " dp=" + std::to_string(dp);
+    const std::string where = fp8 + (muon ? " muon" : "") + " dp=" + std::to_string(dp);
     fpg::train::TrainOptions o = options(static_cast<uint32_t>(dp), fp8);
+    if (muon) {  // layer-wise: whole matrices per owner, their state and bytes in the layer-wise part
+      o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;
+      o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
+    }
     const DeviceRun whole = run_device(o, {}, kSteps);
 
     fpg::train::CheckpointOptions save;
@@ -199,6 +208,13 @@ TEST_CASE("device train: k steps + save + load + N-k steps equals N steps bitwis
 
 TEST_CASE("device train: k steps + save + load + N-k steps equals N steps bitwise: FP8 delayed", "[device-ckpt]") {
   if (nccl_built()) check_resume("delayed");
+}
+
+TEST_CASE("device train: k steps + save + load + N-k steps equals N steps bitwise: layer-wise Muon", "[device-ckpt]") {
+  if (!nccl_built()) return;
+  check_resume("none", true);
+  check_resume("tensorwise", true);
+  check_resume("mxfp8", true);
 }
 
 TEST_CASE("device and CPU checkpoints load into each other with the state they saved", "[device-ckpt]") {
