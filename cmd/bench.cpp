@@ -248,7 +248,7 @@ int run_bench_step(const BenchStepArgs& a, const GlobalOptions& g) {
                              {"forward_backward_ms", p.times.forward_backward * 1e3},
                              {"reduce_scatter_ms", p.times.reduce_scatter * 1e3},
                              {"optimizer_ms", p.times.optimizer * 1e3}, {"copy_back_ms", p.times.copy_back * 1e3},
-                             {"gather_ms", p.times.gather * 1e3}});
+                             {"gather_ms", p.times.gather * 1e3}, {"decode_ms", p.times.decode * 1e3}});
     for (const auto& q : r.optimizer)
       j["optimizer"].push_back({{"optimizer", q.optimizer}, {"dp", q.dp}, {"elements", q.elements},
                                 {"bytes", q.bytes}, {"best_s", q.best_s}, {"median_s", q.median_s},
@@ -259,11 +259,12 @@ int run_bench_step(const BenchStepArgs& a, const GlobalOptions& g) {
   std::printf("step of %s (%llu params), micro-batch %lld, median of %llu steps, rank 0 (ms)\n", o.spec.name.c_str(),
               static_cast<unsigned long long>(o.spec.numel()), static_cast<long long>(a.micro_batch),
               static_cast<unsigned long long>(a.steps));
-  std::printf("%4s %10s %10s %10s %10s %10s %10s\n", "dp", "step", "fwd/bwd", "red-scat", "optimizer", "copy-back",
-              "gather");
+  std::printf("%4s %10s %10s %10s %10s %10s %10s %10s\n", "dp", "step", "fwd/bwd", "red-scat", "optimizer",
+              "copy-back", "gather", "decode");
   for (const auto& p : r.phases)
-    std::printf("%4u %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f\n", p.dp, p.step_ms, p.times.forward_backward * 1e3,
-                p.times.reduce_scatter * 1e3, p.times.optimizer * 1e3, p.times.copy_back * 1e3, p.times.gather * 1e3);
+    std::printf("%4u %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f\n", p.dp, p.step_ms, p.times.forward_backward * 1e3,
+                p.times.reduce_scatter * 1e3, p.times.optimizer * 1e3, p.times.copy_back * 1e3, p.times.gather * 1e3,
+                p.times.decode * 1e3);
   std::printf("\noptimizer on rank 0's fragments, 1 thread (GB/s = bytes touched / best time; ratio vs memcpy of "
               "the same bytes)\n");
   std::printf("%-8s %4s %12s %14s %10s %8s %7s\n", "", "dp", "elements", "bytes", "ms", "GB/s", "ratio");

@@ -181,9 +181,9 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
               s.initial_loss > 0 ? s.final_loss / s.initial_loss : 0.0,
               s.skipped ? (", " + std::to_string(s.skipped) + " skipped steps").c_str() : "");
   std::printf("step %.3f ms (median): forward/backward %.3f, reduce-scatter %.3f, optimizer %.3f, copy-back %.3f, "
-              "gather %.3f\n",
+              "gather %.3f, decode %.3f\n",
               s.step_time_ms, t.forward_backward * 1e3, t.reduce_scatter * 1e3, t.optimizer * 1e3, t.copy_back * 1e3,
-              t.gather * 1e3);
+              t.gather * 1e3, t.decode * 1e3);
   if (a.overlap_grad_reduce || a.overlap_param_gather)
     std::printf("overlap:%s%s\n", a.overlap_grad_reduce ? " grad reduce-scatter with the backward" : "",
                 a.overlap_param_gather ? (a.overlap_grad_reduce ? ", param all-gather with the next forward"

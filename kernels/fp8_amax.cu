@@ -76,11 +76,8 @@ __device__ void tensor_task(const DeviceJob& j, uint64_t first, uint32_t n, uint
   using T = typename S::T;
   stream_items<S, V, loads_in_flight<S, V>()>(j, first_row(j) * j.K + first * V, n,
                                                [&](const T(&x)[V], uint64_t, uint32_t, bool) {
-#pragma unroll
-                                                 for (int k = 0; k < V; ++k) {  // 0 outside the fragment
-                                                   const uint32_t key = key_of<S>(x[k]);
-                                                   a = key > a ? key : a;
-                                                 }
+                                                 const uint32_t m = vec_key_max<S, V>(x);  // 0 outside
+                                                 a = m > a ? m : a;
                                                });
 }
 
@@ -94,17 +91,7 @@ __device__ void rows_task(const DeviceJob& j, uint64_t first, uint32_t n) {
   const int lane = threadIdx.x & 31;
   stream_items<S, V, loads_in_flight<S, V>()>(
       j, first_row(j) * j.K + first * V, n, [&](const T(&x)[V], uint64_t g, uint32_t, bool in_task) {
-        uint32_t m = 0;
-#pragma unroll
-        for (int k = 0; k < V; ++k) {  // elements outside the fragment read as 0
-          const uint32_t key = key_of<S>(x[k]);
-          m = key > m ? key : m;
-        }
-#pragma unroll
-        for (int o = G / 2; o > 0; o >>= 1) {
-          const uint32_t w = __shfl_xor_sync(kFull, m, o);
-          m = w > m ? w : m;
-        }
+        const uint32_t m = group_max<G>(vec_key_max<S, V>(x));  // elements outside the fragment: 0
         // At the head lane g is the block's start; a block is wholly inside the task's items or
         // wholly past them (n is a multiple of G), and may straddle the fragment's ends.
         if (lane % G == 0 && in_task && g + B > s && g < e) {

@@ -46,7 +46,7 @@ T* upload(const std::vector<T>& v) {
 
 }  // namespace
 
-int persistent_blocks(const void* kernel, int threads) {
+int persistent_blocks(const void* kernel, int threads, size_t smem) {
   static std::mutex mu;
   static std::map<std::pair<int, const void*>, int> cache;
   int dev = 0;
@@ -56,7 +56,7 @@ int persistent_blocks(const void* kernel, int threads) {
   if (it != cache.end()) return it->second;
   int sms = 0, per_sm = 0;
   FPG_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  FPG_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  FPG_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   const int blocks = sms * (per_sm > 0 ? per_sm : 1);
   cache[{dev, kernel}] = blocks;
   return blocks;

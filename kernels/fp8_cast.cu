@@ -45,11 +45,8 @@ __device__ void tensor_task(const DeviceJob& j, uint64_t first, uint32_t n, bool
         encode_vec<F, S, V>(x, sv, q);
         store_vec<V>(j.out, j.start, g, mask, q);
         if (fold) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            const uint32_t key = key_of<S>(x[k]);  // 0 outside the fragment
-            a = key > a ? key : a;
-          }
+          const uint32_t m = vec_key_max<S, V>(x);  // 0 outside the fragment
+          a = m > a ? m : a;
         }
       });
 }
@@ -126,51 +123,64 @@ __device__ void generic_task(const DeviceJob& j, uint64_t first, uint32_t n) {
 }
 
 // One pass over whole row blocks (make_fused_job): the G = block / V lanes that hold a block's
-// vectors reduce its amax by shuffles, compute its scale with the FPG_HD rules, the first of them
-// writes the amax and scale, and all cast. A block lies in one warp access: tasks start at multiples
-// of 32 items and K is a multiple of the block.
+// vectors reduce its amax (group_max), the FPG_HD rules give its scale, the first of them writes the
+// block's amax and scale, and all cast. A block lies in one warp access: tasks start at multiples of
+// 32 items and K is a multiple of the block. In a full round each lane works out ONE scale, lane
+// (group start + u) that of its group's vector u (U <= G), and the group reads them by shuffles:
+// the scale rules, one per vector, were most of a round's instructions.
 template <Format F, class S, int V, bool MX>
 __device__ void fused_task(const DeviceJob& j, uint64_t first, uint32_t n) {
   using T = typename S::T;
-  constexpr int G = (1 << block_shift<MX>()) / V;  // lanes per block
+  constexpr int shift = block_shift<MX>(), G = (1 << shift) / V;  // lanes per block
+  constexpr int U = loads_in_flight<S, V>();
   if constexpr (G <= 32) {
+    static_assert(U <= G, "each lane of a group works out at most one of its U scales");
     const int lane = threadIdx.x & 31;
-    stream_items<S, V, loads_in_flight<S, V>()>(
-        j, first_row(j) * j.K + first * V, n, [&](const T(&x)[V], uint64_t g, uint32_t mask, bool) {
-          uint32_t m = 0;
+    // The scale of the block at flat element g with amax key m; `head` writes its cells.
+    auto scale_of = [&](uint32_t m, uint64_t g, bool head) {
+      const float amax = bits_float(m);
+      const uint64_t cell = g >> shift;
+      float s;
+      if constexpr (MX) {
+        const uint8_t e = fpg::fp8::mx_scale(amax, F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
+        s = fpg::fp8::mx_exp2f_rcp(e);
+        if (head && j.e8m0_out) j.e8m0_out[cell] = e;
+      } else {
+        s = fpg::fp8::blockwise_scale(amax, F, j.pow2, j.epsilon, static_cast<Input>(j.input));
+        if (head && j.scale_out) j.scale_out[cell] = s;
+        if (head && j.scale_inv_out) j.scale_inv_out[cell] = fpg::fp8::scale_inv_of(s);
+      }
+      if (head && j.amax) fold_cell(j.amax + cell, m, false);
+      return s;
+    };
+    auto cast = [&](const T(&x)[V], float s, uint64_t g, uint32_t mask) {
+      float sv[V];
 #pragma unroll
-          for (int k = 0; k < V; ++k) {  // elements outside the fragment read as 0
-            const uint32_t key = key_of<S>(x[k]);
-            m = key > m ? key : m;
-          }
+      for (int k = 0; k < V; ++k) sv[k] = s;
+      uint8_t q[V];
+      encode_vec<F, S, V>(x, sv, q);
+      store_vec<V>(j.out, j.start, g, mask, q);
+    };
+    stream_rounds<S, V, U>(
+        j, first_row(j) * j.K + first * V, n,
+        [&](const T(&x)[U][V], uint64_t g0) {
+          uint32_t m[U];
 #pragma unroll
-          for (int o = G / 2; o > 0; o >>= 1) {
-            const uint32_t w = __shfl_xor_sync(kFull, m, o);
-            m = w > m ? w : m;
-          }
+          for (int u = 0; u < U; ++u) m[u] = group_max<G>(vec_key_max<S, V>(x[u]));
+          const int mine = lane % G;  // the vector whose scale this lane works out, if < U
+          uint32_t key = m[0];
+#pragma unroll
+          for (int u = 1; u < U; ++u) key = mine == u ? m[u] : key;
+          const float s = mine < U ? scale_of(key, g0 + uint64_t(mine) * kThreads * V, true) : 1.0f;
+          const int group = lane & ~(G - 1);
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            cast(x[u], __shfl_sync(kFull, s, group + u), g0 + u * kThreads * V, full_mask<V>());
+        },
+        [&](const T(&x)[V], uint64_t g, uint32_t mask, bool) {
+          const uint32_t m = group_max<G>(vec_key_max<S, V>(x));  // elements outside the fragment: 0
           if (!mask) return;  // a block is wholly inside the fragment or wholly outside
-          const float amax = bits_float(m);
-          const uint64_t cell = g >> block_shift<MX>();
-          const bool head = lane % G == 0;
-          float s;
-          if constexpr (MX) {
-            const uint8_t e = fpg::fp8::mx_scale(amax, F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
-            s = fpg::fp8::mx_exp2f_rcp(e);
-            if (head && j.e8m0_out) j.e8m0_out[cell] = e;
-          } else {
-            s = fpg::fp8::blockwise_scale(amax, F, j.pow2, j.epsilon, static_cast<Input>(j.input));
-            if (head) {
-              if (j.scale_out) j.scale_out[cell] = s;
-              if (j.scale_inv_out) j.scale_inv_out[cell] = fpg::fp8::scale_inv_of(s);
-            }
-          }
-          if (head && j.amax) fold_cell(j.amax + cell, m, false);
-          float sv[V];
-#pragma unroll
-          for (int k = 0; k < V; ++k) sv[k] = s;
-          uint8_t q[V];
-          encode_vec<F, S, V>(x, sv, q);
-          store_vec<V>(j.out, j.start, g, mask, q);
+          cast(x, scale_of(m, g, lane % G == 0), g, mask);
         });
   }
 }
@@ -237,7 +247,7 @@ CastFn cast_kernel_for(const LaunchGroup& g) {
     case CastMode::fused: return pick_format<static_cast<int>(CastMode::fused)>(g);
     case CastMode::fused_mx: return pick_format<static_cast<int>(CastMode::fused_mx)>(g);
     case CastMode::fused_tiles:
-    case CastMode::fused_mx_tiles: return nullptr;  // kernels/fp8_fused_tiles.cu
+    case CastMode::fused_mx_tiles: return nullptr;  // launch_fused_tiles
   }
   return nullptr;
 }
@@ -248,9 +258,12 @@ void launch_cast(const DeviceJob* jobs, const Task* tasks, const std::vector<Lau
                  cudaStream_t stream) {
   for (const LaunchGroup& g : groups) {
     if (g.count == 0) continue;
-    const bool tiles = g.mode == static_cast<uint8_t>(CastMode::fused_tiles) ||
-                       g.mode == static_cast<uint8_t>(CastMode::fused_mx_tiles);
-    const CastFn k = tiles ? fused_tile_kernel_for(g) : cast_kernel_for(g);
+    if (g.mode == static_cast<uint8_t>(CastMode::fused_tiles) ||
+        g.mode == static_cast<uint8_t>(CastMode::fused_mx_tiles)) {
+      launch_fused_tiles(jobs, tasks, g, stream);
+      continue;
+    }
+    const CastFn k = cast_kernel_for(g);
     if (!k) throw InternalError("fp8: no cast kernel for mode " + std::to_string(g.mode));
     const int blocks = persistent_blocks(reinterpret_cast<const void*>(k), kThreads);
     const uint32_t grid = g.count < static_cast<uint32_t>(blocks) ? g.count : static_cast<uint32_t>(blocks);

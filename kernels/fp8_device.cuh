@@ -87,6 +87,27 @@ __device__ __forceinline__ uint64_t first_row(const DeviceJob& j) {
   return q;
 }
 
+// The V source values of one 16-byte word (V == 4: fp32, V == 8: bf16).
+template <class S, int V>
+__device__ __forceinline__ void unpack16(const uint4& t, typename S::T (&x)[V]) {
+  using T = typename S::T;
+  if constexpr (sizeof(T) == 4) {
+    static_assert(V == 4, "fp32 vectors are 4 wide");
+    x[0] = __uint_as_float(t.x);
+    x[1] = __uint_as_float(t.y);
+    x[2] = __uint_as_float(t.z);
+    x[3] = __uint_as_float(t.w);
+  } else {
+    static_assert(V == 8, "bf16 vectors are 8 wide");
+    const uint32_t w[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      x[2 * k] = static_cast<uint16_t>(w[k] & 0xFFFFu);
+      x[2 * k + 1] = static_cast<uint16_t>(w[k] >> 16);
+    }
+  }
+}
+
 // V consecutive raw source values at flat index g, which the caller knows to be inside the fragment
 // (g % V == 0 when V > 1): one 16-byte load, or one element.
 template <class S, int V>
@@ -95,22 +116,8 @@ __device__ __forceinline__ void load_raw(const DeviceJob& j, uint64_t g, typenam
   const T* p = static_cast<const T*>(j.in) + (g - j.start);
   if constexpr (V == 1) {
     x[0] = __ldg(p);
-  } else if constexpr (sizeof(T) == 4) {
-    static_assert(V == 4, "fp32 vectors are 4 wide");
-    const float4 t = __ldg(reinterpret_cast<const float4*>(p));
-    x[0] = t.x;
-    x[1] = t.y;
-    x[2] = t.z;
-    x[3] = t.w;
   } else {
-    static_assert(V == 8, "bf16 vectors are 8 wide");
-    const uint4 t = __ldg(reinterpret_cast<const uint4*>(p));
-    const uint32_t w[4] = {t.x, t.y, t.z, t.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      x[2 * k] = static_cast<uint16_t>(w[k] & 0xFFFFu);
-      x[2 * k + 1] = static_cast<uint16_t>(w[k] >> 16);
-    }
+    unpack16<S, V>(__ldg(reinterpret_cast<const uint4*>(p)), x);
   }
 }
 
@@ -145,11 +152,12 @@ __device__ __forceinline__ uint32_t load_vec(const DeviceJob& j, uint64_t g, typ
 // Walks a task's n items (vectors of V elements; item i starts at flat element gbase + i * V) in
 // rounds of blockDim.x * U items, block-strided so that each warp access is contiguous. A round wholly
 // inside the task and the fragment (all but the first and last of a fragment) issues its U loads at
-// once without checks; the others go one vector at a time with masks (elements outside the
-// fragment read as 0). Calls fn(x, g, mask, in_task) for every u of every round in every thread,
-// uniformly (fn may shuffle): mask is 0 for a vector outside the fragment, in_task false past n.
-template <class S, int V, int U, class Fn>
-__device__ __forceinline__ void stream_items(const DeviceJob& j, uint64_t gbase, uint32_t n, Fn&& fn) {
+// once without checks and calls full(x, g0): x[u] is the vector at g0 + u * kThreads * V. The
+// others go one vector at a time with masks (elements outside the fragment read as 0) and call
+// edge(x, g, mask, in_task) for every u in every thread, uniformly (both may shuffle): mask is 0 for
+// a vector outside the fragment, in_task false past n.
+template <class S, int V, int U, class Full, class Edge>
+__device__ __forceinline__ void stream_rounds(const DeviceJob& j, uint64_t gbase, uint32_t n, Full&& full, Edge&& edge) {
   using T = typename S::T;
   constexpr uint32_t step = kThreads * U;  // the kernels run kThreads per block: constant strides
   for (uint32_t b0 = 0; b0 < n; b0 += step) {
@@ -158,8 +166,7 @@ __device__ __forceinline__ void stream_items(const DeviceJob& j, uint64_t gbase,
       T x[U][V];
 #pragma unroll
       for (int u = 0; u < U; ++u) load_raw<S, V>(j, g0 + u * kThreads * V, x[u]);
-#pragma unroll
-      for (int u = 0; u < U; ++u) fn(x[u], g0 + u * kThreads * V, full_mask<V>(), true);
+      full(x, g0);
     } else {
 #pragma unroll 1
       for (int u = 0; u < U; ++u) {
@@ -169,10 +176,23 @@ __device__ __forceinline__ void stream_items(const DeviceJob& j, uint64_t gbase,
 #pragma unroll
         for (int k = 0; k < V; ++k) x[k] = T(0);
         const uint32_t mask = i < n ? load_vec<S, V>(j, g, x) : 0u;
-        fn(x, g, mask, i < n);
+        edge(x, g, mask, i < n);
       }
     }
   }
+}
+
+// stream_rounds with one function for every vector: fn(x, g, mask, in_task).
+template <class S, int V, int U, class Fn>
+__device__ __forceinline__ void stream_items(const DeviceJob& j, uint64_t gbase, uint32_t n, Fn&& fn) {
+  using T = typename S::T;
+  stream_rounds<S, V, U>(
+      j, gbase, n,
+      [&](const T(&x)[U][V], uint64_t g0) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) fn(x[u], g0 + u * kThreads * V, full_mask<V>(), true);
+      },
+      fn);
 }
 
 // Stores V bytes for the elements of `mask` at flat index g into a fragment slice (out = element
@@ -236,14 +256,50 @@ __device__ __forceinline__ uint32_t key_of(typename S::T x) {
   return fpg::fp8::amax_key(S::load(x));
 }
 
-__device__ __forceinline__ uint32_t warp_max(uint32_t v) {
+// The max of the ordering keys of a vector's values (elements outside a fragment read as 0, key 0).
+// Without a NaN that is the max of the values' bits with the sign cleared (fewer instructions);
+// a NaN among them (bits above inf) sends the vector through the keys one by one.
+template <class S, int V>
+__device__ __forceinline__ uint32_t vec_key_max(const typename S::T (&x)[V]) {
+  uint32_t m = 0;
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
+  for (int k = 0; k < V; ++k) {
+    const uint32_t a = float_bits(S::load(x[k])) & 0x7FFFFFFFu;
+    m = a > m ? a : m;
+  }
+  if (m <= 0x7F800000u) return m;
+  m = 0;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const uint32_t key = key_of<S>(x[k]);
+    m = key > m ? key : m;
+  }
+  return m;
+}
+
+// Max over each group of G consecutive lanes (G a power of two <= 32), in every lane of the group:
+// one redux instruction for a whole warp (sm_80+), shuffles for smaller groups.
+template <int G>
+__device__ __forceinline__ uint32_t shuffle_max(uint32_t v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) {
     const uint32_t w = __shfl_xor_sync(kFull, v, o);
     v = w > v ? w : v;
   }
   return v;
 }
+
+template <int G>
+__device__ __forceinline__ uint32_t group_max(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (G == 32) return __reduce_max_sync(kFull, v);
+  else return shuffle_max<G>(v);
+#else
+  return shuffle_max<G>(v);
+#endif
+}
+
+__device__ __forceinline__ uint32_t warp_max(uint32_t v) { return group_max<32>(v); }
 
 // Max over the block (all threads call it; the result is valid in thread 0).
 __device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* smem /* kThreads/32 words */) {

@@ -2,6 +2,7 @@
 // descriptor table and task lists that are already in device memory (kernels/fp8_batch.h builds them).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -41,15 +42,16 @@ void launch_partial_amax(const DeviceJob* jobs, const Task* tasks, const std::ve
                          cudaStream_t stream);
 void launch_cast(const DeviceJob* jobs, const Task* tasks, const std::vector<LaunchGroup>& groups,
                  cudaStream_t stream);
-// The kernel of a fused_tiles / fused_mx_tiles group (null for other modes and for unvectorised groups).
-using FusedTileFn = void (*)(const DeviceJob*, const Task*, uint32_t);
-FusedTileFn fused_tile_kernel_for(const LaunchGroup& g);
+// Launches a fused_tiles / fused_mx_tiles group (kernels/fp8_fused_tiles.cu); throws InternalError
+// for unvectorised groups (make_fused_job never makes them).
+void launch_fused_tiles(const DeviceJob* jobs, const Task* tasks, const LaunchGroup& g, cudaStream_t stream);
 // Columns of one task's tile: 128 (blockwise 128x128) or 512 (MX: a 32-row band x 512 columns).
 constexpr uint64_t fused_tile_cols(bool mx) { return mx ? 512 : 128; }
 
 void launch_scales(const ScaleJob* jobs, const Task* tasks, uint32_t n, cudaStream_t stream);
 
-// Blocks of a persistent grid for `kernel` at `threads` per block: enough to fill every SM.
-int persistent_blocks(const void* kernel, int threads);
+// Blocks of a persistent grid for `kernel` at `threads` per block and `smem` bytes of dynamic shared
+// memory: enough to fill every SM.
+int persistent_blocks(const void* kernel, int threads, size_t smem = 0);
 
 }  // namespace fpg::cuda::fp8

@@ -2,7 +2,7 @@
 # GPU benchmarks (issue 6): each section runs fpgather's figure and its PyTorch baseline in the same
 # call, on the same machine, and leaves logs / JSON in OUT_DIR (BENCHMARKS.md, "GPU (issue 6)").
 #
-#   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm optim quantize overlap
+#   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm step-comm optim quantize overlap
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -15,6 +15,35 @@ mkdir -p "$OUT"
 bench_comm() {
   "$BUILD/fpgather" --json bench comm --models base,1b --dp 2 --iters 20 >"$OUT/comm_ours.json" || return 1
   python3 scripts/bench_torch_comm.py --ours "$OUT/comm_ours.json" --iters 20 --json "$OUT/comm.json"
+}
+
+# The collectives inside `train --device cuda --dp 2` steps (train's defaults: one bucket per buffer,
+# AdamW, bf16 params) against torch.distributed on the same sizes, same call: the reduce-scatter and
+# gather phases time the step's collectives alone, so bytes / phase time is their in-step bus
+# bandwidth. STEP_COMM_MODELS="base 1b", STEP_COMM_STEPS=6 by default.
+bench_step_comm() {
+  local models=${STEP_COMM_MODELS:-base 1b} steps=${STEP_COMM_STEPS:-6} m
+  "$BUILD/fpgather" --json bench comm --models "${models// /,}" --dp 2 --iters 20 >"$OUT/step-comm_ours.json" || return 1
+  python3 scripts/bench_torch_comm.py --ours "$OUT/step-comm_ours.json" --iters 20 --json "$OUT/step-comm_torch.json" \
+    >/dev/null || return 1
+  for m in $models; do
+    "$BUILD/fpgather" --json --no-progress train --model "$m" --device cuda --dp 2 --steps "$steps" \
+      >"$OUT/step-comm_train_$m.json" || return 1
+  done
+  python3 - "$OUT" $models <<'PY'
+import json, sys
+out, models = sys.argv[1], sys.argv[2:]
+torch = json.load(open(f"{out}/step-comm_torch.json"))["results"]
+phase = {"reduce_scatter": "reduce_scatter_ms", "all_gather": "gather_ms"}
+print(f"{'model':6} {'op':15} {'total bytes':>14} {'in-step ms':>10} {'in-step busbw':>13} {'torch busbw':>11} {'ratio':>6}")
+for m in models:
+    ph = json.load(open(f"{out}/step-comm_train_{m}.json"))["phase_ms"]
+    for t in (r for r in torch if r["model"] == m):
+        ms = ph[phase[t["op"]]]
+        busbw = t["total_bytes"] / (ms * 1e-3) / 1e9 / 2  # (N-1)/N at N = 2
+        print(f"{m:6} {t['op']:15} {t['total_bytes']:14d} {ms:10.3f} {busbw:13.1f} {t['torch_busbw_gbps']:11.1f} "
+              f"{busbw / t['torch_busbw_gbps']:6.3f}")
+PY
 }
 
 # Fused AdamW/Lion, grad norm and Muon (lib/bench/gpu_optim_bench.cpp) and the PyTorch baselines
@@ -83,6 +112,7 @@ PY
 for s in "$@"; do
   case "$s" in
     comm) bench_comm ;;
+    step-comm) bench_step_comm ;;
     optim) bench_optim ;;
     quantize) bench_quantize ;;
     overlap) bench_overlap ;;

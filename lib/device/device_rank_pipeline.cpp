@@ -506,11 +506,23 @@ pipeline::StepReport DeviceRankPipeline::step(const DeviceHookedGradFn& grad_fn,
   m.sync();
   rep.times.copy_back = since(t0);
 
+  // The gather phase is the collectives alone, so that its time gives the step's all-gather
+  // bandwidth; with param_gather it is their issuing, and the waits and decodes fall in the next
+  // forward.
   t0 = Clock::now();
   m.issue_gathers();
-  if (!m.overlap.param_gather) m.finish_param_sync();
-  m.sync();
-  rep.times.gather = since(t0);  // with param_gather: issuing only (the waits are in the next forward)
+  if (!m.overlap.param_gather) {
+    for (uint32_t id = 0; id < m.bsync.buckets(); ++id) m.wait_gather(id);
+    m.sync();
+    rep.times.gather = since(t0);
+    t0 = Clock::now();
+    m.finish_param_sync();
+    m.sync();
+    rep.times.decode = since(t0);
+  } else {
+    m.sync();
+    rep.times.gather = since(t0);
+  }
   return rep;
 }
 

@@ -126,7 +126,7 @@ void RankPipeline::copy_back_and_gather(PhaseTimes& t) {
   }
   t0 = Clock::now();
   publish_params();
-  t.gather += since(t0);
+  t.decode += since(t0);
 }
 
 StepReport RankPipeline::step(const GradFn& grad_fn, uint64_t micro_batches) {

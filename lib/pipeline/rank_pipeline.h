@@ -63,8 +63,9 @@ struct PhaseTimes {
   double reduce_scatter = 0;    // gradient reduce-scatter / all-reduce
   double optimizer = 0;         // scaling, grad norm, clipping, optimizer step
   double copy_back = 0;         // masters -> bf16/FP8 params (incl. layer-wise re-quantization)
-  double gather = 0;            // param all-gathers and decoding the params for the next forward
-  double total() const { return forward_backward + reduce_scatter + optimizer + copy_back + gather; }
+  double gather = 0;            // param all-gathers, the collectives alone
+  double decode = 0;            // the gathered params decoded to fp32 for the next forward (bf16, FP8)
+  double total() const { return forward_backward + reduce_scatter + optimizer + copy_back + gather + decode; }
 };
 
 struct StepReport {

@@ -24,7 +24,8 @@ double median(std::vector<double> v) {
 nlohmann::json times_json(const pipeline::PhaseTimes& t) {
   return {{"forward_backward_ms", t.forward_backward * 1e3}, {"reduce_scatter_ms", t.reduce_scatter * 1e3},
           {"optimizer_ms", t.optimizer * 1e3},               {"copy_back_ms", t.copy_back * 1e3},
-          {"gather_ms", t.gather * 1e3},                     {"step_ms", t.total() * 1e3}};
+          {"gather_ms", t.gather * 1e3},                     {"decode_ms", t.decode * 1e3},
+          {"step_ms", t.total() * 1e3}};
 }
 
 double json_number(double x) { return std::isfinite(x) ? x : 0.0; }
@@ -111,7 +112,7 @@ void finish_result(TrainResult& result, const TrainOptions& o, uint64_t params, 
     s.initial_loss = result.steps.front().loss;
     s.final_loss = result.steps.back().loss;
   }
-  std::vector<double> total, fb, rs, opt, cb, ga;
+  std::vector<double> total, fb, rs, opt, cb, ga, de;
   for (const StepMetrics& m : result.steps) {
     s.skipped += m.skipped ? 1 : 0;
     total.push_back(m.times.total());
@@ -120,9 +121,10 @@ void finish_result(TrainResult& result, const TrainOptions& o, uint64_t params, 
     opt.push_back(m.times.optimizer);
     cb.push_back(m.times.copy_back);
     ga.push_back(m.times.gather);
+    de.push_back(m.times.decode);
   }
   s.step_time_ms = median(total) * 1e3;
-  s.median_times = {median(fb), median(rs), median(opt), median(cb), median(ga)};
+  s.median_times = {median(fb), median(rs), median(opt), median(cb), median(ga), median(de)};
   result.cursor = {o.seed, o.steps, o.micro_batch, o.accumulation, o.dp};
 }
 

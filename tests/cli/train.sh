@@ -16,7 +16,8 @@ init=$(json_num "$WORK/summary.json" initial_loss) final=$(json_num "$WORK/summa
 [ -n "$init" ] && [ -n "$final" ] || fail "no losses in the JSON summary"
 less_than "$final" "$(awk -v a="$init" 'BEGIN { print a / 3 }')" || fail "loss $init -> $final did not fall below a third"
 for key in '"steps": 200' '"dp": 2' '"params": 114912' '"optimizer": "adamw"' '"dist_opt": "bucketed"' \
-           '"step_time_ms"' '"forward_backward_ms"' '"reduce_scatter_ms"' '"optimizer_ms"' '"copy_back_ms"' '"gather_ms"'; do
+           '"step_time_ms"' '"forward_backward_ms"' '"reduce_scatter_ms"' '"optimizer_ms"' '"copy_back_ms"' '"gather_ms"' \
+           '"decode_ms"'; do
   expect_in "$WORK/summary.json" "$key"
 done
 # --metrics: one complete JSON object per step, steps 0..199 in order
