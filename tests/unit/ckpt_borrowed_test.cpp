@@ -61,8 +61,9 @@ std::string file_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Two ranks, each one write per key (so each file's layout is fixed): an f32 key of `state` and a
-// 16-bit key of its high halves (2-byte elements, for the shuffle). Sizes leave edge chunks.
+// Rank 0 writes an f32 key of `state`, rank 1 a 16-bit key of its high halves (2-byte elements,
+// for the shuffle), each in one write (so each file's layout is fixed: where HDF5 puts a dataset's
+// header depends on what the file holds when it is created). Sizes leave edge chunks.
 ckpt::Index save(const std::string& dir, const std::vector<float>& state, const std::vector<uint16_t>& halves,
                  const char* comp, bool borrowed, TaskQueue& tasks) {
   fpckpt::WriteOptions wo;
@@ -70,19 +71,16 @@ ckpt::Index save(const std::string& dir, const std::vector<float>& state, const 
   wo.chunk_bytes = 4000;
   wo.tasks = &tasks;
   fpckpt::CheckpointWriter w(dir, wo);
-  for (uint32_t r = 0; r < 2; ++r) {
-    auto& rw = w.rank(r);
-    const uint32_t f = rw.declare({"f", DType::F32, {state.size()}, ckpt::KeyKind::optimizer_state});
-    const uint32_t h = rw.declare({"h", DType::BF16, {halves.size()}, ckpt::KeyKind::weight});
-    const uint64_t flo = state.size() * r / 2, fhi = state.size() * (r + 1) / 2;
-    const uint64_t hlo = halves.size() * r / 2, hhi = halves.size() * (r + 1) / 2;
-    if (borrowed) {
-      rw.write_borrowed(f, flo, state.data() + flo, fhi - flo);
-      rw.write_borrowed(h, hlo, halves.data() + hlo, hhi - hlo);
-    } else {
-      rw.write(f, flo, state.data() + flo, fhi - flo);
-      rw.write(h, hlo, halves.data() + hlo, hhi - hlo);
-    }
+  auto& r0 = w.rank(0);
+  const uint32_t f = r0.declare({"f", DType::F32, {state.size()}, ckpt::KeyKind::optimizer_state});
+  auto& r1 = w.rank(1);
+  const uint32_t h = r1.declare({"h", DType::BF16, {halves.size()}, ckpt::KeyKind::weight});
+  if (borrowed) {
+    r0.write_borrowed(f, 0, state.data(), state.size());
+    r1.write_borrowed(h, 0, halves.data(), halves.size());
+  } else {
+    r0.write(f, 0, state.data(), state.size());
+    r1.write(h, 0, halves.data(), halves.size());
   }
   return w.commit();
 }
