@@ -15,8 +15,12 @@ struct IoBenchOptions {
   uint64_t chunk_bytes = 4ull << 20;
   std::vector<std::string> compressions = {"none", "zstd:1"};
   uint32_t ranks = 8;              // the state is split over this many rank files
+  uint32_t reps = 3;               // every measurement this many times, interleaved; medians reported
+  bool borrowed = true;            // saves hand the state to RankWriter::write_borrowed (false: write, copying)
 };
 
+// One measurement over the reps: seconds and the pipeline breakdown are medians, ratios come from
+// the medians, the peak memory is the largest of the reps.
 struct IoBenchRow {
   std::string what;  // "plain write", "plain read", "save none", "load none", ...
   double seconds = 0, gbps = 0;
@@ -26,6 +30,8 @@ struct IoBenchRow {
   // Saves: where the time went (PipelineTimes of chunk_pipeline.h over this save; -1 otherwise):
   // producer copying into slots and waiting for one, encoding thread-seconds, writer thread busy.
   double copy_s = -1, wait_s = -1, encode_s = -1, write_s = -1;
+  double ratio_to_none = -1;        // saves/loads of another encoding: gbps / that of "none" (-1: n/a)
+  std::vector<double> rep_seconds;  // each rep's seconds, in run order
 };
 
 std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o);

@@ -14,7 +14,10 @@
 namespace fpg::fpckpt {
 
 struct ChunkPipeline::Slot {
-  std::vector<uint8_t> bytes;  // the chunk, zero-padded to chunk_elems
+  std::vector<uint8_t> bytes;  // a copied chunk, zero-padded to chunk_elems
+  const uint8_t* src = nullptr;  // the chunk's bytes: `bytes`, or the caller's buffer (borrowed)
+  uint64_t src_elems = 0;        // elements at src: chunk_elems (copied), the chunk's length (borrowed)
+  bool borrowing = false;        // still reads the caller's buffer
   ckpt::CodecScratch scratch;  // its encoding lives here (or is `bytes`, stored raw)
   ckpt::EncodedChunk enc;
   ckpt::Chunk meta;
@@ -151,7 +154,7 @@ void ChunkPipeline::fail(std::exception_ptr e) {
 }
 
 void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t at, const void* src, uint64_t chunk_elems, size_t elem,
-                           bool shuffle) {
+                           bool shuffle, bool borrowed) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (error_) std::rethrow_exception(error_);
@@ -159,12 +162,20 @@ void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t at, const void* src
   const uint64_t t0 = now_ns();
   Slot* s = SlotPool::get().acquire(queue_.size() + 2);
   const uint64_t t1 = now_ns();
-  const size_t have = static_cast<size_t>(meta.length) * elem, full = chunk_elems * elem;
-  s->bytes.resize(full);
-  std::memcpy(s->bytes.data(), src, have);
-  std::memset(s->bytes.data() + have, 0, full - have);  // HDF5 stores the edge chunk whole
   wait_ns += t1 - t0;
-  copy_ns += now_ns() - t1;
+  if (borrowed) {
+    s->src = static_cast<const uint8_t*>(src);
+    s->src_elems = meta.length;  // encode_chunk zero-pads an edge chunk into the slot's scratch
+  } else {
+    const size_t have = static_cast<size_t>(meta.length) * elem, full = chunk_elems * elem;
+    s->bytes.resize(full);
+    std::memcpy(s->bytes.data(), src, have);
+    std::memset(s->bytes.data() + have, 0, full - have);  // HDF5 stores the edge chunk whole
+    s->src = s->bytes.data();
+    s->src_elems = chunk_elems;
+    copy_ns += now_ns() - t1;
+  }
+  s->borrowing = borrowed;
   s->meta = meta;
   s->at = at;
   s->chunk_elems = chunk_elems;
@@ -174,6 +185,7 @@ void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t at, const void* src
     std::lock_guard<std::mutex> l(mu_);
     s->seq = next_seq_++;
     ++in_flight_;
+    if (borrowed) ++borrowing_;
   }
   queue_.submit([this, s] { run(s); });
 }
@@ -181,15 +193,27 @@ void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t at, const void* src
 void ChunkPipeline::encode(Slot& s) {
   ckpt::Compression c = comp_;
   c.shuffle = s.shuffle;
-  s.enc = ckpt::encode_chunk(s.bytes.data(), s.chunk_elems, s.chunk_elems, s.elem, c, s.scratch);
+  s.enc = ckpt::encode_chunk(s.src, s.src_elems, s.chunk_elems, s.elem, c, s.scratch);
   ckpt::Chunk& m = s.meta;
   m.stored_bytes = static_cast<uint32_t>(s.enc.size);
   m.flags = s.enc.flags;
   const size_t logical = static_cast<size_t>(m.length) * s.elem;
-  m.checksum_logical = ckpt::checksum(s.bytes.data(), logical);
+  m.checksum_logical = ckpt::checksum(s.src, logical);
   // A chunk stored raw and whole is its logical bytes: one hash for both.
-  m.checksum_stored = (s.enc.data == s.bytes.data() && s.enc.size == logical) ? m.checksum_logical
-                                                                               : ckpt::checksum(s.enc.data, s.enc.size);
+  m.checksum_stored = (s.enc.data == s.src && s.enc.size == logical) ? m.checksum_logical
+                                                                     : ckpt::checksum(s.enc.data, s.enc.size);
+}
+
+void ChunkPipeline::unborrow(Slot& s) {
+  if (!s.borrowing) return;
+  s.borrowing = false;
+  std::lock_guard<std::mutex> l(mu_);
+  if (--borrowing_ == 0) idle_.notify_all();
+}
+
+void ChunkPipeline::fence() {
+  std::unique_lock<std::mutex> l(mu_);
+  idle_.wait(l, [&] { return borrowing_ == 0; });
 }
 
 void ChunkPipeline::write(Slot& s) {
@@ -227,6 +251,9 @@ void ChunkPipeline::run(Slot* s) {
       fail(std::current_exception());
     }
     encode_ns += now_ns() - t0;
+    // Encoded into the slot's scratch: the caller's buffer is free. Stored raw and whole, the writer
+    // thread writes it from there (store() lets it go).
+    if (s->enc.data != s->src) unborrow(*s);
   }
   // Handed over under mu_, in sequence: the writer receives this pipeline's slots in order.
   std::lock_guard<std::mutex> l(mu_);
@@ -254,6 +281,7 @@ void ChunkPipeline::store(Slot* s) {
     }
     write_ns += now_ns() - t0;
   }
+  unborrow(*s);
   std::lock_guard<std::mutex> l(mu_);
   if (ok && !error_) written_.push_back(s->meta);
   SlotPool::get().release(s);

@@ -9,8 +9,8 @@
 //
 // Slots come from one process-wide budget of (task queue threads + 2), shared by every pipeline
 // alive (all ranks of a save in one process), so the memory of saving is bounded by threads x
-// chunk size (a slot holds the chunk and its encoding: about 2 chunks, 3 with shuffle), not by
-// the state's size; idle slots are freed, and the writer thread ends, when the last pipeline ends.
+// chunk size (a slot holds the chunk and its encoding: about 2 chunks, 3 with shuffle; a borrowed
+// chunk only its encoding), not by the state's size; idle slots are freed, and the writer thread ends, when the last pipeline ends.
 #pragma once
 
 #include <condition_variable>
@@ -31,6 +31,7 @@ namespace fpg::fpckpt {
 
 // Where saving time goes, summed over every pipeline of the process so far (`bench io` prints the
 // difference over one save): the producers copying chunks into slots and waiting for a free slot,
+// (borrowed chunks are not copied),
 // the encoding threads' busy time (thread-seconds), the writer thread's time in H5Dwrite_chunk and
 // writeback. A writer busy for most of the save is the serial bound; producers mostly waiting with
 // the writer idle mean encoding is.
@@ -57,7 +58,17 @@ class ChunkPipeline {
   // and length (elements of `elem` bytes, from `src`); the chunk is `chunk_elems` long, zero-padded.
   // `shuffle`: the dataset's pipeline has byte shuffle. Blocks while the slot budget is used up.
   // Rethrows the first failure of an earlier chunk (FormatError naming file, key and range).
-  void submit(const ckpt::Chunk& meta, uint64_t at, const void* src, uint64_t chunk_elems, size_t elem, bool shuffle);
+  // `borrowed`: the bytes are not copied; the encoding threads (and, for a chunk stored raw and
+  // whole, the writer thread) read them from `src`, which must stay alive and unchanged until
+  // fence() or drain() returns or the pipeline is destroyed. The stored bytes, checksums and file
+  // layout are the same either way.
+  void submit(const ckpt::Chunk& meta, uint64_t at, const void* src, uint64_t chunk_elems, size_t elem, bool shuffle,
+              bool borrowed = false);
+
+  // Waits until no chunk submitted so far still reads a borrowed buffer (it has been encoded into
+  // its slot, or written); the caller may then reuse or free those buffers. Failures are left to
+  // the next submit() or drain().
+  void fence();
 
   // Waits until every queued chunk is written; rethrows the first failure. Returns the chunks'
   // records (sizes, flags, checksums) in submission order.
@@ -71,6 +82,7 @@ class ChunkPipeline {
   void store(Slot* s);                // on the writer thread: write (unless failed), then free the slot
   void write(Slot& s);                // holds hdf5_mutex()
   void fail(std::exception_ptr e);    // keeps the first
+  void unborrow(Slot& s);             // the slot no longer reads the caller's buffer
 
   const std::string path_;
   const int vfd_;
@@ -80,6 +92,7 @@ class ChunkPipeline {
   std::mutex mu_;
   std::condition_variable idle_;
   uint64_t next_seq_ = 0, next_handoff_ = 0, in_flight_ = 0;
+  uint64_t borrowing_ = 0;  // chunks in flight that still read a caller's buffer
   bool abandoned_ = false;
   std::map<uint64_t, Slot*> ready_;  // encoded, waiting for their turn to go to the writer
   std::exception_ptr error_;

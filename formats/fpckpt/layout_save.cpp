@@ -61,20 +61,39 @@ RankStatePlan plan_optimizer_state(const model::ModelSpec& spec, const layout::B
   return plan;
 }
 
-void save_optimizer_state(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
-                          const StateSaveOptions& o, const StateSource& source) {
+namespace {
+// Declares the plan's keys, hands each write to `put` in pieces of at most piece_elems (key id, key
+// offset, param, state, param offset, n), then declares the padding.
+template <class Put>
+void save_plan(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L, const StateSaveOptions& o,
+               Put&& put) {
   const RankStatePlan plan = plan_optimizer_state(spec, L, w.rank(), o);
   std::vector<uint32_t> ids;
   for (const ckpt::Key& k : plan.keys) ids.push_back(w.declare(k));
-  std::vector<float> buf;
   for (const StateWrite& s : plan.writes)
     for (uint64_t x = s.param_range.begin; x < s.param_range.end; x += o.piece_elems) {
       const uint64_t n = std::min(s.param_range.end - x, o.piece_elems);
-      buf.resize(n);
-      source(s.param, s.state, x, n, buf.data());
-      w.write(ids[s.key], s.key_lo + (x - s.param_range.begin), buf.data(), n);
+      put(ids[s.key], s.key_lo + (x - s.param_range.begin), s.param, s.state, x, n);
     }
   for (const ckpt::Padding& p : plan.padding) w.declare_padding(ids[p.key], p.lo, p.hi);
+}
+}  // namespace
+
+void save_optimizer_state(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
+                          const StateSaveOptions& o, const StateSource& source) {
+  std::vector<float> buf;
+  save_plan(w, spec, L, o, [&](uint32_t key, uint64_t key_lo, uint32_t param, const std::string& state, uint64_t x, uint64_t n) {
+    buf.resize(n);
+    source(param, state, x, n, buf.data());
+    w.write(key, key_lo, buf.data(), n);
+  });
+}
+
+void save_optimizer_state_borrowed(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
+                                   const StateSaveOptions& o, const StateView& view) {
+  save_plan(w, spec, L, o, [&](uint32_t key, uint64_t key_lo, uint32_t param, const std::string& state, uint64_t x, uint64_t n) {
+    w.write_borrowed(key, key_lo, view(param, state, x, n), n);
+  });
 }
 
 }  // namespace fpg::fpckpt

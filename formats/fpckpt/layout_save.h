@@ -24,10 +24,14 @@ namespace fpg::fpckpt {
 // Fills out[0, n) with elements [lo, lo + n) of the flattened state `state` of spec param `param`.
 using StateSource = std::function<void(uint32_t param, const std::string& state, uint64_t lo, uint64_t n, float* out)>;
 
+// Elements [lo, lo + n) of that state in place: memory that stays alive and unchanged until the
+// writer's finish() (the save borrows it instead of copying: RankWriter::write_borrowed).
+using StateView = std::function<const float*(uint32_t param, const std::string& state, uint64_t lo, uint64_t n)>;
+
 struct StateSaveOptions {
   ckpt::StateLayout layout = ckpt::StateLayout::model;
   std::vector<std::string> states;    // e.g. {"exp_avg", "exp_avg_sq"}
-  uint64_t piece_elems = 16ull << 20;  // elements per write call (and buffer size)
+  uint64_t piece_elems = 16ull << 20;  // elements per write call (and buffer size of a StateSource)
 };
 
 // One contiguous write: param elements `param_range` of `state` go to key `key` at `key_lo`.
@@ -53,5 +57,8 @@ RankStatePlan plan_optimizer_state(const model::ModelSpec& spec, const layout::B
 // Writes rank writer.rank()'s share of every state of `layout` (F32 keys of kind optimizer_state).
 void save_optimizer_state(RankWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,
                           const StateSaveOptions& opts, const StateSource& source);
+// The same writes (the same file), the values read in place rather than copied through a buffer.
+void save_optimizer_state_borrowed(RankWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,
+                                   const StateSaveOptions& opts, const StateView& view);
 
 }  // namespace fpg::fpckpt

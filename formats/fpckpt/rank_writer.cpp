@@ -128,6 +128,18 @@ void u64_attr(hid_t obj, const char* name, uint64_t v) {
 }  // namespace
 
 void RankWriter::write(uint32_t key, uint64_t lo, const void* data, uint64_t numel) {
+  write_run(key, lo, data, numel, false);
+}
+
+void RankWriter::write_borrowed(uint32_t key, uint64_t lo, const void* data, uint64_t numel) {
+  write_run(key, lo, data, numel, true);
+}
+
+void RankWriter::fence() {
+  if (h5_ && h5_->chunks) h5_->chunks->fence();
+}
+
+void RankWriter::write_run(uint32_t key, uint64_t lo, const void* data, uint64_t numel, bool borrowed) {
   if (finished_) throw InternalError("RankWriter used after finish()");
   if (key >= manifest_.keys.size()) throw InternalError("RankWriter::write: undeclared key");
   const ckpt::Key& k = manifest_.keys[key];
@@ -189,7 +201,7 @@ void RankWriter::write(uint32_t key, uint64_t lo, const void* data, uint64_t num
     c.key = key;
     c.offset = lo + off;
     c.length = static_cast<uint32_t>(std::min(d, numel - off));
-    h5_->chunks->submit(c, off, bytes + off * elem, d, elem, shuffle);
+    h5_->chunks->submit(c, off, bytes + off * elem, d, elem, shuffle, borrowed);
   }
   manifest_.runs.push_back(run);
 }

@@ -1,6 +1,6 @@
 // One rank's data file: the rank stores each contiguous piece of a key it owns as a run (an HDF5
 // dataset "/<n>", 1-D, chunked), cut into chunks that are shuffled/compressed and checksummed by
-// the task queue's threads while write() goes on, and written with H5Dwrite_chunk in order
+// the task queue's threads while write() goes on (from a copy, or in place for write_borrowed()), and written with H5Dwrite_chunk in order
 // (chunk_pipeline.h). Padding is declared, never written; a rank that owns only padding creates no
 // file. finish() waits for the chunks, closes and fsyncs the file and returns the manifest that
 // the committing rank merges into the index (commit.h).
@@ -58,6 +58,16 @@ class RankWriter {
   // here or from a later write() or finish().
   void write(uint32_t key, uint64_t lo, const void* data, uint64_t numel);
 
+  // As write(), without copying: the encoding threads read `data` in place, so it must stay alive
+  // and unchanged until fence() or finish() returns or the writer is destroyed (callers whose
+  // source outlives the save: the training state, the bench's state). The file is the same as
+  // write() makes.
+  void write_borrowed(uint32_t key, uint64_t lo, const void* data, uint64_t numel);
+
+  // Returns once no chunk reads a buffer given to write_borrowed() any more: the caller may reuse
+  // or free them. Write failures are reported by the next write() or finish().
+  void fence();
+
   // Declares [lo, hi) of `key` as padding (never stored; reads as zeros).
   void declare_padding(uint32_t key, uint64_t lo, uint64_t hi);
 
@@ -68,6 +78,7 @@ class RankWriter {
 
  private:
   void open_file();
+  void write_run(uint32_t key, uint64_t lo, const void* data, uint64_t numel, bool borrowed);
 
   std::string dir_;
   WriteOptions opts_;

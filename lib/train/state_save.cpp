@@ -44,16 +44,16 @@ void write_weights(fpckpt::RankWriter& w, const RankStateAccess& rank, uint32_t 
   const size_t elem = dtype_bits(s.dtype) / 8;
   if (!rank.is_fp8(param)) {
     const uint32_t k = w.declare({ckpt::weight_key(p.name), s.dtype, p.shape, ckpt::KeyKind::weight});
-    w.write(k, r.begin, s.data + r.begin * elem, r.size());
+    w.write_borrowed(k, r.begin, s.data + r.begin * elem, r.size());
     return;
   }
   if (s.data) {
     const uint32_t k = w.declare({ckpt::fp8_data_key(p.name), s.dtype, p.shape, ckpt::KeyKind::fp8_data});
-    w.write(k, r.begin, s.data + r.begin, r.size());
+    w.write_borrowed(k, r.begin, s.data + r.begin, r.size());
   }
   if (s.col) {
     const uint32_t k = w.declare({ckpt::fp8_columnwise_key(p.name), s.dtype, p.shape, ckpt::KeyKind::fp8_data});
-    w.write(k, r.begin, s.col + r.begin, r.size());
+    w.write_borrowed(k, r.begin, s.col + r.begin, r.size());
   }
 }
 
@@ -104,12 +104,14 @@ void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const R
   so.layout = o.layout;
   so.piece_elems = o.piece_elems;
   for (const std::string& s : saved_states(rs.bucketed.kind)) so.states.push_back(s);
-  fpckpt::save_optimizer_state(w, spec, rank.bucketed_layout(), so,
-                               [&](uint32_t param, const std::string& state, uint64_t lo, uint64_t n, float* out) {
-                                 const StateFragment& f = fragment_of(rs.bucketed, param, lo, n);
-                                 const float* a = arena(rs.bucketed, state).data() + f.offset;
-                                 std::memcpy(out, a + (lo - f.param_range.begin), n * sizeof(float));
-                               });
+  // The state outlives the writer (the caller finishes it before the rank goes on): borrowed, not
+  // copied, here and below.
+  fpckpt::save_optimizer_state_borrowed(w, spec, rank.bucketed_layout(), so,
+                                        [&](uint32_t param, const std::string& state, uint64_t lo, uint64_t n) {
+                                          const StateFragment& f = fragment_of(rs.bucketed, param, lo, n);
+                                          const float* a = arena(rs.bucketed, state).data() + f.offset;
+                                          return a + (lo - f.param_range.begin);
+                                        });
 
   // Layer-wise part: the matrices this rank owns, whole, straight from the arenas.
   const std::vector<std::string> matrix_states = saved_states(rs.layer_wise.kind);
@@ -117,7 +119,7 @@ void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const R
     const model::Param& p = spec.params.at(f.param);
     for (const std::string& s : matrix_states) {
       const uint32_t k = w.declare({ckpt::model_state_key(p.name, s), DType::F32, p.shape, state_kind(s)});
-      w.write(k, f.param_range.begin, arena(rs.layer_wise, s).data() + f.offset, f.param_range.size());
+      w.write_borrowed(k, f.param_range.begin, arena(rs.layer_wise, s).data() + f.offset, f.param_range.size());
     }
   }
 

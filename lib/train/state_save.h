@@ -23,10 +23,12 @@ namespace fpg::train {
 
 struct RankSaveOptions {
   ckpt::StateLayout layout = ckpt::StateLayout::model;
-  uint64_t piece_elems = 4ull << 20;  // staging buffer of the bucketed state save (elements)
+  uint64_t piece_elems = 4ull << 20;  // elements per write call of the bucketed state save
 };
 
-// Writes rank.state().rank's share into w (a writer for that rank). Reads the pipeline only.
+// Writes rank.state().rank's share into w (a writer for that rank). Reads the pipeline only, in
+// place (RankWriter::write_borrowed): the rank's state and params must not change before w.finish()
+// returns or w is destroyed.
 void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const RankSaveOptions& opts);
 void save_rank_state(fpckpt::RankWriter& w, const pipeline::RankPipeline& rank, const RankSaveOptions& opts);
 
