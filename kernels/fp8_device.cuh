@@ -257,18 +257,9 @@ __device__ __forceinline__ uint32_t key_of(typename S::T x) {
 }
 
 // The max of the ordering keys of a vector's values (elements outside a fragment read as 0, key 0).
-// Without a NaN that is the max of the values' bits with the sign cleared (fewer instructions);
-// a NaN among them (bits above inf) sends the vector through the keys one by one.
 template <class S, int V>
 __device__ __forceinline__ uint32_t vec_key_max(const typename S::T (&x)[V]) {
   uint32_t m = 0;
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const uint32_t a = float_bits(S::load(x[k])) & 0x7FFFFFFFu;
-    m = a > m ? a : m;
-  }
-  if (m <= 0x7F800000u) return m;
-  m = 0;
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const uint32_t key = key_of<S>(x[k]);

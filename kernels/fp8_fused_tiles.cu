@@ -47,7 +47,7 @@ __device__ __forceinline__ void copy_async_wait() {
 }
 
 constexpr int kTileThreads = 512;         // one CTA per SM: 16 warps reduce and cast
-constexpr size_t kTileSmem = 192 * 1024;  // the stages: 3 fp32 tiles, 6 bf16 ones
+constexpr size_t kTileSmem = 96 * 1024;  // the stages: 1 fp32 tile, 3 bf16 ones
 
 template <bool MX>
 struct TileShape {
@@ -64,53 +64,39 @@ constexpr int tile_stages() {
   return static_cast<int>(kTileSmem / tile_bytes<MX, S>());
 }
 
-// The rows of a job's fragment and its tiles per band, worked out once per job a CTA meets (its
-// tasks mostly share one), not per tile.
-struct JobRows {
-  uint32_t job = 0xFFFFFFFFu;
-  uint64_t first = 0, end = 0, tile_cols = 0;  // first row, end row, tiles per band
-};
-
-template <int W>
-__device__ __forceinline__ const JobRows& rows_of(JobRows& c, uint32_t job, const DeviceJob& j) {
-  if (c.job != job) {
-    uint64_t q, r;
-    divmod(j.start + j.count, j.K, q, r);
-    c = JobRows{job, first_row(j), q + (r ? 1 : 0), (j.K + W - 1) / W};
-  }
-  return c;
-}
-
 // This thread's part of one tile: its vectors i = 0 .. PER-1 are vector i * kTileThreads + tid of
 // the tile, all in one column run (kTileThreads is a multiple of the vectors per row), rows
-// row + i * RS; vectors 0 .. present-1 are inside the tensor. Per vector: adds and one compare.
+// row + i * RS. Set up once per tile, so that per vector there are only adds and one compare.
 struct TileWalk {
   uint64_t r0, c0;  // the tile's first tensor row and column
   uint64_t row;     // this thread's first tensor row; its rows step by RS
+  uint64_t rend;    // the fragment's rows end here
   uint64_t g;       // flat index of this thread's first vector
   uint64_t step;    // RS * K: the flat step from one of its vectors to the next
-  int present;
+  bool col_ok;      // the thread's columns are inside K
+  __device__ bool has(int i, int rs) const { return col_ok && row + static_cast<uint64_t>(i) * rs < rend; }
 };
 
-template <int BR, int W, int V, int PER>
-__device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c, uint64_t tile_id) {
+template <int BR, int W, int V>
+__device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, uint64_t tile_id) {
   constexpr int VPR = W / V, RS = kTileThreads / VPR;
-  uint64_t band, tcol;
-  divmod(tile_id, c.tile_cols, band, tcol);
+  uint64_t band, tcol, rows, rest;
+  divmod(tile_id, (j.K + W - 1) / W, band, tcol);
+  divmod(j.start + j.count, j.K, rows, rest);
   TileWalk w;
-  w.r0 = c.first + band * BR;
+  w.r0 = first_row(j) + band * BR;
   w.c0 = tcol * W;
   w.row = w.r0 + threadIdx.x / VPR;
-  const uint64_t col = w.c0 + (threadIdx.x % VPR) * V;
-  const uint64_t rows = col < j.K && w.row < c.end ? (c.end - w.row + RS - 1) / RS : 0;
-  w.present = rows < PER ? static_cast<int>(rows) : PER;
-  w.g = w.row * j.K + col;
+  w.rend = rows + (rest ? 1 : 0);
+  const uint64_t c = w.c0 + (threadIdx.x % VPR) * V;
+  w.col_ok = c < j.K;
+  w.g = w.row * j.K + c;
   w.step = static_cast<uint64_t>(RS) * j.K;
   return w;
 }
 
 template <bool MX, Format F, class S, int V>
-__global__ void __launch_bounds__(kTileThreads, 1)
+__global__ void __launch_bounds__(kTileThreads, 2)
     fused_tile_kernel(const DeviceJob* __restrict__ jobs, const Task* __restrict__ tasks, uint32_t n) {
   using T = typename S::T;
   constexpr int BR = TileShape<MX>::rows, W = TileShape<MX>::cols, NS = tile_stages<MX, S>();
@@ -125,18 +111,17 @@ __global__ void __launch_bounds__(kTileThreads, 1)
   // Starts copying this CTA's k-th tile (task blockIdx.x + k * gridDim.x; one tile per task) into
   // stage k % NS; the parts of the tile outside the tensor are zero-filled (key 0: neutral for the
   // max). A commit group even when there is no tile, so that group k is always tile k.
-  JobRows issued, current;  // the job of the last tile issued / computed
   auto issue = [&](uint32_t k) {
     const uint32_t t = blockIdx.x + k * gridDim.x;
     if (t < n) {
       const Task task = tasks[t];
       const DeviceJob& j = jobs[task.job];
-      const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
+      const TileWalk w = walk_of<BR, W, V>(j, task.first);
       const T* src = static_cast<const T*>(j.in) + (w.g - j.start);
       uint4* dst = stage_words + static_cast<size_t>(k % NS) * NV + threadIdx.x;
 #pragma unroll
       for (int i = 0; i < PER; ++i) {
-        if (i < w.present) copy_async_16(dst + i * kTileThreads, src + i * w.step);
+        if (w.has(i, RS)) copy_async_16(dst + i * kTileThreads, src + i * w.step);
         else dst[i * kTileThreads] = make_uint4(0, 0, 0, 0);
       }
     }
@@ -153,7 +138,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
     __syncthreads();            // and everyone's (and everyone is past the previous tile's casts)
     const Task task = tasks[blockIdx.x + k * gridDim.x];
     const DeviceJob& j = jobs[task.job];
-    const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
+    const TileWalk w = walk_of<BR, W, V>(j, task.first);
     const uint4* stage = stage_words + static_cast<size_t>(k % NS) * NV;
 
     if constexpr (MX) {
@@ -205,7 +190,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
         for (int q = 0; q < V; ++q) sv[q] = bcast;
 #pragma unroll
         for (int i = 0; i < PER; ++i) {
-          if (!i < w.present) continue;
+          if (!w.has(i, RS)) continue;
           uint8_t q8[V];
           encode_vec<F, S, V>(x[i], sv, q8);
           store_vec<V>(j.out, j.start, w.g + i * w.step, full_mask<V>(), q8);
@@ -225,7 +210,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
 #pragma unroll
         for (int i = 1; i < PER; ++i) key = own == i ? m[i] : key;
         float s = 1.0f;
-        if (own < PER && own < w.present) {  // a 1x32 block is wholly present or absent
+        if (own < PER && w.has(own, RS)) {  // a 1x32 block is wholly present or absent
           const uint8_t e = fpg::fp8::mx_scale(bits_float(key), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
           s = fpg::fp8::mx_exp2f_rcp(e);
           const uint64_t r = w.row + static_cast<uint64_t>(own) * RS;
@@ -237,7 +222,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
 #pragma unroll
         for (int i = 0; i < PER; ++i) {
           const float si = __shfl_sync(kFull, s, group + i);
-          if (!j.out || !i < w.present) continue;
+          if (!j.out || !w.has(i, RS)) continue;
           float sv[V];
 #pragma unroll
           for (int q = 0; q < V; ++q) sv[q] = si;
@@ -253,7 +238,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
         for (int q = 0; q < V; ++q) sv[q] = colscale[tc + q];
 #pragma unroll
         for (int i = 0; i < PER; ++i) {
-          if (!i < w.present) continue;
+          if (!w.has(i, RS)) continue;
           uint8_t q8[V];
           encode_vec<F, S, V>(x[i], sv, q8);
           store_vec<V>(j.out_col, j.start, w.g + i * w.step, full_mask<V>(), q8);
