@@ -8,11 +8,13 @@
 // thread per column down the tile, rowwise 1x32 amaxes by shuffles among the lanes of a block.
 //
 // Why a pipeline in shared memory: a tile's scale needs all of it before any byte is cast, so a CTA
-// that loads, then reduces, then casts leaves HBM idle while it computes (0.53 of a D2D copy with
-// the tile in registers, 0.73 with 3 single-tile CTAs per SM). Here one CTA per SM (16 warps) has
-// NS stages of 192 KiB (3 fp32 tiles, 6 bf16 ones) that cp.async fills without holding registers;
-// a stage is refilled as soon as its tile has been read into registers, so NS tiles are on their
-// way at all times while the CTA reduces and casts the one in registers.
+// that loads, then reduces, then casts leaves HBM idle while it computes. Here one CTA per SM (16
+// warps) has NS stages of 192 KiB (3 fp32 tiles, 6 bf16 ones) that cp.async fills without holding
+// registers; a stage is refilled as soon as its tile has been read into registers, so NS tiles are
+// on their way while the CTA reduces and casts the one in registers. Measured against a D2D copy
+// (BENCHMARKS.md, session 4): 0.62 (128x128) and 0.61 (MX both) of it, from 0.53 and 0.50 with
+// the tile held in registers; 3 single-tile CTAs per SM without the pipeline gave 0.73 and 0.52.
+// What is left is issue latency: 16 warps at ~11 cycles per instruction each.
 //
 // Tile layout in a stage: row-major, W columns; vector v (16 bytes, V elements) of the tile is row
 // v / (W/V), columns (v % (W/V)) * V; thread t handles vectors t, t + 512, ... so that each warp
@@ -47,7 +49,7 @@ __device__ __forceinline__ void copy_async_wait() {
 }
 
 constexpr int kTileThreads = 512;         // one CTA per SM: 16 warps reduce and cast
-constexpr size_t kTileSmem = 96 * 1024;  // the stages: 1 fp32 tile, 3 bf16 ones
+constexpr size_t kTileSmem = 192 * 1024;  // the stages: 3 fp32 tiles, 6 bf16 ones
 
 template <bool MX>
 struct TileShape {
@@ -96,7 +98,7 @@ __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, uint64_t tile_id
 }
 
 template <bool MX, Format F, class S, int V>
-__global__ void __launch_bounds__(kTileThreads, 2)
+__global__ void __launch_bounds__(kTileThreads, 1)
     fused_tile_kernel(const DeviceJob* __restrict__ jobs, const Task* __restrict__ tasks, uint32_t n) {
   using T = typename S::T;
   constexpr int BR = TileShape<MX>::rows, W = TileShape<MX>::cols, NS = tile_stages<MX, S>();
