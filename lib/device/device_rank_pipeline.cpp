@@ -511,17 +511,15 @@ pipeline::StepReport DeviceRankPipeline::step(const DeviceHookedGradFn& grad_fn,
   // forward.
   t0 = Clock::now();
   m.issue_gathers();
-  if (!m.overlap.param_gather) {
+  if (!m.overlap.param_gather)
     for (uint32_t id = 0; id < m.bsync.buckets(); ++id) m.wait_gather(id);
-    m.sync();
-    rep.times.gather = since(t0);
+  m.sync();
+  rep.times.gather = since(t0);
+  if (!m.overlap.param_gather) {
     t0 = Clock::now();
     m.finish_param_sync();
     m.sync();
     rep.times.decode = since(t0);
-  } else {
-    m.sync();
-    rep.times.gather = since(t0);
   }
   return rep;
 }

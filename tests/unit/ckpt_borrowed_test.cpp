@@ -18,34 +18,17 @@
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
+#include "ckpt_test_util.h"
 
 using namespace fpg;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/fpg-ckpt-borrowed.XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fpckpt::remove_tree(path); }
+struct TempDir : test::CkptTempDir {
+  TempDir() : CkptTempDir("fpg-ckpt-borrowed") {}
 };
 
-// Alternating stretches of noise (stored raw under zstd) and smooth values (compressed).
-std::vector<float> mixed_state(size_t n, size_t stretch = 1000) {
-  std::mt19937 rng(7);
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    if ((i / stretch) % 2 == 0) {
-      const uint32_t bits = rng();
-      std::memcpy(&v[i], &bits, 4);
-    } else {
-      v[i] = static_cast<float>(i % 5);
-    }
-  }
-  return v;
-}
+std::vector<float> mixed_state(size_t n, size_t stretch = 1000) { return test::mixed_state(n, stretch, 7, 5); }
 
 size_t entries(const std::string& dir) {
   size_t n = 0;
