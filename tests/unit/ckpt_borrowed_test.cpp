@@ -3,10 +3,8 @@
 // those of the copying write(), edge chunks and raw-stored chunks included; fence() must hold the
 // caller until no chunk reads its buffer; a failed or abandoned borrowed save leaves no checkpoint.
 #include <dirent.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -157,12 +155,8 @@ TEST_CASE("ckpt borrowed: a failed or abandoned borrowed save leaves no checkpoi
   TaskQueue four(4);
   SECTION("a chunk write fails") {
     // A file size limit stands in for a full disk: writes past 256 KiB fail (EFBIG, not a signal).
-    rlimit old{};
-    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
-    void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit small = old;
-    small.rlim_cur = 256 << 10;
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    test::FileSizeLimit limit(256 << 10);
+    REQUIRE(limit.set());
     std::string message;
     {
       fpckpt::WriteOptions wo;
@@ -178,8 +172,7 @@ TEST_CASE("ckpt borrowed: a failed or abandoned borrowed save leaves no checkpoi
       } catch (const FormatError& e) {
         message = e.what();
       }
-      setrlimit(RLIMIT_FSIZE, &old);  // before the abandoned writer closes its file (ckpt_pipeline_test)
-      std::signal(SIGXFSZ, old_handler);
+      limit.lift();  // before the abandoned writer closes its file
     }
     INFO(message);
     CHECK(message.find("rank-00000.h5") != std::string::npos);

@@ -5,11 +5,9 @@
 // thread each in its own order (their files are byte for byte those of a one-thread save); a failed
 // write fails the save; an abandoned writer leaves nothing half-done.
 #include <dirent.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -192,12 +190,8 @@ TEST_CASE("ckpt pipeline: a failed chunk write fails the save and leaves no chec
   TaskQueue four(4);
   const std::string dir = t.path + "/full";
   // A file size limit stands in for a full disk: writes past 256 KiB fail (EFBIG, not a signal).
-  rlimit old{};
-  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
-  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit small = old;
-  small.rlim_cur = 256 << 10;
-  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  test::FileSizeLimit limit(256 << 10);
+  REQUIRE(limit.set());
   std::string message;
   {
     fpckpt::WriteOptions wo;
@@ -213,10 +207,7 @@ TEST_CASE("ckpt pipeline: a failed chunk write fails the save and leaves no chec
     } catch (const FormatError& e) {
       message = e.what();
     }
-    // Lifted before the abandoned writer closes its file: an H5Fclose that fails leaves the file
-    // open in HDF5, which crashes closing it again at exit (not what this test is about).
-    setrlimit(RLIMIT_FSIZE, &old);
-    std::signal(SIGXFSZ, old_handler);
+    limit.lift();  // before the abandoned writer closes its file
   }
   INFO(message);
   CHECK(message.find("rank-00000.h5") != std::string::npos);

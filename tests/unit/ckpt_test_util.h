@@ -3,6 +3,9 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include <cstdint>
 #include <cstring>
@@ -39,5 +42,35 @@ inline std::vector<float> mixed_state(size_t n, size_t stretch, uint32_t seed, i
   }
   return v;
 }
+
+// A file size limit standing in for a full disk: writes past `bytes` fail with EFBIG (SIGXFSZ is
+// ignored, not fatal). lift() restores the limit and the handler; it must run before a writer that
+// failed closes its file (an H5Fclose that fails leaves the file open in HDF5, which then crashes
+// closing it again at exit), so the tests call it inside the writer's scope.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    if (getrlimit(RLIMIT_FSIZE, &old_) != 0) return;
+    handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old_;
+    small.rlim_cur = bytes;
+    set_ = setrlimit(RLIMIT_FSIZE, &small) == 0;
+  }
+  ~FileSizeLimit() { lift(); }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+  bool set() const { return set_; }
+  void lift() {
+    if (!set_) return;
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, handler_);
+    set_ = false;
+  }
+
+ private:
+  rlimit old_{};
+  void (*handler_)(int) = SIG_DFL;
+  bool set_ = false;
+};
 
 }  // namespace fpg::test
