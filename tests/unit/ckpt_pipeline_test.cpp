@@ -192,23 +192,7 @@ TEST_CASE("ckpt pipeline: a failed chunk write fails the save and leaves no chec
   // A file size limit stands in for a full disk: writes past 256 KiB fail (EFBIG, not a signal).
   test::FileSizeLimit limit(256 << 10);
   REQUIRE(limit.set());
-  std::string message;
-  {
-    fpckpt::WriteOptions wo;
-    wo.compression = ckpt::parse_compression("none");
-    wo.chunk_bytes = 4000;
-    wo.tasks = &four;
-    fpckpt::CheckpointWriter w(dir, wo);
-    try {
-      auto& rw = w.rank(0);
-      const uint32_t k = rw.declare({"k", DType::F32, {state.size()}, ckpt::KeyKind::optimizer_state});
-      for (uint64_t at = 0; at < state.size(); at += 10000) rw.write(k, at, state.data() + at, 10000);
-      w.commit();
-    } catch (const FormatError& e) {
-      message = e.what();
-    }
-    limit.lift();  // before the abandoned writer closes its file
-  }
+  const std::string message = test::save_under_limit(dir, state, four, false, limit);
   INFO(message);
   CHECK(message.find("rank-00000.h5") != std::string::npos);
   CHECK(message.find("write chunk [") != std::string::npos);

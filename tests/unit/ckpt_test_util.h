@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "core/task_queue.h"
 #include "formats/fpckpt/commit.h"
 
 namespace fpg::test {
@@ -72,5 +74,31 @@ class FileSizeLimit {
   void (*handler_)(int) = SIG_DFL;
   bool set_ = false;
 };
+
+// Saves `state` as key "k" of rank 0, uncompressed (raw chunks of 4000 bytes, written from the
+// caller's bytes when `borrowed`), in writes of 10000 elements, while `limit` holds; lifts it inside
+// the writer's scope. Returns the save's FormatError message ("" if it committed).
+inline std::string save_under_limit(const std::string& dir, const std::vector<float>& state, TaskQueue& tasks,
+                                    bool borrowed, FileSizeLimit& limit) {
+  std::string message;
+  fpckpt::WriteOptions wo;
+  wo.compression = ckpt::parse_compression("none");
+  wo.chunk_bytes = 4000;
+  wo.tasks = &tasks;
+  fpckpt::CheckpointWriter w(dir, wo);
+  try {
+    auto& rw = w.rank(0);
+    const uint32_t k = rw.declare({"k", DType::F32, {state.size()}, ckpt::KeyKind::optimizer_state});
+    for (uint64_t at = 0; at < state.size(); at += 10000) {
+      if (borrowed) rw.write_borrowed(k, at, state.data() + at, 10000);
+      else rw.write(k, at, state.data() + at, 10000);
+    }
+    w.commit();
+  } catch (const FormatError& e) {
+    message = e.what();
+  }
+  limit.lift();  // before the abandoned writer closes its file
+  return message;
+}
 
 }  // namespace fpg::test
