@@ -250,6 +250,39 @@ __device__ __forceinline__ void encode_vec(const typename S::T (&x)[V], const fl
   }
 }
 
+// encode(a), encode(b), encode(c), encode(d) as the bytes of one word, byte 0 first: two cvt
+// instructions, no byte shuffling.
+template <Format F>
+__device__ __forceinline__ uint32_t encode4(float a, float b, float c, float d) {
+  constexpr __nv_fp8_interpretation_t kind = F == Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, kind);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, kind);
+  return lo | (hi << 16);
+}
+
+// Stores encode(load(x[k]) * s[k]) for a whole vector (V == 4 or 8) at p: one 4- or 8-byte store.
+template <Format F, class S, int V>
+__device__ __forceinline__ void store_encoded(uint8_t* p, const typename S::T (&x)[V], const float (&s)[V]) {
+  static_assert(V == 4 || V == 8, "16-byte vectors");
+  uint32_t w[V / 4];
+#pragma unroll
+  for (int h = 0; h < V / 4; ++h)
+    w[h] = encode4<F>(S::load(x[4 * h]) * s[4 * h], S::load(x[4 * h + 1]) * s[4 * h + 1],
+                      S::load(x[4 * h + 2]) * s[4 * h + 2], S::load(x[4 * h + 3]) * s[4 * h + 3]);
+  if constexpr (V == 4) *reinterpret_cast<uint32_t*>(p) = w[0];
+  else *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+}
+
+// max(m, |load(x[k])|) over a vector, as a float whose bits are the max of amax_key (amax.h): fmaxf
+// ignores a NaN operand (amax_key maps NaN to 0, and m starts at +0), and for non-negative floats
+// the order of the values is the order of their bits. One max instruction per fp32 element.
+template <class S, int V>
+__device__ __forceinline__ float vec_abs_max(float m, const typename S::T (&x)[V]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) m = fmaxf(m, fabsf(S::load(x[k])));
+  return m;
+}
+
 // The ordering key of |load(x)| (amax.h): the amax of what gets quantized, NaN as 0.
 template <class S>
 __device__ __forceinline__ uint32_t key_of(typename S::T x) {

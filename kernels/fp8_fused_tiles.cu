@@ -1,20 +1,26 @@
 // One-pass quantize of whole 2-D tiles (make_fused_job, fused == kFusedTiles): a CTA copies a tile
 // once into shared memory, reduces its amaxes, computes the scales with the CPU's FPG_HD rules
-// (blockwise_scale, mx_scale), writes them, and casts from shared memory. Equal to partial amax +
-// compute_scales + cast of the fragment bit for bit.
+// (blockwise_scale, mx_scale), writes them, and casts. Equal to partial amax + compute_scales + cast
+// of the fragment bit for bit.
 //
 // blockwise 128x128: a tile is one 128-row x 128-column cell; one block max, one scale.
-// MX rowwise + columnwise: a tile is a 32-row band x 512 columns; columnwise 32x1 amaxes by one
-// thread per column down the tile, rowwise 1x32 amaxes by shuffles among the lanes of a block.
+// MX rowwise + columnwise: a tile is a 32-row band x 512 columns; rowwise 1x32 amaxes by shuffles
+// among the lanes of a block, columnwise 32x1 amaxes from each thread's rows of its columns,
+// combined across the threads that share the columns through shared memory.
 //
 // Why a pipeline in shared memory: a tile's scale needs all of it before any byte is cast, so a CTA
 // that loads, then reduces, then casts leaves HBM idle while it computes. Here one CTA per SM (16
 // warps) has NS stages of 192 KiB (3 fp32 tiles, 6 bf16 ones) that cp.async fills without holding
-// registers; a stage is refilled as soon as its tile has been read into registers, so NS tiles are
-// on their way while the CTA reduces and casts the one in registers. Measured against a D2D copy
-// (BENCHMARKS.md, session 4): 0.62 (128x128) and 0.61 (MX both) of it, from 0.53 and 0.50 with
-// the tile held in registers; 3 single-tile CTAs per SM without the pipeline gave 0.73 and 0.52.
-// What is left is issue latency: 16 warps at ~11 cycles per instruction each.
+// registers, so NS tiles are on their way while the CTA reduces and casts the one in registers.
+//
+// Each thread copies, and later reads, the same words of every stage (vector i * kTileThreads + tid
+// of the tile), so a stage needs no barrier to be read or refilled: a thread waits for its own copy
+// group, reads its vectors, and refills its words with a later tile once its maxima have consumed
+// them. The one barrier per tile is the exchange of the maxima (the warps' block maxima; for MX
+// also the column maxima of each row group), double-buffered so that a fast thread writing tile
+// k+1's maxima cannot overwrite tile k's before a slow one has read them. Every thread then works
+// out the scale it needs itself (no serial section while the others wait). BENCHMARKS.md has the
+// measured ratios to a D2D copy and the variants tried before this one.
 //
 // Tile layout in a stage: row-major, W columns; vector v (16 bytes, V elements) of the tile is row
 // v / (W/V), columns (v % (W/V)) * V; thread t handles vectors t, t + 512, ... so that each warp
@@ -49,6 +55,7 @@ __device__ __forceinline__ void copy_async_wait() {
 }
 
 constexpr int kTileThreads = 512;         // one CTA per SM: 16 warps reduce and cast
+constexpr int kTileWarps = kTileThreads / 32;
 constexpr size_t kTileSmem = 192 * 1024;  // the stages: 3 fp32 tiles, 6 bf16 ones
 
 template <bool MX>
@@ -66,35 +73,71 @@ constexpr int tile_stages() {
   return static_cast<int>(kTileSmem / tile_bytes<MX, S>());
 }
 
+// The rows of a job's fragment and its tiles per band, worked out once per job a CTA meets (its
+// tasks mostly share one), not per tile.
+struct JobRows {
+  uint32_t job = 0xFFFFFFFFu;
+  uint64_t first = 0, end = 0, tile_cols = 0;  // first row, end row, tiles per band
+};
+
+template <int W>
+__device__ __forceinline__ const JobRows& rows_of(JobRows& c, uint32_t job, const DeviceJob& j) {
+  if (c.job != job) {
+    uint64_t q, r;
+    divmod(j.start + j.count, j.K, q, r);
+    c = JobRows{job, first_row(j), q + (r ? 1 : 0), (j.K + W - 1) / W};
+  }
+  return c;
+}
+
 // This thread's part of one tile: its vectors i = 0 .. PER-1 are vector i * kTileThreads + tid of
 // the tile, all in one column run (kTileThreads is a multiple of the vectors per row), rows
-// row + i * RS. Set up once per tile, so that per vector there are only adds and one compare.
+// row + i * RS; vectors 0 .. present-1 are inside the tensor. Per vector: one add.
 struct TileWalk {
   uint64_t r0, c0;  // the tile's first tensor row and column
   uint64_t row;     // this thread's first tensor row; its rows step by RS
-  uint64_t rend;    // the fragment's rows end here
-  uint64_t g;       // flat index of this thread's first vector
+  uint64_t col;     // this thread's first tensor column
+  uint64_t off;     // its first vector's element, from the fragment's first element
   uint64_t step;    // RS * K: the flat step from one of its vectors to the next
-  bool col_ok;      // the thread's columns are inside K
-  __device__ bool has(int i, int rs) const { return col_ok && row + static_cast<uint64_t>(i) * rs < rend; }
+  int present;
 };
 
-template <int BR, int W, int V>
-__device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, uint64_t tile_id) {
+template <int BR, int W, int V, int PER>
+__device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c, uint64_t tile_id) {
   constexpr int VPR = W / V, RS = kTileThreads / VPR;
-  uint64_t band, tcol, rows, rest;
-  divmod(tile_id, (j.K + W - 1) / W, band, tcol);
-  divmod(j.start + j.count, j.K, rows, rest);
+  uint64_t band, tcol;
+  divmod(tile_id, c.tile_cols, band, tcol);
   TileWalk w;
-  w.r0 = first_row(j) + band * BR;
+  w.r0 = c.first + band * BR;
   w.c0 = tcol * W;
   w.row = w.r0 + threadIdx.x / VPR;
-  w.rend = rows + (rest ? 1 : 0);
-  const uint64_t c = w.c0 + (threadIdx.x % VPR) * V;
-  w.col_ok = c < j.K;
-  w.g = w.row * j.K + c;
+  w.col = w.c0 + (threadIdx.x % VPR) * V;
+  const uint64_t rows = w.col < j.K && w.row < c.end ? (c.end - w.row + RS - 1) / RS : 0;
+  w.present = rows < PER ? static_cast<int>(rows) : PER;
+  w.off = w.row * j.K + w.col - j.start;
   w.step = static_cast<uint64_t>(RS) * j.K;
   return w;
+}
+
+template <int V>
+__device__ __forceinline__ void fill(float (&s)[V], float v) {
+#pragma unroll
+  for (int q = 0; q < V; ++q) s[q] = v;
+}
+
+// Stores this thread's present vectors, encoded with per-column scales s, at out (its first
+// vector) + i * step. Whole tiles (all PER present, the common case) go without per-vector checks.
+template <Format F, class S, int V, int PER>
+__device__ __forceinline__ void store_tile_part(uint8_t* out, uint64_t step, int present,
+                                                const typename S::T (&x)[PER][V], const float (&s)[V]) {
+  if (present == PER) {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) store_encoded<F, S, V>(out + i * step, x[i], s);
+  } else {
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (i < present) store_encoded<F, S, V>(out + i * step, x[i], s);
+  }
 }
 
 template <bool MX, Format F, class S, int V>
@@ -105,146 +148,159 @@ __global__ void __launch_bounds__(kTileThreads, 1)
   constexpr int VPR = W / V, NV = BR * VPR, PER = NV / kTileThreads, RS = kTileThreads / VPR;
   static_assert(kTileThreads % VPR == 0 && NV % kTileThreads == 0, "a thread's vectors share columns");
   extern __shared__ uint4 stage_words[];  // NS tiles of NV vectors, BR x W values each
-  __shared__ uint32_t red[32];
-  __shared__ float bcast;
-  __shared__ float colscale[MX ? W : 1];
+  // The maxima exchanged once per tile, double-buffered (tile k uses buffer k & 1): the warps'
+  // block maxima (128x128), or the column maxima of each row group (MX: RS groups x W columns).
+  __shared__ __align__(16) uint32_t red[2][MX ? RS * W : kTileWarps];
   const int lane = threadIdx.x & 31;
 
   // Starts copying this CTA's k-th tile (task blockIdx.x + k * gridDim.x; one tile per task) into
-  // stage k % NS; the parts of the tile outside the tensor are zero-filled (key 0: neutral for the
-  // max). A commit group even when there is no tile, so that group k is always tile k.
+  // this thread's words of stage k % NS; those outside the tensor are zero-filled (key 0: neutral
+  // for the max). A commit group even when there is no tile, so that group k is always tile k.
+  JobRows issued, current;  // the job of the last tile issued / computed
   auto issue = [&](uint32_t k) {
     const uint32_t t = blockIdx.x + k * gridDim.x;
     if (t < n) {
       const Task task = tasks[t];
       const DeviceJob& j = jobs[task.job];
-      const TileWalk w = walk_of<BR, W, V>(j, task.first);
-      const T* src = static_cast<const T*>(j.in) + (w.g - j.start);
+      const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
+      const T* src = static_cast<const T*>(j.in) + w.off;
       uint4* dst = stage_words + static_cast<size_t>(k % NS) * NV + threadIdx.x;
+      if (w.present == PER) {  // a whole tile: no per-vector checks
 #pragma unroll
-      for (int i = 0; i < PER; ++i) {
-        if (w.has(i, RS)) copy_async_16(dst + i * kTileThreads, src + i * w.step);
-        else dst[i * kTileThreads] = make_uint4(0, 0, 0, 0);
+        for (int i = 0; i < PER; ++i) copy_async_16(dst + i * kTileThreads, src + i * w.step);
+      } else {
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+          if (i < w.present) copy_async_16(dst + i * kTileThreads, src + i * w.step);
+          else dst[i * kTileThreads] = make_uint4(0, 0, 0, 0);
+        }
       }
     }
     copy_async_commit();
   };
 
-  // Every stage in flight; a stage is refilled as soon as its tile is in registers, so NS tiles are
-  // always on their way while the CTA reduces and casts.
 #pragma unroll 1
   for (int k = 0; k < NS; ++k) issue(k);
 #pragma unroll 1
   for (uint32_t k = 0; blockIdx.x + k * gridDim.x < n; ++k) {
-    copy_async_wait<NS - 1>();  // this thread's copies of tile k have landed
-    __syncthreads();            // and everyone's (and everyone is past the previous tile's casts)
     const Task task = tasks[blockIdx.x + k * gridDim.x];
     const DeviceJob& j = jobs[task.job];
-    const TileWalk w = walk_of<BR, W, V>(j, task.first);
-    const uint4* stage = stage_words + static_cast<size_t>(k % NS) * NV;
+    const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
+    uint32_t* const maxima = red[k & 1];
 
-    if constexpr (MX) {
-      if (j.has_col) {  // 32x1 blocks: one thread per column, down the band, from shared memory
-        const T* tile = reinterpret_cast<const T*>(stage);
-        for (int tc = threadIdx.x; tc < W; tc += kTileThreads) {
-          uint32_t m = 0;
-#pragma unroll 8
-          for (int tr = 0; tr < BR; ++tr) {
-            const uint32_t key = key_of<S>(tile[tr * W + tc]);
-            m = key > m ? key : m;
-          }
-          const uint8_t e = fpg::fp8::mx_scale(bits_float(m), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
-          colscale[tc] = fpg::fp8::mx_exp2f_rcp(e);
-          if (w.c0 + tc < j.K) {
-            const uint64_t cell = (w.r0 >> 5) * j.K + w.c0 + tc;
-            if (j.e8m0_col_out) j.e8m0_col_out[cell] = e;
-            if (j.amax_col) fold_cell(j.amax_col + cell, m, true);
-          }
-        }
-      }
-    }
+    copy_async_wait<NS - 1>();  // this thread's words of tile k have landed
+    const uint4* stage = stage_words + static_cast<size_t>(k % NS) * NV;
     T x[PER][V];  // this thread's vectors: vector i is i * kTileThreads + tid of the tile
 #pragma unroll
     for (int i = 0; i < PER; ++i) unpack16<S, V>(stage[i * kTileThreads + threadIdx.x], x[i]);
-    __syncthreads();  // the stage is read (and colscale written): refill it
-    issue(k + NS);
 
     if constexpr (!MX) {
-      uint32_t m = 0;
+      float m = 0.0f;
 #pragma unroll
-      for (int i = 0; i < PER; ++i) {
-        const uint32_t km = vec_key_max<S, V>(x[i]);
-        m = km > m ? km : m;
+      for (int i = 0; i < PER; ++i) m = vec_abs_max<S, V>(m, x[i]);
+      const uint32_t wm = warp_max(float_bits(m));
+      if (lane == 0) maxima[threadIdx.x >> 5] = wm;
+      issue(k + NS);  // the maxima have consumed this thread's words of the stage
+      __syncthreads();
+      uint32_t key = 0;
+#pragma unroll
+      for (int q = 0; q < kTileWarps / 4; ++q) {
+        const uint4 v = reinterpret_cast<const uint4*>(maxima)[q];
+        key = max(key, max(max(v.x, v.y), max(v.z, v.w)));
       }
-      m = block_max(m, red);
+      const float s = fpg::fp8::blockwise_scale(bits_float(key), F, j.pow2, j.epsilon, static_cast<Input>(j.input));
       if (threadIdx.x == 0) {
-        const float s = fpg::fp8::blockwise_scale(bits_float(m), F, j.pow2, j.epsilon, static_cast<Input>(j.input));
         const uint64_t cell = (w.r0 >> 7) * j.grid_cols + (w.c0 >> 7);
         if (j.scale_out) j.scale_out[cell] = s;
         if (j.scale_inv_out) j.scale_inv_out[cell] = fpg::fp8::scale_inv_of(s);
-        if (j.amax) fold_cell(j.amax + cell, m, true);  // the CTA saw the whole cell
-        bcast = s;
+        if (j.amax) fold_cell(j.amax + cell, key, true);  // the CTA saw the whole cell
       }
-      __syncthreads();
       if (j.out) {
         float sv[V];
-#pragma unroll
-        for (int q = 0; q < V; ++q) sv[q] = bcast;
-#pragma unroll
-        for (int i = 0; i < PER; ++i) {
-          if (!w.has(i, RS)) continue;
-          uint8_t q8[V];
-          encode_vec<F, S, V>(x[i], sv, q8);
-          store_vec<V>(j.out, j.start, w.g + i * w.step, full_mask<V>(), q8);
-        }
+        fill(sv, s);
+        store_tile_part<F, S, V, PER>(j.out + w.off, w.step, w.present, x, sv);
       }
     } else {
       constexpr int G = 32 / V;  // lanes per 1x32 block
       static_assert(PER <= G, "each lane of a block works out at most one of its PER scales");
+      // Columnwise: this thread's max of each of its V columns over its PER rows, for the others
+      // of its columns (one per row group) to combine after the barrier.
+      if (j.has_col) {
+        float cm[V];
+        fill(cm, 0.0f);
+#pragma unroll
+        for (int i = 0; i < PER; ++i)
+#pragma unroll
+          for (int q = 0; q < V; ++q) cm[q] = fmaxf(cm[q], fabsf(S::load(x[i][q])));
+        uint4* dst = reinterpret_cast<uint4*>(maxima + (threadIdx.x / VPR) * W + (threadIdx.x % VPR) * V);
+#pragma unroll
+        for (int h = 0; h < V / 4; ++h)
+          dst[h] = make_uint4(float_bits(cm[4 * h]), float_bits(cm[4 * h + 1]), float_bits(cm[4 * h + 2]),
+                              float_bits(cm[4 * h + 3]));
+      }
+      // Rowwise: each 1x32 block's max by shuffles among its G lanes (absent vectors: 0).
+      uint32_t m[PER];
+#pragma unroll
+      for (int i = 0; i < PER; ++i) m[i] = group_max<G>(float_bits(vec_abs_max<S, V>(0.0f, x[i])));
+      issue(k + NS);  // the maxima have consumed this thread's words of the stage
+      __syncthreads();
+
       if (j.has_row) {
         // Each lane works out one scale: lane (block start + i) that of the block's vector i; the
-        // block's lanes read them by shuffles (the scale rules per vector were most of the work).
-        uint32_t m[PER];
-#pragma unroll
-        for (int i = 0; i < PER; ++i) m[i] = group_max<G>(vec_key_max<S, V>(x[i]));  // absent vectors: 0
+        // block's lanes read them by shuffles.
         const int own = lane % G;  // the vector whose scale this lane works out, if < PER
         uint32_t key = m[0];
 #pragma unroll
         for (int i = 1; i < PER; ++i) key = own == i ? m[i] : key;
         float s = 1.0f;
-        if (own < PER && w.has(own, RS)) {  // a 1x32 block is wholly present or absent
+        if (own < PER && own < w.present) {  // a 1x32 block is wholly present or absent
           const uint8_t e = fpg::fp8::mx_scale(bits_float(key), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
           s = fpg::fp8::mx_exp2f_rcp(e);
-          const uint64_t r = w.row + static_cast<uint64_t>(own) * RS;
-          const uint64_t cell = r * j.grid_cols + ((w.g - w.row * j.K) >> 5);  // the block's column / 32
+          const uint64_t cell = (w.row + static_cast<uint64_t>(own) * RS) * j.grid_cols + (w.col >> 5);
           if (j.e8m0_out) j.e8m0_out[cell] = e;
           if (j.amax) fold_cell(j.amax + cell, key, true);
         }
         const int group = lane & ~(G - 1);
+        uint8_t* o = j.out ? j.out + w.off : nullptr;
 #pragma unroll
         for (int i = 0; i < PER; ++i) {
           const float si = __shfl_sync(kFull, s, group + i);
-          if (!j.out || !w.has(i, RS)) continue;
+          if (!j.out || i >= w.present) continue;
           float sv[V];
-#pragma unroll
-          for (int q = 0; q < V; ++q) sv[q] = si;
-          uint8_t q8[V];
-          encode_vec<F, S, V>(x[i], sv, q8);
-          store_vec<V>(j.out, j.start, w.g + i * w.step, full_mask<V>(), q8);
+          fill(sv, si);
+          store_encoded<F, S, V>(o + i * w.step, x[i], sv);
         }
       }
-      if (j.has_col && j.out_col) {
-        float sv[V];
+      if (j.has_col) {
+        // The max of each of this thread's columns over all RS row groups, its scale, and (row
+        // group 0) the scales and amaxes written.
         const int tc = static_cast<int>(threadIdx.x % VPR) * V;  // the thread's columns in the tile
+        uint32_t key[V];
 #pragma unroll
-        for (int q = 0; q < V; ++q) sv[q] = colscale[tc + q];
+        for (int q = 0; q < V; ++q) key[q] = 0;
 #pragma unroll
-        for (int i = 0; i < PER; ++i) {
-          if (!w.has(i, RS)) continue;
-          uint8_t q8[V];
-          encode_vec<F, S, V>(x[i], sv, q8);
-          store_vec<V>(j.out_col, j.start, w.g + i * w.step, full_mask<V>(), q8);
+        for (int g = 0; g < RS; ++g)
+#pragma unroll
+          for (int h = 0; h < V / 4; ++h) {
+            const uint4 v = reinterpret_cast<const uint4*>(maxima + g * W + tc)[h];
+            key[4 * h] = max(key[4 * h], v.x);
+            key[4 * h + 1] = max(key[4 * h + 1], v.y);
+            key[4 * h + 2] = max(key[4 * h + 2], v.z);
+            key[4 * h + 3] = max(key[4 * h + 3], v.w);
+          }
+        float sv[V];
+        const bool writer = threadIdx.x < VPR;  // row group 0 writes the column scales
+#pragma unroll
+        for (int q = 0; q < V; ++q) {
+          const uint8_t e = fpg::fp8::mx_scale(bits_float(key[q]), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
+          sv[q] = fpg::fp8::mx_exp2f_rcp(e);
+          if (writer && w.col + q < j.K) {
+            const uint64_t cell = (w.r0 >> 5) * j.K + w.col + q;
+            if (j.e8m0_col_out) j.e8m0_col_out[cell] = e;
+            if (j.amax_col) fold_cell(j.amax_col + cell, key[q], true);
+          }
         }
+        if (j.out_col) store_tile_part<F, S, V, PER>(j.out_col + w.off, w.step, w.present, x, sv);
       }
     }
   }
