@@ -53,6 +53,23 @@ void DelayedSlots::download(size_t slot, pipeline::Fp8ParamState& out, cudaStrea
   out.scales.scale_inv = device::download(cast_scale_inv_.as<float>() + slot, 1, stream);
 }
 
+void DelayedSlots::download(const std::vector<pipeline::Fp8ParamState*>& out, cudaStream_t stream) const {
+  if (out.size() != n_) throw InternalError("device delayed FP8: states do not match the slots");
+  const std::vector<float> hist = device::download(history_.as<float>(), n_ * len_, stream);
+  const std::vector<float> ds = device::download(scale_.as<float>(), n_, stream);
+  const std::vector<float> dsi = device::download(scale_inv_.as<float>(), n_, stream);
+  const std::vector<float> cs = device::download(cast_scale_.as<float>(), n_, stream);
+  const std::vector<float> csi = device::download(cast_scale_inv_.as<float>(), n_, stream);
+  for (size_t i = 0; i < n_; ++i) {
+    pipeline::Fp8ParamState& s = *out[i];
+    s.delayed.amax_history.assign(hist.begin() + i * len_, hist.begin() + (i + 1) * len_);
+    s.delayed.scale = ds[i];
+    s.delayed.scale_inv = dsi[i];
+    s.scales.scale.assign(1, cs[i]);
+    s.scales.scale_inv.assign(1, csi[i]);
+  }
+}
+
 void DelayedSlots::upload(const std::vector<const pipeline::Fp8ParamState*>& states, cudaStream_t stream) {
   if (states.size() != n_) throw InternalError("device delayed FP8: states do not match the slots");
   std::vector<float> hist, ds, dsi, cs, csi;

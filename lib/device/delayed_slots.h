@@ -5,8 +5,9 @@
 // delayed_update launch (kernels/fp8_delayed.cu, the FPG_HD rule the CPU uses). Host copies are the
 // CPU's own Fp8ParamState fields (checkpoints, tests).
 //
-// Used by the layer-wise part (device_layer_wise_part.h), whose compact and staged FP8 matrices are
-// two runs of slots, each run's step amaxes one contiguous array (their packed amax buffers).
+// Used by the bucketed FP8 copy-back (device_fp8_params.h: slot t = tensor t, one run) and the
+// layer-wise part (device_layer_wise_part.h), whose compact and staged FP8 matrices are two runs of
+// slots, each run's step amaxes one contiguous array (their packed amax buffers).
 // Plain C++ header.
 #pragma once
 
@@ -41,8 +42,10 @@ class DelayedSlots {
   void record(size_t first, size_t count, const float* amax, cudaStream_t stream);
 
   // Host copies: slot's Scales and DelayedState into `out` (its other fields untouched), after
-  // `stream`'s pending work; and every slot's from *states[slot] (a checkpoint load).
+  // `stream`'s pending work; every slot's into *out[slot]; and every slot's from *states[slot] (a
+  // checkpoint load).
   void download(size_t slot, pipeline::Fp8ParamState& out, cudaStream_t stream) const;
+  void download(const std::vector<pipeline::Fp8ParamState*>& out, cudaStream_t stream) const;
   void upload(const std::vector<const pipeline::Fp8ParamState*>& states, cudaStream_t stream);
 
  private:
