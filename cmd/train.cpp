@@ -123,7 +123,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     }
     return 0;
   }
-  // Refuse a bad configuration before any output (cuda: also layerwise + delayed FP8, no CUDA, more --dp than GPUs).
+  // Refuse a bad configuration before any output (cuda: also no CUDA, more --dp than GPUs).
   const model::ModelSpec spec = cuda ? device::device_training_spec(o) : train::training_spec(o);
   const train::CheckpointOptions ckpt = checkpoint_options(a);
 
@@ -207,7 +207,7 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto* comm_opt = cmd->get_option("--comm");
   cmd->add_option("--device", args->device,
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
-                  "(layerwise: no delayed FP8 yet; checkpoints are the CPU's format and bytes)")
+                  "(checkpoints are the CPU's format and bytes)")
       ->capture_default_str();
   cmd->add_flag("--overlap-grad-reduce", args->overlap_grad_reduce,
                 "--device cuda: start each bucket's grad reduce-scatter as soon as the backward has produced its "

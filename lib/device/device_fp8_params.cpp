@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "kernels/cuda_check.h"
 #include "kernels/fp8_batch.h"
-#include "kernels/fp8_shard.h"
 
 namespace fpg::device {
 namespace {
@@ -73,30 +72,21 @@ DeviceFp8Params::DeviceFp8Params(const pipeline::PipelineConfig& cfg, const std:
   amax_ = DeviceBuffer(amax_cells_ * 4, stream);
 
   if (delayed_) {
-    // One cell per tensor, packed in tensor order: the arenas are the n-tensor arrays delayed_update
-    // and the scale reload take.
-    history_len_ = states.empty() ? 0 : states[0].delayed.amax_history.size();
-    std::vector<float> hist, ds, dsi;
+    // One cell per tensor, packed in tensor order: the amax arena is the n-slot array the record takes.
+    std::vector<const pipeline::Fp8ParamState*> at;
     for (size_t i = 0; i < states.size(); ++i) {
-      const fp8::DelayedState& d = states[i].delayed;
-      if (d.amax_history.size() != history_len_ || scale_off_[i] != i || amax_off_[i] != i)
+      if (scale_off_[i] != i || amax_off_[i] != i)
         throw InternalError("device pipeline: delayed FP8 state is not one cell per tensor");
-      hist.insert(hist.end(), d.amax_history.begin(), d.amax_history.end());
-      ds.push_back(d.scale);
-      dsi.push_back(d.scale_inv);
+      at.push_back(&states[i]);
     }
-    history_ = DeviceBuffer(hist.size() * 4, stream);
-    dscale_ = DeviceBuffer(ds.size() * 4, stream);
-    dscale_inv_ = DeviceBuffer(dsi.size() * 4, stream);
-    copy_to_device(history_.get(), hist.data(), history_.bytes(), stream);
-    copy_to_device(dscale_.get(), ds.data(), dscale_.bytes(), stream);
-    copy_to_device(dscale_inv_.get(), dsi.data(), dscale_inv_.bytes(), stream);
+    slots_ = DelayedSlots(cfg.fp8, at, stream);
   }
 }
 
 DeviceFp8Params::~DeviceFp8Params() = default;
 
 fp8::ScaleView DeviceFp8Params::view(uint32_t t) const {
+  if (delayed_) return slots_.view(t);
   const bool mx = cfg_.fp8.recipe.scaling == fp8::Scaling::mxfp8;
   fp8::ScaleView v;
   v.scale = at<float>(scale_, scale_off_[t], !mx);
@@ -146,12 +136,10 @@ void DeviceFp8Params::copy_back(comm::Communicator& comm, cudaStream_t stream) {
     // Cast with the current scale (from the history up to the previous step), folding this step's
     // amax in the same pass; then the packed MAX is recorded and the scale updated.
     const size_t n = tensors_.size();
-    FPG_CUDA_CHECK(cudaMemcpyAsync(scale_.get(), dscale_.get(), n * 4, cudaMemcpyDeviceToDevice, stream));
-    FPG_CUDA_CHECK(cudaMemcpyAsync(scale_inv_.get(), dscale_inv_.get(), n * 4, cudaMemcpyDeviceToDevice, stream));
+    slots_.load(0, n, stream);
     batch_->cast(stream);
     comm.all_reduce(amax_.get(), amax_cells_, DType::F32, comm::ReduceOp::max)->wait();
-    cuda::fp8::delayed_update(pipeline::delayed_config(cfg_.fp8), n, amax_.as<float>(), history_.as<float>(),
-                              dscale_.as<float>(), dscale_inv_.as<float>(), stream);
+    slots_.record(0, n, amax_.as<float>(), stream);
     return;
   }
   batch_->partial_amax(stream);
@@ -168,21 +156,17 @@ std::vector<pipeline::Fp8ParamState> DeviceFp8Params::download(const std::vector
   const auto si = device::download(scale_inv_.as<float>(), scale_inv_.bytes() / 4, stream);
   const auto e8 = device::download(e8m0_.as<uint8_t>(), e8m0_.bytes(), stream);
   const auto ec = device::download(e8m0_col_.as<uint8_t>(), e8m0_col_.bytes(), stream);
-  const auto hist = device::download(history_.as<float>(), history_.bytes() / 4, stream);
-  const auto ds = device::download(dscale_.as<float>(), dscale_.bytes() / 4, stream);
-  const auto dsi = device::download(dscale_inv_.as<float>(), dscale_inv_.bytes() / 4, stream);
   for (size_t i = 0; i < out.size(); ++i) {
     fp8::Scales& s = out[i].scales;
     std::copy(sc.begin() + scale_off_[i], sc.begin() + scale_off_[i] + s.scale.size(), s.scale.begin());
     std::copy(si.begin() + scale_off_[i], si.begin() + scale_off_[i] + s.scale_inv.size(), s.scale_inv.begin());
     std::copy(e8.begin() + e8m0_off_[i], e8.begin() + e8m0_off_[i] + s.e8m0.size(), s.e8m0.begin());
     std::copy(ec.begin() + e8m0_col_off_[i], ec.begin() + e8m0_col_off_[i] + s.e8m0_col.size(), s.e8m0_col.begin());
-    if (delayed_) {
-      fp8::DelayedState& d = out[i].delayed;
-      std::copy(hist.begin() + i * history_len_, hist.begin() + (i + 1) * history_len_, d.amax_history.begin());
-      d.scale = ds[i];
-      d.scale_inv = dsi[i];
-    }
+  }
+  if (delayed_) {  // the cast scales and the DelayedStates
+    std::vector<pipeline::Fp8ParamState*> at;
+    for (pipeline::Fp8ParamState& s : out) at.push_back(&s);
+    slots_.download(at, stream);
   }
   return out;
 }
@@ -194,17 +178,9 @@ void DeviceFp8Params::upload(const std::vector<pipeline::Fp8ParamState>& states,
   upload_field<uint8_t>(states, e8m0_off_, e8m0_, [](const pipeline::Fp8ParamState& x) -> const std::vector<uint8_t>& { return x.scales.e8m0; }, stream);
   upload_field<uint8_t>(states, e8m0_col_off_, e8m0_col_, [](const pipeline::Fp8ParamState& x) -> const std::vector<uint8_t>& { return x.scales.e8m0_col; }, stream);
   if (!delayed_) return;
-  std::vector<float> hist, ds, dsi;
-  for (const pipeline::Fp8ParamState& x : states) {
-    if (x.delayed.amax_history.size() != history_len_)
-      throw InternalError("device pipeline: loaded amax history of another length");
-    hist.insert(hist.end(), x.delayed.amax_history.begin(), x.delayed.amax_history.end());
-    ds.push_back(x.delayed.scale);
-    dsi.push_back(x.delayed.scale_inv);
-  }
-  copy_to_device(history_.get(), hist.data(), history_.bytes(), stream);
-  copy_to_device(dscale_.get(), ds.data(), dscale_.bytes(), stream);
-  copy_to_device(dscale_inv_.get(), dsi.data(), dscale_inv_.bytes(), stream);
+  std::vector<const pipeline::Fp8ParamState*> at;
+  for (const pipeline::Fp8ParamState& s : states) at.push_back(&s);
+  slots_.upload(at, stream);
 }
 
 }  // namespace fpg::device

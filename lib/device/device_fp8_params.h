@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "device/delayed_slots.h"
 #include "device/device_buffer.h"
 #include "fp8/shard.h"
 #include "kernels/stream.h"
@@ -72,11 +73,10 @@ class DeviceFp8Params {
   const pipeline::PipelineConfig& cfg_;
   const std::vector<pipeline::Fp8Tensor>& tensors_;
   bool delayed_ = false;
-  uint64_t history_len_ = 0;
   // Per tensor: offsets into the arenas below (cells).
   std::vector<uint64_t> scale_off_, e8m0_off_, e8m0_col_off_, amax_off_, amax_col_off_;
-  DeviceBuffer scale_, scale_inv_, e8m0_, e8m0_col_;  // the grids casts read (Scales)
-  DeviceBuffer history_, dscale_, dscale_inv_;        // delayed: DelayedState per tensor
+  DeviceBuffer scale_, scale_inv_, e8m0_, e8m0_col_;  // the grids casts read (Scales); delayed: slots_'s
+  DelayedSlots slots_;                                // delayed: tensor t's state in slot t
   DeviceBuffer amax_;                                 // the packed amax arena of the all-reduce
   uint64_t amax_cells_ = 0;
   std::unique_ptr<cuda::fp8::DeviceBatch> batch_;

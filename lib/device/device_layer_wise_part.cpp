@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "device/delayed_slots.h"
 #include "device/device_buffer.h"
 #include "kernels/cast_bf16.h"
 #include "kernels/cuda_check.h"
@@ -60,7 +61,12 @@ struct DeviceLayerWisePart::Impl {
   DeviceBuffer master, exp_avg, exp_avg_sq, momentum;
   std::vector<size_t> bf16_bytes, f32_bytes, fp8_bytes, amax_bytes;
   std::vector<pipeline::Fp8ParamState> fp8_host;  // per tensor (only layer-wise ones used): shapes, delayed
-  std::vector<DeviceScales> scales;                // per tensor (only layer-wise ones allocated)
+  std::vector<DeviceScales> scales;                // per tensor (only layer-wise ones allocated; not delayed)
+  // Delayed scaling: one slot per FP8 matrix, the compact ones first in their gathered-amax order,
+  // then the staged ones in their local-amax order, so each group's step amaxes are one array.
+  bool delayed = false;
+  uint64_t compact_slots = 0, fp8_mats = 0;
+  DelayedSlots slots;
   std::unique_ptr<cuda::GradSpanTable> grads;      // owned matrices
   std::unique_ptr<cuda::FragmentTable> optim;      // owned matrices, adam/adamw/lion
   std::vector<cuda::MuonGroup> muon;               // owned matrices, one group per shape
@@ -76,7 +82,20 @@ struct DeviceLayerWisePart::Impl {
   }
 
   const pipeline::Fp8Tensor& tensor(const Matrix& m) const { return fp8[static_cast<size_t>(m.fp8)]; }
+  // Delayed: an FP8 matrix's slot (its one amax cell there: grids of one cell, no columnwise).
+  size_t slot(const Matrix& m) const {
+    return m.transport == Transport::fp8_compact ? m.amax_xfer_off : compact_slots + m.amax_off;
+  }
+  // The FP8 matrices' states (indexed by the tensors' state) in slot order.
+  template <class S>
+  std::vector<S*> by_slot(S* states) const {
+    std::vector<S*> out(fp8_mats, nullptr);
+    for (const Matrix& m : mats)
+      if (m.fp8 >= 0) out[slot(m)] = states + tensor(m).state;
+    return out;
+  }
   fp8::ScaleView view(const Matrix& m) const {
+    if (delayed) return slots.view(slot(m));
     const DeviceScales& s = scales[static_cast<size_t>(m.fp8)];
     fp8::ScaleView v;
     v.scale = or_null<float>(s.scale);
@@ -115,8 +134,12 @@ struct DeviceLayerWisePart::Impl {
   }
 
   void build_matrices(const layout::LayerWiseLayout& layout, const std::vector<int32_t>& fp8_index);
+  void build_delayed();
   void build_state(const pipeline::InitFn& init);
   void build_tables();
+  // An FP8 matrix's scale state as on the device now (fp8_host's entry with its grids and, delayed,
+  // its DelayedState downloaded).
+  pipeline::Fp8ParamState host_fp8(const Matrix& x) const;
 };
 
 void DeviceLayerWisePart::Impl::build_matrices(const layout::LayerWiseLayout& layout,
@@ -140,6 +163,8 @@ void DeviceLayerWisePart::Impl::build_matrices(const layout::LayerWiseLayout& la
     if (mx && r.mx_columnwise) fp8_col = DeviceBuffer(fp8_n, stream);
   }
   scales.resize(fp8.size());
+  compact_slots = placed.amax_xfer_n;
+  if (delayed) return build_delayed();
   for (const Matrix& m : mats) {
     if (m.fp8 < 0) continue;
     const fp8::Scales& s = fp8_host[tensor(m).state].scales;
@@ -149,6 +174,25 @@ void DeviceLayerWisePart::Impl::build_matrices(const layout::LayerWiseLayout& la
     d.e8m0 = upload(s.e8m0, stream);
     d.e8m0_col = upload(s.e8m0_col, stream);
   }
+}
+
+void DeviceLayerWisePart::Impl::build_delayed() {
+  // Per-tensor grids (one cell, no columnwise): the compact amaxes are packed 0..compact_slots, the
+  // staged ones 0..n-compact_slots (place_layer_wise_matrices), so the slots are a permutation.
+  for (const Matrix& m : mats) {
+    if (m.fp8 < 0) continue;
+    ++fp8_mats;
+    const bool compact = m.transport == Transport::fp8_compact;
+    const fp8::Plan& p = compact ? tensor(m).from_master : tensor(m).from_bf16;
+    if (p.grid.size() != 1 || p.col_grid.size() != 0)
+      throw InternalError("device layer-wise part: a delayed FP8 matrix with more than one amax cell");
+  }
+  for (const Matrix& m : mats)
+    if (m.fp8 >= 0 && slot(m) >= fp8_mats) throw InternalError("device layer-wise part: a delayed FP8 slot out of range");
+  const std::vector<const pipeline::Fp8ParamState*> states = by_slot<const pipeline::Fp8ParamState>(fp8_host.data());
+  for (const pipeline::Fp8ParamState* s : states)
+    if (!s) throw InternalError("device layer-wise part: delayed FP8 slots do not cover the matrices");
+  slots = DelayedSlots(cfg.fp8, states, stream);
 }
 
 void DeviceLayerWisePart::Impl::build_state(const pipeline::InitFn& init) {
@@ -202,13 +246,13 @@ void DeviceLayerWisePart::Impl::build_tables() {
       float* a = amax_xfer.as<float>() + m.amax_xfer_off;
       compact_jobs.push_back(cuda::fp8::make_device_job(p, 0, m.numel, master_of(m), a, nullptr, view(m),
                                                         fp8_data.as<uint8_t>() + m.data_off, nullptr));
-      owned_sj.push_back(scale_job(m, p, a, nullptr));
+      if (!delayed) owned_sj.push_back(scale_job(m, p, a, nullptr));
     }
   }
   for (const Matrix& m : mats) {
     if (m.fp8 < 0) continue;
     if (m.transport == Transport::fp8_compact) {
-      compact_sj.push_back(scale_job(m, tensor(m).from_master, amax_xfer.as<float>() + m.amax_xfer_off, nullptr));
+      if (!delayed) compact_sj.push_back(scale_job(m, tensor(m).from_master, amax_xfer.as<float>() + m.amax_xfer_off, nullptr));
       continue;
     }
     const fp8::Plan& p = tensor(m).from_bf16;
@@ -218,21 +262,18 @@ void DeviceLayerWisePart::Impl::build_tables() {
         p, 0, m.numel, bf16_xfer.as<uint16_t>() + m.xfer_off, a, a_col, view(m),
         fp8_data.empty() ? nullptr : fp8_data.as<uint8_t>() + m.data_off,
         fp8_col.empty() ? nullptr : fp8_col.as<uint8_t>() + m.data_off));
-    staged_sj.push_back(scale_job(m, p, a, a_col));
+    if (!delayed) staged_sj.push_back(scale_job(m, p, a, a_col));
   }
   if (!spans.empty()) grads = std::make_unique<cuda::GradSpanTable>(spans);
   if (!frags.empty()) optim = std::make_unique<cuda::FragmentTable>(frags, !exp_avg_sq.empty());
   for (auto& [shape, list] : by_shape) muon.emplace_back(shape.first, shape.second, list);
   if (!muon.empty()) FPG_CUBLAS_CHECK(cublasCreate(&blas));
-  if (!compact_jobs.empty()) {
-    compact_batch = std::make_unique<cuda::fp8::DeviceBatch>(compact_jobs);
-    compact_owned_scales = std::make_unique<cuda::fp8::ScaleBatch>(owned_sj);
-  }
+  // Delayed matrices take no scale jobs: their scales come from the slots' histories.
+  if (!compact_jobs.empty()) compact_batch = std::make_unique<cuda::fp8::DeviceBatch>(compact_jobs);
+  if (!owned_sj.empty()) compact_owned_scales = std::make_unique<cuda::fp8::ScaleBatch>(owned_sj);
   if (!compact_sj.empty()) compact_scales = std::make_unique<cuda::fp8::ScaleBatch>(compact_sj);
-  if (!staged_jobs.empty()) {
-    staged_batch = std::make_unique<cuda::fp8::DeviceBatch>(staged_jobs);
-    staged_scales = std::make_unique<cuda::fp8::ScaleBatch>(staged_sj);
-  }
+  if (!staged_jobs.empty()) staged_batch = std::make_unique<cuda::fp8::DeviceBatch>(staged_jobs);
+  if (!staged_sj.empty()) staged_scales = std::make_unique<cuda::fp8::ScaleBatch>(staged_sj);
   // The tables went up on the legacy stream; the non-blocking compute stream must not race them.
   FPG_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -245,9 +286,8 @@ DeviceLayerWisePart::DeviceLayerWisePart(const model::ModelSpec& spec, const lay
                                          const pipeline::InitFn& init, cudaStream_t stream)
     : impl_(std::make_unique<Impl>(spec, cfg, comm, state, fp8, stream)) {
   if (layout.dp != static_cast<uint32_t>(comm.size())) throw InternalError("pipeline: layer-wise layout for another dp");
-  if (pipeline::is_delayed(cfg.fp8))
-    throw UsageError("--device cuda --dist-opt layerwise does not support delayed FP8 scaling yet");
   Impl& m = *impl_;
+  m.delayed = pipeline::is_delayed(cfg.fp8);
   m.fp8_host = fp8_states;
   m.build_matrices(layout, fp8_index);
   matrix_of_.assign(spec.params.size(), -1);
@@ -315,9 +355,16 @@ void DeviceLayerWisePart::copy_back() {
       case Transport::fp8_compact: break;  // the batched pass below
     }
   }
+  // Delayed: every rank takes the scales the owners cast with (load_delayed_scales); the owners
+  // record nothing yet, every rank records the gathered amaxes in requantize().
+  if (m.delayed) m.slots.load(0, m.compact_slots, m.stream);
   if (!m.compact_batch) return;
   // Zeroing every rank's grids is harmless: the gather overwrites the other ranks' slabs.
   FPG_CUDA_CHECK(cudaMemsetAsync(m.amax_xfer.get(), 0, m.amax_xfer.bytes(), m.stream));
+  if (m.delayed) {
+    m.compact_batch->cast(m.stream);  // with the delayed scale, folding the step's amax in the same pass
+    return;
+  }
   m.compact_batch->partial_amax(m.stream);
   m.compact_owned_scales->run(m.stream);
   m.compact_batch->cast(m.stream);
@@ -336,6 +383,16 @@ void DeviceLayerWisePart::gather(std::vector<comm::WorkPtr>& works) {
 
 void DeviceLayerWisePart::requantize() {
   Impl& m = *impl_;
+  if (m.delayed) {  // LayerWisePart::requantize's delayed branch
+    m.slots.record(0, m.compact_slots, m.amax_xfer.as<float>(), m.stream);  // the owners' gathered amaxes
+    if (!m.staged_batch) return;
+    const size_t staged = m.slots.size() - m.compact_slots;
+    m.slots.load(m.compact_slots, staged, m.stream);
+    FPG_CUDA_CHECK(cudaMemsetAsync(m.amax.get(), 0, m.amax.bytes(), m.stream));
+    m.staged_batch->cast(m.stream);  // from the gathered bf16 with the delayed scale, folding the amax
+    m.slots.record(m.compact_slots, staged, m.amax.as<float>(), m.stream);
+    return;
+  }
   if (m.compact_scales) m.compact_scales->run(m.stream);  // the owners' scales, from their grids
   if (!m.staged_batch) return;
   FPG_CUDA_CHECK(cudaMemsetAsync(m.amax.get(), 0, m.amax.bytes(), m.stream));
@@ -365,13 +422,12 @@ std::vector<uint8_t> DeviceLayerWisePart::stored_bytes(uint32_t param) const {
   if (x.fp8 >= 0) {
     if (!m.fp8_data.empty()) pipeline::append_vec(out, device::download(m.fp8_data.as<uint8_t>() + x.data_off, x.numel, m.stream));
     if (!m.fp8_col.empty()) pipeline::append_vec(out, device::download(m.fp8_col.as<uint8_t>() + x.data_off, x.numel, m.stream));
-    const DeviceScales& d = m.scales[static_cast<size_t>(x.fp8)];
-    const pipeline::Fp8ParamState& st = m.fp8_host[m.tensor(x).state];
-    pipeline::append_vec(out, device::download(or_null<float>(d.scale), st.scales.scale.size(), m.stream));
-    pipeline::append_vec(out, device::download(or_null<float>(d.scale_inv), st.scales.scale_inv.size(), m.stream));
-    pipeline::append_vec(out, device::download(or_null<uint8_t>(d.e8m0), st.scales.e8m0.size(), m.stream));
-    pipeline::append_vec(out, device::download(or_null<uint8_t>(d.e8m0_col), st.scales.e8m0_col.size(), m.stream));
-    pipeline::append_vec(out, st.delayed.amax_history);  // not delayed: never changes
+    const pipeline::Fp8ParamState st = m.host_fp8(x);
+    pipeline::append_vec(out, st.scales.scale);
+    pipeline::append_vec(out, st.scales.scale_inv);
+    pipeline::append_vec(out, st.scales.e8m0);
+    pipeline::append_vec(out, st.scales.e8m0_col);
+    pipeline::append_vec(out, st.delayed.amax_history);
     pipeline::append_bytes(out, &st.delayed.scale, 4);
     pipeline::append_bytes(out, &st.delayed.scale_inv, 4);
   } else if (x.transport == Transport::f32) {
@@ -391,15 +447,23 @@ void DeviceLayerWisePart::download(pipeline::RankState& out) const {
   if (!m.exp_avg.empty()) st.exp_avg = device::download(m.exp_avg.as<float>(), n, m.stream);
   if (!m.exp_avg_sq.empty()) st.exp_avg_sq = device::download(m.exp_avg_sq.as<float>(), n, m.stream);
   if (!m.momentum.empty()) st.momentum = device::download(m.momentum.as<float>(), n, m.stream);
-  for (const Impl::Matrix& x : m.mats) {
-    if (x.fp8 < 0) continue;
-    const DeviceScales& d = m.scales[static_cast<size_t>(x.fp8)];
-    fp8::Scales& s = out.fp8[m.tensor(x).state].scales;
-    s.scale = device::download(or_null<float>(d.scale), s.scale.size(), m.stream);
-    s.scale_inv = device::download(or_null<float>(d.scale_inv), s.scale_inv.size(), m.stream);
-    s.e8m0 = device::download(or_null<uint8_t>(d.e8m0), s.e8m0.size(), m.stream);
-    s.e8m0_col = device::download(or_null<uint8_t>(d.e8m0_col), s.e8m0_col.size(), m.stream);
+  for (const Impl::Matrix& x : m.mats)
+    if (x.fp8 >= 0) out.fp8[m.tensor(x).state] = m.host_fp8(x);
+}
+
+pipeline::Fp8ParamState DeviceLayerWisePart::Impl::host_fp8(const Matrix& x) const {
+  pipeline::Fp8ParamState out = fp8_host[tensor(x).state];
+  if (delayed) {
+    slots.download(slot(x), out, stream);
+    return out;
   }
+  const DeviceScales& d = scales[static_cast<size_t>(x.fp8)];
+  fp8::Scales& s = out.scales;
+  s.scale = device::download(or_null<float>(d.scale), s.scale.size(), stream);
+  s.scale_inv = device::download(or_null<float>(d.scale_inv), s.scale_inv.size(), stream);
+  s.e8m0 = device::download(or_null<uint8_t>(d.e8m0), s.e8m0.size(), stream);
+  s.e8m0_col = device::download(or_null<uint8_t>(d.e8m0_col), s.e8m0_col.size(), stream);
+  return out;
 }
 
 void DeviceLayerWisePart::stored_form(uint32_t param, DType& dtype, bool& data, bool& col) const {
@@ -444,6 +508,11 @@ void DeviceLayerWisePart::upload_state(const pipeline::RankState& state) {
   put(m.exp_avg_sq, in.exp_avg_sq);
   put(m.momentum, in.momentum);
   m.st.step = in.step;
+  if (m.delayed) {
+    if (state.fp8.size() != m.fp8_host.size()) throw InternalError("device layer-wise part: FP8 states do not match");
+    m.slots.upload(m.by_slot(state.fp8.data()), m.stream);
+    return;
+  }
   for (const Impl::Matrix& x : m.mats) {
     if (x.fp8 < 0) continue;
     const fp8::Scales& s = state.fp8[m.tensor(x).state].scales;

@@ -18,7 +18,11 @@
 //   requantize  every rank: scales of the compact matrices from the gathered grids (one launch); the
 //            staged FP8 matrices re-quantized from the gathered bf16 in ONE batched pass
 //   decode   params to fp32 (bf16 cast; FP8 dequantized; fp32 read in place)
-// Not here: delayed FP8 scaling (a UsageError), checkpoint loading into device storage.
+// Delayed FP8 scaling (LayerWisePart's delayed branches): the matrices' DelayedStates live in device
+// slots (delayed_slots.h). Copy-back: every rank loads the compact matrices' delayed scales, the
+// owner casts with them folding the step's amax (ONE launch). Requantize: every rank records the
+// gathered amaxes (ONE delayed_update launch); the staged matrices are cast from the gathered bf16
+// with their delayed scales, folding their amax (ONE launch), which is recorded (ONE launch).
 #pragma once
 
 #if defined(FPGATHER_HAVE_CUDA)

@@ -41,8 +41,6 @@
 // bucketed part over the scalar layout, as RankPipeline does; its requantization is timed in `gather`.
 // Checkpoints go through a host mirror (device/device_state_mirror.h) of download_state(),
 // download_param() and upload() below, layer-wise matrices included.
-//
-// Not here yet: layer-wise with delayed FP8 scaling (UsageError).
 #pragma once
 
 #if defined(FPGATHER_HAVE_CUDA)
@@ -85,7 +83,7 @@ struct DeviceOverlap {
 class DeviceRankPipeline {
  public:
   // comm: an nccl communicator (MemorySpace::device; UsageError otherwise), used from the thread that
-  // has its device current; init fills host fp32 values. Layer-wise with delayed FP8 is a UsageError.
+  // has its device current; init fills host fp32 values.
   DeviceRankPipeline(const model::ModelSpec& spec, const pipeline::PipelineConfig& cfg, comm::Communicator& comm,
                      const pipeline::InitFn& init, DeviceOverlap overlap = {});
   ~DeviceRankPipeline();

@@ -39,8 +39,6 @@ void check_device_options(const train::TrainOptions& o) {
   // What --device cuda refuses everywhere first, then what this build and host lack.
   if (o.comm != "nccl")
     throw UsageError("--device cuda runs its ranks on the nccl communicator, not --comm " + o.comm);
-  if (o.pipeline.dist_opt == pipeline::DistOpt::layerwise && pipeline::is_delayed(o.pipeline.fp8))
-    throw UsageError("--device cuda: --dist-opt layerwise does not support delayed FP8 scaling on the GPU yet");
   if (!device_training_built())
     throw UsageError("--device cuda: this fpgather is built without CUDA and NCCL (configure where the CUDA toolkit "
                      "and NCCL are found, -DFPGATHER_CUDA=AUTO or ON)");

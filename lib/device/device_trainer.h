@@ -15,8 +15,7 @@
 // rank's host mirror (device/device_state_mirror.h), so a GPU run saves the keys and bytes a CPU run
 // of the same state saves, and loads checkpoints of either.
 //
-// Not supported yet (UsageError): --dist-opt layerwise with delayed FP8 scaling, communicators
-// other than nccl.
+// Not supported (UsageError): communicators other than nccl.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +36,7 @@ using DeviceRankObserver = std::function<void(uint64_t steps_done, const DeviceR
 bool device_training_built();
 
 // Throws UsageError for options --device cuda cannot run: a build without CUDA/NCCL, comm other than
-// "nccl", --dist-opt layerwise with delayed FP8 scaling, more DP ranks than visible GPUs.
+// "nccl", more DP ranks than visible GPUs.
 void check_device_options(const train::TrainOptions& o);
 
 // check_device_options, then train::training_spec's checks (through the host group of the same ranks):

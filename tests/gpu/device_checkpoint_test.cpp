@@ -5,8 +5,11 @@
 //     and (two GPUs) DP 2;
 //   - the format does not depend on the device: a GPU checkpoint loads into a CPU run and a CPU one
 //     into a GPU run, and the loaded state equals the saved one bit for bit;
+//   - the same for layer-wise Muon with FP8 delayed scaling (the matrices' amax histories and scales),
+//     resume and both cross-device loads;
 //   - the CPU and GPU pipelines fed the same gradients (the elementwise parts are bitwise equal:
-//     device_pipeline_test.cpp) write the same documents and the same chunks (manifest: every chunk's range, sizes and checksums);
+//     device_pipeline_test.cpp) write the same documents and the same chunks (manifest: every chunk's range, sizes and checksums),
+//     bucketed and layer-wise (adamw, FP8 delayed);
 //   - DESIGN.md invariant 3 on the device: --dp 2 equals --dp 1 --accumulation 2 bitwise (the network
 //     is deterministic cuBLAS, accumulation adds the second micro-batch's gradient with one fp32 add,
 //     and NCCL's 2-rank sum is that same single add).
@@ -164,14 +167,17 @@ bool nccl_built() {
   return false;
 }
 
+// Layer-wise Muon: whole matrices per owner, their state and bytes in the layer-wise part.
+void set_layer_wise_muon(fpg::train::TrainOptions& o) {
+  o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;
+  o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
+}
+
 void check_resume(const std::string& fp8, bool muon = false) {
   for (int dp : dps()) {
     const std::string where = fp8 + (muon ? " muon" : "") + " dp=" + std::to_string(dp);
     fpg::train::TrainOptions o = options(static_cast<uint32_t>(dp), fp8);
-    if (muon) {  // layer-wise: whole matrices per owner, their state and bytes in the layer-wise part
-      o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;
-      o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
-    }
+    if (muon) set_layer_wise_muon(o);
     const DeviceRun whole = run_device(o, {}, kSteps);
 
     fpg::train::CheckpointOptions save;
@@ -217,11 +223,19 @@ TEST_CASE("device train: k steps + save + load + N-k steps equals N steps bitwis
   check_resume("mxfp8", true);
 }
 
-TEST_CASE("device and CPU checkpoints load into each other with the state they saved", "[device-ckpt]") {
-  if (!nccl_built()) return;
+TEST_CASE("device train: k steps + save + load + N-k steps equals N steps bitwise: layer-wise Muon, FP8 delayed",
+          "[device-ckpt]") {
+  if (nccl_built()) check_resume("delayed", true);  // the matrices' amax histories and scales in the checkpoint
+}
+
+namespace {
+
+// FP8 delayed: a GPU checkpoint loads into a CPU run and a CPU one into a GPU run, with the state saved.
+void check_cross_device(bool muon) {
   for (int dp : dps()) {
-    const std::string where = "dp=" + std::to_string(dp);
+    const std::string where = std::string(muon ? "layer-wise muon " : "") + "dp=" + std::to_string(dp);
     fpg::train::TrainOptions o = options(static_cast<uint32_t>(dp), "delayed");
+    if (muon) set_layer_wise_muon(o);
     o.steps = kSplit;
 
     // GPU saves, CPU loads: what the CPU pipeline holds after the load is what the GPU held.
@@ -245,6 +259,16 @@ TEST_CASE("device and CPU checkpoints load into each other with the state they s
     CHECK(where + " cpu->gpu" + diff_snaps(c, g_loaded.snap) == where + " cpu->gpu");
     CHECK(g_loaded.result.train.steps.size() == 1);
   }
+}
+
+}  // namespace
+
+TEST_CASE("device and CPU checkpoints load into each other with the state they saved", "[device-ckpt]") {
+  if (nccl_built()) check_cross_device(false);
+}
+
+TEST_CASE("device and CPU layer-wise delayed-FP8 checkpoints load into each other", "[device-ckpt]") {
+  if (nccl_built()) check_cross_device(true);
 }
 
 namespace {
@@ -292,10 +316,12 @@ Share write_share(const fpg::train::RankStateAccess& rank, uint32_t r, const std
 TEST_CASE("CPU and GPU pipelines fed the same gradients save the same checkpoint (documents and chunk checksums)", "[device-ckpt]") {
   if (!nccl_built()) return;
   const int kGradSteps = 2;
-  for (const std::string fp8 : {"none", "delayed", "blockwise"}) {
+  for (const std::string name : {"none", "delayed", "blockwise", "layerwise/delayed"}) {
     for (int dp : dps()) {
-      const std::string where = fp8 + " dp=" + std::to_string(dp);
-      fpg::pipeline::PipelineConfig cfg = options(1, fp8).pipeline;
+      const std::string where = name + " dp=" + std::to_string(dp);
+      const bool layer_wise = name.rfind("layerwise/", 0) == 0;  // adamw on whole matrices: bitwise too
+      fpg::pipeline::PipelineConfig cfg = options(1, layer_wise ? name.substr(10) : name).pipeline;
+      if (layer_wise) cfg.dist_opt = fpg::pipeline::DistOpt::layerwise;
       const fpg::model::ModelSpec spec = fpg::pipeline::test::spec32();
       const std::string root = temp_dir("same");
       REQUIRE(mkdir(root.c_str(), 0755) == 0);

@@ -10,7 +10,10 @@
 //     bitwise, the scalar optimizer's masters/moments and the non-Muon params' stored bytes and FP8
 //     state bitwise, and every Muon-updated master within kernels/README.md's tolerance (5% of the
 //     CPU's update, as a norm over the matrix);
-//   - a rank that owns no matrix (a spec with one matrix at dp 2), both optimizers.
+//   - a rank that owns no matrix (a spec with one matrix at dp 2), both optimizers;
+//   - delayed FP8 scaling (history of 4, algo max: set_fp8), compact and staged, adamw / lion bitwise
+//     (amax histories, delayed and cast scales included), Muon and the empty rank as above; for Muon
+//     the matrices' amax histories follow the CPU's within 1% (they are amaxes of the masters).
 // DP=1 always, DP=2 with two GPUs; there every rank's stored bytes must be identical (invariant 1).
 #include <cmath>
 #include <string>
@@ -18,6 +21,7 @@
 
 #include "catch.h"
 #include "device_pipeline_util.h"
+#include "pipeline/fp8_params.h"
 #include "pipeline/pipeline_layout.h"
 
 namespace {
@@ -68,6 +72,15 @@ double norm2(const float* a, const float* b, uint64_t n) {  // ||a - b||
   return std::sqrt(s);
 }
 
+// Delayed amax histories of a Muon-updated matrix: the same length, each entry within 1% of the CPU's
+// (both 0 where nothing was recorded).
+std::string diff_history(const std::vector<float>& cpu, const std::vector<float>& gpu) {
+  if (cpu.size() != gpu.size()) return "amax_history length";
+  for (size_t k = 0; k < cpu.size(); ++k)
+    if (!(std::fabs(cpu[k] - gpu[k]) <= 0.01f * std::fabs(cpu[k]))) return "amax_history[" + std::to_string(k) + "]";
+  return "";
+}
+
 // The Muon comparison of one rank's run: "" when within the contract.
 std::string diff_muon_run(const RankRun& cpu, const RankRun& gpu, const std::vector<bool>& lw) {
   if (cpu.snaps.size() != gpu.snaps.size() || cpu.reports.size() != gpu.reports.size()) return "step count";
@@ -94,7 +107,11 @@ std::string diff_muon_run(const RankRun& cpu, const RankRun& gpu, const std::vec
     }
     if (a.fp8.size() != b.fp8.size()) return at + "fp8 count";
     for (size_t i = 0; i < a.fp8.size(); ++i) {
-      if (lw[a.fp8[i].param]) continue;  // quantized from a Muon master: follows it within tolerance
+      if (lw[a.fp8[i].param]) {  // quantized from a Muon master: follows it within tolerance
+        d = diff_history(a.fp8[i].delayed.amax_history, b.fp8[i].delayed.amax_history);
+        if (!d.empty()) return at + "fp8[" + std::to_string(i) + "] " + d;
+        continue;
+      }
       RankState ai, bi;
       ai.fp8 = {a.fp8[i]};
       bi.fp8 = {b.fp8[i]};
@@ -135,6 +152,15 @@ void check_cases(const std::vector<Case>& cases) {
       for (uint32_t p = 0; p < lw.size(); ++p)
         if (lw[p]) CHECK(g.snaps.front().bytes[p] != g.snaps.back().bytes[p]);
       for (const StepReport& rep : g.reports) CHECK(rep.clip_coef < 1.0f);
+      // Delayed: the matrices' histories hold recorded amaxes and their scales left the initial 1.
+      if (!fpg::pipeline::is_delayed(c.cfg.fp8)) continue;
+      for (const fpg::pipeline::Fp8ParamState& f : g.snaps.back().state.fp8) {
+        if (!lw[f.param]) continue;
+        bool recorded = false;
+        for (float a : f.delayed.amax_history) recorded |= a > 0.0f;
+        CHECK((c.name + (recorded ? "" : ": nothing recorded")) == c.name);
+        CHECK(f.delayed.scale != 1.0f);
+      }
     }
   }
 }
@@ -165,6 +191,20 @@ TEST_CASE("device layer-wise Muon equals the CPU within the Muon tolerance", "[d
   lion.name += "/scalar-lion";
   lion.cfg.scalar_optimizer = fpg::optim::ScalarOptimizer::lion;
   cases.push_back(lion);
+  check_cases(cases);
+}
+
+TEST_CASE("device layer-wise pipeline with delayed FP8 scaling equals the CPU", "[device-layerwise]") {
+  std::vector<Case> cases;
+  for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::lion, OptimizerKind::muon}) {
+    cases.push_back(layer_wise_case(kind, "delayed"));
+    Case staged = layer_wise_case(kind, "delayed");
+    staged.name += "/staged";
+    staged.cfg.compact_fp8_gather = false;  // re-quantized from the gathered bf16 by every rank
+    cases.push_back(staged);
+  }
+  cases.push_back(one_matrix_case(OptimizerKind::adamw, "delayed"));
+  cases.push_back(one_matrix_case(OptimizerKind::muon, "delayed"));
   check_cases(cases);
 }
 

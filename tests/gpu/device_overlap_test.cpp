@@ -297,7 +297,7 @@ TEST_CASE("a forward only reads params whose gather was waited and decoded", "[d
 TEST_CASE("overlap on or off gives bitwise identical training: layer-wise (muon)", "[device-overlap]") {
   if (skip_without_nccl()) return;
   const uint32_t max_dp = fpg::cuda::device_count() >= 2 ? 2 : 1;
-  for (const std::string fp8 : {"none", "tensorwise"}) {
+  for (const std::string fp8 : {"none", "tensorwise", "delayed"}) {  // delayed: recorded at the first read
     for (uint32_t dp = 1; dp <= max_dp; ++dp) {
       fpg::train::TrainOptions o = options(dp, fp8);
       o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;

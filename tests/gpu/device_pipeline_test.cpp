@@ -103,17 +103,11 @@ TEST_CASE("device pipeline skips a non-finite step as the CPU does", "[device-pi
   }
 }
 
-TEST_CASE("device pipeline refuses host communicators and layer-wise delayed FP8", "[device-pipeline]") {
+TEST_CASE("device pipeline refuses host communicators", "[device-pipeline]") {
   const ModelSpec spec = awkward_spec();
   const auto init = [&](uint32_t p, float* v) { init_values(p, v, spec.params[p].numel()); };
   PipelineConfig cfg;
   REQUIRE_THROWS_AS(fpg::comm::make_communicator_group("threads", 1)->run([&](Communicator& comm) {
-    fpg::device::DeviceRankPipeline pipe(spec, cfg, comm, init);
-  }),
-                    fpg::UsageError);
-  cfg.dist_opt = fpg::pipeline::DistOpt::layerwise;
-  fpg::pipeline::test::set_fp8(cfg, "delayed");
-  REQUIRE_THROWS_AS(fpg::comm::make_nccl_group(1)->run([&](Communicator& comm) {
     fpg::device::DeviceRankPipeline pipe(spec, cfg, comm, init);
   }),
                     fpg::UsageError);

@@ -114,11 +114,6 @@ TEST_CASE("train --device cuda refuses what it does not support", "[device-train
   o.comm = "threads";
   REQUIRE_THROWS_AS(fpg::device::train_on_device(o), fpg::UsageError);
   o.comm = "nccl";
-  o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
-  fpg::pipeline::test::set_fp8(o.pipeline, "delayed");
-  REQUIRE_THROWS_AS(fpg::device::train_on_device(o), fpg::UsageError);
-  fpg::pipeline::test::set_fp8(o.pipeline, "none");
-  o.pipeline.dist_opt = fpg::pipeline::DistOpt::bucketed;
   o.dp = static_cast<uint32_t>(fpg::cuda::device_count() + 1);
   REQUIRE_THROWS_AS(fpg::device::train_on_device(o), fpg::UsageError);
 }
