@@ -25,7 +25,7 @@
 // Tile layout in a stage: row-major, W columns; vector v (16 bytes, V elements) of the tile is row
 // v / (W/V), columns (v % (W/V)) * V; thread t handles vectors t, t + 512, ... so that each warp
 // reads and writes contiguous runs of a row. One tile per task (DeviceBatch makes them so); a CTA
-// takes tasks blockIdx.x, blockIdx.x + gridDim.x, ... Fragments hold whole tiles' rows (start and
+// takes a contiguous run of tasks. Fragments hold whole tiles' rows (start and
 // end on band boundaries, or the end of the tensor); the column edge (K not a multiple of the tile)
 // and the last band's rows past M are zero-filled (key 0, neutral for the max) and not written.
 // Vectors only (make_fused_job requires them).
@@ -119,6 +119,24 @@ __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c
   return w;
 }
 
+// Max over the G lanes of a group (G a power of two) of each of G values, scattered: afterwards lane
+// p of the group (lane % G == p) returns the max of value p. Each level halves the values a lane
+// keeps, exchanging the other half with the lane across it: G - 1 shuffles in all, not G log G.
+template <int G>
+__device__ __forceinline__ uint32_t reduce_scatter_max(uint32_t (&m)[G], int lane) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) {
+    const bool upper = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < o; ++i) {
+      const uint32_t send = upper ? m[i] : m[i + o];
+      const uint32_t keep = upper ? m[i + o] : m[i];
+      m[i] = max(keep, __shfl_xor_sync(kFull, send, o));
+    }
+  }
+  return m[0];
+}
+
 template <int V>
 __device__ __forceinline__ void fill(float (&s)[V], float v) {
 #pragma unroll
@@ -153,13 +171,19 @@ __global__ void __launch_bounds__(kTileThreads, 1)
   __shared__ __align__(16) uint32_t red[2][MX ? RS * W : kTileWarps];
   const int lane = threadIdx.x & 31;
 
-  // Starts copying this CTA's k-th tile (task blockIdx.x + k * gridDim.x; one tile per task) into
-  // this thread's words of stage k % NS; those outside the tensor are zero-filled (key 0: neutral
+  // This CTA's tiles are one contiguous run of the task list, so that consecutive tiles mostly
+  // share a job (its rows worked out once, its descriptor in cache): a batch's tensors have tens of
+  // tiles each, and a grid-strided walk would change job at every tile.
+  const uint32_t t_begin = static_cast<uint32_t>(uint64_t{n} * blockIdx.x / gridDim.x);
+  const uint32_t t_end = static_cast<uint32_t>(uint64_t{n} * (blockIdx.x + 1) / gridDim.x);
+
+  // Starts copying this CTA's k-th tile (task t_begin + k; one tile per task) into this thread's
+  // words of stage k % NS; those outside the tensor are zero-filled (key 0: neutral
   // for the max). A commit group even when there is no tile, so that group k is always tile k.
   JobRows issued, current;  // the job of the last tile issued / computed
   auto issue = [&](uint32_t k) {
-    const uint32_t t = blockIdx.x + k * gridDim.x;
-    if (t < n) {
+    const uint32_t t = t_begin + k;
+    if (t < t_end) {
       const Task task = tasks[t];
       const DeviceJob& j = jobs[task.job];
       const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
@@ -182,8 +206,8 @@ __global__ void __launch_bounds__(kTileThreads, 1)
 #pragma unroll 1
   for (int k = 0; k < NS; ++k) issue(k);
 #pragma unroll 1
-  for (uint32_t k = 0; blockIdx.x + k * gridDim.x < n; ++k) {
-    const Task task = tasks[blockIdx.x + k * gridDim.x];
+  for (uint32_t k = 0; t_begin + k < t_end; ++k) {
+    const Task task = tasks[t_begin + k];
     const DeviceJob& j = jobs[task.job];
     const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
     uint32_t* const maxima = red[k & 1];
@@ -222,7 +246,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
       }
     } else {
       constexpr int G = 32 / V;  // lanes per 1x32 block
-      static_assert(PER <= G, "each lane of a block works out at most one of its PER scales");
+      static_assert(PER == G, "each lane of a block works out one of its PER scales");
       // Columnwise: this thread's max of each of its V columns over its PER rows, for the others
       // of its columns (one per row group) to combine after the barrier.
       if (j.has_col) {
@@ -238,22 +262,21 @@ __global__ void __launch_bounds__(kTileThreads, 1)
           dst[h] = make_uint4(float_bits(cm[4 * h]), float_bits(cm[4 * h + 1]), float_bits(cm[4 * h + 2]),
                               float_bits(cm[4 * h + 3]));
       }
-      // Rowwise: each 1x32 block's max by shuffles among its G lanes (absent vectors: 0).
+      // Rowwise: the max of each 1x32 block (the G lanes' vector i, for each i; absent vectors: 0),
+      // reduce-scattered over the block's lanes: lane p of the block ends with block p's max.
       uint32_t m[PER];
 #pragma unroll
-      for (int i = 0; i < PER; ++i) m[i] = group_max<G>(float_bits(vec_abs_max<S, V>(0.0f, x[i])));
+      for (int i = 0; i < PER; ++i) m[i] = float_bits(vec_abs_max<S, V>(0.0f, x[i]));
+      const uint32_t key = reduce_scatter_max<G>(m, lane);
       issue(k + NS);  // the maxima have consumed this thread's words of the stage
       __syncthreads();
 
       if (j.has_row) {
-        // Each lane works out one scale: lane (block start + i) that of the block's vector i; the
-        // block's lanes read them by shuffles.
-        const int own = lane % G;  // the vector whose scale this lane works out, if < PER
-        uint32_t key = m[0];
-#pragma unroll
-        for (int i = 1; i < PER; ++i) key = own == i ? m[i] : key;
+        // Each lane works out one scale, that of the block's vector `own`; the block's lanes read
+        // them by shuffles.
+        const int own = lane % G;
         float s = 1.0f;
-        if (own < PER && own < w.present) {  // a 1x32 block is wholly present or absent
+        if (own < w.present) {  // a 1x32 block is wholly present or absent
           const uint8_t e = fpg::fp8::mx_scale(bits_float(key), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
           s = fpg::fp8::mx_exp2f_rcp(e);
           const uint64_t cell = (w.row + static_cast<uint64_t>(own) * RS) * j.grid_cols + (w.col >> 5);
