@@ -218,6 +218,7 @@ class Grouper {
       g.format = k.format;
       g.first = static_cast<uint32_t>(all.size());
       g.count = static_cast<uint32_t>(t.size());
+      for (size_t i = 0; i < t.size(); ++i) g.jobs += i == 0 || t[i].job != t[i - 1].job;
       groups.push_back(g);
       all.insert(all.end(), t.begin(), t.end());
     }

@@ -37,6 +37,7 @@ struct Task {
 struct LaunchGroup {
   uint8_t mode = 0, input = 0, vec = 0, format = 0;
   uint32_t first = 0, count = 0;  // tasks [first, first + count)
+  uint32_t jobs = 0;              // distinct jobs among them (their tasks are consecutive)
 };
 
 class DeviceBatch {

@@ -4,31 +4,27 @@
 // of the fragment bit for bit.
 //
 // blockwise 128x128: a tile is one 128-row x 128-column cell; one block max, one scale.
-// MX rowwise + columnwise: a tile is a 32-row band x 512 columns; rowwise 1x32 amaxes by shuffles
-// among the lanes of a block, columnwise 32x1 amaxes from each thread's rows of its columns,
-// combined across the threads that share the columns through shared memory.
+// MX rowwise + columnwise: a tile is a 32-row band x 512 columns; each warp holds one 32-column
+// block of all 32 rows, so its 1x32 and 32x1 maxima are both warp shuffles.
 //
 // Why a pipeline in shared memory: a tile's scale needs all of it before any byte is cast, so a CTA
 // that loads, then reduces, then casts leaves HBM idle while it computes. Here one CTA per SM (16
 // warps) has NS stages of 192 KiB (3 fp32 tiles, 6 bf16 ones) that cp.async fills without holding
 // registers, so NS tiles are on their way while the CTA reduces and casts the one in registers.
 //
-// Each thread copies, and later reads, the same words of every stage (vector i * kTileThreads + tid
-// of the tile), so a stage needs no barrier to be read or refilled: a thread waits for its own copy
-// group, reads its vectors, and refills its words with a later tile once its maxima have consumed
-// them. The one barrier per tile is the exchange of the maxima (the warps' block maxima; for MX
-// also the column maxima of each row group), double-buffered so that a fast thread writing tile
-// k+1's maxima cannot overwrite tile k's before a slow one has read them. Every thread then works
-// out the scale it needs itself (no serial section while the others wait). BENCHMARKS.md has the
-// measured ratios to a D2D copy and the variants tried before this one.
+// Each thread copies, and later reads, the same words of every stage (vector i of thread t is word
+// i * kTileThreads + t of the stage, wherever it lies in the tile), so a stage needs no barrier to
+// be read or refilled: a thread waits for its own copy group, reads its vectors, and refills its
+// words with a later tile once its maxima have consumed them. 128x128 has one barrier per tile, the
+// exchange of the warps' maxima; MX none. Every thread works out the scales it needs itself (no
+// serial section while the others wait). BENCHMARKS.md has the measured ratios to a D2D copy and
+// the variants tried before this one.
 //
-// Tile layout in a stage: row-major, W columns; vector v (16 bytes, V elements) of the tile is row
-// v / (W/V), columns (v % (W/V)) * V; thread t handles vectors t, t + 512, ... so that each warp
-// reads and writes contiguous runs of a row. One tile per task (DeviceBatch makes them so); a CTA
-// takes a contiguous run of tasks. Fragments hold whole tiles' rows (start and
-// end on band boundaries, or the end of the tensor); the column edge (K not a multiple of the tile)
-// and the last band's rows past M are zero-filled (key 0, neutral for the max) and not written.
-// Vectors only (make_fused_job requires them).
+// Tile geometry: vector (16 bytes, V elements) i of a thread is row `row + i * RS`, columns `col`
+// on (walk_of says where each thread starts). One tile per task (DeviceBatch makes them so).
+// Fragments hold whole tiles' rows (start and end on band boundaries, or the end of the tensor);
+// the column edge (K not a multiple of the tile) and the last band's rows past M are zero-filled
+// (key 0, neutral for the max) and not written. Vectors only (make_fused_job requires them).
 #include <string>
 
 #include "core/error.h"
@@ -102,7 +98,11 @@ struct TileWalk {
   int present;
 };
 
-template <int BR, int W, int V, int PER>
+// Which rows and columns a thread has: 128x128, row group t / VPR and column vector t % VPR (a warp
+// reads 512 contiguous bytes of one row); MX, row group t % RS and column vector t / RS (a warp holds
+// one 32-column block of all 32 rows of the band, so both its 1x32 and its 32x1 maxima are warp
+// shuffles: no barrier). Either way a warp's loads are whole 64- or 128-byte runs of rows.
+template <bool MX, int BR, int W, int V, int PER>
 __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c, uint64_t tile_id) {
   constexpr int VPR = W / V, RS = kTileThreads / VPR;
   uint64_t band, tcol;
@@ -110,8 +110,8 @@ __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c
   TileWalk w;
   w.r0 = c.first + band * BR;
   w.c0 = tcol * W;
-  w.row = w.r0 + threadIdx.x / VPR;
-  w.col = w.c0 + (threadIdx.x % VPR) * V;
+  w.row = w.r0 + (MX ? threadIdx.x % RS : threadIdx.x / VPR);
+  w.col = w.c0 + (MX ? threadIdx.x / RS : threadIdx.x % VPR) * V;
   const uint64_t rows = w.col < j.K && w.row < c.end ? (c.end - w.row + RS - 1) / RS : 0;
   w.present = rows < PER ? static_cast<int>(rows) : PER;
   w.off = w.row * j.K + w.col - j.start;
@@ -119,22 +119,37 @@ __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c
   return w;
 }
 
-// Max over the G lanes of a group (G a power of two) of each of G values, scattered: afterwards lane
-// p of the group (lane % G == p) returns the max of value p. Each level halves the values a lane
-// keeps, exchanging the other half with the lane across it: G - 1 shuffles in all, not G log G.
-template <int G>
+// Max over the G lanes of a group (lanes Stride apart, G a power of two) of each of G values,
+// scattered: afterwards the lane at position p of its group ((lane / Stride) % G == p) returns the
+// max of value p. Each level halves the values a lane keeps, exchanging the other half with the lane
+// across it: G - 1 shuffles in all, not G log G.
+template <int G, int Stride>
 __device__ __forceinline__ uint32_t reduce_scatter_max(uint32_t (&m)[G], int lane) {
 #pragma unroll
   for (int o = G / 2; o > 0; o >>= 1) {
-    const bool upper = (lane & o) != 0;
+    const bool upper = (lane & (o * Stride)) != 0;
 #pragma unroll
     for (int i = 0; i < o; ++i) {
       const uint32_t send = upper ? m[i] : m[i + o];
       const uint32_t keep = upper ? m[i + o] : m[i];
-      m[i] = max(keep, __shfl_xor_sync(kFull, send, o));
+      m[i] = max(keep, __shfl_xor_sync(kFull, send, o * Stride));
     }
   }
   return m[0];
+}
+
+// fn(i) for this thread's present vectors i (0 .. present-1); whole tiles (all PER present, the
+// common case) without per-vector checks.
+template <int PER, class Fn>
+__device__ __forceinline__ void for_present(int present, Fn&& fn) {
+  if (present == PER) {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) fn(i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (i < present) fn(i);
+  }
 }
 
 template <int V>
@@ -143,50 +158,39 @@ __device__ __forceinline__ void fill(float (&s)[V], float v) {
   for (int q = 0; q < V; ++q) s[q] = v;
 }
 
-// Stores this thread's present vectors, encoded with per-column scales s, at out (its first
-// vector) + i * step. Whole tiles (all PER present, the common case) go without per-vector checks.
-template <Format F, class S, int V, int PER>
-__device__ __forceinline__ void store_tile_part(uint8_t* out, uint64_t step, int present,
-                                                const typename S::T (&x)[PER][V], const float (&s)[V]) {
-  if (present == PER) {
-#pragma unroll
-    for (int i = 0; i < PER; ++i) store_encoded<F, S, V>(out + i * step, x[i], s);
-  } else {
-#pragma unroll
-    for (int i = 0; i < PER; ++i)
-      if (i < present) store_encoded<F, S, V>(out + i * step, x[i], s);
-  }
-}
-
 template <bool MX, Format F, class S, int V>
 __global__ void __launch_bounds__(kTileThreads, 1)
-    fused_tile_kernel(const DeviceJob* __restrict__ jobs, const Task* __restrict__ tasks, uint32_t n) {
+    fused_tile_kernel(const DeviceJob* __restrict__ jobs, const Task* __restrict__ tasks, uint32_t n, bool strided) {
   using T = typename S::T;
   constexpr int BR = TileShape<MX>::rows, W = TileShape<MX>::cols, NS = tile_stages<MX, S>();
   constexpr int VPR = W / V, NV = BR * VPR, PER = NV / kTileThreads, RS = kTileThreads / VPR;
   static_assert(kTileThreads % VPR == 0 && NV % kTileThreads == 0, "a thread's vectors share columns");
   extern __shared__ uint4 stage_words[];  // NS tiles of NV vectors, BR x W values each
-  // The maxima exchanged once per tile, double-buffered (tile k uses buffer k & 1): the warps'
-  // block maxima (128x128), or the column maxima of each row group (MX: RS groups x W columns).
-  __shared__ __align__(16) uint32_t red[2][MX ? RS * W : kTileWarps];
+  // 128x128: the warps' block maxima, exchanged once per tile and double-buffered (tile k uses
+  // buffer k & 1), so that a fast thread writing tile k+1's cannot overwrite tile k's before a
+  // slow one has read them.
+  __shared__ __align__(16) uint32_t red[2][kTileWarps];
   const int lane = threadIdx.x & 31;
 
-  // This CTA's tiles are one contiguous run of the task list, so that consecutive tiles mostly
-  // share a job (its rows worked out once, its descriptor in cache): a batch's tensors have tens of
-  // tiles each, and a grid-strided walk would change job at every tile.
-  const uint32_t t_begin = static_cast<uint32_t>(uint64_t{n} * blockIdx.x / gridDim.x);
-  const uint32_t t_end = static_cast<uint32_t>(uint64_t{n} * (blockIdx.x + 1) / gridDim.x);
+  // This CTA's k-th tile is task first + k * step. Strided (step gridDim.x) when the jobs are large
+  // (at least one tile per CTA each, on average): the CTAs then work on neighbouring tiles, whole
+  // runs of rows at a time. Otherwise (a batch of small tensors) a contiguous run of the list, so
+  // that consecutive tiles of a CTA mostly share a job: its rows are worked out once and its
+  // descriptor stays in cache, where a strided walk would change job at every tile.
+  const uint64_t first = strided ? blockIdx.x : uint64_t{n} * blockIdx.x / gridDim.x;
+  const uint64_t step = strided ? gridDim.x : 1;
+  const uint64_t end = strided ? n : uint64_t{n} * (blockIdx.x + 1) / gridDim.x;
 
-  // Starts copying this CTA's k-th tile (task t_begin + k; one tile per task) into this thread's
-  // words of stage k % NS; those outside the tensor are zero-filled (key 0: neutral
-  // for the max). A commit group even when there is no tile, so that group k is always tile k.
+  // Starts copying this CTA's k-th tile (one tile per task) into this thread's words of stage
+  // k % NS; those outside the tensor are zero-filled (key 0: neutral for the max). A commit group
+  // even when there is no tile, so that group k is always tile k.
   JobRows issued, current;  // the job of the last tile issued / computed
   auto issue = [&](uint32_t k) {
-    const uint32_t t = t_begin + k;
-    if (t < t_end) {
+    const uint64_t t = first + k * step;
+    if (t < end) {
       const Task task = tasks[t];
       const DeviceJob& j = jobs[task.job];
-      const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
+      const TileWalk w = walk_of<MX, BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
       const T* src = static_cast<const T*>(j.in) + w.off;
       uint4* dst = stage_words + static_cast<size_t>(k % NS) * NV + threadIdx.x;
       if (w.present == PER) {  // a whole tile: no per-vector checks
@@ -206,15 +210,14 @@ __global__ void __launch_bounds__(kTileThreads, 1)
 #pragma unroll 1
   for (int k = 0; k < NS; ++k) issue(k);
 #pragma unroll 1
-  for (uint32_t k = 0; t_begin + k < t_end; ++k) {
-    const Task task = tasks[t_begin + k];
+  for (uint32_t k = 0; first + k * step < end; ++k) {
+    const Task task = tasks[first + k * step];
     const DeviceJob& j = jobs[task.job];
-    const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
-    uint32_t* const maxima = red[k & 1];
+    const TileWalk w = walk_of<MX, BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
 
     copy_async_wait<NS - 1>();  // this thread's words of tile k have landed
     const uint4* stage = stage_words + static_cast<size_t>(k % NS) * NV;
-    T x[PER][V];  // this thread's vectors: vector i is i * kTileThreads + tid of the tile
+    T x[PER][V];  // this thread's vectors: vector i is i * kTileThreads + tid of the stage
 #pragma unroll
     for (int i = 0; i < PER; ++i) unpack16<S, V>(stage[i * kTileThreads + threadIdx.x], x[i]);
 
@@ -223,8 +226,9 @@ __global__ void __launch_bounds__(kTileThreads, 1)
 #pragma unroll
       for (int i = 0; i < PER; ++i) m = vec_abs_max<S, V>(m, x[i]);
       const uint32_t wm = warp_max(float_bits(m));
+      uint32_t* const maxima = red[k & 1];
       if (lane == 0) maxima[threadIdx.x >> 5] = wm;
-      issue(k + NS);  // the maxima have consumed this thread's words of the stage
+      issue(k + NS);  // the max has consumed this thread's words of the stage
       __syncthreads();
       uint32_t key = 0;
 #pragma unroll
@@ -242,95 +246,79 @@ __global__ void __launch_bounds__(kTileThreads, 1)
       if (j.out) {
         float sv[V];
         fill(sv, s);
-        store_tile_part<F, S, V, PER>(j.out + w.off, w.step, w.present, x, sv);
+        uint8_t* o = j.out + w.off;
+        for_present<PER>(w.present, [&](int i) { store_encoded<F, S, V>(o + i * w.step, x[i], sv); });
       }
     } else {
-      constexpr int G = 32 / V;  // lanes per 1x32 block
-      static_assert(PER == G, "each lane of a block works out one of its PER scales");
-      // Columnwise: this thread's max of each of its V columns over its PER rows, for the others
-      // of its columns (one per row group) to combine after the barrier.
-      if (j.has_col) {
-        float cm[V];
-        fill(cm, 0.0f);
+      // A warp holds one 32-column block of the band's 32 rows: lane = rg + RS * p holds rows
+      // rg + i * RS (i < PER) of column vector p of the block (walk_of).
+      constexpr int G = 32 / V;  // vectors per 1x32 block
+      static_assert(G * RS == 32 && PER == G && RS == V, "a warp holds one 32-column block of all 32 rows");
+      const int rg = lane % RS;
+      // Rowwise: row i's 1x32 block is vector i of the G lanes of row group rg; reduce-scattered,
+      // lane rg + RS * p ends with the max of its row p's block (absent vectors read as 0).
+      uint32_t rm[PER];
 #pragma unroll
-        for (int i = 0; i < PER; ++i)
+      for (int i = 0; i < PER; ++i) rm[i] = float_bits(vec_abs_max<S, V>(0.0f, x[i]));
+      const uint32_t row_key = reduce_scatter_max<G, RS>(rm, lane);
+      // Columnwise: column q's 32x1 block is element q of the vectors of the RS lanes of one
+      // column vector; reduce-scattered, lane rg + RS * p ends with the max of its column rg.
+      uint32_t cm[V];
 #pragma unroll
-          for (int q = 0; q < V; ++q) cm[q] = fmaxf(cm[q], fabsf(S::load(x[i][q])));
-        uint4* dst = reinterpret_cast<uint4*>(maxima + (threadIdx.x / VPR) * W + (threadIdx.x % VPR) * V);
+      for (int q = 0; q < V; ++q) {
+        float c = 0.0f;
 #pragma unroll
-        for (int h = 0; h < V / 4; ++h)
-          dst[h] = make_uint4(float_bits(cm[4 * h]), float_bits(cm[4 * h + 1]), float_bits(cm[4 * h + 2]),
-                              float_bits(cm[4 * h + 3]));
+        for (int i = 0; i < PER; ++i) c = fmaxf(c, fabsf(S::load(x[i][q])));
+        cm[q] = float_bits(c);
       }
-      // Rowwise: the max of each 1x32 block (the G lanes' vector i, for each i; absent vectors: 0),
-      // reduce-scattered over the block's lanes: lane p of the block ends with block p's max.
-      uint32_t m[PER];
-#pragma unroll
-      for (int i = 0; i < PER; ++i) m[i] = float_bits(vec_abs_max<S, V>(0.0f, x[i]));
-      const uint32_t key = reduce_scatter_max<G>(m, lane);
+      const uint32_t col_key = reduce_scatter_max<RS, 1>(cm, lane);
       issue(k + NS);  // the maxima have consumed this thread's words of the stage
-      __syncthreads();
+      const auto rule = static_cast<fpg::fp8::MxRule>(j.mx_rule);
 
       if (j.has_row) {
-        // Each lane works out one scale, that of the block's vector `own`; the block's lanes read
-        // them by shuffles.
-        const int own = lane % G;
+        const int own = lane / RS;  // the row (vector) whose block scale this lane works out
         float s = 1.0f;
         if (own < w.present) {  // a 1x32 block is wholly present or absent
-          const uint8_t e = fpg::fp8::mx_scale(bits_float(key), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
+          const uint8_t e = fpg::fp8::mx_scale(bits_float(row_key), F, rule);
           s = fpg::fp8::mx_exp2f_rcp(e);
           const uint64_t cell = (w.row + static_cast<uint64_t>(own) * RS) * j.grid_cols + (w.col >> 5);
           if (j.e8m0_out) j.e8m0_out[cell] = e;
-          if (j.amax) fold_cell(j.amax + cell, key, true);
+          if (j.amax) fold_cell(j.amax + cell, row_key, true);
         }
-        const int group = lane & ~(G - 1);
-        uint8_t* o = j.out ? j.out + w.off : nullptr;
+        float si[PER];
 #pragma unroll
-        for (int i = 0; i < PER; ++i) {
-          const float si = __shfl_sync(kFull, s, group + i);
-          if (!j.out || i >= w.present) continue;
-          float sv[V];
-          fill(sv, si);
-          store_encoded<F, S, V>(o + i * w.step, x[i], sv);
+        for (int i = 0; i < PER; ++i) si[i] = __shfl_sync(kFull, s, rg + i * RS);
+        if (j.out) {
+          uint8_t* o = j.out + w.off;
+          for_present<PER>(w.present, [&](int i) {
+            float sv[V];
+            fill(sv, si[i]);
+            store_encoded<F, S, V>(o + i * w.step, x[i], sv);
+          });
         }
       }
       if (j.has_col) {
-        // The max of each of this thread's columns over all RS row groups, its scale, and (row
-        // group 0) the scales and amaxes written.
-        const int tc = static_cast<int>(threadIdx.x % VPR) * V;  // the thread's columns in the tile
-        uint32_t key[V];
-#pragma unroll
-        for (int q = 0; q < V; ++q) key[q] = 0;
-#pragma unroll
-        for (int g = 0; g < RS; ++g)
-#pragma unroll
-          for (int h = 0; h < V / 4; ++h) {
-            const uint4 v = reinterpret_cast<const uint4*>(maxima + g * W + tc)[h];
-            key[4 * h] = max(key[4 * h], v.x);
-            key[4 * h + 1] = max(key[4 * h + 1], v.y);
-            key[4 * h + 2] = max(key[4 * h + 2], v.z);
-            key[4 * h + 3] = max(key[4 * h + 3], v.w);
-          }
-        float sv[V];
-        const bool writer = threadIdx.x < VPR;  // row group 0 writes the column scales
-#pragma unroll
-        for (int q = 0; q < V; ++q) {
-          const uint8_t e = fpg::fp8::mx_scale(bits_float(key[q]), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
-          sv[q] = fpg::fp8::mx_exp2f_rcp(e);
-          if (writer && w.col + q < j.K) {
-            const uint64_t cell = (w.r0 >> 5) * j.K + w.col + q;
-            if (j.e8m0_col_out) j.e8m0_col_out[cell] = e;
-            if (j.amax_col) fold_cell(j.amax_col + cell, key[q], true);
-          }
+        const uint8_t e = fpg::fp8::mx_scale(bits_float(col_key), F, rule);
+        const float s = fpg::fp8::mx_exp2f_rcp(e);
+        if (w.col + rg < j.K) {  // column w.col + rg of the band: this lane alone writes it
+          const uint64_t cell = (w.r0 >> 5) * j.K + w.col + rg;
+          if (j.e8m0_col_out) j.e8m0_col_out[cell] = e;
+          if (j.amax_col) fold_cell(j.amax_col + cell, col_key, true);
         }
-        if (j.out_col) store_tile_part<F, S, V, PER>(j.out_col + w.off, w.step, w.present, x, sv);
+        float sv[V];
+#pragma unroll
+        for (int q = 0; q < V; ++q) sv[q] = __shfl_sync(kFull, s, (lane & ~(RS - 1)) + q);
+        if (j.out_col) {
+          uint8_t* o = j.out_col + w.off;
+          for_present<PER>(w.present, [&](int i) { store_encoded<F, S, V>(o + i * w.step, x[i], sv); });
+        }
       }
     }
   }
   copy_async_wait<0>();  // no copy outlives the CTA (the trailing groups are empty)
 }
 
-using TileKernel = void (*)(const DeviceJob*, const Task*, uint32_t);
+using TileKernel = void (*)(const DeviceJob*, const Task*, uint32_t, bool);
 
 struct PickedKernel {
   TileKernel fn = nullptr;
@@ -372,7 +360,9 @@ void launch_fused_tiles(const DeviceJob* jobs, const Task* tasks, const LaunchGr
   FPG_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.smem)));
   const int blocks = persistent_blocks(fn, kTileThreads, k.smem);
   const uint32_t grid = g.count < static_cast<uint32_t>(blocks) ? g.count : static_cast<uint32_t>(blocks);
-  k.fn<<<grid, kTileThreads, k.smem, stream>>>(jobs, tasks + g.first, g.count);
+  // Strided when the jobs have at least one tile per CTA on average (the kernel says why).
+  const bool strided = g.count >= static_cast<uint64_t>(grid) * (g.jobs ? g.jobs : 1);
+  k.fn<<<grid, kTileThreads, k.smem, stream>>>(jobs, tasks + g.first, g.count, strided);
   FPG_CUDA_CHECK_LAUNCH();
 }
 

@@ -362,12 +362,19 @@ TEST_CASE("fp8 GPU fused one-pass tile jobs equal amax + scales + cast (128x128,
 
 // More tiles than CTAs (each CTA runs several tasks, reusing its shared memory) and several jobs of
 // one kind in one launch; partial last bands and column tiles.
+// Two launch orders: a few large jobs (at least one tile per CTA each: CTAs walk the tiles strided)
+// and many small ones (each CTA a contiguous run of tiles, across job boundaries).
 TEST_CASE("fp8 GPU fused tile jobs: many tiles per CTA, several jobs per launch", "[gpu][fp8]") {
   Rng rng(29);
+  for (const bool small : {false, true})
   for (const Recipe& r : {Recipe::blockwise_128x128(Format::e4m3, false),
                           Recipe::mxfp8(Format::e4m3, MxRule::rceil, true, true)}) {
     const bool mx = r.scaling == Scaling::mxfp8;
-    const std::vector<std::vector<uint64_t>> shapes = {{1056, mx ? 8224u : 8200u}, {4096, 2080}, {64, 544}, {160, 96}};
+    std::vector<std::vector<uint64_t>> shapes = {{1056, mx ? 8224u : 8200u}, {4096, 2080}, {64, 544}, {160, 96}};
+    if (small) {
+      shapes.clear();
+      for (uint64_t i = 0; i < 150; ++i) shapes.push_back({96 + 32 * (i % 7), 544 + 32 * (i % 5)});
+    }
     std::vector<Plan> plans;
     for (const auto& sh : shapes) plans.push_back(make_plan(r, Input::f32, sh));
     struct Bufs {
@@ -410,7 +417,7 @@ TEST_CASE("fp8 GPU fused tile jobs: many tiles per CTA, several jobs per launch"
     for (size_t i = 0; i < plans.size(); ++i) {
       const Plan& p = plans[i];
       const Bufs& t = b[i];
-      const std::string what = name(p, shapes[i], 0) + " batched fused tiles";
+      const std::string what = name(p, shapes[i], 0) + (small ? " batched fused tiles (150 small jobs)" : " batched fused tiles");
       expect_same(t.out, t.dout->download(), what + " data");
       expect_same(t.g.row, t.damax->download(), what + " amax");
       if (mx) {
