@@ -4,8 +4,9 @@
 // of the fragment bit for bit.
 //
 // blockwise 128x128: a tile is one 128-row x 128-column cell; one block max, one scale.
-// MX rowwise + columnwise: a tile is a 32-row band x 512 columns; each warp holds one 32-column
-// block of all 32 rows, so its 1x32 and 32x1 maxima are both warp shuffles.
+// MX rowwise + columnwise: a tile is a 32-row band x 512 columns; rowwise 1x32 maxima by a
+// reduce-scatter among the lanes of a block, columnwise 32x1 maxima from each thread's rows of its
+// columns, combined across the row groups through shared memory.
 //
 // Why a pipeline in shared memory: a tile's scale needs all of it before any byte is cast, so a CTA
 // that loads, then reduces, then casts leaves HBM idle while it computes. Here one CTA per SM (16
@@ -15,8 +16,8 @@
 // Each thread copies, and later reads, the same words of every stage (vector i of thread t is word
 // i * kTileThreads + t of the stage, wherever it lies in the tile), so a stage needs no barrier to
 // be read or refilled: a thread waits for its own copy group, reads its vectors, and refills its
-// words with a later tile once its maxima have consumed them. 128x128 has one barrier per tile, the
-// exchange of the warps' maxima; MX none. Every thread works out the scales it needs itself (no
+// words with a later tile once its maxima have consumed them. The one barrier per tile is the
+// exchange of maxima between warps. Every thread works out the scales it needs itself (no
 // serial section while the others wait). BENCHMARKS.md has the measured ratios to a D2D copy and
 // the variants tried before this one.
 //
@@ -98,11 +99,12 @@ struct TileWalk {
   int present;
 };
 
-// Which rows and columns a thread has: 128x128, row group t / VPR and column vector t % VPR (a warp
-// reads 512 contiguous bytes of one row); MX, row group t % RS and column vector t / RS (a warp holds
-// one 32-column block of all 32 rows of the band, so both its 1x32 and its 32x1 maxima are warp
-// shuffles: no barrier). Either way a warp's loads are whole 64- or 128-byte runs of rows.
-template <bool MX, int BR, int W, int V, int PER>
+// Thread t has row group t / VPR and column vector t % VPR: a warp reads and writes 512 contiguous
+// bytes of one row. (Session 5 measured the alternative for MX, a warp holding a 32-column block of
+// all 32 rows so that the column maxima need no barrier: 0.81 of a copy against 0.84, with its
+// stage words swizzled; unswizzled, the cp.async fills of its 4-row loads conflicted on the banks
+// and it ran at 0.48.)
+template <int BR, int W, int V, int PER>
 __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c, uint64_t tile_id) {
   constexpr int VPR = W / V, RS = kTileThreads / VPR;
   uint64_t band, tcol;
@@ -110,8 +112,8 @@ __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c
   TileWalk w;
   w.r0 = c.first + band * BR;
   w.c0 = tcol * W;
-  w.row = w.r0 + (MX ? threadIdx.x % RS : threadIdx.x / VPR);
-  w.col = w.c0 + (MX ? threadIdx.x / RS : threadIdx.x % VPR) * V;
+  w.row = w.r0 + threadIdx.x / VPR;
+  w.col = w.c0 + (threadIdx.x % VPR) * V;
   const uint64_t rows = w.col < j.K && w.row < c.end ? (c.end - w.row + RS - 1) / RS : 0;
   w.present = rows < PER ? static_cast<int>(rows) : PER;
   w.off = w.row * j.K + w.col - j.start;
@@ -166,10 +168,10 @@ __global__ void __launch_bounds__(kTileThreads, 1)
   constexpr int VPR = W / V, NV = BR * VPR, PER = NV / kTileThreads, RS = kTileThreads / VPR;
   static_assert(kTileThreads % VPR == 0 && NV % kTileThreads == 0, "a thread's vectors share columns");
   extern __shared__ uint4 stage_words[];  // NS tiles of NV vectors, BR x W values each
-  // 128x128: the warps' block maxima, exchanged once per tile and double-buffered (tile k uses
-  // buffer k & 1), so that a fast thread writing tile k+1's cannot overwrite tile k's before a
-  // slow one has read them.
-  __shared__ __align__(16) uint32_t red[2][kTileWarps];
+  // The maxima exchanged once per tile, double-buffered (tile k uses buffer k & 1) so that a fast
+  // thread writing tile k+1's cannot overwrite tile k's before a slow one has read them: the warps'
+  // block maxima (128x128), or the column maxima of each row group (MX: RS groups x W columns).
+  __shared__ __align__(16) uint32_t red[2][MX ? RS * W : kTileWarps];
   const int lane = threadIdx.x & 31;
 
   // This CTA's k-th tile is task first + k * step. Strided (step gridDim.x) when the jobs are large
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
     if (t < end) {
       const Task task = tasks[t];
       const DeviceJob& j = jobs[task.job];
-      const TileWalk w = walk_of<MX, BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
+      const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
       const T* src = static_cast<const T*>(j.in) + w.off;
       uint4* dst = stage_words + static_cast<size_t>(k % NS) * NV + threadIdx.x;
       if (w.present == PER) {  // a whole tile: no per-vector checks
@@ -213,7 +215,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
   for (uint32_t k = 0; first + k * step < end; ++k) {
     const Task task = tasks[first + k * step];
     const DeviceJob& j = jobs[task.job];
-    const TileWalk w = walk_of<MX, BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
+    const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
 
     copy_async_wait<NS - 1>();  // this thread's words of tile k have landed
     const uint4* stage = stage_words + static_cast<size_t>(k % NS) * NV;
@@ -221,12 +223,12 @@ __global__ void __launch_bounds__(kTileThreads, 1)
 #pragma unroll
     for (int i = 0; i < PER; ++i) unpack16<S, V>(stage[i * kTileThreads + threadIdx.x], x[i]);
 
+    uint32_t* const maxima = red[k & 1];
     if constexpr (!MX) {
       float m = 0.0f;
 #pragma unroll
       for (int i = 0; i < PER; ++i) m = vec_abs_max<S, V>(m, x[i]);
       const uint32_t wm = warp_max(float_bits(m));
-      uint32_t* const maxima = red[k & 1];
       if (lane == 0) maxima[threadIdx.x >> 5] = wm;
       issue(k + NS);  // the max has consumed this thread's words of the stage
       __syncthreads();
@@ -250,44 +252,47 @@ __global__ void __launch_bounds__(kTileThreads, 1)
         for_present<PER>(w.present, [&](int i) { store_encoded<F, S, V>(o + i * w.step, x[i], sv); });
       }
     } else {
-      // A warp holds one 32-column block of the band's 32 rows: lane = rg + RS * p holds rows
-      // rg + i * RS (i < PER) of column vector p of the block (walk_of).
-      constexpr int G = 32 / V;  // vectors per 1x32 block
-      static_assert(G * RS == 32 && PER == G && RS == V, "a warp holds one 32-column block of all 32 rows");
-      const int rg = lane % RS;
-      // Rowwise: row i's 1x32 block is vector i of the G lanes of row group rg; reduce-scattered,
-      // lane rg + RS * p ends with the max of its row p's block (absent vectors read as 0).
-      uint32_t rm[PER];
+      constexpr int G = 32 / V;  // lanes per 1x32 block
+      static_assert(PER == G, "each lane of a block works out one of its PER scales");
+      // Columnwise: this thread's max of each of its V columns over its PER rows, for the others
+      // of its columns (one per row group) to combine after the barrier.
+      if (j.has_col) {
+        float cm[V];
+        fill(cm, 0.0f);
 #pragma unroll
-      for (int i = 0; i < PER; ++i) rm[i] = float_bits(vec_abs_max<S, V>(0.0f, x[i]));
-      const uint32_t row_key = reduce_scatter_max<G, RS>(rm, lane);
-      // Columnwise: column q's 32x1 block is element q of the vectors of the RS lanes of one
-      // column vector; reduce-scattered, lane rg + RS * p ends with the max of its column rg.
-      uint32_t cm[V];
+        for (int i = 0; i < PER; ++i)
 #pragma unroll
-      for (int q = 0; q < V; ++q) {
-        float c = 0.0f;
+          for (int q = 0; q < V; ++q) cm[q] = fmaxf(cm[q], fabsf(S::load(x[i][q])));
+        uint4* dst = reinterpret_cast<uint4*>(maxima + (threadIdx.x / VPR) * W + (threadIdx.x % VPR) * V);
 #pragma unroll
-        for (int i = 0; i < PER; ++i) c = fmaxf(c, fabsf(S::load(x[i][q])));
-        cm[q] = float_bits(c);
+        for (int h = 0; h < V / 4; ++h)
+          dst[h] = make_uint4(float_bits(cm[4 * h]), float_bits(cm[4 * h + 1]), float_bits(cm[4 * h + 2]),
+                              float_bits(cm[4 * h + 3]));
       }
-      const uint32_t col_key = reduce_scatter_max<RS, 1>(cm, lane);
+      // Rowwise: the max of each 1x32 block (the G lanes' vector i, for each i; absent vectors: 0),
+      // reduce-scattered over the block's lanes: lane p of the block ends with block p's max.
+      uint32_t m[PER];
+#pragma unroll
+      for (int i = 0; i < PER; ++i) m[i] = float_bits(vec_abs_max<S, V>(0.0f, x[i]));
+      const uint32_t key = reduce_scatter_max<G, 1>(m, lane);
       issue(k + NS);  // the maxima have consumed this thread's words of the stage
-      const auto rule = static_cast<fpg::fp8::MxRule>(j.mx_rule);
+      __syncthreads();
 
       if (j.has_row) {
-        const int own = lane / RS;  // the row (vector) whose block scale this lane works out
+        // Each lane works out one scale, that of the block's vector `own`; the block's lanes read
+        // them by shuffles.
+        const int own = lane % G;
         float s = 1.0f;
         if (own < w.present) {  // a 1x32 block is wholly present or absent
-          const uint8_t e = fpg::fp8::mx_scale(bits_float(row_key), F, rule);
+          const uint8_t e = fpg::fp8::mx_scale(bits_float(key), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
           s = fpg::fp8::mx_exp2f_rcp(e);
           const uint64_t cell = (w.row + static_cast<uint64_t>(own) * RS) * j.grid_cols + (w.col >> 5);
           if (j.e8m0_out) j.e8m0_out[cell] = e;
-          if (j.amax) fold_cell(j.amax + cell, row_key, true);
+          if (j.amax) fold_cell(j.amax + cell, key, true);
         }
         float si[PER];
 #pragma unroll
-        for (int i = 0; i < PER; ++i) si[i] = __shfl_sync(kFull, s, rg + i * RS);
+        for (int i = 0; i < PER; ++i) si[i] = __shfl_sync(kFull, s, (lane & ~(G - 1)) + i);
         if (j.out) {
           uint8_t* o = j.out + w.off;
           for_present<PER>(w.present, [&](int i) {
@@ -298,16 +303,34 @@ __global__ void __launch_bounds__(kTileThreads, 1)
         }
       }
       if (j.has_col) {
-        const uint8_t e = fpg::fp8::mx_scale(bits_float(col_key), F, rule);
-        const float s = fpg::fp8::mx_exp2f_rcp(e);
-        if (w.col + rg < j.K) {  // column w.col + rg of the band: this lane alone writes it
-          const uint64_t cell = (w.r0 >> 5) * j.K + w.col + rg;
-          if (j.e8m0_col_out) j.e8m0_col_out[cell] = e;
-          if (j.amax_col) fold_cell(j.amax_col + cell, col_key, true);
-        }
-        float sv[V];
+        // The max of each of this thread's columns over all RS row groups, its scale, and (row
+        // group 0) the scales and amaxes written.
+        const int tc = static_cast<int>(threadIdx.x % VPR) * V;  // the thread's columns in the tile
+        uint32_t key[V];
 #pragma unroll
-        for (int q = 0; q < V; ++q) sv[q] = __shfl_sync(kFull, s, (lane & ~(RS - 1)) + q);
+        for (int q = 0; q < V; ++q) key[q] = 0;
+#pragma unroll
+        for (int g = 0; g < RS; ++g)
+#pragma unroll
+          for (int h = 0; h < V / 4; ++h) {
+            const uint4 v = reinterpret_cast<const uint4*>(maxima + g * W + tc)[h];
+            key[4 * h] = max(key[4 * h], v.x);
+            key[4 * h + 1] = max(key[4 * h + 1], v.y);
+            key[4 * h + 2] = max(key[4 * h + 2], v.z);
+            key[4 * h + 3] = max(key[4 * h + 3], v.w);
+          }
+        float sv[V];
+        const bool writer = threadIdx.x < VPR;  // row group 0 writes the column scales
+#pragma unroll
+        for (int q = 0; q < V; ++q) {
+          const uint8_t e = fpg::fp8::mx_scale(bits_float(key[q]), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
+          sv[q] = fpg::fp8::mx_exp2f_rcp(e);
+          if (writer && w.col + q < j.K) {
+            const uint64_t cell = (w.r0 >> 5) * j.K + w.col + q;
+            if (j.e8m0_col_out) j.e8m0_col_out[cell] = e;
+            if (j.amax_col) fold_cell(j.amax_col + cell, key[q], true);
+          }
+        }
         if (j.out_col) {
           uint8_t* o = j.out_col + w.off;
           for_present<PER>(w.present, [&](int i) { store_encoded<F, S, V>(o + i * w.step, x[i], sv); });
