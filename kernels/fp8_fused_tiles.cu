@@ -121,20 +121,20 @@ __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c
   return w;
 }
 
-// Max over the G lanes of a group (lanes Stride apart, G a power of two) of each of G values,
-// scattered: afterwards the lane at position p of its group ((lane / Stride) % G == p) returns the
-// max of value p. Each level halves the values a lane keeps, exchanging the other half with the lane
-// across it: G - 1 shuffles in all, not G log G.
-template <int G, int Stride>
+// Max over the G consecutive lanes of a group (G a power of two) of each of G values, scattered:
+// afterwards lane p of the group (lane % G == p) returns the max of value p. Each level halves the
+// values a lane keeps, exchanging the other half with the lane across it: G - 1 shuffles in all,
+// not G log G.
+template <int G>
 __device__ __forceinline__ uint32_t reduce_scatter_max(uint32_t (&m)[G], int lane) {
 #pragma unroll
   for (int o = G / 2; o > 0; o >>= 1) {
-    const bool upper = (lane & (o * Stride)) != 0;
+    const bool upper = (lane & o) != 0;
 #pragma unroll
     for (int i = 0; i < o; ++i) {
       const uint32_t send = upper ? m[i] : m[i + o];
       const uint32_t keep = upper ? m[i + o] : m[i];
-      m[i] = max(keep, __shfl_xor_sync(kFull, send, o * Stride));
+      m[i] = max(keep, __shfl_xor_sync(kFull, send, o));
     }
   }
   return m[0];
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
       uint32_t m[PER];
 #pragma unroll
       for (int i = 0; i < PER; ++i) m[i] = float_bits(vec_abs_max<S, V>(0.0f, x[i]));
-      const uint32_t key = reduce_scatter_max<G, 1>(m, lane);
+      const uint32_t key = reduce_scatter_max<G>(m, lane);
       issue(k + NS);  // the maxima have consumed this thread's words of the stage
       __syncthreads();
 
