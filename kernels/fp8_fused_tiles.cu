@@ -4,19 +4,19 @@
 // of the fragment bit for bit.
 //
 // blockwise 128x128: a tile is one 128-row x 128-column cell; one block max, one scale.
-// MX rowwise + columnwise: a tile is a 32-row band x 512 columns; rowwise 1x32 maxima by a
+// MX rowwise + columnwise: a tile is a 32-row band x 256 columns; rowwise 1x32 maxima by a
 // reduce-scatter among the lanes of a block, columnwise 32x1 maxima from each thread's rows of its
 // columns, combined across the row groups through shared memory.
 //
 // Why a pipeline in shared memory: a tile's scale needs all of it before any byte is cast, so a CTA
-// that loads, then reduces, then casts leaves HBM idle while it computes. Here one CTA per SM (16
-// warps) has NS stages of 192 KiB (3 fp32 tiles, 6 bf16 ones) that cp.async fills without holding
-// registers, so NS tiles are on their way while the CTA reduces and casts the one in registers.
+// that loads, then reduces, then casts leaves HBM idle while it computes. Here each CTA has NS
+// stages that cp.async fills without holding registers, so tiles are on their way while the CTA
+// reduces and casts another. TileGeometry says how many CTAs, warps and stages an SM holds.
 //
 // Each thread copies, and later reads, the same words of every stage (vector i of thread t is word
-// i * kTileThreads + t of the stage, wherever it lies in the tile), so a stage needs no barrier to
-// be read or refilled: a thread waits for its own copy group, reads its vectors, and refills its
-// words with a later tile once its maxima have consumed them. The one barrier per tile is the
+// i * threads + t of the stage, wherever it lies in the tile), so a stage needs no barrier to be
+// read or refilled: a thread waits for its own copy group, reads its vectors, and refills its
+// words with a later tile once it is done with them. The one barrier per tile is the
 // exchange of maxima between warps. Every thread works out the scales it needs itself (no
 // serial section while the others wait). BENCHMARKS.md has the measured ratios to a D2D copy and
 // the variants tried before this one.
@@ -27,6 +27,7 @@
 // the column edge (K not a multiple of the tile) and the last band's rows past M are zero-filled
 // (key 0, neutral for the max) and not written. Vectors only (make_fused_job requires them).
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "fp8/blockwise.h"
@@ -51,23 +52,43 @@ __device__ __forceinline__ void copy_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
 
-constexpr int kTileThreads = 512;         // one CTA per SM: 16 warps reduce and cast
-constexpr int kTileWarps = kTileThreads / 32;
-constexpr size_t kTileSmem = 192 * 1024;  // the stages: 3 fp32 tiles, 6 bf16 ones
-
-template <bool MX>
-struct TileShape {
-  static constexpr int rows = MX ? 32 : 128;
-  static constexpr int cols = static_cast<int>(fused_tile_cols(MX));
+// A CTA's shape: `threads` per CTA, `blocks` CTAs per SM, `smem` bytes of shared memory each (the
+// stages and the exchange of maxima), tiles of `rows` x `cols`.
+template <int Threads, int Blocks, size_t Smem, int Rows, int Cols>
+struct Geometry {
+  static constexpr int threads = Threads, warps = Threads / 32, blocks = Blocks, rows = Rows, cols = Cols;
+  static constexpr size_t smem = Smem;
 };
+// 128x128: one CTA of 16 warps per SM, 3 fp32 stages (6 bf16); a thread keeps its vectors in
+// registers from the maxima to the cast.
+using Blockwise128Geometry = Geometry<512, 1, 200 * 1024, 128, 128>;
+// MX: three CTAs of 8 warps per SM, 2 fp32 stages (3 bf16) of 32 x 256 each. The kernel is
+// latency-bound: 24 warps in three CTAs, each meeting only at its own barrier, hide more than one
+// CTA of 16 warps (0.89-0.90 of a copy against 0.85; BENCHMARKS.md has the geometries measured).
+// 24 warps leave 80 registers a thread, so it reads its vectors from the stage twice, for the
+// maxima and for the casts, and refills its words only after the casts.
+using MxGeometry = Geometry<256, 3, 72 * 1024, 32, 256>;
+template <bool MX>
+using TileGeometry = std::conditional_t<MX, MxGeometry, Blockwise128Geometry>;
+static_assert(MxGeometry::cols == fused_tile_cols(true) && Blockwise128Geometry::cols == fused_tile_cols(false),
+              "DeviceBatch makes tasks of fused_tile_cols columns");
 
 template <bool MX, class S>
 constexpr size_t tile_bytes() {
-  return static_cast<size_t>(TileShape<MX>::rows) * TileShape<MX>::cols * sizeof(typename S::T);
+  return static_cast<size_t>(TileGeometry<MX>::rows) * TileGeometry<MX>::cols * sizeof(typename S::T);
+}
+// The maxima exchanged once per tile, double-buffered: the warps' block maxima (128x128), or the
+// column maxima of each row group (MX: threads / (cols / V) groups x cols).
+template <bool MX, class S>
+constexpr int exchange_words() {
+  using G = TileGeometry<MX>;
+  constexpr int V = 16 / static_cast<int>(sizeof(typename S::T)), row_groups = G::threads / (G::cols / V);
+  return MX ? row_groups * G::cols : G::warps;
 }
 template <bool MX, class S>
 constexpr int tile_stages() {
-  return static_cast<int>(kTileSmem / tile_bytes<MX, S>());
+  constexpr size_t exchange = 2 * exchange_words<MX, S>() * sizeof(uint32_t);
+  return static_cast<int>((TileGeometry<MX>::smem - exchange) / tile_bytes<MX, S>());
 }
 
 // The rows of a job's fragment and its tiles per band, worked out once per job a CTA meets (its
@@ -87,8 +108,8 @@ __device__ __forceinline__ const JobRows& rows_of(JobRows& c, uint32_t job, cons
   return c;
 }
 
-// This thread's part of one tile: its vectors i = 0 .. PER-1 are vector i * kTileThreads + tid of
-// the tile, all in one column run (kTileThreads is a multiple of the vectors per row), rows
+// This thread's part of one tile: its vectors i = 0 .. PER-1 are vector i * TH + tid of the tile
+// (TH threads per CTA), all in one column run (TH is a multiple of the vectors per row), rows
 // row + i * RS; vectors 0 .. present-1 are inside the tensor. Per vector: one add.
 struct TileWalk {
   uint64_t r0, c0;  // the tile's first tensor row and column
@@ -104,9 +125,9 @@ struct TileWalk {
 // all 32 rows so that the column maxima need no barrier: 0.81 of a copy against 0.84, with its
 // stage words swizzled; unswizzled, the cp.async fills of its 4-row loads conflicted on the banks
 // and it ran at 0.48.)
-template <int BR, int W, int V, int PER>
+template <int TH, int BR, int W, int V, int PER>
 __device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c, uint64_t tile_id) {
-  constexpr int VPR = W / V, RS = kTileThreads / VPR;
+  constexpr int VPR = W / V, RS = TH / VPR;
   uint64_t band, tcol;
   divmod(tile_id, c.tile_cols, band, tcol);
   TileWalk w;
@@ -161,17 +182,20 @@ __device__ __forceinline__ void fill(float (&s)[V], float v) {
 }
 
 template <bool MX, Format F, class S, int V>
-__global__ void __launch_bounds__(kTileThreads, 1)
+__global__ void __launch_bounds__(TileGeometry<MX>::threads, TileGeometry<MX>::blocks)
     fused_tile_kernel(const DeviceJob* __restrict__ jobs, const Task* __restrict__ tasks, uint32_t n, bool strided) {
   using T = typename S::T;
-  constexpr int BR = TileShape<MX>::rows, W = TileShape<MX>::cols, NS = tile_stages<MX, S>();
+  using Geo = TileGeometry<MX>;
+  constexpr int kTileThreads = Geo::threads, kTileWarps = Geo::warps;
+  constexpr int BR = Geo::rows, W = Geo::cols, NS = tile_stages<MX, S>();
   constexpr int VPR = W / V, NV = BR * VPR, PER = NV / kTileThreads, RS = kTileThreads / VPR;
   static_assert(kTileThreads % VPR == 0 && NV % kTileThreads == 0, "a thread's vectors share columns");
   extern __shared__ uint4 stage_words[];  // NS tiles of NV vectors, BR x W values each
   // The maxima exchanged once per tile, double-buffered (tile k uses buffer k & 1) so that a fast
   // thread writing tile k+1's cannot overwrite tile k's before a slow one has read them: the warps'
   // block maxima (128x128), or the column maxima of each row group (MX: RS groups x W columns).
-  __shared__ __align__(16) uint32_t red[2][MX ? RS * W : kTileWarps];
+  __shared__ __align__(16) uint32_t red[2][exchange_words<MX, S>()];
+  static_assert(!MX || exchange_words<MX, S>() == RS * W, "MX exchanges RS x W column maxima");
   const int lane = threadIdx.x & 31;
 
   // This CTA's k-th tile is task first + k * step. Strided (step gridDim.x) when the jobs are large
@@ -192,7 +216,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
     if (t < end) {
       const Task task = tasks[t];
       const DeviceJob& j = jobs[task.job];
-      const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
+      const TileWalk w = walk_of<kTileThreads, BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
       const T* src = static_cast<const T*>(j.in) + w.off;
       uint4* dst = stage_words + static_cast<size_t>(k % NS) * NV + threadIdx.x;
       if (w.present == PER) {  // a whole tile: no per-vector checks
@@ -215,7 +239,7 @@ __global__ void __launch_bounds__(kTileThreads, 1)
   for (uint32_t k = 0; first + k * step < end; ++k) {
     const Task task = tasks[first + k * step];
     const DeviceJob& j = jobs[task.job];
-    const TileWalk w = walk_of<BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
+    const TileWalk w = walk_of<kTileThreads, BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
 
     copy_async_wait<NS - 1>();  // this thread's words of tile k have landed
     const uint4* stage = stage_words + static_cast<size_t>(k % NS) * NV;
@@ -275,14 +299,12 @@ __global__ void __launch_bounds__(kTileThreads, 1)
 #pragma unroll
       for (int i = 0; i < PER; ++i) m[i] = float_bits(vec_abs_max<S, V>(0.0f, x[i]));
       const uint32_t key = reduce_scatter_max<G>(m, lane);
-      issue(k + NS);  // the maxima have consumed this thread's words of the stage
       __syncthreads();
 
+      // The row scales: each lane works out one, that of its block's vector `own`.
+      float s = 1.0f;
       if (j.has_row) {
-        // Each lane works out one scale, that of the block's vector `own`; the block's lanes read
-        // them by shuffles.
         const int own = lane % G;
-        float s = 1.0f;
         if (own < w.present) {  // a 1x32 block is wholly present or absent
           const uint8_t e = fpg::fp8::mx_scale(bits_float(key), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
           s = fpg::fp8::mx_exp2f_rcp(e);
@@ -290,52 +312,60 @@ __global__ void __launch_bounds__(kTileThreads, 1)
           if (j.e8m0_out) j.e8m0_out[cell] = e;
           if (j.amax) fold_cell(j.amax + cell, key, true);
         }
-        float si[PER];
-#pragma unroll
-        for (int i = 0; i < PER; ++i) si[i] = __shfl_sync(kFull, s, (lane & ~(G - 1)) + i);
-        if (j.out) {
-          uint8_t* o = j.out + w.off;
-          for_present<PER>(w.present, [&](int i) {
-            float sv[V];
-            fill(sv, si[i]);
-            store_encoded<F, S, V>(o + i * w.step, x[i], sv);
-          });
-        }
       }
+      // The column scales: the max of each of this thread's columns over all RS row groups, its
+      // scale, and (row group 0) the scales and amaxes written.
+      float sc[V];
       if (j.has_col) {
-        // The max of each of this thread's columns over all RS row groups, its scale, and (row
-        // group 0) the scales and amaxes written.
         const int tc = static_cast<int>(threadIdx.x % VPR) * V;  // the thread's columns in the tile
-        uint32_t key[V];
+        uint32_t ck[V];
 #pragma unroll
-        for (int q = 0; q < V; ++q) key[q] = 0;
+        for (int q = 0; q < V; ++q) ck[q] = 0;
 #pragma unroll
         for (int g = 0; g < RS; ++g)
 #pragma unroll
           for (int h = 0; h < V / 4; ++h) {
             const uint4 v = reinterpret_cast<const uint4*>(maxima + g * W + tc)[h];
-            key[4 * h] = max(key[4 * h], v.x);
-            key[4 * h + 1] = max(key[4 * h + 1], v.y);
-            key[4 * h + 2] = max(key[4 * h + 2], v.z);
-            key[4 * h + 3] = max(key[4 * h + 3], v.w);
+            ck[4 * h] = max(ck[4 * h], v.x);
+            ck[4 * h + 1] = max(ck[4 * h + 1], v.y);
+            ck[4 * h + 2] = max(ck[4 * h + 2], v.z);
+            ck[4 * h + 3] = max(ck[4 * h + 3], v.w);
           }
-        float sv[V];
         const bool writer = threadIdx.x < VPR;  // row group 0 writes the column scales
 #pragma unroll
         for (int q = 0; q < V; ++q) {
-          const uint8_t e = fpg::fp8::mx_scale(bits_float(key[q]), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
-          sv[q] = fpg::fp8::mx_exp2f_rcp(e);
+          const uint8_t e = fpg::fp8::mx_scale(bits_float(ck[q]), F, static_cast<fpg::fp8::MxRule>(j.mx_rule));
+          sc[q] = fpg::fp8::mx_exp2f_rcp(e);
           if (writer && w.col + q < j.K) {
             const uint64_t cell = (w.r0 >> 5) * j.K + w.col + q;
             if (j.e8m0_col_out) j.e8m0_col_out[cell] = e;
-            if (j.amax_col) fold_cell(j.amax_col + cell, key[q], true);
+            if (j.amax_col) fold_cell(j.amax_col + cell, ck[q], true);
           }
         }
-        if (j.out_col) {
-          uint8_t* o = j.out_col + w.off;
-          for_present<PER>(w.present, [&](int i) { store_encoded<F, S, V>(o + i * w.step, x[i], sv); });
+      }
+      // Both casts of each vector, read from the stage again. Vector i's row scale is that of lane
+      // i of its block, shuffled to every lane (outside the per-vector check, which differs
+      // between lanes at the column edge).
+      uint8_t* const orow = j.has_row ? j.out : nullptr;
+      uint8_t* const ocol = j.has_col ? j.out_col : nullptr;
+      auto cast = [&](int i, bool present) {
+        float sv[V];
+        fill(sv, __shfl_sync(kFull, s, (lane & ~(G - 1)) + i));
+        if (!present) return;
+        unpack16<S, V>(stage[i * kTileThreads + threadIdx.x], x[i]);
+        if (orow) store_encoded<F, S, V>(orow + w.off + i * w.step, x[i], sv);
+        if (ocol) store_encoded<F, S, V>(ocol + w.off + i * w.step, x[i], sc);
+      };
+      if (orow || ocol) {
+        if (w.present == PER) {  // a whole tile: no per-vector checks
+#pragma unroll
+          for (int i = 0; i < PER; ++i) cast(i, true);
+        } else {
+#pragma unroll
+          for (int i = 0; i < PER; ++i) cast(i, i < w.present);
         }
       }
+      issue(k + NS);  // the casts have consumed this thread's words of the stage
     }
   }
   copy_async_wait<0>();  // no copy outlives the CTA (the trailing groups are empty)
@@ -346,13 +376,14 @@ using TileKernel = void (*)(const DeviceJob*, const Task*, uint32_t, bool);
 struct PickedKernel {
   TileKernel fn = nullptr;
   size_t smem = 0;
+  int threads = 0;
 };
 
 template <bool MX, Format F, class S>
 PickedKernel pick_vec(bool vec) {
   constexpr int W = 16 / static_cast<int>(sizeof(typename S::T));
   if (!vec) return {};  // make_fused_job requires vectors
-  return {&fused_tile_kernel<MX, F, S, W>, tile_stages<MX, S>() * tile_bytes<MX, S>()};
+  return {&fused_tile_kernel<MX, F, S, W>, tile_stages<MX, S>() * tile_bytes<MX, S>(), TileGeometry<MX>::threads};
 }
 
 template <bool MX, Format F>
@@ -381,11 +412,11 @@ void launch_fused_tiles(const DeviceJob* jobs, const Task* tasks, const LaunchGr
   const void* fn = reinterpret_cast<const void*>(k.fn);
   // Above 48 KiB of dynamic shared memory a kernel must opt in; idempotent, so set on every launch.
   FPG_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.smem)));
-  const int blocks = persistent_blocks(fn, kTileThreads, k.smem);
+  const int blocks = persistent_blocks(fn, k.threads, k.smem);
   const uint32_t grid = g.count < static_cast<uint32_t>(blocks) ? g.count : static_cast<uint32_t>(blocks);
   // Strided when the jobs have at least one tile per CTA on average (the kernel says why).
   const bool strided = g.count >= static_cast<uint64_t>(grid) * (g.jobs ? g.jobs : 1);
-  k.fn<<<grid, kTileThreads, k.smem, stream>>>(jobs, tasks + g.first, g.count, strided);
+  k.fn<<<grid, k.threads, k.smem, stream>>>(jobs, tasks + g.first, g.count, strided);
   FPG_CUDA_CHECK_LAUNCH();
 }
 

@@ -45,8 +45,8 @@ void launch_cast(const DeviceJob* jobs, const Task* tasks, const std::vector<Lau
 // Launches a fused_tiles / fused_mx_tiles group (kernels/fp8_fused_tiles.cu); throws InternalError
 // for unvectorised groups (make_fused_job never makes them).
 void launch_fused_tiles(const DeviceJob* jobs, const Task* tasks, const LaunchGroup& g, cudaStream_t stream);
-// Columns of one task's tile: 128 (blockwise 128x128) or 512 (MX: a 32-row band x 512 columns).
-constexpr uint64_t fused_tile_cols(bool mx) { return mx ? 512 : 128; }
+// Columns of one task's tile: 128 (blockwise 128x128) or 256 (MX: a 32-row band x 256 columns).
+constexpr uint64_t fused_tile_cols(bool mx) { return mx ? 256 : 128; }
 
 void launch_scales(const ScaleJob* jobs, const Task* tasks, uint32_t n, cudaStream_t stream);
 
