@@ -35,6 +35,21 @@ void add_tasks(std::vector<Task>& tasks, size_t job, uint64_t items, uint32_t pe
   if (tasks.size() > UINT32_MAX) throw InternalError("fp8 batch: more than 2^32 tasks");
 }
 
+// One task per tile of a tiled job (fp8_fused_tiles.cu): `first` is its band, `items` its tile
+// column, so that the kernel needs no division to find it.
+void add_tile_tasks(std::vector<Task>& tasks, size_t job, uint64_t bands, uint64_t tiles_per_band) {
+  if (tiles_per_band > UINT32_MAX) throw InternalError("fp8 batch: more than 2^32 tiles in a band");
+  for (uint64_t band = 0; band < bands; ++band)
+    for (uint64_t c = 0; c < tiles_per_band; ++c) {
+      Task t;
+      t.job = static_cast<uint32_t>(job);
+      t.first = band;
+      t.items = static_cast<uint32_t>(c);
+      tasks.push_back(t);
+    }
+  if (tasks.size() > UINT32_MAX) throw InternalError("fp8 batch: more than 2^32 tasks");
+}
+
 template <class T>
 T* upload(const std::vector<T>& v) {
   if (v.empty()) return nullptr;
@@ -205,8 +220,10 @@ namespace {
 class Grouper {
  public:
   void add(const DeviceJob& j, uint8_t mode, bool with_format, size_t job, uint64_t items, uint32_t per) {
-    const Key k{mode, j.input, static_cast<uint8_t>(j.vec > 1), with_format ? j.format : uint8_t{0}};
-    add_tasks(by_key_[k], job, items, per);
+    add_tasks(by_key_[key(j, mode, with_format)], job, items, per);
+  }
+  void add_tiles(const DeviceJob& j, uint8_t mode, size_t job, uint64_t bands, uint64_t tiles_per_band) {
+    add_tile_tasks(by_key_[key(j, mode, true)], job, bands, tiles_per_band);
   }
   std::vector<Task> tasks(std::vector<LaunchGroup>& groups) const {
     std::vector<Task> all;
@@ -233,6 +250,9 @@ class Grouper {
       return std::tie(mode, input, vec, format) < std::tie(o.mode, o.input, o.vec, o.format);
     }
   };
+  static Key key(const DeviceJob& j, uint8_t mode, bool with_format) {
+    return Key{mode, j.input, static_cast<uint8_t>(j.vec > 1), with_format ? j.format : uint8_t{0}};
+  }
   std::map<Key, std::vector<Task>> by_key_;
 };
 
@@ -249,7 +269,7 @@ DeviceBatch::DeviceBatch(const std::vector<DeviceJob>& jobs) : n_jobs_(jobs.size
     if (j.fused == kFusedTiles) {  // one task per tile: a band of rows x fused_tile_cols columns
       const bool mx = static_cast<Scaling>(j.scaling) == Scaling::mxfp8;
       const uint64_t rows = mx ? 32 : 128, w = fused_tile_cols(mx);
-      cast.add(j, static_cast<uint8_t>(cast_mode(j)), true, i, ((r1 - r0) / rows + 1) * ((j.K + w - 1) / w), 1);
+      cast.add_tiles(j, static_cast<uint8_t>(cast_mode(j)), i, (r1 - r0) / rows + 1, (j.K + w - 1) / w);
       continue;
     }
     if ((j.has_row && j.out) || (j.has_col && j.out_col) || j.fused)

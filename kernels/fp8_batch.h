@@ -24,7 +24,9 @@
 
 namespace fpg::cuda::fp8 {
 
-// A run of work items of one job. What an item is depends on the pass (see fp8_kernels.cuh).
+// A run of work items of one job. What an item is depends on the pass (see fp8_kernels.cuh). A
+// tile task (fp8_fused_tiles.cu) is one tile: `first` is its band of rows in the fragment, `items`
+// its tile column.
 struct Task {
   uint32_t job = 0;
   uint32_t items = 0;

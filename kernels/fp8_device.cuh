@@ -260,7 +260,9 @@ __device__ __forceinline__ uint32_t encode4(float a, float b, float c, float d) 
   return lo | (hi << 16);
 }
 
-// Stores encode(load(x[k]) * s[k]) for a whole vector (V == 4 or 8) at p: one 4- or 8-byte store.
+// Stores encode(load(x[k]) * s[k]) for a whole vector (V == 4 or 8) at p, in global memory: one 4-
+// or 8-byte global store (st.global, not a generic one, so that the compiler knows it cannot
+// alias shared memory and may move shared-memory loads across it).
 template <Format F, class S, int V>
 __device__ __forceinline__ void store_encoded(uint8_t* p, const typename S::T (&x)[V], const float (&s)[V]) {
   static_assert(V == 4 || V == 8, "16-byte vectors");
@@ -269,6 +271,7 @@ __device__ __forceinline__ void store_encoded(uint8_t* p, const typename S::T (&
   for (int h = 0; h < V / 4; ++h)
     w[h] = encode4<F>(S::load(x[4 * h]) * s[4 * h], S::load(x[4 * h + 1]) * s[4 * h + 1],
                       S::load(x[4 * h + 2]) * s[4 * h + 2], S::load(x[4 * h + 3]) * s[4 * h + 3]);
+  __builtin_assume(__isGlobal(p));
   if constexpr (V == 4) *reinterpret_cast<uint32_t*>(p) = w[0];
   else *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
 }

@@ -91,19 +91,18 @@ constexpr int tile_stages() {
   return static_cast<int>((TileGeometry<MX>::smem - exchange) / tile_bytes<MX, S>());
 }
 
-// The rows of a job's fragment and its tiles per band, worked out once per job a CTA meets (its
-// tasks mostly share one), not per tile.
+// The rows of a job's fragment, worked out once per job a CTA meets (its tasks mostly share one),
+// not per tile.
 struct JobRows {
   uint32_t job = 0xFFFFFFFFu;
-  uint64_t first = 0, end = 0, tile_cols = 0;  // first row, end row, tiles per band
+  uint64_t first = 0, end = 0;  // first row, end row
 };
 
-template <int W>
 __device__ __forceinline__ const JobRows& rows_of(JobRows& c, uint32_t job, const DeviceJob& j) {
   if (c.job != job) {
     uint64_t q, r;
     divmod(j.start + j.count, j.K, q, r);
-    c = JobRows{job, first_row(j), q + (r ? 1 : 0), (j.K + W - 1) / W};
+    c = JobRows{job, first_row(j), q + (r ? 1 : 0)};
   }
   return c;
 }
@@ -126,13 +125,11 @@ struct TileWalk {
 // stage words swizzled; unswizzled, the cp.async fills of its 4-row loads conflicted on the banks
 // and it ran at 0.48.)
 template <int TH, int BR, int W, int V, int PER>
-__device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c, uint64_t tile_id) {
+__device__ __forceinline__ TileWalk walk_of(const DeviceJob& j, const JobRows& c, const Task& task) {
   constexpr int VPR = W / V, RS = TH / VPR;
-  uint64_t band, tcol;
-  divmod(tile_id, c.tile_cols, band, tcol);
-  TileWalk w;
-  w.r0 = c.first + band * BR;
-  w.c0 = tcol * W;
+  TileWalk w;  // the task is band `first`, tile column `items` (DeviceBatch's add_tile_tasks)
+  w.r0 = c.first + task.first * BR;
+  w.c0 = static_cast<uint64_t>(task.items) * W;
   w.row = w.r0 + threadIdx.x / VPR;
   w.col = w.c0 + (threadIdx.x % VPR) * V;
   const uint64_t rows = w.col < j.K && w.row < c.end ? (c.end - w.row + RS - 1) / RS : 0;
@@ -216,7 +213,7 @@ __global__ void __launch_bounds__(TileGeometry<MX>::threads, TileGeometry<MX>::b
     if (t < end) {
       const Task task = tasks[t];
       const DeviceJob& j = jobs[task.job];
-      const TileWalk w = walk_of<kTileThreads, BR, W, V, PER>(j, rows_of<W>(issued, task.job, j), task.first);
+      const TileWalk w = walk_of<kTileThreads, BR, W, V, PER>(j, rows_of(issued, task.job, j), task);
       const T* src = static_cast<const T*>(j.in) + w.off;
       uint4* dst = stage_words + static_cast<size_t>(k % NS) * NV + threadIdx.x;
       if (w.present == PER) {  // a whole tile: no per-vector checks
@@ -239,7 +236,7 @@ __global__ void __launch_bounds__(TileGeometry<MX>::threads, TileGeometry<MX>::b
   for (uint32_t k = 0; first + k * step < end; ++k) {
     const Task task = tasks[first + k * step];
     const DeviceJob& j = jobs[task.job];
-    const TileWalk w = walk_of<kTileThreads, BR, W, V, PER>(j, rows_of<W>(current, task.job, j), task.first);
+    const TileWalk w = walk_of<kTileThreads, BR, W, V, PER>(j, rows_of(current, task.job, j), task);
 
     copy_async_wait<NS - 1>();  // this thread's words of tile k have landed
     const uint4* stage = stage_words + static_cast<size_t>(k % NS) * NV;
