@@ -261,8 +261,9 @@ __device__ __forceinline__ uint32_t encode4(float a, float b, float c, float d) 
 }
 
 // Stores encode(load(x[k]) * s[k]) for a whole vector (V == 4 or 8) at p, in global memory: one 4-
-// or 8-byte global store (st.global, not a generic one, so that the compiler knows it cannot
-// alias shared memory and may move shared-memory loads across it).
+// or 8-byte global store that does not allocate in L1. The encoded bytes are never read back by the
+// kernel, and L1 is what holds its descriptors and tasks (BENCHMARKS.md, session 7, has the
+// fused tile kernels measured with and without).
 template <Format F, class S, int V>
 __device__ __forceinline__ void store_encoded(uint8_t* p, const typename S::T (&x)[V], const float (&s)[V]) {
   static_assert(V == 4 || V == 8, "16-byte vectors");
@@ -271,9 +272,8 @@ __device__ __forceinline__ void store_encoded(uint8_t* p, const typename S::T (&
   for (int h = 0; h < V / 4; ++h)
     w[h] = encode4<F>(S::load(x[4 * h]) * s[4 * h], S::load(x[4 * h + 1]) * s[4 * h + 1],
                       S::load(x[4 * h + 2]) * s[4 * h + 2], S::load(x[4 * h + 3]) * s[4 * h + 3]);
-  __builtin_assume(__isGlobal(p));
-  if constexpr (V == 4) *reinterpret_cast<uint32_t*>(p) = w[0];
-  else *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  if constexpr (V == 4) asm volatile("st.global.L1::no_allocate.b32 [%0], %1;" ::"l"(p), "r"(w[0]) : "memory");
+  else asm volatile("st.global.L1::no_allocate.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
 }
 
 // max(m, |load(x[k])|) over a vector, as a float whose bits are the max of amax_key (amax.h): fmaxf
