@@ -238,7 +238,8 @@ __global__ void __launch_bounds__(TileGeometry<MX>::threads, TileGeometry<MX>::b
   // per tile, behind the tile copies in flight (ncu: a fifth of the stall samples).
 #pragma unroll 1
   for (int k = 0; k < NS; ++k) issue(k, task_at(k));
-  Task ahead[NS];  // ahead[i]: the task of tile k + i
+  Task ahead[NS];  // ahead[i]: the task of tile k + i (the first NS read twice, once per CTA, so
+                   // that issue stays one copy of code in a loop not unrolled)
 #pragma unroll
   for (int i = 0; i < NS; ++i) ahead[i] = task_at(i);
 #pragma unroll 1
