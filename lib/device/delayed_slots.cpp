@@ -46,21 +46,24 @@ void DelayedSlots::record(size_t first, size_t count, const float* amax, cudaStr
 
 void DelayedSlots::download(size_t slot, pipeline::Fp8ParamState& out, cudaStream_t stream) const {
   if (slot >= n_) throw InternalError("device delayed FP8: no slot " + std::to_string(slot));
-  out.delayed.amax_history = device::download(history_.as<float>() + slot * len_, len_, stream);
-  copy_to_host(&out.delayed.scale, scale_.as<float>() + slot, 4, stream);
-  copy_to_host(&out.delayed.scale_inv, scale_inv_.as<float>() + slot, 4, stream);
-  out.scales.scale = device::download(cast_scale_.as<float>() + slot, 1, stream);
-  out.scales.scale_inv = device::download(cast_scale_inv_.as<float>() + slot, 1, stream);
+  pipeline::Fp8ParamState* one = &out;
+  download_run(slot, 1, &one, stream);
 }
 
 void DelayedSlots::download(const std::vector<pipeline::Fp8ParamState*>& out, cudaStream_t stream) const {
   if (out.size() != n_) throw InternalError("device delayed FP8: states do not match the slots");
-  const std::vector<float> hist = device::download(history_.as<float>(), n_ * len_, stream);
-  const std::vector<float> ds = device::download(scale_.as<float>(), n_, stream);
-  const std::vector<float> dsi = device::download(scale_inv_.as<float>(), n_, stream);
-  const std::vector<float> cs = device::download(cast_scale_.as<float>(), n_, stream);
-  const std::vector<float> csi = device::download(cast_scale_inv_.as<float>(), n_, stream);
-  for (size_t i = 0; i < n_; ++i) {
+  download_run(0, n_, out.data(), stream);
+}
+
+void DelayedSlots::download_run(size_t first, size_t count, pipeline::Fp8ParamState* const* out,
+                                cudaStream_t stream) const {
+  if (!count) return;
+  const std::vector<float> hist = device::download(history_.as<float>() + first * len_, count * len_, stream);
+  const std::vector<float> ds = device::download(scale_.as<float>() + first, count, stream);
+  const std::vector<float> dsi = device::download(scale_inv_.as<float>() + first, count, stream);
+  const std::vector<float> cs = device::download(cast_scale_.as<float>() + first, count, stream);
+  const std::vector<float> csi = device::download(cast_scale_inv_.as<float>() + first, count, stream);
+  for (size_t i = 0; i < count; ++i) {
     pipeline::Fp8ParamState& s = *out[i];
     s.delayed.amax_history.assign(hist.begin() + i * len_, hist.begin() + (i + 1) * len_);
     s.delayed.scale = ds[i];

@@ -49,6 +49,9 @@ class DelayedSlots {
   void upload(const std::vector<const pipeline::Fp8ParamState*>& states, cudaStream_t stream);
 
  private:
+  // Host copies of slots [first, first + count) into *out[0 .. count).
+  void download_run(size_t first, size_t count, pipeline::Fp8ParamState* const* out, cudaStream_t stream) const;
+
   fp8::DelayedConfig cfg_;
   size_t n_ = 0, len_ = 0;
   DeviceBuffer history_, scale_, scale_inv_;    // DelayedState per slot
