@@ -1,0 +1,344 @@
+#include "formats/dcp/dcp_params.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <regex>
+
+#include "core/error.h"
+
+namespace fpg::dcp {
+
+std::string_view optimizer_form_name(OptimizerForm f) {
+  switch (f) {
+    case OptimizerForm::none: return "none";
+    case OptimizerForm::dp_reshardable: return "dp_reshardable";
+    case OptimizerForm::model_space: return "model space";
+  }
+  return "?";
+}
+
+namespace {
+
+const std::regex kBucketKey(
+    R"(^((?:chained_\d+\.)?optimizer\.distributed\.dp_group_idx_\d+)\.gbuf_idx_(\d+)\.dtype_\(torch\.(\w+), torch\.(\w+)\)\.bucket_idx_(\d+)\.(\w+)$)");
+const std::regex kModelSpaceState(R"(^(?:chained_\d+\.)?optimizer\.state\.(\w+)\.(.+)$)");
+const std::regex kPlainState(R"(^(?:optim|optimizer)\.state\.(.+)\.(\w+)$)");
+const std::regex kRankFile(R"(^__(\d+)_\d+\.distcp$)");
+
+uint64_t volume(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+DType dtype_of(const Entry& e, const std::string& file) {
+  if (!e.tensor.dtype->dtype)
+    throw FormatError(file + ": key '" + e.fqn + "' has dtype torch." + std::string(e.tensor.dtype->name) +
+                      ", which fpgather cannot represent");
+  return *e.tensor.dtype->dtype;
+}
+
+std::string master_or(const std::string& state) {
+  return state == "param" || state == "fp32_param" ? "master" : state;
+}
+
+// A ShardedObject read back is the list of objects saved under its key; unwrap one level.
+const Value& sharded_object(const Value& v) {
+  if (v.is(Value::Kind::list) && v.items().size() == 1) return v.items()[0];
+  return v;
+}
+
+DType torch_name_dtype(const std::string& name, const std::string& where) {
+  const TorchDType* t = find_torch_dtype(name.rfind("torch.", 0) == 0 ? name.substr(6) : name);
+  if (!t || !t->dtype) throw FormatError(where + ": unknown dtype " + name);
+  return *t->dtype;
+}
+
+// per_bucket_numel(_unpadded) of one dp group: a list over buffers of {(param dtype, grad dtype): [sizes]}.
+std::vector<std::pair<std::pair<DType, DType>, std::vector<uint64_t>>> bucket_sizes(const Value& v,
+                                                                                    const std::string& where) {
+  const Value& list = sharded_object(v);
+  if (!list.is(Value::Kind::list)) throw FormatError(where + ": expected a list of buffers, found " + list.repr(80));
+  std::vector<std::pair<std::pair<DType, DType>, std::vector<uint64_t>>> out;
+  for (const Value& buf : list.items()) {
+    if (!buf.is(Value::Kind::dict) || buf.entries().size() != 1)
+      throw FormatError(where + ": expected {(param dtype, grad dtype): [sizes]}, found " + buf.repr(80));
+    const auto& [key, sizes] = buf.entries()[0];
+    if (!key.is(Value::Kind::tuple) || key.items().size() != 2 || !key.items()[0].is(Value::Kind::global) ||
+        !key.items()[1].is(Value::Kind::global) || !sizes.is(Value::Kind::list))
+      throw FormatError(where + ": expected {(param dtype, grad dtype): [sizes]}, found " + buf.repr(80));
+    std::vector<uint64_t> n;
+    for (const Value& s : sizes.items()) {
+      if (!s.is(Value::Kind::integer) || s.as_int() < 0) throw FormatError(where + ": bucket size " + s.repr(40));
+      n.push_back(static_cast<uint64_t>(s.as_int()));
+    }
+    out.push_back({{torch_name_dtype(key.items()[0].name(), where), torch_name_dtype(key.items()[1].name(), where)}, n});
+  }
+  return out;
+}
+
+}  // namespace
+
+DcpParams::DcpParams(const Reader& reader) : r_(reader) {
+  megatron_ = r_.megatron() && r_.megatron()->sharded_backend == "torch_dist";
+  uint32_t ranks = 0;
+  for (const StorageEntry& s : r_.metadata().storage) {
+    std::smatch m;
+    if (std::regex_match(s.relative_path, m, kRankFile)) ranks = std::max<uint32_t>(ranks, std::stoul(m[1]) + 1);
+  }
+  dp_ = std::max<uint32_t>(ranks, 1);
+  if (megatron_) map_megatron();
+  else map_plain();
+}
+
+std::string DcpParams::describe() const {
+  return (megatron_ ? "Megatron torch_dist checkpoint " : "PyTorch DCP checkpoint ") + r_.dir();
+}
+
+void DcpParams::add(const std::string& param, const std::string& role, size_t entry, uint64_t base,
+                    const std::vector<uint64_t>& shape) {
+  const Entry& e = r_.metadata().entries[entry];
+  tensors_.push_back({role == "weight" ? param : param + "." + role, param, role, dtype_of(e, r_.metadata().file), shape});
+  sources_.push_back({entry, base});
+}
+
+void DcpParams::map_megatron() {
+  const Metadata& md = r_.metadata();
+  std::vector<ModelKey> model_keys;
+  std::map<std::string, size_t> entry_of;
+  std::vector<size_t> bucket_entries, state_entries;
+  for (size_t i = 0; i < md.entries.size(); ++i) {
+    const Entry& e = md.entries[i];
+    if (!e.is_tensor) continue;
+    entry_of[e.fqn] = i;
+    if (std::regex_match(e.fqn, kBucketKey)) bucket_entries.push_back(i);
+    else if (std::regex_match(e.fqn, kModelSpaceState)) state_entries.push_back(i);
+    else if (e.fqn.find("optimizer.") != std::string::npos) unmapped_.push_back(e.fqn);
+    else model_keys.push_back({e.fqn, dtype_of(e, md.file), e.tensor.size});
+  }
+  const std::vector<MegatronParam> params = megatron_params(model_keys);
+
+  // Per parameter, its tensors in order: weight, master, states.
+  std::map<std::string, std::vector<std::pair<std::string, size_t>>> states_of_key;  // model key -> (state, entry)
+  for (size_t i : state_entries) {
+    std::smatch m;
+    std::regex_match(md.entries[i].fqn, m, kModelSpaceState);
+    states_of_key[m[2]].push_back({master_or(m[1]), i});
+  }
+  if (!state_entries.empty()) form_ = OptimizerForm::model_space;
+  for (const MegatronParam& p : params) {
+    const uint64_t n = volume(p.shape);
+    const uint64_t base = p.layer ? *p.layer * n : 0;
+    add(p.name, "weight", entry_of.at(p.key), base, p.shape);
+    auto it = states_of_key.find(p.key);
+    if (it == states_of_key.end()) continue;
+    std::stable_sort(it->second.begin(), it->second.end(),
+                     [](const auto& a, const auto& b) { return a.first == "master" && b.first != "master"; });
+    for (const auto& [state, entry] : it->second) {
+      if (md.entries[entry].tensor.size != md.entries[entry_of.at(p.key)].tensor.size)
+        throw FormatError(md.file + ": optimizer key '" + md.entries[entry].fqn + "' has shape " +
+                          std::to_string(volume(md.entries[entry].tensor.size)) + " elements, its model key '" +
+                          p.key + "' " + std::to_string(volume(md.entries[entry_of.at(p.key)].tensor.size)));
+      add(p.name, state, entry, base, p.shape);
+    }
+  }
+  for (const auto& [key, states] : states_of_key)
+    if (!entry_of.count(key))
+      for (const auto& s : states) unmapped_.push_back(md.entries[s.second].fqn);
+  if (!bucket_entries.empty()) map_buckets(params, bucket_entries);
+}
+
+void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries) {
+  const Metadata& md = r_.metadata();
+  form_ = OptimizerForm::dp_reshardable;
+  struct BucketKey {
+    std::string group;
+    uint32_t gbuf = 0, bucket = 0;
+    std::string state;
+    size_t entry = 0;
+  };
+  std::vector<BucketKey> keys;
+  std::string group;
+  std::vector<std::string> states;
+  for (size_t i : bucket_entries) {
+    std::smatch m;
+    std::regex_match(md.entries[i].fqn, m, kBucketKey);
+    if (!group.empty() && group != m[1])
+      throw FormatError(md.file + ": bucket keys of two optimizer groups ('" + group + "', '" + std::string(m[1]) +
+                        "'); fpgather reads checkpoints of one model-parallel rank (TP = PP = 1)");
+    group = m[1];
+    keys.push_back({m[1], static_cast<uint32_t>(std::stoul(m[2])), static_cast<uint32_t>(std::stoul(m[5])), m[6], i});
+    if (std::find(states.begin(), states.end(), m[6].str()) == states.end()) states.push_back(m[6]);
+  }
+
+  // The stored bucket sizes, per buffer.
+  auto object = [&](const std::string& name) -> Value {
+    for (const Entry& e : md.entries)
+      if (!e.is_tensor && e.fqn.rfind(group + "." + name + "/", 0) == 0) return r_.read_object(e);
+    throw FormatError(r_.dir() + ": dp_reshardable optimizer state without its '" + group + "." + name + "' object");
+  };
+  const auto padded = bucket_sizes(object("per_bucket_numel"), r_.dir() + ": " + group + ".per_bucket_numel");
+  const auto unpadded =
+      bucket_sizes(object("per_bucket_numel_unpadded"), r_.dir() + ": " + group + ".per_bucket_numel_unpadded");
+  if (padded.size() != unpadded.size())
+    throw Error(ExitCode::check_failed, r_.dir() + ": per_bucket_numel lists " + std::to_string(padded.size()) +
+                                            " buffers, per_bucket_numel_unpadded " + std::to_string(unpadded.size()));
+  std::vector<StoredBuffer> stored;
+  for (size_t g = 0; g < padded.size(); ++g)
+    stored.push_back({padded[g].first.first, padded[g].first.second, padded[g].second, unpadded[g].second});
+
+  std::string mismatch;
+  layout_ = recover_layout(params, stored, dp_, mismatch);
+  if (!layout_)
+    throw Error(ExitCode::check_failed,
+                r_.dir() + ": the dp_reshardable optimizer state does not match Megatron's buffer layout "
+                           "recomputed from the model keys: " + mismatch);
+
+  auto entry_for = [&](uint32_t gbuf, uint32_t bucket, const std::string& state) -> const BucketKey* {
+    for (const BucketKey& k : keys)
+      if (k.gbuf == gbuf && k.bucket == bucket && k.state == state) return &k;
+    return nullptr;
+  };
+  // Per parameter (registration order): its slot in the layout.
+  std::vector<std::pair<uint32_t, uint32_t>> where(params.size(), {UINT32_MAX, 0});
+  for (uint32_t b = 0; b < layout_->layout.buffers.size(); ++b)
+    for (uint32_t s = 0; s < layout_->layout.buffers[b].params.size(); ++s)
+      where[layout_->layout.buffers[b].params[s].param] = {b, s};
+
+  // Insert each parameter's states after its weight, keeping registration order.
+  std::vector<ckpt::ParamTensor> tensors;
+  std::vector<Source> sources;
+  size_t t = 0;
+  for (uint32_t p = 0; p < params.size(); ++p) {
+    while (t < tensors_.size() && tensors_[t].param == params[p].name) {
+      tensors.push_back(tensors_[t]);
+      sources.push_back(sources_[t++]);
+    }
+    const auto [b, s] = where[p];
+    if (b == UINT32_MAX) continue;
+    const layout::Buffer& buf = layout_->layout.buffers[b];
+    const layout::ParamSlot& slot = buf.params[s];
+    const layout::Bucket& bucket = buf.buckets[slot.bucket];
+    std::vector<std::string> ordered = states;
+    std::stable_partition(ordered.begin(), ordered.end(), [](const std::string& x) { return x == "param"; });
+    for (const std::string& state : ordered) {
+      const BucketKey* k = entry_for(layout_->gbuf[b], slot.bucket, state);
+      if (!k)
+        throw FormatError(r_.dir() + ": no key for state '" + state + "' of buffer " + std::to_string(layout_->gbuf[b]) +
+                          " bucket " + std::to_string(slot.bucket) + ", which holds " + params[p].name);
+      const Entry& e = md.entries[k->entry];
+      if (e.tensor.size != std::vector<uint64_t>{bucket.numel_unpadded})
+        throw Error(ExitCode::check_failed, r_.dir() + ": key '" + e.fqn + "' has " + std::to_string(volume(e.tensor.size)) +
+                                                " elements, the bucket's numel_unpadded is " +
+                                                std::to_string(bucket.numel_unpadded));
+      tensors.push_back({params[p].name + "." + master_or(state), params[p].name, master_or(state),
+                         dtype_of(e, md.file), params[p].shape});
+      sources.push_back({k->entry, slot.world.begin - bucket.world.begin});
+    }
+  }
+  tensors_ = std::move(tensors);
+  sources_ = std::move(sources);
+
+  // Stored chunks that the layout says are padding (Megatron stores the gaps to pass DCP's cover check).
+  for (const BucketKey& k : keys) {
+    const layout::Buffer* buf = nullptr;
+    for (size_t b = 0; b < layout_->gbuf.size(); ++b)
+      if (layout_->gbuf[b] == k.gbuf) buf = &layout_->layout.buffers[b];
+    if (!buf || k.bucket >= buf->buckets.size()) {
+      unmapped_.push_back(md.entries[k.entry].fqn);
+      continue;
+    }
+    const layout::Bucket& bucket = buf->buckets[k.bucket];
+    for (const ChunkMeta& c : md.entries[k.entry].tensor.chunks) {
+      if (c.offsets.size() != 1 || c.sizes.size() != 1) continue;  // validate reports the arity
+      const uint64_t lo = c.offsets[0], hi = lo + c.sizes[0];
+      const bool padding = std::any_of(bucket.padding.begin(), bucket.padding.end(),
+                                       [&](const layout::Range& r) { return r.begin <= lo && hi <= r.end; });
+      if (padding && hi > lo) stored_padding_.push_back({md.entries[k.entry].fqn, lo, hi});
+    }
+  }
+}
+
+void DcpParams::map_plain() {
+  const Metadata& md = r_.metadata();
+  auto strip = [](std::string s) { return s.rfind("model.", 0) == 0 ? s.substr(6) : s; };
+  std::map<std::string, size_t> weight_of;
+  std::vector<std::tuple<std::string, std::string, size_t>> states;  // param, state, entry
+  for (size_t i = 0; i < md.entries.size(); ++i) {
+    const Entry& e = md.entries[i];
+    if (!e.is_tensor) continue;
+    std::smatch m;
+    if (std::regex_match(e.fqn, m, kPlainState)) states.emplace_back(strip(m[1]), m[2], i);
+    else weight_of.emplace(strip(e.fqn), i);
+  }
+  if (!states.empty()) form_ = OptimizerForm::model_space;
+  for (size_t i = 0; i < md.entries.size(); ++i) {
+    const Entry& e = md.entries[i];
+    if (!e.is_tensor || std::regex_match(e.fqn, kPlainState)) continue;
+    const std::string name = strip(e.fqn);
+    add(name, "weight", i, 0, e.tensor.size);
+    for (const auto& [param, state, entry] : states)
+      if (param == name && md.entries[entry].tensor.size == e.tensor.size) add(name, state, entry, 0, e.tensor.size);
+  }
+  for (const auto& [param, state, entry] : states) {
+    auto w = weight_of.find(param);
+    if (w == weight_of.end() || md.entries[entry].tensor.size != md.entries[w->second].tensor.size)
+      unmapped_.push_back(md.entries[entry].fqn);
+  }
+}
+
+void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
+  const Source& s = sources_.at(t);
+  const Entry& e = r_.metadata().entries[s.entry];
+  const std::vector<uint64_t>& size = e.tensor.size;
+  const uint64_t elem = e.tensor.dtype->element_bytes;
+  const uint64_t A = s.base + lo, B = s.base + hi;
+  const size_t n = size.size();
+  std::vector<uint64_t> stride(n, 1);
+  for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * size[d];
+  auto* dst = static_cast<uint8_t*>(out);
+  uint64_t copied = 0;
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+    const ChunkMeta& ch = e.tensor.chunks[c];
+    if (ch.offsets.size() != n || ch.sizes.size() != n) continue;  // validate reports the arity
+    uint64_t first = 0, last = 0;
+    bool empty = false;
+    for (size_t d = 0; d < n; ++d) {
+      empty = empty || ch.sizes[d] == 0;
+      first += ch.offsets[d] * stride[d];
+      last += (ch.offsets[d] + (ch.sizes[d] ? ch.sizes[d] - 1 : 0)) * stride[d];
+    }
+    if (empty || first >= B || last + 1 <= A) continue;
+    if (cache_.entry != s.entry || cache_.chunk != c) {
+      cache_.entry = SIZE_MAX;
+      cache_.bytes.resize(r_.chunk_bytes(e, c));
+      r_.read_chunk(e, c, cache_.bytes.data(), cache_.bytes.size());
+      cache_.entry = s.entry;
+      cache_.chunk = c;
+    }
+    // Walk the chunk's rows (runs along the last axis), copying what falls inside [A, B).
+    const uint64_t run = n ? ch.sizes[n - 1] : 1;
+    const uint64_t rows = run ? volume(ch.sizes) / run : 0;
+    std::vector<uint64_t> idx(n ? n - 1 : 0, 0);
+    for (uint64_t row = 0; row < rows; ++row) {
+      uint64_t g = n ? ch.offsets[n - 1] : 0;
+      for (size_t d = 0; d + 1 < n; ++d) g += (ch.offsets[d] + idx[d]) * stride[d];
+      const uint64_t a = std::max(g, A), b = std::min(g + run, B);
+      if (a < b) {
+        std::memcpy(dst + (a - A) * elem, cache_.bytes.data() + (row * run + (a - g)) * elem, (b - a) * elem);
+        copied += b - a;
+      }
+      for (size_t d = idx.size(); d-- > 0;) {
+        if (++idx[d] < ch.sizes[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  if (copied < B - A)
+    throw FormatError(r_.dir() + ": key '" + e.fqn + "' elements [" + std::to_string(A) + ", " + std::to_string(B) +
+                      ") are not all stored (" + std::to_string(B - A - copied) + " missing)");
+}
+
+}  // namespace fpg::dcp

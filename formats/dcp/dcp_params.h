@@ -1,0 +1,94 @@
+// A PyTorch DCP or Megatron torch_dist checkpoint seen per parameter (ckpt::ParamSource): each
+// parameter's weight, fp32 master and optimizer states as whole tensors, wherever the checkpoint keeps
+// them. What is recognised:
+//
+//   Megatron (metadata.json with sharded_backend torch_dist), model keys "module.…", stacked over layers
+//   (megatron_layout.h); the optimizer in one of its forms:
+//     dp_reshardable     "[chained_N.]optimizer.distributed.dp_group_idx_G.gbuf_idx_B.dtype_(P, G)
+//                        .bucket_idx_K.<state>" 1-D bucket keys, mapped to parameters by the recomputed
+//                        buffer layout, checked against per_bucket_numel(_unpadded);
+//     model space        "[chained_N.]optimizer.state.<state>.<model key>" in the model key's shape:
+//                        fully_reshardable ("param" is the master) and the layer-wise optimizer
+//                        ("fp32_param" is the master, Muon's "momentum_buffer" beside Adam's moments).
+//   Plain DCP (torchtitan and the like): every tensor key is a parameter named by its fqn (a leading
+//   "model." removed), and "optimizer.state.<fqn>.<state>" / "optim.state.<fqn>.<state>" keys of the
+//   parameter's shape are its optimizer states.
+//
+// Every tensor is a flat range of one stored key (a layer of a stacked key, or a parameter's place in a
+// bucket), read chunk by chunk; the chunk last read is kept, so sequential reads decode each stored
+// item once. Memory: the largest stored chunk, twice.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckpt/param_source.h"
+#include "formats/dcp/megatron_layout.h"
+#include "formats/dcp/reader.h"
+
+namespace fpg::dcp {
+
+// How a checkpoint keeps its optimizer state.
+enum class OptimizerForm : uint8_t { none, dp_reshardable, model_space };
+std::string_view optimizer_form_name(OptimizerForm f);  // "none", "dp_reshardable", "model space"
+
+// A stored chunk of a dp_reshardable bucket key that the recovered layout says is padding.
+struct StoredPadding {
+  std::string key;
+  uint64_t lo = 0, hi = 0;  // elements of the bucket key
+};
+
+class DcpParams : public ckpt::ParamSource {
+ public:
+  // fpg::Error with exit code 1 (check failed) when a dp_reshardable layout cannot be recovered
+  // (the stored bucket sizes disagree with Megatron's arithmetic); FormatError for malformed objects.
+  explicit DcpParams(const Reader& reader);
+
+  std::string describe() const override;
+  const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
+  void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override;
+
+  bool megatron() const { return megatron_; }
+  OptimizerForm optimizer_form() const { return form_; }
+  // The recovered buffer layout and the DP size it was recovered at (dp_reshardable only).
+  const std::optional<RecoveredLayout>& layout() const { return layout_; }
+  uint32_t dp() const { return dp_; }
+  // dp_reshardable: the stored chunks that are padding under the recovered layout.
+  const std::vector<StoredPadding>& stored_padding() const { return stored_padding_; }
+  // Stored keys no parameter tensor reads (besides bucket metadata and bytes entries).
+  const std::vector<std::string>& unmapped_keys() const { return unmapped_; }
+
+ private:
+  struct Source {
+    size_t entry = 0;   // index into metadata().entries
+    uint64_t base = 0;  // the tensor's element 0 in the key's flat extent
+  };
+  void add(const std::string& param, const std::string& role, size_t entry, uint64_t base,
+           const std::vector<uint64_t>& shape);
+  void map_megatron();
+  void map_plain();
+  void map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries);
+
+  const Reader& r_;
+  bool megatron_ = false;
+  OptimizerForm form_ = OptimizerForm::none;
+  uint32_t dp_ = 1;
+  std::optional<RecoveredLayout> layout_;
+  std::vector<StoredPadding> stored_padding_;
+  std::vector<std::string> unmapped_;
+  std::vector<ckpt::ParamTensor> tensors_;
+  std::vector<Source> sources_;
+
+  struct Cached {
+    size_t entry = SIZE_MAX, chunk = SIZE_MAX;
+    std::vector<uint8_t> bytes;
+  };
+  mutable std::mutex cache_mu_;
+  mutable Cached cache_;
+};
+
+}  // namespace fpg::dcp
