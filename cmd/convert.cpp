@@ -5,6 +5,8 @@
 
 #include "cli.h"
 #include "convert/checkpoint_export.h"
+#include "convert/checkpoint_params.h"
+#include "convert/param_export.h"
 #include "convert/checkpoint_recompress.h"
 #include "convert/quantize_model.h"
 #include "core/error.h"
@@ -114,7 +116,9 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
   o.states = a.states;
   o.max_shard_bytes = convert::parse_byte_size(a.max_shard_size);
   o.progress = progress_enabled(g);
-  const convert::ExportSummary s = convert::export_checkpoint(a.in, a.out, o);
+  const convert::ExportSummary s = convert::is_dcp_checkpoint(a.in)
+                                       ? convert::export_params(convert::open_params(a.in)->params(), a.out, o)
+                                       : convert::export_checkpoint(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {
     const nlohmann::json j = {{"input", s.checkpoint}, {"output", a.out},   {"operation", "export"},
@@ -131,6 +135,13 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
 }
 
 int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
+  if (convert::is_dcp_checkpoint(a.in)) {
+    if (a.dequantize || !a.fp8.empty() || !a.compress.empty() || a.pow2 || a.no_pow2 || !a.include.empty() ||
+        !a.exclude.empty())
+      throw UsageError(a.in + " is a PyTorch DCP / Megatron torch_dist checkpoint: it exports to safetensors "
+                       "(--dtype bf16|fp32, --states, --max-shard-size); quantize the export with --fp8");
+    return run_export(a, g);
+  }
   if (convert::is_checkpoint(a.in)) {
     if (a.dequantize) throw UsageError("--dequantize takes a safetensors model; " + a.in + " is a checkpoint");
     if (a.pow2 || a.no_pow2 || !a.include.empty() || !a.exclude.empty())

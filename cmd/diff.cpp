@@ -1,10 +1,12 @@
 // fpgather diff A B: value-by-value comparison of two checkpoints in model space (by key, over the
-// flat extent, padding ignored; bucket-layout state per param where the layouts differ). Exit 0
-// equal, 1 different.
+// flat extent, padding ignored; bucket-layout state per param where the layouts differ; per
+// parameter when either is a PyTorch DCP or Megatron torch_dist checkpoint). Exit 0 equal, 1 different.
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "core/error.h"
+#include "ckpt/param_diff.h"
+#include "convert/checkpoint_params.h"
 #include "formats/fpckpt/diff.h"
 
 namespace fpg::cli {
@@ -18,15 +20,27 @@ struct DiffArgs {
 
 int run_diff(const DiffArgs& args, const GlobalOptions& g) {
   if (args.rtol < 0 || args.atol < 0) throw UsageError("--rtol and --atol must be >= 0");
-  const fpckpt::CheckpointReader a(args.a), b(args.b);
   fpckpt::DiffOptions o;
   o.rtol = args.rtol;
   o.atol = args.atol;
   o.max_reports = args.max_reports;
-  const auto rep = fpckpt::diff_checkpoints(a, b, o);
+  ckpt::DiffReport rep;
+  std::string dir_a, dir_b;
+  if (convert::is_dcp_checkpoint(args.a) || convert::is_dcp_checkpoint(args.b)) {
+    // A DCP or Megatron checkpoint on either side: compare parameter by parameter.
+    const auto a = convert::open_params(args.a), b = convert::open_params(args.b);
+    rep = ckpt::diff_params(a->params(), b->params(), o);
+    dir_a = args.a;
+    dir_b = args.b;
+  } else {
+    const fpckpt::CheckpointReader a(args.a), b(args.b);
+    rep = fpckpt::diff_checkpoints(a, b, o);
+    dir_a = a.dir();
+    dir_b = b.dir();
+  }
   const int code = rep.equal() ? 0 : 1;
   if (g.json) {
-    nlohmann::json j = {{"a", a.dir()}, {"b", b.dir()}, {"rtol", args.rtol}, {"atol", args.atol},
+    nlohmann::json j = {{"a", dir_a}, {"b", dir_b}, {"rtol", args.rtol}, {"atol", args.atol},
                         {"equal", rep.equal()}, {"keys_compared", rep.keys_compared}, {"model_space", rep.model_space},
                         {"elements_compared", rep.elements_compared}, {"differences", nlohmann::json::array()}};
     for (const auto& d : rep.diffs) {
@@ -55,7 +69,7 @@ int run_diff(const DiffArgs& args, const GlobalOptions& g) {
 
 void register_diff(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto args = std::make_shared<DiffArgs>();
-  auto* cmd = app.add_subcommand("diff", "Compare two checkpoints value by value in model space");
+  auto* cmd = app.add_subcommand("diff", "Compare two checkpoints (fpgather, PyTorch DCP or Megatron torch_dist) value by value in model space");
   cmd->add_option("A", args->a, "First checkpoint (or a directory holding `latest`)")->required();
   cmd->add_option("B", args->b, "Second checkpoint")->required();
   cmd->add_option("--rtol", args->rtol, "Relative tolerance: |a-b| <= atol + rtol*|b|")->capture_default_str();

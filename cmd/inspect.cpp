@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "inspect_dcp.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "formats/dcp/reader.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
@@ -158,7 +160,8 @@ int inspect_checkpoint(const InspectArgs& a, bool json) {
 
 int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
   if (is_checkpoint(a.path)) return inspect_checkpoint(a, g.json || a.json);
-  if (a.keys || !a.key.empty()) throw UsageError(a.path + ": --keys and --key apply to fpgather checkpoints");
+  if (dcp::is_dcp_directory(a.path)) return inspect_dcp(a.path, a.keys, a.key, g.json || a.json);
+  if (a.keys || !a.key.empty()) throw UsageError(a.path + ": --keys and --key apply to checkpoints");
   const auto model = safetensors::Model::open(a.path);
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
   uint64_t numel = 0;
@@ -223,10 +226,10 @@ int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
 
 void register_inspect(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto args = std::make_shared<InspectArgs>();
-  auto* cmd = app.add_subcommand("inspect", "Show what a safetensors model or an fpgather checkpoint holds");
+  auto* cmd = app.add_subcommand("inspect", "Show what a safetensors model, an fpgather checkpoint or a PyTorch DCP / Megatron torch_dist checkpoint holds");
   cmd->add_option("PATH", args->path,
-                  "A .safetensors file, an index .json, a directory holding one, or a checkpoint directory "
-                  "(or one holding `latest`)")->required();
+                  "A .safetensors file, an index .json, a directory holding one, a checkpoint directory "
+                  "(or one holding `latest`), or a DCP / Megatron torch_dist directory (holding .metadata)")->required();
   cmd->add_flag("--keys", args->keys, "Checkpoint: list every key");
   cmd->add_option("--key", args->key, "Checkpoint: one key's chunks and padding");
   cmd->add_flag("--json", args->json, "Print as JSON (same as the global --json)");
