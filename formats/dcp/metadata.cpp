@@ -1,0 +1,460 @@
+#include "formats/dcp/metadata.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "formats/safetensors/format.h"
+
+namespace fpg::dcp {
+
+using Ref = PickleDocument::Ref;
+using PKind = PickleDocument::Kind;
+
+namespace {
+
+constexpr std::string_view kMetaModule = "torch.distributed.checkpoint.metadata.";
+const std::string kMetadataClass = std::string(kMetaModule) + "Metadata";
+const std::string kTensorClass = std::string(kMetaModule) + "TensorStorageMetadata";
+const std::string kBytesClass = std::string(kMetaModule) + "BytesStorageMetadata";
+const std::string kChunkClass = std::string(kMetaModule) + "ChunkStorageMetadata";
+const std::string kPropertiesClass = std::string(kMetaModule) + "TensorProperties";
+const std::string kIndexClass = std::string(kMetaModule) + "MetadataIndex";
+const std::string kStorageMetaClass = std::string(kMetaModule) + "StorageMeta";
+const std::string kMemFormatClass = std::string(kMetaModule) + "_MEM_FORMAT_ENCODING";
+const std::string kStorageInfoClass = "torch.distributed.checkpoint.filesystem._StorageInfo";
+
+std::string key_field(const std::string& parent, const std::string& key) {
+  return parent + "[" + safetensors::quote_name(key) + "]";
+}
+
+class Decoder {
+ public:
+  Decoder(const PickleDocument& doc, Metadata& m) : d_(doc), m_(m) {}
+
+  void run();
+
+ private:
+  FormatError err(const std::string& field, const std::string& what) const {
+    return FormatError(d_.file() + ": " + field + ": " + what);
+  }
+  void note(const std::string& cls, const std::string& field) {
+    const std::string line = "ignored field " + safetensors::quote_name(field) + " of " + cls;
+    if (noted_.insert(line).second) {
+      spdlog::debug("{}: {}", d_.file(), line);
+      m_.notes.push_back(line);
+    }
+  }
+
+  bool is_object(Ref r, const std::string& cls) const {
+    return d_.kind(r) == PKind::object && d_.text(r) == cls;
+  }
+  void expect_object(Ref r, const std::string& cls, const std::string& field) const {
+    if (!is_object(r, cls)) throw err(field, "expected " + cls + ", found " + d_.type_name(r));
+    if (d_.size(d_.args(r)) != 0) throw err(field, cls + " built with constructor arguments");
+  }
+  // The BUILD state of a dataclass: a dict with str keys (or none: no fields set).
+  std::optional<Ref> state_dict(Ref obj, const std::string& field) const {
+    const auto st = d_.state(obj);
+    if (!st) return std::nullopt;
+    if (d_.kind(*st) != PKind::dict) throw err(field, "state is a " + d_.type_name(*st) + ", not a dict");
+    for (size_t i = 0; i < d_.size(*st); ++i)
+      if (d_.kind(d_.key(*st, i)) != PKind::str)
+        throw err(field, "state has a " + d_.type_name(d_.key(*st, i)) + " key");
+    return st;
+  }
+  template <class F>
+  void fields(Ref obj, const std::string& field, F&& on_field) {
+    if (const auto st = state_dict(obj, field))
+      for (size_t i = 0; i < d_.size(*st); ++i) on_field(d_.text(d_.key(*st, i)), d_.value(*st, i));
+  }
+
+  std::string str(Ref r, const std::string& field) const {
+    if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
+    return d_.text(r);
+  }
+  std::optional<std::string> opt_str(Ref r, const std::string& field) const {
+    if (d_.kind(r) == PKind::none) return std::nullopt;
+    return str(r, field);
+  }
+  int64_t integer(Ref r, const std::string& field) const {
+    if (d_.kind(r) != PKind::integer) throw err(field, "expected int, found " + d_.type_name(r));
+    return d_.as_int(r);
+  }
+  uint64_t u64(Ref r, const std::string& field) const {
+    const int64_t v = integer(r, field);
+    if (v < 0) throw err(field, "is negative (" + std::to_string(v) + ")");
+    return static_cast<uint64_t>(v);
+  }
+  bool boolean(Ref r, const std::string& field) const {
+    if (d_.kind(r) != PKind::boolean) throw err(field, "expected bool, found " + d_.type_name(r));
+    return d_.as_bool(r);
+  }
+  // A sequence of ints: torch.Size(tuple) as DCP writes it, or a plain tuple or list.
+  Ref int_seq(Ref r, const std::string& field) const {
+    if (is_object(r, "torch.Size")) {
+      const Ref a = d_.args(r);
+      if (d_.size(a) != 1) throw err(field, "torch.Size built with " + std::to_string(d_.size(a)) + " arguments");
+      r = d_.item(a, 0);
+    }
+    if (d_.kind(r) != PKind::tuple && d_.kind(r) != PKind::list)
+      throw err(field, "expected torch.Size, found " + d_.type_name(r));
+    return r;
+  }
+  std::vector<uint64_t> dims(Ref r, const std::string& field) const {
+    const Ref s = int_seq(r, field);
+    std::vector<uint64_t> v(d_.size(s));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = u64(d_.item(s, i), field + "[" + std::to_string(i) + "]");
+    return v;
+  }
+  std::vector<int64_t> signed_dims(Ref r, const std::string& field) const {
+    const Ref s = int_seq(r, field);
+    std::vector<int64_t> v(d_.size(s));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = integer(d_.item(s, i), field + "[" + std::to_string(i) + "]");
+    return v;
+  }
+  std::string global_name(Ref r, const std::string& field, const char* what) const {
+    if (d_.kind(r) != PKind::global) throw err(field, std::string("expected a ") + what + ", found " + d_.type_name(r));
+    return d_.text(r);
+  }
+
+  void properties(Ref r, const std::string& field, TensorMeta& t);
+  void tensor(Ref r, const std::string& field, TensorMeta& t);
+  void chunk(Ref r, const std::string& field, ChunkMeta& c);
+  void state_dict_metadata(Ref r);
+  void storage_data(Ref r);
+  void storage_meta(Ref r);
+  void planner_data(Ref r);
+
+  const PickleDocument& d_;
+  Metadata& m_;
+  std::set<std::string> noted_;
+};
+
+void Decoder::properties(Ref r, const std::string& field, TensorMeta& t) {
+  expect_object(r, kPropertiesClass, field);
+  const auto st = d_.state(r);
+  if (!st) throw err(field, "TensorProperties without state");
+  auto set_dtype = [&](Ref v, const std::string& f) {
+    const std::string name = global_name(v, f, "torch dtype");
+    const std::string prefix = "torch.";
+    t.dtype = name.compare(0, prefix.size(), prefix) == 0 ? find_torch_dtype(name.substr(prefix.size())) : nullptr;
+    if (!t.dtype) throw err(f, safetensors::quote_name(name) + " is not a torch dtype");
+  };
+  auto set_layout = [&](Ref v, const std::string& f) { t.layout = global_name(v, f, "torch layout"); };
+  if (d_.kind(*st) == PKind::tuple) {
+    // TensorProperties.__getstate__: (dtype, layout, requires_grad, memory format encoding,
+    // pin_memory[, strides]).
+    const size_t n = d_.size(*st);
+    if (n != 5 && n != 6) throw err(field, "state tuple of " + std::to_string(n) + " items (5 or 6 expected)");
+    set_dtype(d_.item(*st, 0), field + ".dtype");
+    set_layout(d_.item(*st, 1), field + ".layout");
+    t.requires_grad = boolean(d_.item(*st, 2), field + ".requires_grad");
+    const Ref enc = d_.item(*st, 3);
+    if (!is_object(enc, kMemFormatClass) || d_.size(d_.args(enc)) != 1)
+      throw err(field + ".memory_format", "expected _MEM_FORMAT_ENCODING, found " + d_.type_name(enc));
+    switch (integer(d_.item(d_.args(enc), 0), field + ".memory_format")) {
+      case 0: t.memory_format = "torch.contiguous_format"; break;
+      case 1: t.memory_format = "torch.channels_last"; break;
+      case 2: t.memory_format = "torch.preserve_format"; break;
+      default: throw err(field + ".memory_format", "unknown _MEM_FORMAT_ENCODING value");
+    }
+    t.pin_memory = boolean(d_.item(*st, 4), field + ".pin_memory");
+    if (n == 6 && d_.kind(d_.item(*st, 5)) != PKind::none)
+      t.strides = signed_dims(d_.item(*st, 5), field + ".strides");
+    return;
+  }
+  // A plain dataclass state, as writers without __getstate__ produce.
+  bool has_dtype = false;
+  fields(r, field, [&](const std::string& k, Ref v) {
+    const std::string f = field + "." + k;
+    if (k == "dtype") {
+      set_dtype(v, f);
+      has_dtype = true;
+    } else if (k == "layout") {
+      set_layout(v, f);
+    } else if (k == "requires_grad") {
+      t.requires_grad = boolean(v, f);
+    } else if (k == "memory_format") {
+      t.memory_format = global_name(v, f, "torch memory format");
+    } else if (k == "pin_memory") {
+      t.pin_memory = boolean(v, f);
+    } else if (k == "strides") {
+      if (d_.kind(v) != PKind::none) t.strides = signed_dims(v, f);
+    } else {
+      note("TensorProperties", k);
+    }
+  });
+  if (!has_dtype) throw err(field, "TensorProperties without dtype");
+}
+
+void Decoder::chunk(Ref r, const std::string& field, ChunkMeta& c) {
+  expect_object(r, kChunkClass, field);
+  bool offsets = false, sizes = false;
+  fields(r, field, [&](const std::string& k, Ref v) {
+    if (k == "offsets") {
+      c.offsets = dims(v, field + ".offsets");
+      offsets = true;
+    } else if (k == "sizes") {
+      c.sizes = dims(v, field + ".sizes");
+      sizes = true;
+    } else {
+      note("ChunkStorageMetadata", k);
+    }
+  });
+  if (!offsets || !sizes) throw err(field, std::string("ChunkStorageMetadata without ") + (offsets ? "sizes" : "offsets"));
+}
+
+void Decoder::tensor(Ref r, const std::string& field, TensorMeta& t) {
+  bool props = false, size = false, chunks = false;
+  fields(r, field, [&](const std::string& k, Ref v) {
+    const std::string f = field + "." + k;
+    if (k == "properties") {
+      properties(v, f, t);
+      props = true;
+    } else if (k == "size") {
+      t.size = dims(v, f);
+      size = true;
+    } else if (k == "chunks") {
+      if (d_.kind(v) != PKind::list) throw err(f, "expected list, found " + d_.type_name(v));
+      t.chunks.resize(d_.size(v));
+      for (size_t i = 0; i < t.chunks.size(); ++i)
+        chunk(d_.item(v, i), f + "[" + std::to_string(i) + "]", t.chunks[i]);
+      chunks = true;
+    } else {
+      note("TensorStorageMetadata", k);
+    }
+  });
+  if (!props || !size || !chunks)
+    throw err(field, std::string("TensorStorageMetadata without ") + (!props ? "properties" : !size ? "size" : "chunks"));
+}
+
+void Decoder::state_dict_metadata(Ref r) {
+  const std::string field = "state_dict_metadata";
+  if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
+  m_.entries.resize(d_.size(r));
+  for (size_t i = 0; i < d_.size(r); ++i) {
+    Entry& e = m_.entries[i];
+    e.fqn = str(d_.key(r, i), field + " key");
+    const std::string f = key_field(field, e.fqn);
+    const Ref v = d_.value(r, i);
+    if (is_object(v, kBytesClass)) {
+      expect_object(v, kBytesClass, f);
+      e.is_tensor = false;
+      fields(v, f, [&](const std::string& k, Ref) { note("BytesStorageMetadata", k); });
+    } else {
+      expect_object(v, kTensorClass, f);
+      tensor(v, f, e.tensor);
+    }
+  }
+}
+
+void Decoder::storage_data(Ref r) {
+  const std::string field = "storage_data";
+  if (d_.kind(r) == PKind::none) return;
+  if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
+  m_.storage.resize(d_.size(r));
+  for (size_t i = 0; i < d_.size(r); ++i) {
+    StorageEntry& s = m_.storage[i];
+    const std::string kf = field + " key " + std::to_string(i);
+    const Ref k = d_.key(r, i);
+    expect_object(k, kIndexClass, kf);
+    bool fqn = false;
+    fields(k, kf, [&](const std::string& name, Ref v) {
+      if (name == "fqn") {
+        s.fqn = str(v, kf + ".fqn");
+        fqn = true;
+      } else if (name == "offset") {
+        if (d_.kind(v) != PKind::none) s.chunk_offsets = dims(v, kf + ".offset");
+      } else if (name == "index") {
+        if (d_.kind(v) != PKind::none) s.index = integer(v, kf + ".index");
+      } else {
+        note("MetadataIndex", name);
+      }
+    });
+    if (!fqn) throw err(kf, "MetadataIndex without fqn");
+    const std::string vf = key_field(field, s.fqn);
+    const Ref v = d_.value(r, i);
+    expect_object(v, kStorageInfoClass, vf);
+    bool path = false, offset = false, length = false;
+    fields(v, vf, [&](const std::string& name, Ref x) {
+      if (name == "relative_path") {
+        s.relative_path = str(x, vf + ".relative_path");
+        path = true;
+      } else if (name == "offset") {
+        s.offset = u64(x, vf + ".offset");
+        offset = true;
+      } else if (name == "length") {
+        s.length = u64(x, vf + ".length");
+        length = true;
+      } else if (name == "transform_descriptors") {
+        if (d_.kind(x) == PKind::none) return;
+        if (d_.kind(x) != PKind::list && d_.kind(x) != PKind::tuple)
+          throw err(vf + ".transform_descriptors", "expected a list, found " + d_.type_name(x));
+        for (size_t j = 0; j < d_.size(x); ++j)
+          s.transform_descriptors.push_back(str(d_.item(x, j), vf + ".transform_descriptors"));
+      } else {
+        note("_StorageInfo", name);
+      }
+    });
+    if (!path || !offset || !length)
+      throw err(vf, std::string("_StorageInfo without ") + (!path ? "relative_path" : !offset ? "offset" : "length"));
+  }
+}
+
+void Decoder::storage_meta(Ref r) {
+  const std::string field = "storage_meta";
+  if (d_.kind(r) == PKind::none) return;
+  expect_object(r, kStorageMetaClass, field);
+  StorageMetaInfo sm;
+  fields(r, field, [&](const std::string& k, Ref v) {
+    const std::string f = field + "." + k;
+    if (k == "checkpoint_id") {
+      if (d_.kind(v) == PKind::object && d_.text(v).rfind("pathlib.", 0) == 0) {
+        // pathlib.PosixPath(*parts): the path is the parts joined.
+        std::string path;
+        const Ref a = d_.args(v);
+        for (size_t i = 0; i < d_.size(a); ++i) {
+          const std::string part = str(d_.item(a, i), f);
+          if (!path.empty() && path.back() != '/') path += '/';
+          path += part;
+        }
+        sm.checkpoint_id = path;
+      } else {
+        sm.checkpoint_id = opt_str(v, f);
+      }
+    } else if (k == "save_id") {
+      sm.save_id = opt_str(v, f);
+    } else if (k == "load_id") {
+      sm.load_id = opt_str(v, f);
+    } else if (k == "modules") {
+      if (d_.kind(v) != PKind::list) throw err(f, "expected list, found " + d_.type_name(v));
+      for (size_t i = 0; i < d_.size(v); ++i) sm.modules.push_back(str(d_.item(v, i), f));
+    } else {
+      note("StorageMeta", k);
+    }
+  });
+  m_.storage_meta = std::move(sm);
+}
+
+void Decoder::planner_data(Ref r) {
+  if (d_.kind(r) == PKind::none) return;
+  // The default planner's flattening map: {fqn: (path element, ...)} with str and int elements.
+  bool standard = d_.kind(r) == PKind::dict;
+  for (size_t i = 0; standard && i < d_.size(r); ++i) {
+    const Ref k = d_.key(r, i), v = d_.value(r, i);
+    standard = d_.kind(k) == PKind::str && (d_.kind(v) == PKind::tuple || d_.kind(v) == PKind::list);
+    for (size_t j = 0; standard && j < d_.size(v); ++j)
+      standard = d_.kind(d_.item(v, j)) == PKind::str || d_.kind(d_.item(v, j)) == PKind::integer;
+  }
+  if (!standard) {
+    m_.extra.emplace("planner_data", d_.to_value(r));
+    return;
+  }
+  m_.planner_data.resize(d_.size(r));
+  for (size_t i = 0; i < d_.size(r); ++i) {
+    auto& [fqn, path] = m_.planner_data[i];
+    fqn = d_.text(d_.key(r, i));
+    const Ref v = d_.value(r, i);
+    for (size_t j = 0; j < d_.size(v); ++j) {
+      const Ref x = d_.item(v, j);
+      path.push_back(d_.kind(x) == PKind::str ? d_.text(x) : std::to_string(d_.as_int(x)));
+    }
+  }
+}
+
+void Decoder::run() {
+  const Ref root = d_.root();
+  expect_object(root, kMetadataClass, "root");
+  bool has_sdm = false;
+  fields(root, "Metadata", [&](const std::string& k, Ref v) {
+    if (k == "state_dict_metadata") {
+      state_dict_metadata(v);
+      has_sdm = true;
+    } else if (k == "storage_data") {
+      storage_data(v);
+    } else if (k == "storage_meta") {
+      storage_meta(v);
+    } else if (k == "version") {
+      m_.version = opt_str(v, "version");
+    } else if (k == "planner_data") {
+      planner_data(v);
+    } else {
+      m_.extra.emplace(k, d_.to_value(v));
+      spdlog::debug("{}: kept unknown Metadata field {}", d_.file(), safetensors::quote_name(k));
+    }
+  });
+  if (!has_sdm) throw err("Metadata", "no state_dict_metadata");
+
+  // Storage entries by (fqn, chunk offsets): the last of repeated keys wins, as in Python's dict.
+  std::unordered_map<std::string, int64_t> where;
+  where.reserve(m_.storage.size());
+  auto key_of = [](const std::string& fqn, const std::optional<std::vector<uint64_t>>& offsets) {
+    std::string k = fqn;
+    k += '\0';
+    if (offsets) {
+      k += '(';
+      for (uint64_t o : *offsets) k += std::to_string(o) + ",";
+    }
+    return k;
+  };
+  for (size_t i = 0; i < m_.storage.size(); ++i) {
+    auto [it, fresh] = where.emplace(key_of(m_.storage[i].fqn, m_.storage[i].chunk_offsets), static_cast<int64_t>(i));
+    if (!fresh) {
+      it->second = static_cast<int64_t>(i);
+      ++m_.duplicate_storage_keys;
+    }
+  }
+  for (Entry& e : m_.entries) {
+    if (!e.is_tensor) {
+      const auto it = where.find(key_of(e.fqn, std::nullopt));
+      if (it != where.end()) e.storage = it->second;
+      continue;
+    }
+    for (ChunkMeta& c : e.tensor.chunks) {
+      const auto it = where.find(key_of(e.fqn, c.offsets));
+      if (it != where.end()) c.storage = it->second;
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t TensorMeta::numel() const {
+  uint64_t n = 1;
+  for (uint64_t d : size) {
+    if (d != 0 && n > UINT64_MAX / d) return UINT64_MAX;
+    n *= d;
+  }
+  return n;
+}
+
+const Entry* Metadata::find(std::string_view fqn) const {
+  const auto it = by_fqn_.find(std::string(fqn));
+  return it == by_fqn_.end() ? nullptr : &entries[it->second];
+}
+
+size_t Metadata::chunk_count() const {
+  size_t n = 0;
+  for (const Entry& e : entries) n += e.is_tensor ? e.tensor.chunks.size() : 0;
+  return n;
+}
+
+Metadata decode_metadata(const PickleDocument& doc) {
+  Metadata m;
+  m.file = doc.file();
+  Decoder(doc, m).run();
+  m.by_fqn_.reserve(m.entries.size());
+  for (size_t i = 0; i < m.entries.size(); ++i)
+    if (!m.by_fqn_.emplace(m.entries[i].fqn, i).second)
+      throw FormatError(m.file + ": " + key_field("state_dict_metadata", m.entries[i].fqn) +
+                        ": key appears twice");
+  return m;
+}
+
+Metadata parse_metadata(const std::string& file, const uint8_t* data, size_t size, const PickleLimits& limits) {
+  return decode_metadata(read_pickle(file, data, size, AllowList::dcp_metadata(), limits));
+}
+
+}  // namespace fpg::dcp

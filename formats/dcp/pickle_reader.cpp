@@ -1,0 +1,701 @@
+#include "formats/dcp/pickle_reader.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "formats/safetensors/format.h"
+
+namespace fpg::dcp {
+
+using Ref = PickleDocument::Ref;
+using Kind = PickleDocument::Kind;
+
+namespace op {
+constexpr uint8_t MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', FLOAT = 'F',
+                  INT = 'I', BININT = 'J', BININT1 = 'K', LONG = 'L', BININT2 = 'M', NONE = 'N',
+                  PERSID = 'P', BINPERSID = 'Q', REDUCE = 'R', STRING = 'S', BINSTRING = 'T',
+                  SHORT_BINSTRING = 'U', UNICODE = 'V', BINUNICODE = 'X', APPEND = 'a', BUILD = 'b',
+                  GLOBAL = 'c', DICT = 'd', EMPTY_DICT = '}', APPENDS = 'e', GET = 'g', BINGET = 'h',
+                  INST = 'i', LONG_BINGET = 'j', LIST = 'l', EMPTY_LIST = ']', OBJ = 'o', PUT = 'p',
+                  BINPUT = 'q', LONG_BINPUT = 'r', SETITEM = 's', TUPLE = 't', EMPTY_TUPLE = ')',
+                  SETITEMS = 'u', BINFLOAT = 'G', BINBYTES = 'B', SHORT_BINBYTES = 'C';
+constexpr uint8_t PROTO = 0x80, NEWOBJ = 0x81, EXT1 = 0x82, EXT2 = 0x83, EXT4 = 0x84, TUPLE1 = 0x85,
+                  TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a,
+                  LONG4 = 0x8b, SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e,
+                  EMPTY_SET = 0x8f, ADDITEMS = 0x90, FROZENSET = 0x91, NEWOBJ_EX = 0x92,
+                  STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95, BYTEARRAY8 = 0x96,
+                  NEXT_BUFFER = 0x97, READONLY_BUFFER = 0x98;
+}  // namespace op
+
+namespace {
+
+constexpr Ref kUnset = std::numeric_limits<Ref>::max();
+
+// Python's 'utf-8' with 'surrogatepass', as the unpickler decodes str: well-formed sequences, lone
+// surrogates (ED A0..BF xx) allowed.
+bool valid_utf8(const uint8_t* s, size_t n) {
+  size_t i = 0;
+  auto cont = [&](size_t k) { return i + k < n && (s[i + k] & 0xC0) == 0x80; };
+  while (i < n) {
+    const uint8_t c = s[i];
+    if (c < 0x80) {
+      i += 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      if (!cont(1)) return false;
+      i += 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      if (!cont(1) || !cont(2)) return false;
+      if (c == 0xE0 && s[i + 1] < 0xA0) return false;  // overlong
+      i += 3;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      if (!cont(1) || !cont(2) || !cont(3)) return false;
+      if (c == 0xF0 && s[i + 1] < 0x90) return false;  // overlong
+      if (c == 0xF4 && s[i + 1] > 0x8F) return false;  // above U+10FFFF
+      i += 4;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+constexpr std::string_view kLayouts[] = {"torch.strided",    "torch.sparse_coo", "torch.sparse_csr",
+                                         "torch.sparse_csc", "torch.sparse_bsr", "torch.sparse_bsc",
+                                         "torch._mkldnn",    "torch.jagged"};
+
+std::string opcode_name(uint8_t c) {
+  char buf[16];
+  if (c >= 0x21 && c < 0x7f)
+    std::snprintf(buf, sizeof buf, "'%c'", c);
+  else
+    std::snprintf(buf, sizeof buf, "0x%02x", c);
+  return buf;
+}
+
+}  // namespace
+
+// Runs the pickle machine over one input into a document.
+class PickleMachine {
+ public:
+  PickleMachine(PickleDocument& doc, const uint8_t* data, size_t size, const AllowList& allow)
+      : doc_(doc), p_(data), n_(size), allow_(allow) {}
+
+  void run();
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FormatError(doc_.file_ + ": pickle " + what + " (at byte " + std::to_string(op_pos_) + ")");
+  }
+
+  size_t remaining() const { return n_ - pos_; }
+  const uint8_t* take(uint64_t k, const char* what) {
+    if (k > remaining())
+      fail(std::string(what) + " of " + std::to_string(k) + " bytes runs past the end (" +
+           std::to_string(remaining()) + " left)");
+    const uint8_t* q = p_ + pos_;
+    pos_ += static_cast<size_t>(k);
+    return q;
+  }
+  uint64_t le(int bytes, const char* what) {
+    const uint8_t* q = take(static_cast<uint64_t>(bytes), what);
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | q[i];
+    return v;
+  }
+  std::string line(const char* what) {
+    const void* nl = std::memchr(p_ + pos_, '\n', std::min<size_t>(remaining(), 4096));
+    if (!nl) fail(std::string(what) + " has no end of line within 4096 bytes");
+    const size_t len = static_cast<const uint8_t*>(nl) - (p_ + pos_);
+    std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
+    pos_ += len + 1;
+    if (!valid_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size()))
+      fail(std::string(what) + " is not valid UTF-8");
+    return s;
+  }
+
+  Ref new_node(Kind k) {
+    if (doc_.nodes_.size() >= doc_.limits_.max_nodes)
+      fail("holds more than " + std::to_string(doc_.limits_.max_nodes) + " values");
+    doc_.nodes_.emplace_back();
+    doc_.nodes_.back().kind = k;
+    return static_cast<Ref>(doc_.nodes_.size() - 1);
+  }
+  Ref new_text(Kind k, std::string s) {
+    const Ref r = new_node(k);
+    doc_.nodes_[r].text = static_cast<uint32_t>(doc_.strings_.size());
+    doc_.strings_.push_back(std::move(s));
+    return r;
+  }
+  Ref new_int(int64_t v) {
+    if (v >= 0 && v < 256) {
+      Ref& cached = small_ints_[v];
+      if (cached == kUnset) {
+        cached = new_node(Kind::integer);
+        doc_.nodes_[cached].num.i = v;
+      }
+      return cached;
+    }
+    const Ref r = new_node(Kind::integer);
+    doc_.nodes_[r].num.i = v;
+    return r;
+  }
+  Ref new_seq(Kind k, std::vector<Ref> kids) {
+    const Ref r = new_node(k);
+    doc_.nodes_[r].kids = std::move(kids);
+    return r;
+  }
+  PickleDocument::Node& node(Ref r) { return doc_.nodes_[r]; }
+
+  size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  void push(Ref r) { stack_.push_back(r); }
+  Ref pop() {
+    if (stack_.size() <= floor()) fail("stack underflow");
+    const Ref r = stack_.back();
+    stack_.pop_back();
+    return r;
+  }
+  Ref top() {
+    if (stack_.size() <= floor()) fail("stack underflow");
+    return stack_.back();
+  }
+  std::vector<Ref> pop_mark() {
+    if (marks_.empty()) fail("needs a MARK and there is none");
+    const size_t at = marks_.back();
+    marks_.pop_back();
+    std::vector<Ref> items(stack_.begin() + static_cast<std::ptrdiff_t>(at), stack_.end());
+    stack_.resize(at);
+    return items;
+  }
+
+  void memo_put(uint64_t idx) {
+    const Ref v = top();
+    if (idx >= memo_.size()) {
+      if (idx > 2 * doc_.nodes_.size() + 1024) fail("memo index " + std::to_string(idx) + " is out of range");
+      memo_.resize(static_cast<size_t>(idx) + 1, kUnset);
+    }
+    if (memo_[idx] == kUnset) ++memo_count_;
+    memo_[idx] = v;
+  }
+  void memo_get(uint64_t idx) {
+    if (idx >= memo_.size() || memo_[idx] == kUnset)
+      fail("memo index " + std::to_string(idx) + " is not set");
+    push(memo_[idx]);
+  }
+  uint64_t decimal(const char* what) {
+    const std::string s = line(what);
+    if (s.empty() || s.size() > 10) fail(std::string(what) + " is not a memo index");
+    uint64_t v = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') fail(std::string(what) + " is not a memo index");
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return v;
+  }
+
+  int64_t long_bytes(const uint8_t* b, uint64_t k) {
+    if (k == 0) return 0;
+    const uint8_t sign = (b[k - 1] & 0x80) ? 0xff : 0x00;
+    if (k > 8) {
+      for (uint64_t i = 8; i < k; ++i)
+        if (b[i] != sign) fail("integer beyond 64 bits is not supported");
+      if ((b[7] & 0x80) != (sign & 0x80)) fail("integer beyond 64 bits is not supported");
+      k = 8;
+    }
+    uint64_t v = 0;
+    for (uint64_t i = k; i-- > 0;) v = (v << 8) | b[i];
+    if (k < 8 && sign) v |= ~uint64_t{0} << (8 * k);
+    return static_cast<int64_t>(v);
+  }
+
+  void text_op(Kind k, uint64_t len, bool utf8) {
+    const uint8_t* q = take(len, k == Kind::str ? "str" : "bytes");
+    if (utf8 && !valid_utf8(q, static_cast<size_t>(len))) fail("str is not valid UTF-8");
+    push(new_text(k, std::string(reinterpret_cast<const char*>(q), static_cast<size_t>(len))));
+  }
+
+  void global(const std::string& module, const std::string& name) {
+    const auto role = allow_.find(module, name);
+    if (!role)
+      fail("global " + safetensors::quote_name(qualified_name(module, name)) + " is not allowed");
+    std::string mod = module == "__builtin__" ? "builtins" : module == "copy_reg" ? "copyreg" : module;
+    const Ref r = new_text(Kind::global, qualified_name(mod, name));
+    node(r).role = static_cast<uint8_t>(*role);
+    push(r);
+  }
+
+  Ref expect_tuple(Ref r, const char* what) {
+    if (doc_.kind(r) != Kind::tuple) fail(std::string(what) + " arguments are a " + doc_.type_name(r) + ", not a tuple");
+    return r;
+  }
+  Ref make_object(Ref callable, Ref args) {
+    const Ref r = new_node(Kind::object);
+    node(r).text = node(callable).text;
+    node(r).role = node(callable).role;
+    node(r).kids = {args};
+    return r;
+  }
+  void reduce();
+  void newobj(bool ex);
+
+  PickleDocument& doc_;
+  const uint8_t* p_;
+  size_t n_;
+  const AllowList& allow_;
+  size_t pos_ = 0;
+  size_t op_pos_ = 0;
+  std::vector<Ref> stack_;
+  std::vector<size_t> marks_;
+  std::vector<Ref> memo_;
+  uint64_t memo_count_ = 0;
+  std::vector<Ref> small_ints_ = std::vector<Ref>(256, kUnset);  // BININT1 values, shared
+  Ref none_ = kUnset, true_ = kUnset, false_ = kUnset;
+};
+
+void PickleMachine::reduce() {
+  const Ref args = pop();
+  const Ref callable = pop();
+  if (doc_.kind(callable) != Kind::global)
+    fail("REDUCE calls a " + doc_.type_name(callable) + " (only allow-listed globals are called)");
+  const std::string& name = doc_.text(callable);
+  expect_tuple(args, ("REDUCE of '" + name + "'").c_str());
+  const auto& a = node(args).kids;
+  auto bad_args = [&]() { fail("REDUCE of '" + name + "' with unexpected arguments"); };
+  switch (doc_.role(callable)) {
+    case GlobalRole::constant:
+      fail("REDUCE calls '" + name + "', which is not callable");
+    case GlobalRole::constructor:
+    case GlobalRole::rebuild_tensor:
+      push(make_object(callable, args));
+      return;
+    case GlobalRole::ordered_dict:
+      if (!a.empty()) bad_args();
+      push(new_node(Kind::dict));
+      return;
+    case GlobalRole::make_set:
+    case GlobalRole::make_frozenset: {
+      const Kind k = doc_.role(callable) == GlobalRole::make_set ? Kind::set : Kind::frozenset;
+      if (a.empty()) {
+        push(new_node(k));
+        return;
+      }
+      if (a.size() != 1 || doc_.kind(a[0]) != Kind::list) bad_args();
+      push(new_seq(k, node(a[0]).kids));
+      return;
+    }
+    case GlobalRole::make_bytes:
+      if (!a.empty()) bad_args();
+      push(new_text(Kind::bytes, {}));
+      return;
+    case GlobalRole::make_bytearray:
+      if (a.empty()) {
+        push(new_text(Kind::bytes, {}));
+        return;
+      }
+      if (a.size() != 1 || doc_.kind(a[0]) != Kind::bytes) bad_args();
+      push(new_text(Kind::bytes, doc_.text(a[0])));
+      return;
+    case GlobalRole::codecs_encode: {
+      // Protocol 2 writes bytes b as _codecs.encode(b.decode('latin1'), 'latin1').
+      if (a.size() != 2 || doc_.kind(a[0]) != Kind::str || doc_.kind(a[1]) != Kind::str ||
+          (doc_.text(a[1]) != "latin1" && doc_.text(a[1]) != "latin-1"))
+        bad_args();
+      const std::string& s = doc_.text(a[0]);
+      std::string out;
+      out.reserve(s.size());
+      for (size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<uint8_t>(s[i]);
+        if (c < 0x80) {
+          out += static_cast<char>(c);
+        } else if ((c == 0xC2 || c == 0xC3) && i + 1 < s.size()) {
+          out += static_cast<char>(((c & 0x03) << 6) | (static_cast<uint8_t>(s[i + 1]) & 0x3F));
+          ++i;
+        } else {
+          fail("_codecs.encode of a character beyond latin-1");
+        }
+      }
+      push(new_text(Kind::bytes, std::move(out)));
+      return;
+    }
+    case GlobalRole::get_layout: {
+      if (a.size() != 1 || doc_.kind(a[0]) != Kind::str) bad_args();
+      const std::string& layout = doc_.text(a[0]);
+      bool known = false;
+      for (std::string_view l : kLayouts) known = known || l == layout;
+      if (!known) fail("unknown layout " + safetensors::quote_name(layout));
+      const Ref r = new_text(Kind::global, layout);
+      node(r).role = static_cast<uint8_t>(GlobalRole::constant);
+      push(r);
+      return;
+    }
+  }
+  fail("REDUCE of '" + name + "' is not supported");
+}
+
+void PickleMachine::newobj(bool ex) {
+  if (ex) {
+    const Ref kwargs = pop();
+    if (doc_.kind(kwargs) != Kind::dict || !node(kwargs).kids.empty())
+      fail("NEWOBJ_EX with keyword arguments is not supported");
+  }
+  const Ref args = pop();
+  const Ref cls = pop();
+  if (doc_.kind(cls) != Kind::global || doc_.role(cls) != GlobalRole::constructor)
+    fail("NEWOBJ of a " + doc_.type_name(cls) + ", which is not an allow-listed class");
+  expect_tuple(args, ("NEWOBJ of '" + doc_.text(cls) + "'").c_str());
+  push(make_object(cls, args));
+}
+
+void PickleMachine::run() {
+  bool first = true;
+  while (true) {
+    op_pos_ = pos_;
+    if (remaining() == 0) fail("ends without STOP (truncated)");
+    const uint8_t c = p_[pos_++];
+    if (first && c != op::PROTO) fail("does not start with PROTO: protocols 0 and 1 are not supported");
+    first = false;
+    switch (c) {
+      case op::PROTO: {
+        const uint64_t v = le(1, "PROTO");
+        if (v < 2 || v > 5) fail("protocol " + std::to_string(v) + " is not supported (2 to 5 are)");
+        break;
+      }
+      case op::FRAME: {
+        const uint64_t len = le(8, "FRAME");
+        if (len > remaining())
+          fail("FRAME of " + std::to_string(len) + " bytes runs past the end (" +
+               std::to_string(remaining()) + " left)");
+        break;
+      }
+      case op::STOP: {
+        const Ref r = pop();
+        if (!marks_.empty() || !stack_.empty())
+          fail("STOP leaves " + std::to_string(stack_.size()) + " values and " +
+               std::to_string(marks_.size()) + " marks behind");
+        if (remaining() != 0)
+          fail("STOP is followed by " + std::to_string(remaining()) + " more bytes");
+        doc_.root_ = r;
+        return;
+      }
+      case op::NONE:
+        if (none_ == kUnset) none_ = new_node(Kind::none);
+        push(none_);
+        break;
+      case op::NEWTRUE:
+      case op::NEWFALSE: {
+        Ref& cached = c == op::NEWTRUE ? true_ : false_;
+        if (cached == kUnset) {
+          cached = new_node(Kind::boolean);
+          node(cached).num.i = c == op::NEWTRUE;
+        }
+        push(cached);
+        break;
+      }
+      case op::BININT:
+        push(new_int(static_cast<int32_t>(static_cast<uint32_t>(le(4, "BININT")))));
+        break;
+      case op::BININT1: push(new_int(static_cast<int64_t>(le(1, "BININT1")))); break;
+      case op::BININT2: push(new_int(static_cast<int64_t>(le(2, "BININT2")))); break;
+      case op::LONG1: {
+        const uint64_t k = le(1, "LONG1");
+        push(new_int(long_bytes(take(k, "LONG1"), k)));
+        break;
+      }
+      case op::LONG4: {
+        const auto k = static_cast<int32_t>(static_cast<uint32_t>(le(4, "LONG4")));
+        if (k < 0) fail("LONG4 has a negative length");
+        push(new_int(long_bytes(take(static_cast<uint64_t>(k), "LONG4"), static_cast<uint64_t>(k))));
+        break;
+      }
+      case op::BINFLOAT: {
+        const uint8_t* q = take(8, "BINFLOAT");
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | q[i];  // big-endian
+        const Ref r = new_node(Kind::floating);
+        std::memcpy(&node(r).num.f, &bits, 8);
+        push(r);
+        break;
+      }
+      case op::SHORT_BINUNICODE: text_op(Kind::str, le(1, "SHORT_BINUNICODE"), true); break;
+      case op::BINUNICODE: text_op(Kind::str, le(4, "BINUNICODE"), true); break;
+      case op::BINUNICODE8: text_op(Kind::str, le(8, "BINUNICODE8"), true); break;
+      case op::SHORT_BINBYTES: text_op(Kind::bytes, le(1, "SHORT_BINBYTES"), false); break;
+      case op::BINBYTES: text_op(Kind::bytes, le(4, "BINBYTES"), false); break;
+      case op::BINBYTES8: text_op(Kind::bytes, le(8, "BINBYTES8"), false); break;
+      case op::BYTEARRAY8: text_op(Kind::bytes, le(8, "BYTEARRAY8"), false); break;
+
+      case op::EMPTY_TUPLE: push(new_node(Kind::tuple)); break;
+      case op::TUPLE: push(new_seq(Kind::tuple, pop_mark())); break;
+      case op::TUPLE1:
+      case op::TUPLE2:
+      case op::TUPLE3: {
+        const size_t k = static_cast<size_t>(c - op::TUPLE1) + 1;
+        std::vector<Ref> items(k);
+        for (size_t i = k; i-- > 0;) items[i] = pop();
+        push(new_seq(Kind::tuple, std::move(items)));
+        break;
+      }
+      case op::EMPTY_LIST: push(new_node(Kind::list)); break;
+      case op::LIST: push(new_seq(Kind::list, pop_mark())); break;
+      case op::APPEND: {
+        const Ref v = pop();
+        const Ref l = top();
+        if (doc_.kind(l) != Kind::list) fail("APPEND to a " + doc_.type_name(l));
+        node(l).kids.push_back(v);
+        break;
+      }
+      case op::APPENDS: {
+        std::vector<Ref> items = pop_mark();
+        const Ref l = top();
+        if (doc_.kind(l) != Kind::list) fail("APPENDS to a " + doc_.type_name(l));
+        auto& kids = node(l).kids;
+        kids.insert(kids.end(), items.begin(), items.end());
+        break;
+      }
+      case op::EMPTY_DICT: push(new_node(Kind::dict)); break;
+      case op::DICT: {
+        std::vector<Ref> items = pop_mark();
+        if (items.size() % 2) fail("DICT with an odd number of items");
+        push(new_seq(Kind::dict, std::move(items)));
+        break;
+      }
+      case op::SETITEM: {
+        const Ref v = pop();
+        const Ref k = pop();
+        const Ref d = top();
+        if (doc_.kind(d) != Kind::dict) fail("SETITEM on a " + doc_.type_name(d));
+        node(d).kids.push_back(k);
+        node(d).kids.push_back(v);
+        break;
+      }
+      case op::SETITEMS: {
+        std::vector<Ref> items = pop_mark();
+        if (items.size() % 2) fail("SETITEMS with an odd number of items");
+        const Ref d = top();
+        if (doc_.kind(d) != Kind::dict) fail("SETITEMS on a " + doc_.type_name(d));
+        auto& kids = node(d).kids;
+        kids.insert(kids.end(), items.begin(), items.end());
+        break;
+      }
+      case op::EMPTY_SET: push(new_node(Kind::set)); break;
+      case op::ADDITEMS: {
+        std::vector<Ref> items = pop_mark();
+        const Ref s = top();
+        if (doc_.kind(s) != Kind::set) fail("ADDITEMS to a " + doc_.type_name(s));
+        auto& kids = node(s).kids;
+        kids.insert(kids.end(), items.begin(), items.end());
+        break;
+      }
+      case op::FROZENSET: push(new_seq(Kind::frozenset, pop_mark())); break;
+
+      case op::MARK:
+        if (marks_.size() >= doc_.limits_.max_depth)
+          fail("marks nest deeper than " + std::to_string(doc_.limits_.max_depth) + " levels");
+        marks_.push_back(stack_.size());
+        break;
+      case op::POP:
+        if (stack_.size() > floor())
+          stack_.pop_back();
+        else
+          pop_mark();
+        break;
+      case op::POP_MARK: pop_mark(); break;
+      case op::DUP: push(top()); break;
+
+      case op::BINPUT: memo_put(le(1, "BINPUT")); break;
+      case op::LONG_BINPUT: memo_put(le(4, "LONG_BINPUT")); break;
+      case op::PUT: memo_put(decimal("PUT")); break;
+      case op::MEMOIZE: memo_put(memo_count_); break;
+      case op::BINGET: memo_get(le(1, "BINGET")); break;
+      case op::LONG_BINGET: memo_get(le(4, "LONG_BINGET")); break;
+      case op::GET: memo_get(decimal("GET")); break;
+
+      case op::GLOBAL: {
+        const std::string module = line("GLOBAL module");
+        const std::string name = line("GLOBAL name");
+        global(module, name);
+        break;
+      }
+      case op::STACK_GLOBAL: {
+        const Ref name = pop();
+        const Ref module = pop();
+        if (doc_.kind(name) != Kind::str || doc_.kind(module) != Kind::str)
+          fail("STACK_GLOBAL needs two str, found " + doc_.type_name(module) + " and " +
+               doc_.type_name(name));
+        global(doc_.text(module), doc_.text(name));
+        break;
+      }
+      case op::REDUCE: reduce(); break;
+      case op::NEWOBJ: newobj(false); break;
+      case op::NEWOBJ_EX: newobj(true); break;
+      case op::BUILD: {
+        const Ref state = pop();
+        const Ref obj = top();
+        if (doc_.kind(obj) != Kind::object) fail("BUILD on a " + doc_.type_name(obj));
+        if (node(obj).has_state) fail("BUILD twice on one '" + doc_.text(obj) + "'");
+        node(obj).kids.push_back(state);
+        node(obj).has_state = 1;
+        break;
+      }
+      case op::BINPERSID: {
+        const Ref pid = pop();
+        if (!allow_.persistent_ids())
+          fail("persistent id (BINPERSID) is not allowed in a " + std::string(allow_.profile()) + " pickle");
+        const Ref r = new_node(Kind::persistent_id);
+        node(r).kids = {pid};
+        push(r);
+        break;
+      }
+      case op::NEXT_BUFFER:
+      case op::READONLY_BUFFER:
+        fail("opcode " + opcode_name(c) + " (out-of-band buffer) is not supported");
+      case op::EXT1:
+      case op::EXT2:
+      case op::EXT4:
+        fail("opcode " + opcode_name(c) + " (extension registry) is not supported");
+      case op::INT:
+      case op::LONG:
+      case op::FLOAT:
+      case op::STRING:
+      case op::UNICODE:
+      case op::BINSTRING:
+      case op::SHORT_BINSTRING:
+      case op::PERSID:
+      case op::INST:
+      case op::OBJ:
+        fail("opcode " + opcode_name(c) + " of protocols 0 and 1 is not supported");
+      default:
+        fail("unknown opcode " + opcode_name(c));
+    }
+  }
+}
+
+size_t PickleDocument::size(Ref r) const {
+  const Node& n = nodes_[r];
+  return n.kind == Kind::dict ? n.kids.size() / 2 : n.kids.size();
+}
+
+std::optional<Ref> PickleDocument::find(Ref dict, std::string_view key) const {
+  const Node& n = nodes_[dict];
+  if (n.kind != Kind::dict) return std::nullopt;
+  for (size_t i = n.kids.size() / 2; i-- > 0;) {
+    const Ref k = n.kids[2 * i];
+    if (nodes_[k].kind == Kind::str && strings_[nodes_[k].text] == key) return n.kids[2 * i + 1];
+  }
+  return std::nullopt;
+}
+
+std::optional<Ref> PickleDocument::state(Ref obj) const {
+  const Node& n = nodes_[obj];
+  if (!n.has_state) return std::nullopt;
+  return n.kids[1];
+}
+
+std::string PickleDocument::type_name(Ref r) const {
+  switch (kind(r)) {
+    case Kind::none: return "None";
+    case Kind::boolean: return "bool";
+    case Kind::integer: return "int";
+    case Kind::floating: return "float";
+    case Kind::str: return "str";
+    case Kind::bytes: return "bytes";
+    case Kind::tuple: return "tuple";
+    case Kind::list: return "list";
+    case Kind::dict: return "dict";
+    case Kind::set: return "set";
+    case Kind::frozenset: return "frozenset";
+    case Kind::global: return "global " + text(r);
+    case Kind::object: return text(r);
+    case Kind::persistent_id: return "persistent id";
+  }
+  return "?";
+}
+
+namespace {
+
+class Unfolder {
+ public:
+  Unfolder(const PickleDocument& doc, const PickleDocument::ObjectHook& hook, uint64_t budget)
+      : doc_(doc), hook_(hook), budget_(budget), max_budget_(budget) {}
+
+  Value run(Ref r, uint32_t depth) {
+    if (depth > doc_.max_depth())
+      throw FormatError(doc_.file() + ": pickle value nests deeper than " +
+                        std::to_string(doc_.max_depth()) + " levels");
+    if (budget_ == 0)
+      throw FormatError(doc_.file() + ": pickle value unfolds to more than " +
+                        std::to_string(max_budget_) + " values");
+    --budget_;
+    switch (doc_.kind(r)) {
+      case Kind::none: return Value();
+      case Kind::boolean: return Value::boolean(doc_.as_bool(r));
+      case Kind::integer: return Value::integer(doc_.as_int(r));
+      case Kind::floating: return Value::floating(doc_.as_float(r));
+      case Kind::str: return Value::str(doc_.text(r));
+      case Kind::bytes: return Value::bytes(doc_.text(r));
+      case Kind::tuple:
+      case Kind::list:
+      case Kind::set:
+      case Kind::frozenset: {
+        std::vector<Value> items;
+        items.reserve(doc_.size(r));
+        for (size_t i = 0; i < doc_.size(r); ++i) items.push_back(run(doc_.item(r, i), depth + 1));
+        const Kind k = doc_.kind(r);
+        return Value::sequence(k == Kind::tuple  ? Value::Kind::tuple
+                               : k == Kind::list ? Value::Kind::list
+                               : k == Kind::set  ? Value::Kind::set
+                                                 : Value::Kind::frozenset,
+                               std::move(items));
+      }
+      case Kind::dict: {
+        std::vector<std::pair<Value, Value>> entries;
+        entries.reserve(doc_.size(r));
+        for (size_t i = 0; i < doc_.size(r); ++i) {
+          Value k = run(doc_.key(r, i), depth + 1);
+          entries.emplace_back(std::move(k), run(doc_.value(r, i), depth + 1));
+        }
+        return Value::dict(std::move(entries));
+      }
+      case Kind::global: return Value::global(doc_.text(r));
+      case Kind::object:
+      case Kind::persistent_id: {
+        if (hook_)
+          if (auto v = hook_(doc_, r)) return std::move(*v);
+        if (doc_.kind(r) == Kind::persistent_id)
+          return Value::object("persistent_id", run(doc_.persistent_id(r), depth + 1), Value(), false);
+        Value args = run(doc_.args(r), depth + 1);
+        const auto st = doc_.state(r);
+        return Value::object(doc_.text(r), std::move(args), st ? run(*st, depth + 1) : Value(),
+                             st.has_value());
+      }
+    }
+    return Value();
+  }
+
+ private:
+  const PickleDocument& doc_;
+  const PickleDocument::ObjectHook& hook_;
+  uint64_t budget_;
+  uint64_t max_budget_;
+};
+
+}  // namespace
+
+Value PickleDocument::to_value(Ref r, const ObjectHook& object_hook) const {
+  return Unfolder(*this, object_hook, limits_.max_value_nodes).run(r, 0);
+}
+
+PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t size,
+                           const AllowList& allow, const PickleLimits& limits) {
+  PickleDocument doc;
+  doc.file_ = file;
+  doc.limits_ = limits;
+  doc.nodes_.reserve(std::min<size_t>(size / 4 + 16, limits.max_nodes));
+  PickleMachine machine(doc, data, size, allow);
+  machine.run();
+  return doc;
+}
+
+}  // namespace fpg::dcp

@@ -1,0 +1,107 @@
+// A restricted unpickler: decodes pickle protocols 2-5 into data without executing anything.
+//
+// The pickle virtual machine is run over the bytes with a stack, a mark stack and a memo, but every
+// opcode that would call Python builds a node instead: a global is looked up in an AllowList (refused
+// with its name otherwise), REDUCE / NEWOBJ record an `object` node, BUILD attaches its state. The
+// result is a PickleDocument, an arena of nodes that share children as the memo shares objects. A
+// hostile pickle can make that graph cyclic or exponentially wide when unfolded, so every traversal of
+// a document is bounded in depth and in visited nodes (to_value, the metadata decoder).
+//
+// Refused (fpg::FormatError naming the file, the byte offset and the reason): protocols 0 and 1 and
+// their text opcodes, protocols above 5, out-of-band buffers (NEXT_BUFFER, READONLY_BUFFER), the
+// extension registry (EXT1/2/4), integers beyond 64 bits, malformed UTF-8, lengths past the end of the
+// input, memo references to unset entries, stack underflow, a mark or container nesting deeper than
+// the limit, more nodes than the limit, bytes after STOP, and any global not in the allow-list.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/dcp/allow_list.h"
+#include "formats/dcp/pickle_value.h"
+
+namespace fpg::dcp {
+
+struct PickleLimits {
+  uint32_t max_depth = 256;         // open marks, and nesting of any traversal of the result
+  uint64_t max_nodes = 64u << 20;   // values created while decoding (about 40 bytes each)
+  uint64_t max_value_nodes = 16u << 20;  // values produced by one to_value
+};
+
+class PickleDocument {
+ public:
+  using Ref = uint32_t;
+  enum class Kind : uint8_t {
+    none, boolean, integer, floating, str, bytes, tuple, list, dict, set, frozenset, global,
+    object,         // class or function, args, optional BUILD state
+    persistent_id,  // BINPERSID: the id value (torch.save: ('storage', type, key, location, numel))
+  };
+
+  Ref root() const { return root_; }
+  const std::string& file() const { return file_; }
+  uint32_t max_depth() const { return limits_.max_depth; }
+
+  Kind kind(Ref r) const { return nodes_[r].kind; }
+  bool as_bool(Ref r) const { return nodes_[r].num.i != 0; }
+  int64_t as_int(Ref r) const { return nodes_[r].num.i; }
+  double as_float(Ref r) const { return nodes_[r].num.f; }
+  // str and bytes: the text; global: "module.name"; object: its class or function's name.
+  const std::string& text(Ref r) const { return strings_[nodes_[r].text]; }
+  GlobalRole role(Ref r) const { return static_cast<GlobalRole>(nodes_[r].role); }
+
+  // tuple, list, set, frozenset: element count; dict: entry count.
+  size_t size(Ref r) const;
+  Ref item(Ref seq, size_t i) const { return nodes_[seq].kids[i]; }
+  Ref key(Ref dict, size_t i) const { return nodes_[dict].kids[2 * i]; }
+  Ref value(Ref dict, size_t i) const { return nodes_[dict].kids[2 * i + 1]; }
+  // dict: the value of the last entry whose key is the str `key`.
+  std::optional<Ref> find(Ref dict, std::string_view key) const;
+  // object: its argument tuple; its BUILD state, if any.
+  Ref args(Ref obj) const { return nodes_[obj].kids[0]; }
+  std::optional<Ref> state(Ref obj) const;
+  // persistent_id: the id value.
+  Ref persistent_id(Ref r) const { return nodes_[r].kids[0]; }
+
+  // The Python type name of a node for messages: "int", "tuple", "torch.Size", ...
+  std::string type_name(Ref r) const;
+
+  // Unfolds node `r` into an owning Value, at most max_depth deep and max_value_nodes values (a
+  // FormatError naming the file otherwise). `object_hook`, when set, is offered every object and
+  // persistent_id node first and may return the value to use for it (the torch.save reader turns
+  // tensors into tensor values this way).
+  using ObjectHook = std::function<std::optional<Value>(const PickleDocument&, Ref)>;
+  Value to_value(Ref r, const ObjectHook& object_hook = {}) const;
+
+ private:
+  friend class PickleMachine;
+  friend PickleDocument read_pickle(const std::string&, const uint8_t*, size_t, const AllowList&,
+                                    const PickleLimits&);
+  struct Node {
+    Kind kind = Kind::none;
+    uint8_t role = 0;       // global: its GlobalRole
+    uint8_t has_state = 0;  // object
+    uint32_t text = 0;      // index into strings_
+    union {
+      int64_t i;
+      double f;
+    } num{0};
+    std::vector<Ref> kids;  // sequences; dict: k0, v0, k1, v1...; object: args[, state]
+  };
+  std::string file_;
+  PickleLimits limits_;
+  std::vector<Node> nodes_;
+  std::vector<std::string> strings_;
+  Ref root_ = 0;
+};
+
+// Decodes `data` (`size` bytes, the whole pickle) under `allow`. `file` names the input in messages,
+// e.g. "ckpt/.metadata" or "ckpt/__0_0.distcp [4096, 5673) archive/data.pkl".
+PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t size,
+                           const AllowList& allow, const PickleLimits& limits = {});
+
+}  // namespace fpg::dcp

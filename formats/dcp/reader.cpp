@@ -1,0 +1,173 @@
+#include "formats/dcp/reader.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "formats/safetensors/format.h"
+
+namespace fpg::dcp {
+namespace {
+
+constexpr size_t kMaxImages = 64;
+
+std::string chunk_name(const Entry& e, size_t chunk) {
+  std::string s = "key " + safetensors::quote_name(e.fqn);
+  if (e.is_tensor && chunk < e.tensor.chunks.size())
+    s += " chunk " + std::to_string(chunk) + " at offsets " + shape_string(e.tensor.chunks[chunk].offsets);
+  return s;
+}
+
+bool is_zip(const uint8_t* head, size_t n) {
+  return n >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
+}
+
+}  // namespace
+
+bool is_dcp_directory(const std::string& dir) {
+  try {
+    return CheckpointDir(dir).has_regular_file(kMetadataFileName);
+  } catch (const FormatError&) {
+    return false;
+  }
+}
+
+std::string_view serialization_name(Serialization s) {
+  return s == Serialization::torch_save ? "torch_save" : "safetensors";
+}
+
+uint64_t StoredChunk::nbytes() const {
+  return serialization_ == Serialization::torch_save ? record_.nbytes() : tensor_->nbytes();
+}
+
+void StoredChunk::read(void* dst) const {
+  if (serialization_ == Serialization::torch_save) {
+    archive_->read_tensor(record_, dst);
+  } else if (tensor_->nbytes() > 0) {
+    std::memcpy(dst, image_->reader().data(*tensor_), tensor_->nbytes());
+  }
+}
+
+Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir) {
+  const auto f = files_.open(kMetadataFileName);
+  std::vector<uint8_t> bytes(static_cast<size_t>(f->size()));
+  f->read(0, bytes.data(), bytes.size());
+  metadata_ = parse_metadata(f->path(), bytes.data(), bytes.size(), limits);
+  megatron_ = read_megatron_metadata(files_);
+}
+
+const Entry& Reader::entry(std::string_view fqn) const {
+  if (const Entry* e = metadata_.find(fqn)) return *e;
+  throw UsageError(dir() + ": no key " + safetensors::quote_name(fqn) + " in the checkpoint");
+}
+
+const StorageEntry& Reader::storage(const Entry& e, size_t chunk) const {
+  if (!e.is_tensor) throw UsageError(dir() + ": key " + safetensors::quote_name(e.fqn) + " is not a tensor");
+  if (chunk >= e.tensor.chunks.size())
+    throw UsageError(dir() + ": key " + safetensors::quote_name(e.fqn) + " has " +
+                     std::to_string(e.tensor.chunks.size()) + " chunks, not " + std::to_string(chunk + 1));
+  const int64_t s = e.tensor.chunks[chunk].storage;
+  if (s == kNoStorage) throw FormatError(metadata_.file + ": " + chunk_name(e, chunk) + " has no storage_data entry");
+  return metadata_.storage[static_cast<size_t>(s)];
+}
+
+const StorageEntry& Reader::storage(const Entry& e) const {
+  if (e.is_tensor) throw UsageError(dir() + ": key " + safetensors::quote_name(e.fqn) + " is a tensor, not bytes");
+  if (e.storage == kNoStorage) throw FormatError(metadata_.file + ": " + chunk_name(e, 0) + " has no storage_data entry");
+  return metadata_.storage[static_cast<size_t>(e.storage)];
+}
+
+uint64_t Reader::chunk_bytes(const Entry& e, size_t chunk) const {
+  storage(e, chunk);  // checks the chunk index
+  uint64_t n = e.tensor.dtype->element_bytes;
+  for (uint64_t d : e.tensor.chunks[chunk].sizes) {
+    if (d != 0 && n > UINT64_MAX / d)
+      throw FormatError(metadata_.file + ": " + chunk_name(e, chunk) + " of sizes " +
+                        shape_string(e.tensor.chunks[chunk].sizes) + " overflows");
+    n *= d;
+  }
+  return n;
+}
+
+FileRangeSource Reader::item_source(const StorageEntry& s) const {
+  if (!s.transform_descriptors.empty()) {
+    std::string t;
+    for (const std::string& d : s.transform_descriptors) t += (t.empty() ? "" : ", ") + safetensors::quote_name(d);
+    throw FormatError(files_.file_path(s.relative_path) + ": the item of key " + safetensors::quote_name(s.fqn) +
+                      " is stored through stream transforms (" + t + "), which are not supported");
+  }
+  return FileRangeSource(files_.open(s.relative_path), s.offset, s.length);
+}
+
+std::shared_ptr<const SafetensorsImage> Reader::image(const StorageEntry& s) const {
+  std::lock_guard<std::mutex> lock(images_mutex_);
+  auto key = std::make_pair(s.relative_path, s.offset);
+  if (auto it = images_.find(key); it != images_.end()) return it->second;
+  auto img = std::make_shared<const SafetensorsImage>(files_.open(s.relative_path), s.offset);
+  if (images_.size() >= kMaxImages) images_.clear();
+  images_.emplace(std::move(key), img);
+  return img;
+}
+
+StoredChunk Reader::open_chunk(const Entry& e, size_t chunk) const {
+  const StorageEntry& s = storage(e, chunk);
+  StoredChunk c;
+  c.source_ = std::make_unique<FileRangeSource>(item_source(s));
+  uint8_t head[9] = {};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof head, c.source_->size()));
+  c.source_->read(0, head, n);
+  if (is_zip(head, n)) {
+    c.serialization_ = Serialization::torch_save;
+    c.archive_ = std::make_unique<TorchSaveArchive>(*c.source_);
+    c.record_ = tensor_item_record(*c.archive_);
+    c.dtype_ = c.record_.dtype;
+    c.shape_ = c.record_.shape;
+    return c;
+  }
+  if (looks_like_safetensors(head, n)) {
+    c.serialization_ = Serialization::safetensors;
+    c.image_ = image(s);
+    c.tensor_ = &c.image_->chunk(e.fqn, e.tensor.chunks[chunk].offsets);
+    const std::string_view tname = torch_dtype_name(c.tensor_->dtype);
+    c.dtype_ = tname.empty() ? nullptr : find_torch_dtype(tname);
+    if (!c.dtype_)
+      throw FormatError(c.image_->name() + ": tensor " + safetensors::quote_name(e.fqn) + " has dtype " +
+                        std::string(dtype_name(c.tensor_->dtype)) + ", which torch does not have");
+    c.shape_ = c.tensor_->shape;
+    if (c.tensor_->nbytes() != s.length)
+      throw FormatError(c.image_->name() + ": tensor " + safetensors::quote_name(e.fqn) + " holds " +
+                        std::to_string(c.tensor_->nbytes()) + " bytes; its storage entry records " +
+                        std::to_string(s.length));
+    return c;
+  }
+  throw FormatError(c.source_->name() + ": the item of " + chunk_name(e, chunk) +
+                    " is neither a torch.save archive nor a safetensors image");
+}
+
+void Reader::read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_bytes) const {
+  const uint64_t want = chunk_bytes(e, chunk);
+  if (dst_bytes != want)
+    throw InternalError("dcp::Reader::read_chunk: a buffer of " + std::to_string(dst_bytes) + " bytes for " +
+                        chunk_name(e, chunk) + " of " + std::to_string(want));
+  const StoredChunk c = open_chunk(e, chunk);
+  if (&c.dtype() != e.tensor.dtype)
+    throw FormatError(c.name() + ": " + chunk_name(e, chunk) + " is stored as " + std::string(c.dtype().name) +
+                      ", the metadata says " + std::string(e.tensor.dtype->name));
+  if (c.shape() != e.tensor.chunks[chunk].sizes)
+    throw FormatError(c.name() + ": " + chunk_name(e, chunk) + " is stored with shape " + shape_string(c.shape()) +
+                      ", the metadata's chunk has sizes " + shape_string(e.tensor.chunks[chunk].sizes));
+  c.read(dst);
+}
+
+std::vector<uint8_t> Reader::read_bytes(const Entry& e) const {
+  const FileRangeSource src = item_source(storage(e));
+  return src.read_vector(0, src.size());
+}
+
+Value Reader::read_object(const Entry& e) const {
+  const FileRangeSource src = item_source(storage(e));
+  const TorchSaveArchive archive(src);
+  return archive.to_value();
+}
+
+}  // namespace fpg::dcp

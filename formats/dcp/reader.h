@@ -1,0 +1,115 @@
+// Reading a PyTorch Distributed Checkpoint directory (and Megatron's torch_dist, which is one):
+// `.metadata` decoded at open, items read one at a time on request, never the whole checkpoint.
+//
+//   dcp::Reader r("ckpt");
+//   for (const dcp::Entry& e : r.metadata().entries)
+//     if (e.is_tensor)
+//       for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+//         std::vector<uint8_t> buf(r.chunk_bytes(e, c));
+//         r.read_chunk(e, c, buf.data(), buf.size());   // the chunk's box, row-major, its dtype
+//       }
+//     else
+//       dcp::Value v = r.read_object(e);                 // a torch.save'd Python object
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "formats/dcp/byte_source.h"
+#include "formats/dcp/checkpoint_dir.h"
+#include "formats/dcp/megatron_metadata.h"
+#include "formats/dcp/metadata.h"
+#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/safetensors_item.h"
+#include "formats/dcp/torch_save.h"
+
+namespace fpg::dcp {
+
+// The checkpoint's commit file; its presence makes a directory a DCP checkpoint.
+constexpr const char* kMetadataFileName = ".metadata";
+
+// Whether `dir` is a directory holding a regular file `.metadata`.
+bool is_dcp_directory(const std::string& dir);
+
+enum class Serialization : uint8_t { torch_save, safetensors };
+std::string_view serialization_name(Serialization s);  // "torch_save", "safetensors"
+
+// One stored tensor chunk, opened: what the file says it holds, and its bytes on request.
+class StoredChunk {
+ public:
+  Serialization serialization() const { return serialization_; }
+  const TorchDType& dtype() const { return *dtype_; }
+  const std::vector<uint64_t>& shape() const { return shape_; }
+  uint64_t nbytes() const;
+  // Reads the elements, row-major, into `dst` (nbytes()); torch.save records are CRC-checked.
+  void read(void* dst) const;
+  const std::string& name() const { return source_->name(); }
+
+ private:
+  friend class Reader;
+  Serialization serialization_ = Serialization::torch_save;
+  const TorchDType* dtype_ = nullptr;
+  std::vector<uint64_t> shape_;
+  std::unique_ptr<FileRangeSource> source_;
+  std::unique_ptr<TorchSaveArchive> archive_;
+  TensorRecord record_;
+  std::shared_ptr<const SafetensorsImage> image_;
+  const safetensors::TensorInfo* tensor_ = nullptr;
+};
+
+class Reader {
+ public:
+  // Opens `dir` and decodes its .metadata (and metadata.json where present). Throws
+  // fpg::FormatError naming the file.
+  explicit Reader(const std::string& dir, const PickleLimits& limits = {});
+
+  const std::string& dir() const { return files_.path(); }
+  const CheckpointDir& files() const { return files_; }
+  const Metadata& metadata() const { return metadata_; }
+  const std::optional<MegatronMetadata>& megatron() const { return megatron_; }
+
+  // The entry `fqn`; throws fpg::UsageError naming it when absent.
+  const Entry& entry(std::string_view fqn) const;
+
+  // The storage_data entry of a tensor chunk or a bytes entry; throws fpg::FormatError when the
+  // checkpoint stores none.
+  const StorageEntry& storage(const Entry& e, size_t chunk) const;
+  const StorageEntry& storage(const Entry& e) const;
+
+  // Bytes of chunk `chunk` of tensor `e`: volume × element size.
+  uint64_t chunk_bytes(const Entry& e, size_t chunk) const;
+
+  // Opens the stored item of a tensor chunk (TORCH_SAVE archive or SAFETENSORS image, detected by
+  // its first bytes) without reading its elements.
+  StoredChunk open_chunk(const Entry& e, size_t chunk) const;
+
+  // Reads chunk `chunk` of `e` into `dst` (chunk_bytes bytes): the stored tensor must have the
+  // metadata's dtype and the chunk's sizes as its shape. Throws fpg::FormatError naming the file,
+  // the key and the chunk otherwise, or on a CRC mismatch.
+  void read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_bytes) const;
+
+  // The raw bytes of a bytes entry's item.
+  std::vector<uint8_t> read_bytes(const Entry& e) const;
+  // A bytes entry decoded as the torch.save'd object it holds (tensors inside read into tensor
+  // values). Megatron's ShardedObjects are a list of the objects saved under the key.
+  Value read_object(const Entry& e) const;
+
+ private:
+  FileRangeSource item_source(const StorageEntry& s) const;
+  std::shared_ptr<const SafetensorsImage> image(const StorageEntry& s) const;
+
+  CheckpointDir files_;
+  Metadata metadata_;
+  std::optional<MegatronMetadata> megatron_;
+  mutable std::mutex images_mutex_;
+  mutable std::map<std::pair<std::string, uint64_t>, std::shared_ptr<const SafetensorsImage>> images_;
+};
+
+}  // namespace fpg::dcp
