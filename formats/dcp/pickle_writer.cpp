@@ -103,14 +103,9 @@ void PickleWriter::str(std::string_view utf8) {
   strings_.emplace(std::string(utf8), memoize());
 }
 
+// CPython writes b'' as __builtin__.bytes(), which torch.load(weights_only=True) refuses; the
+// _codecs.encode form it uses for other bytes loads everywhere, so empty bytes take that form too.
 void PickleWriter::bytes(std::string_view raw) {
-  if (raw.empty()) {
-    global("builtins", "bytes");
-    begin_tuple(0);
-    end_tuple(0);
-    reduce();
-    return;
-  }
   // Each byte becomes the code point of the same value, UTF-8 encoded.
   std::string text;
   text.reserve(raw.size() * 2);
@@ -213,7 +208,8 @@ std::string PickleWriter::finish() {
 
 namespace {
 
-void pickle_value_at(PickleWriter& w, const Value& v, uint32_t depth, uint32_t max_depth) {
+void pickle_value_at(PickleWriter& w, const Value& v, const TensorPickler& tensor, uint32_t depth,
+                     uint32_t max_depth) {
   if (depth > max_depth)
     throw UsageError("pickle: value nested deeper than " + std::to_string(max_depth) + " levels");
   using K = Value::Kind;
@@ -234,7 +230,7 @@ void pickle_value_at(PickleWriter& w, const Value& v, uint32_t depth, uint32_t m
     case K::tuple: {
       const auto& items = v.items();
       w.begin_tuple(items.size());
-      for (const Value& x : items) pickle_value_at(w, x, depth + 1, max_depth);
+      for (const Value& x : items) pickle_value_at(w, x, tensor, depth + 1, max_depth);
       return w.end_tuple(items.size());
     }
     case K::list: {
@@ -242,7 +238,7 @@ void pickle_value_at(PickleWriter& w, const Value& v, uint32_t depth, uint32_t m
       w.begin_list(items.size());
       for (const Value& x : items) {
         w.item();
-        pickle_value_at(w, x, depth + 1, max_depth);
+        pickle_value_at(w, x, tensor, depth + 1, max_depth);
       }
       return w.end();
     }
@@ -251,8 +247,8 @@ void pickle_value_at(PickleWriter& w, const Value& v, uint32_t depth, uint32_t m
       w.begin_dict(entries.size());
       for (const auto& [key, value] : entries) {
         w.item();
-        pickle_value_at(w, key, depth + 1, max_depth);
-        pickle_value_at(w, value, depth + 1, max_depth);
+        pickle_value_at(w, key, tensor, depth + 1, max_depth);
+        pickle_value_at(w, value, tensor, depth + 1, max_depth);
       }
       return w.end();
     }
@@ -264,7 +260,7 @@ void pickle_value_at(PickleWriter& w, const Value& v, uint32_t depth, uint32_t m
       w.begin_list(items.size());
       for (const Value& x : items) {
         w.item();
-        pickle_value_at(w, x, depth + 1, max_depth);
+        pickle_value_at(w, x, tensor, depth + 1, max_depth);
       }
       w.end();
       w.end_tuple(1);
@@ -274,22 +270,25 @@ void pickle_value_at(PickleWriter& w, const Value& v, uint32_t depth, uint32_t m
     case K::object: {
       global_name(v.name());
       if (!v.args().is(K::tuple)) throw UsageError("pickle: object " + v.name() + " with non-tuple arguments");
-      pickle_value_at(w, v.args(), depth + 1, max_depth);
+      pickle_value_at(w, v.args(), tensor, depth + 1, max_depth);
       w.reduce();
       if (v.has_state()) {
-        pickle_value_at(w, v.state(), depth + 1, max_depth);
+        pickle_value_at(w, v.state(), tensor, depth + 1, max_depth);
         w.build();
       }
       return;
     }
     case K::tensor:
-      throw UsageError("pickle: a tensor inside a plain value (write tensors as tensor items)");
+      if (!tensor) throw UsageError("pickle: a tensor value where only plain values can be written");
+      return tensor(w, v.tensor_value());
   }
   throw InternalError("pickle: unknown value kind");
 }
 
 }  // namespace
 
-void pickle_value(PickleWriter& w, const Value& v, uint32_t max_depth) { pickle_value_at(w, v, 0, max_depth); }
+void pickle_value(PickleWriter& w, const Value& v, const TensorPickler& tensor, uint32_t max_depth) {
+  pickle_value_at(w, v, tensor, 0, max_depth);
+}
 
 }  // namespace fpg::dcp

@@ -8,13 +8,15 @@
 // such as field names; equal strings are equal values to every reader). Lists and dicts are filled in
 // CPython's batches of 1000 (MARK … APPENDS / SETITEMS, or APPEND / SETITEM for a lone item). Ints
 // use BININT1/BININT2/BININT, beyond 32 bits LONG1; floats BINFLOAT; bytes protocol 2's
-// _codecs.encode(latin-1 text, 'latin1').
+// _codecs.encode(latin-1 text, 'latin1'), b'' included (CPython writes __builtin__.bytes(), which
+// torch.load(weights_only=True) refuses).
 //
 // Callers emit objects in pickle's postfix order, e.g. a dataclass instance as torch pickles it:
 //   global(module, cls); begin_tuple(0); end_tuple(0); newobj(); <state dict>; build();
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -74,11 +76,14 @@ class PickleWriter {
   std::vector<Open> open_;
 };
 
+// Pickles a tensor value in place (torch.save's persistent-storage form, torch_save_writer.h).
+using TensorPickler = std::function<void(PickleWriter& w, const TensorValue& t)>;
+
 // Pickles `v` as CPython would pickle the Python value it stands for: None, bool, int, float, str,
 // bytes, tuple, list, dict, set and frozenset (protocol 2's __builtin__.set([...]) form), globals
-// ("torch.bfloat16": the object that name refers to) and objects (callable(*args), then BUILD with
-// the state when there is one). Throws fpg::UsageError for a tensor value, which only torch.save's
-// persistent storages can carry, and for nesting deeper than `max_depth`.
-void pickle_value(PickleWriter& w, const Value& v, uint32_t max_depth = 256);
+// ("torch.bfloat16": the object that name refers to), objects (callable(*args), then BUILD with the
+// state when there is one) and tensors through `tensor`. Throws fpg::UsageError for a tensor when
+// `tensor` is empty and for nesting deeper than `max_depth`.
+void pickle_value(PickleWriter& w, const Value& v, const TensorPickler& tensor = {}, uint32_t max_depth = 256);
 
 }  // namespace fpg::dcp

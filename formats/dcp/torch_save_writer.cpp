@@ -35,18 +35,13 @@ void int_tuple(PickleWriter& w, const std::vector<uint64_t>& v) {
   w.end_tuple(v.size());
 }
 
-}  // namespace
-
-std::string tensor_data_pickle(const TorchDType& dtype, const std::vector<uint64_t>& shape) {
-  if (dtype.element_bytes == 0)
-    throw UsageError("torch.save: dtype " + std::string(dtype.name) + " has no whole-byte elements");
-  const uint64_t numel = checked_numel(shape, dtype.element_bytes);
+// A contiguous tensor over the whole storage data/<key>, pickled as torch's Tensor.__reduce_ex__ does.
+void pickle_tensor(PickleWriter& w, const TorchDType& dtype, const std::vector<uint64_t>& shape, uint64_t numel,
+                   const std::string& key) {
   // torch's contiguous strides count a zero-size dimension as one.
   std::vector<uint64_t> stride(shape.size(), 1);
   for (size_t i = shape.size(); i-- > 1;) stride[i - 1] = stride[i] * std::max<uint64_t>(shape[i], 1);
   const bool typed = !dtype.storage_class.empty();
-
-  PickleWriter w;
   w.global("torch._utils", typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
   const size_t nargs = typed ? 6 : 7;
   w.begin_tuple(nargs);
@@ -54,7 +49,7 @@ std::string tensor_data_pickle(const TorchDType& dtype, const std::vector<uint64
   w.str("storage");
   if (typed) w.global("torch", dtype.storage_class);
   else w.global("torch.storage", "UntypedStorage");
-  w.str("0");
+  w.str(key);
   w.str("cpu");
   w.integer(static_cast<int64_t>(typed ? numel : numel * dtype.element_bytes));
   w.end_tuple(5);
@@ -70,6 +65,20 @@ std::string tensor_data_pickle(const TorchDType& dtype, const std::vector<uint64
   if (!typed) w.global("torch", dtype.name);
   w.end_tuple(nargs);
   w.reduce();
+}
+
+const TorchDType& whole_byte_dtype(const TorchDType& dtype) {
+  if (dtype.element_bytes == 0)
+    throw UsageError("torch.save: dtype " + std::string(dtype.name) + " has no whole-byte elements");
+  return dtype;
+}
+
+}  // namespace
+
+std::string tensor_data_pickle(const TorchDType& dtype, const std::vector<uint64_t>& shape) {
+  const uint64_t numel = checked_numel(shape, whole_byte_dtype(dtype).element_bytes);
+  PickleWriter w;
+  pickle_tensor(w, dtype, shape, numel, "0");
   return w.finish();
 }
 
@@ -85,10 +94,23 @@ uint64_t write_torch_save_tensor(const ByteSink& sink, const TorchDType& dtype, 
 }
 
 uint64_t write_torch_save_value(const ByteSink& sink, const Value& value) {
+  // Storages are numbered in the order the pickle meets their tensors and written in that order.
+  std::vector<const TensorValue*> storages;
   PickleWriter w;
-  pickle_value(w, value);
+  pickle_value(w, value, [&storages](PickleWriter& pw, const TensorValue& t) {
+    const TorchDType* dtype = find_torch_dtype(t.torch_dtype);
+    if (!dtype) throw UsageError("torch.save: tensor of unknown dtype '" + t.torch_dtype + "'");
+    const uint64_t numel = checked_numel(t.shape, whole_byte_dtype(*dtype).element_bytes);
+    if (t.data.size() != numel * dtype->element_bytes)
+      throw UsageError("torch.save: tensor " + shape_string(t.shape) + " " + t.torch_dtype + " holds " +
+                       std::to_string(t.data.size()) + " bytes, not " + std::to_string(numel * dtype->element_bytes));
+    pickle_tensor(pw, *dtype, t.shape, numel, std::to_string(storages.size()));
+    storages.push_back(&t);
+  });
   ZipWriter zip(sink);
   write_header_records(zip, w.finish());
+  for (size_t i = 0; i < storages.size(); ++i)
+    zip.write_record("data/" + std::to_string(i), storages[i]->data.data(), storages[i]->data.size());
   zip.finish();
   return zip.bytes_written();
 }

@@ -33,7 +33,10 @@ std::string tensor_data_pickle(const TorchDType& dtype, const std::vector<uint64
 uint64_t write_torch_save_tensor(const ByteSink& sink, const TorchDType& dtype, const std::vector<uint64_t>& shape,
                                  const FillBytes& fill, size_t block_bytes = kDefaultIoBlockBytes);
 
-// Writes torch.save(value) of a plain value (pickle_value's kinds) to `sink`; returns the size.
+// Writes torch.save(value) to `sink` (pickle_value's kinds); returns the size. Each tensor value
+// inside is pickled as above over its own storage, data/0, data/1 … in the order the pickle meets
+// them (as torch numbers storages), its bytes written after byteorder. fpg::UsageError for a tensor
+// of an unknown dtype or whose bytes do not match its shape.
 uint64_t write_torch_save_value(const ByteSink& sink, const Value& value);
 
 }  // namespace fpg::dcp

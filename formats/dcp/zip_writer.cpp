@@ -50,47 +50,6 @@ uint64_t hash_combine(uint64_t seed, uint64_t value) {  // c10::hash_combine
   return seed ^ (value + 0x9e3779b9u + (seed << 6) + (seed >> 2));
 }
 
-// libstdc++'s std::hash<std::string> on 64-bit targets: std::_Hash_bytes, seed 0xc70f6907.
-uint64_t libstdcxx_hash(std::string_view s) {
-  const uint64_t mul = (uint64_t{0xc6a4a793} << 32) + 0x5bd1e995;
-  const auto shift_mix = [](uint64_t v) { return v ^ (v >> 47); };
-  const auto load = [](const char* p, size_t n) {
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
-    return v;
-  };
-  const size_t len = s.size(), aligned = len & ~size_t{7};
-  uint64_t hash = 0xc70f6907u ^ (len * mul);
-  for (size_t p = 0; p < aligned; p += 8) {
-    const uint64_t data = shift_mix(load(s.data() + p, 8) * mul) * mul;
-    hash ^= data;
-    hash *= mul;
-  }
-  if (len & 7) {
-    hash ^= load(s.data() + aligned, len & 7);
-    hash *= mul;
-  }
-  hash = shift_mix(hash) * mul;
-  return shift_mix(hash);
-}
-
-// The iteration order of a std::unordered_set<std::string> (libstdc++) after inserting `names` in
-// order: its first insertion allocates 13 buckets, enough for up to 13 names without a rehash; a new
-// node goes first among its bucket's nodes, or first in the list when its bucket was empty.
-std::vector<std::string> unordered_set_order(const std::vector<std::string>& names) {
-  constexpr uint64_t kBuckets = 13;
-  if (names.size() > kBuckets) throw InternalError("torch zip: more records than one bucket array holds");
-  std::vector<std::pair<std::string, uint64_t>> list;  // name, bucket
-  for (const std::string& n : names) {
-    const uint64_t bucket = libstdcxx_hash(n) % kBuckets;
-    const auto same = std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.second == bucket; });
-    list.insert(same == list.end() ? list.begin() : same, {n, bucket});
-  }
-  std::vector<std::string> order;
-  for (auto& e : list) order.push_back(std::move(e.first));
-  return order;
-}
-
 }  // namespace
 
 ZipWriter::ZipWriter(ByteSink sink, std::string archive_name)
@@ -104,7 +63,7 @@ void ZipWriter::emit(const void* data, size_t size) {
 
 void ZipWriter::begin_record(std::string_view name, uint64_t size) {
   if (finished_) throw InternalError("torch zip: record written after finish()");
-  if (std::find(names_.begin(), names_.end(), name) != names_.end())
+  if (names_.count(std::string(name)))
     throw InternalError("torch zip: record '" + std::string(name) + "' written twice");
   const std::string full = folder_ + std::string(name);
   if (full.size() > 0xFFFF) throw UsageError("torch zip: record name longer than 65535 bytes");
@@ -134,7 +93,7 @@ void ZipWriter::begin_record(std::string_view name, uint64_t size) {
       .text(std::string(padding, 'Z'));
   emit(h.str().data(), h.str().size());
   entries_.push_back({full, offset, size, 0});
-  names_.emplace_back(name);
+  names_.emplace(name);
 }
 
 void ZipWriter::end_record(uint32_t crc) {
@@ -172,7 +131,7 @@ void ZipWriter::write_record(std::string_view name, uint64_t size, const FillByt
 
 std::string ZipWriter::serialization_id() const {
   uint64_t names_hash = 0;
-  for (const std::string& n : unordered_set_order(names_)) names_hash = hash_combine(names_hash, libstdcxx_hash(n));
+  for (const std::string& n : names_) names_hash = hash_combine(names_hash, std::hash<std::string>{}(n));
   char id[41];
   std::snprintf(id, sizeof id, "%020llu%020llu", static_cast<unsigned long long>(names_hash),
                 static_cast<unsigned long long>(combined_crc_));

@@ -10,14 +10,16 @@
 //  - at the end, the `version` record ("3\n"), the `.data/serialization_id` record, the central
 //    directory, a ZIP64 end of central directory record and locator (always, as torch writes them)
 //    and the end of central directory record.
-// The serialization id is torch's: 20 digits of a hash combined over the record names (libstdc++'s
-// std::hash in its unordered_set order, as torch on Linux computes it) and 20 digits of the CRC-32s
-// combined over the written data descriptors.
+// The serialization id is torch's: 20 digits of std::hash combined over the record names in the
+// iteration order of a std::unordered_set of them, and 20 digits of the CRC-32s combined over the
+// written data descriptors — computed with the same standard library types torch uses, so it equals
+// torch's where both are built on the same library (libstdc++ on Linux).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "formats/dcp/byte_sink.h"
@@ -56,7 +58,7 @@ class ZipWriter {
   std::string folder_;  // "archive/"
   uint64_t pos_ = 0;
   std::vector<Entry> entries_;
-  std::vector<std::string> names_;  // record names without the folder, in write order
+  std::unordered_set<std::string> names_;  // record names without the folder, as torch's files_written_
   uint64_t combined_crc_ = 0;
   bool finished_ = false;
 };
