@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "formats/dcp/box_coverage.h"
 #include "formats/dcp/metadata_writer.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/safetensors/fs_util.h"
@@ -45,59 +46,34 @@ std::string chunk_string(const ChunkMeta& c) {
   return "offsets " + shape_string(c.offsets) + " sizes " + shape_string(c.sizes);
 }
 
-uint64_t volume(const std::vector<uint64_t>& sizes) {
-  uint64_t v = 1;
-  for (const uint64_t s : sizes) v *= s;  // in bounds of a declared tensor: no overflow
-  return v;
-}
-
-bool boxes_overlap(const ChunkMeta& a, const ChunkMeta& b) {
-  for (size_t d = 0; d < a.offsets.size(); ++d)
-    if (!(a.offsets[d] < b.offsets[d] + b.sizes[d] && b.offsets[d] < a.offsets[d] + a.sizes[d])) return false;
-  return true;
-}
-
-// The chunks must tile the tensor: pairwise disjoint, their volumes summing to its numel. Overlaps are
-// found by a sweep along the dimension with the most distinct chunk offsets (rows of a row-split
-// tensor, columns of a column-split one), so common layouts cost O(n log n).
+// The chunks must tile the tensor: no overlap, no gap (box_coverage.h). Where the sweep gives up on an
+// adversarial layout, DCP's own rule remains: chunk volumes summing to the tensor's numel.
 void check_exact_cover(const std::string& fqn, const std::vector<uint64_t>& shape, const std::vector<ChunkMeta>& chunks) {
   if (chunks.empty()) throw UsageError("DCP write: tensor " + fqn + " has no chunks");
-  const uint64_t numel = volume(shape);
-  uint64_t covered = 0;
-  std::vector<size_t> order;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const uint64_t v = volume(chunks[i].sizes);
-    if (v > numel - std::min(covered, numel))
-      throw UsageError("DCP write: tensor " + fqn + " " + shape_string(shape) + ": its chunks hold more than its " +
-                       std::to_string(numel) + " elements (at chunk " + chunk_string(chunks[i]) + ")");
-    covered += v;
-    if (v > 0) order.push_back(i);
+  std::vector<Box> boxes;
+  boxes.reserve(chunks.size());
+  for (const ChunkMeta& c : chunks) boxes.push_back({c.offsets, c.sizes});
+  const CoverageResult cover = check_box_coverage(shape, boxes, 1);
+  const std::string where = "DCP write: tensor " + fqn + " " + shape_string(shape) + ": ";
+  if (!cover.issues.empty()) {
+    const CoverageIssue& i = cover.issues.front();
+    const std::string box = "offsets " + shape_string(i.box.offsets) + " sizes " + shape_string(i.box.sizes);
+    if (i.kind == CoverageIssue::Kind::overlap)
+      throw UsageError(where + "chunks " + chunk_string(chunks[i.a]) + " and " + chunk_string(chunks[i.b]) +
+                       " overlap at " + box);
+    throw UsageError(where + "no chunk covers " + box);
   }
-  size_t dim = 0, best = 0;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    std::vector<uint64_t> offs;
-    for (const size_t i : order) offs.push_back(chunks[i].offsets[d]);
-    std::sort(offs.begin(), offs.end());
-    const size_t distinct = static_cast<size_t>(std::unique(offs.begin(), offs.end()) - offs.begin());
-    if (distinct > best) best = distinct, dim = d;
+  if (cover.budget_exceeded) {
+    uint64_t numel = 1, covered = 0;
+    for (const uint64_t d : shape) numel *= d;  // checked when the tensor was declared
+    for (const ChunkMeta& c : chunks) {
+      uint64_t v = 1;
+      for (const uint64_t s : c.sizes) v *= s;  // inside the tensor: no overflow
+      covered = std::min(covered + v, numel + 1);  // v <= numel < 2^62: no overflow
+    }
+    if (covered != numel)
+      throw UsageError(where + "its chunks hold " + std::to_string(covered) + " elements, not " + std::to_string(numel));
   }
-  const bool scalar = shape.empty();
-  const auto start = [&](size_t i) { return scalar ? 0 : chunks[i].offsets[dim]; };
-  const auto end = [&](size_t i) { return scalar ? 1 : chunks[i].offsets[dim] + chunks[i].sizes[dim]; };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start(a) < start(b); });
-  std::vector<size_t> active;
-  for (const size_t i : order) {
-    active.erase(std::remove_if(active.begin(), active.end(), [&](size_t j) { return end(j) <= start(i); }),
-                 active.end());
-    for (const size_t j : active)
-      if (boxes_overlap(chunks[i], chunks[j]))
-        throw UsageError("DCP write: tensor " + fqn + ": chunks " + chunk_string(chunks[j]) + " and " +
-                         chunk_string(chunks[i]) + " overlap");
-    active.push_back(i);
-  }
-  if (covered != numel)
-    throw UsageError("DCP write: tensor " + fqn + " " + shape_string(shape) + ": its chunks cover " +
-                     std::to_string(covered) + " of its " + std::to_string(numel) + " elements");
 }
 
 }  // namespace

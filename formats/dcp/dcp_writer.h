@@ -15,8 +15,8 @@
 // threads at once; declarations must be complete before the first item is written.
 //
 // commit() refuses (fpg::UsageError, naming the key and chunks) a checkpoint that torch could not load
-// whole: a tensor whose chunks do not cover it exactly (overlapping chunks, or chunk volumes not summing
-// to its size), a tensor without chunks, a bytes key written other than once. It then writes
+// whole: a tensor whose chunks do not tile it exactly (box_coverage.h: an overlap or a gap), a tensor
+// without chunks, a bytes key written other than once. It then writes
 // .metadata (and metadata.json), fsyncs every file and the directory, and renames the staging
 // directory (".NAME.tmp-*" beside the target) into place (fpckpt::publish_staging). A writer destroyed
 // before commit() removes its staging directory.

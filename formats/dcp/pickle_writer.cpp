@@ -226,6 +226,15 @@ void pickle_value_at(PickleWriter& w, const Value& v, const TensorPickler& tenso
     case K::floating: return w.floating(v.as_float());
     case K::str: return w.str(v.as_str());
     case K::bytes: return w.bytes(v.as_str());
+    case K::bytearray: {  // CPython < protocol 5: bytearray(bytes), or bytearray() when empty
+      w.global("builtins", "bytearray");
+      const size_t n = v.as_str().empty() ? 0 : 1;
+      w.begin_tuple(n);
+      if (n) w.bytes(v.as_str());
+      w.end_tuple(n);
+      w.reduce();
+      return;
+    }
     case K::global: return global_name(v.name());
     case K::tuple: {
       const auto& items = v.items();

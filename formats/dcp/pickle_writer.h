@@ -80,7 +80,7 @@ class PickleWriter {
 using TensorPickler = std::function<void(PickleWriter& w, const TensorValue& t)>;
 
 // Pickles `v` as CPython would pickle the Python value it stands for: None, bool, int, float, str,
-// bytes, tuple, list, dict, set and frozenset (protocol 2's __builtin__.set([...]) form), globals
+// bytes, bytearray, tuple, list, dict, set and frozenset (protocol 2's __builtin__.set([...]) form), globals
 // ("torch.bfloat16": the object that name refers to), objects (callable(*args), then BUILD with the
 // state when there is one) and tensors through `tensor`. Throws fpg::UsageError for a tensor when
 // `tensor` is empty and for nesting deeper than `max_depth`.

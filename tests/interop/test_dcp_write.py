@@ -7,9 +7,10 @@ PyTorch, bit for bit.
   torch.distributed.checkpoint.load and compared bitwise with the pattern make_dcp writes; every
   item is also loaded alone with torch.load(weights_only=True), and each tensor item must be the very
   bytes torch.save writes for that chunk. format_utils.dcp_to_torch_save must read it too.
-- Each committed Megatron-Core checkpoint (testdata/megatron/*/ckpt), rewritten by the writer (items
-  copied, and objects decoded and pickled again), must load to the same values as the original; where
-  megatron.core is importable, through Megatron's own dist_checkpointing loaders as well.
+- Each committed Megatron-Core checkpoint (testdata/megatron/*/ckpt) and the torch-written ones of
+  testdata/dcp, rewritten by the writer (items copied, and objects decoded and pickled again), must load
+  to the same values as the original; the Megatron ones, where megatron.core is importable, through
+  Megatron's own dist_checkpointing loaders as well.
 
 Run by ctest with MAKE_DCP (the tool) and TESTDATA set; exits 77 (skipped) without torch.
 """
@@ -63,6 +64,8 @@ def same(a, b):
         return list(a.keys()) == list(b.keys()) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, torch.Tensor):
         return a.dtype == b.dtype and a.shape == b.shape and tensor_bytes(a) == tensor_bytes(b)
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
     return a == b
 
 
@@ -259,16 +262,18 @@ def megatron_loaders():
     return [load_common_state_dict, dist_checkpointing_load]
 
 
-def test_megatron_copies(tmp):
+def test_rewrites(tmp):
     loaders = megatron_loaders()
     if loaders and not torch.distributed.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29517")
         torch.distributed.init_process_group("gloo", rank=0, world_size=1)
-    for name in sorted(os.listdir(MEGATRON)):
-        src = os.path.join(MEGATRON, name, "ckpt")
+    sources = [(n, os.path.join(MEGATRON, n, "ckpt")) for n in sorted(os.listdir(MEGATRON))]
+    sources += [(n, os.path.join(TESTDATA, "dcp", n)) for n in ("torch_save_4ranks", "small")]
+    for name, src in sources:
         if not os.path.isdir(src):
             continue
+        megatron = os.path.exists(os.path.join(src, "metadata.json"))
         src_md, src_sd = load_all(src)
         for mode in ("items", "objects"):
             out = os.path.join(tmp, f"{name}-{mode}")
@@ -281,14 +286,17 @@ def test_megatron_copies(tmp):
                     check([(c.offsets, c.sizes) for c in w.chunks] == [(c.offsets, c.sizes) for c in v.chunks],
                           f"{name} {mode}: {k} chunks")
                 check(same(sd[k], src_sd[k]), f"{name} {mode}: {k} differs after the rewrite")
-            with open(os.path.join(src, "metadata.json")) as a, open(os.path.join(out, "metadata.json")) as b:
-                check(a.read() == b.read(), f"{name} {mode}: metadata.json")
+            if megatron:
+                with open(os.path.join(src, "metadata.json")) as a, open(os.path.join(out, "metadata.json")) as b:
+                    check(a.read() == b.read(), f"{name} {mode}: metadata.json")
+            else:
+                check(not os.path.exists(os.path.join(out, "metadata.json")), f"{name} {mode}: no metadata.json")
             src_items = dict(items(src, src_md))
             identical = sum(raw == src_items[index] for index, raw in items(out, md))
             if mode == "items":
                 check(identical == len(src_items), f"{name} items: {identical} of {len(src_items)} items identical")
-            print(f"{name} {mode}: {len(md.storage_data)} items load equal; {identical} byte-identical to Megatron's")
-            for loader in loaders or []:
+            print(f"{name} {mode}: {len(md.storage_data)} items load equal; {identical} byte-identical to the source's")
+            for loader in (loaders if megatron else []):
                 # Megatron's loader must read ours wherever it reads Megatron's own checkpoint.
                 try:
                     want = loader(src)
@@ -303,7 +311,7 @@ def test_megatron_copies(tmp):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_synthetic(tmp)
-        test_megatron_copies(tmp)
+        test_rewrites(tmp)
     if failures:
         print(f"{failures} failure(s)")
         sys.exit(1)

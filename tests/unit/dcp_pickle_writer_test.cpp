@@ -75,6 +75,10 @@ TEST_CASE("pickle writer: containers, memo and batching equal CPython's", "[dcp]
   CHECK(hex(pickled(L({D({{S("lr"), F(1.0)}, {S("wd"), I(0)}}), D({{S("lr"), F(2.0)}, {S("wd"), I(1)}})}))) ==
         "80025d7100287d71012858020000006c727102473ff00000000000005802000000776471034b00757d710428680247400000"
         "000000000068034b0175652e");
+  CHECK(hex(pickled(Value::bytearray(std::string("a\xff", 2)))) ==
+        "8002635f5f6275696c74696e5f5f0a6279746561727261790a7100635f636f646563730a656e636f64650a7101580300000061"
+        "c3bf710258060000006c6174696e3171038671045271058571065271072e");
+  CHECK(hex(pickled(Value::bytearray(""))) == "8002635f5f6275696c74696e5f5f0a6279746561727261790a7100295271012e");
   CHECK(hex(pickled(Value::sequence(Value::Kind::set, {I(3)}))) ==
         "8002635f5f6275696c74696e5f5f0a7365740a71005d71014b03618571025271032e");
 

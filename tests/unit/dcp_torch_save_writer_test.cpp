@@ -98,14 +98,14 @@ TEST_CASE("torch.save writer: zip records aligned, CRC-checked, in torch's order
   for (const ZipEntry& e : zip.entries()) {
     names.push_back(e.name);
     CHECK(e.data_offset % kTorchRecordAlignment == 0);
-    zip.read(e, 1 << 20);  // checks the CRC-32
+    zip.read_all(e, 1 << 20);  // checks the CRC-32
   }
   CHECK(names == std::vector<std::string>{"archive/data.pkl", "archive/.format_version", "archive/.storage_alignment",
                                           "archive/byteorder", "archive/data/0", "archive/version",
                                           "archive/.data/serialization_id"});
   CHECK(out.bytes.compare(zip.find("archive/data/0")->data_offset, data.size(),
                           std::string(data.begin(), data.end())) == 0);
-  const std::vector<uint8_t> id = zip.read(*zip.find("archive/.data/serialization_id"), 64);
+  const std::vector<uint8_t> id = zip.read_all(*zip.find("archive/.data/serialization_id"), 64);
   CHECK(id.size() == 40);
   CHECK(std::all_of(id.begin(), id.end(), [](uint8_t c) { return c >= '0' && c <= '9'; }));
 
@@ -187,7 +187,7 @@ TEST_CASE("torch.save writer: ZIP64 for a record of 4 GiB and the records after 
   CHECK(data->data_offset % kTorchRecordAlignment == 0);
   CHECK(version->data_offset > n);
   CHECK(version->data_offset % kTorchRecordAlignment == 0);
-  const std::vector<uint8_t> v = zip.read(*version, 16);
+  const std::vector<uint8_t> v = zip.read_all(*version, 16);
   CHECK(std::string(v.begin(), v.end()) == "3\n");
   // A 24-byte data descriptor with 64-bit sizes follows the large record.
   std::vector<uint8_t> desc(24);
