@@ -68,8 +68,8 @@ void check_exact_cover(const std::string& fqn, const std::vector<uint64_t>& shap
     for (const uint64_t d : shape) numel *= d;  // checked when the tensor was declared
     for (const ChunkMeta& c : chunks) {
       uint64_t v = 1;
-      for (const uint64_t s : c.sizes) v *= s;  // inside the tensor: no overflow
-      covered = std::min(covered + v, numel + 1);  // v <= numel < 2^62: no overflow
+      for (const uint64_t s : c.sizes) v *= s;  // inside the tensor, so v <= numel < 2^62
+      covered = std::min(covered + v, numel + 1);
     }
     if (covered != numel)
       throw UsageError(where + "its chunks hold " + std::to_string(covered) + " elements, not " + std::to_string(numel));
@@ -113,7 +113,7 @@ void DcpRankWriter::flush() {
   buffered_ = 0;
 }
 
-// Headers and pickles gather in the buffer; data blocks of an I/O block or more go straight to the file.
+// Headers and pickles gather in the buffer; writes of its size or more (data blocks) go straight to the file.
 void DcpRankWriter::append(const void* data, size_t size) {
   if (size >= kSmallWriteBuffer) {
     flush();

@@ -10,8 +10,8 @@
 // target and a fresh save id.
 //
 // Use: declare every key (state_dict_metadata order), then write each rank's items through rank(r)
-// one at a time, then commit(). Every byte goes through a buffer of about two I/O blocks per rank;
-// nothing of an item is kept but its place in the file. Distinct ranks may be written from distinct
+// one at a time, then commit(). An item's data passes through one buffer of an I/O block, headers and
+// pickles through a 1 MiB buffer per rank; nothing of an item is kept but its place in the file. Distinct ranks may be written from distinct
 // threads at once; declarations must be complete before the first item is written.
 //
 // commit() refuses (fpg::UsageError, naming the key and chunks) a checkpoint that torch could not load

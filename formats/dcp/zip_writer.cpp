@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 
 #include "core/error.h"
 #include "formats/dcp/zip_archive.h"
@@ -14,7 +13,7 @@ constexpr uint64_t kU32Max = 0xFFFFFFFFu;  // miniz's MZ_UINT32_MAX: a field at 
 constexpr uint32_t kLocalHeaderSig = 0x04034b50, kCentralHeaderSig = 0x02014b50, kDescriptorSig = 0x08074b50,
                    kEndSig = 0x06054b50, kZip64EndSig = 0x06064b50, kZip64LocatorSig = 0x07064b50;
 constexpr uint16_t kFlagDescriptor = 0x0008, kFlagUtf8 = 0x0800;
-constexpr size_t kLocalHeaderSize = 30, kCentralHeaderSize = 46;
+constexpr size_t kLocalHeaderSize = 30;
 
 class Bytes {
  public:
