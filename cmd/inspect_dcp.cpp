@@ -74,16 +74,21 @@ int inspect_dcp(const std::string& path, bool keys, const std::string& key, bool
     for (const auto& t : params->tensors()) param_count += t.role == "weight";
     for (const auto& p : params->stored_padding()) padding_elems += p.hi - p.lo;
   }
-  uint64_t file_bytes = 0;
-  for (const auto& f : s.files) file_bytes += f.second;
 
   if (json) {
-    nlohmann::json j = {{"path", s.dir},           {"format", s.format},         {"dcp_version", s.dcp_version},
-                        {"tensor_keys", s.tensor_keys}, {"bytes_entries", s.bytes_keys}, {"chunks", s.chunks},
-                        {"tensor_bytes", s.tensor_bytes}, {"files", nlohmann::json::array()}};
-    if (s.megatron_backend) j["megatron"] = {{"sharded_backend", *s.megatron_backend},
-                                             {"sharded_backend_version", s.megatron_backend_version.value_or(-1)}};
-    for (const auto& [name, bytes] : s.files) j["files"].push_back({{"file", name}, {"bytes", bytes}});
+    nlohmann::json j = {{"path", reader.dir()},
+                        {"format", s.format},
+                        {"dcp_version", s.dcp_version ? nlohmann::json(*s.dcp_version) : nlohmann::json()},
+                        {"serialization", s.serialization ? nlohmann::json(std::string(dcp::serialization_name(*s.serialization)))
+                                                          : nlohmann::json()},
+                        {"tensor_keys", s.tensors},
+                        {"bytes_entries", s.bytes_entries},
+                        {"chunks", s.chunks},
+                        {"tensor_bytes", s.tensor_bytes},
+                        {"stored_bytes", s.stored_bytes},
+                        {"files", s.files}};
+    if (s.megatron) j["megatron"] = {{"sharded_backend", s.megatron->sharded_backend},
+                                     {"sharded_backend_version", s.megatron->sharded_backend_version.value_or(-1)}};
     if (params) {
       j["parameters"] = param_count;
       j["optimizer"] = {{"form", std::string(dcp::optimizer_form_name(params->optimizer_form()))}};
@@ -103,19 +108,23 @@ int inspect_dcp(const std::string& path, bool keys, const std::string& key, bool
     if (keys) {
       j["keys"] = nlohmann::json::array();
       for (const auto& k : s.keys)
-        j["keys"].push_back({{"key", k.fqn}, {"tensor", k.tensor}, {"dtype", k.dtype}, {"shape", k.shape},
-                             {"chunks", k.chunks}, {"bytes", k.bytes}});
+        j["keys"].push_back({{"key", k.fqn}, {"tensor", k.is_tensor}, {"dtype", k.dtype}, {"shape", k.shape},
+                             {"chunks", k.chunks}, {"bytes", k.bytes}, {"stored_bytes", k.stored_bytes}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
 
-  std::printf("%s: %s", s.dir.c_str(), s.format.c_str());
-  if (s.megatron_backend)
-    std::printf(" (backend %s v%lld)", s.megatron_backend->c_str(), static_cast<long long>(s.megatron_backend_version.value_or(0)));
-  std::printf(", DCP metadata %s\n", s.dcp_version.empty() ? "(no version)" : s.dcp_version.c_str());
-  std::printf("  %zu data file%s, %.2f MB; %zu tensor keys (%zu chunks, %.2f MB), %zu bytes entries\n", s.files.size(),
-              s.files.size() == 1 ? "" : "s", file_bytes / 1e6, s.tensor_keys, s.chunks, s.tensor_bytes / 1e6, s.bytes_keys);
+  std::printf("%s: %s", reader.dir().c_str(), s.megatron ? "Megatron torch_dist" : "PyTorch DCP");
+  if (s.megatron)
+    std::printf(" (backend %s v%lld)", s.megatron->sharded_backend.c_str(),
+                static_cast<long long>(s.megatron->sharded_backend_version.value_or(0)));
+  std::printf(", DCP metadata %s", s.dcp_version ? s.dcp_version->c_str() : "(no version)");
+  if (s.serialization) std::printf(", %s items", std::string(dcp::serialization_name(*s.serialization)).c_str());
+  std::printf("\n  %zu data file%s, %.2f MB stored; %llu tensor keys (%llu chunks, %.2f MB), %llu bytes entries\n",
+              s.files.size(), s.files.size() == 1 ? "" : "s", s.stored_bytes / 1e6,
+              static_cast<unsigned long long>(s.tensors), static_cast<unsigned long long>(s.chunks), s.tensor_bytes / 1e6,
+              static_cast<unsigned long long>(s.bytes_entries));
   if (params) {
     std::printf("  %zu parameters; optimizer state: %s", param_count, std::string(dcp::optimizer_form_name(params->optimizer_form())).c_str());
     if (params->layout()) {
@@ -142,7 +151,7 @@ int inspect_dcp(const std::string& path, bool keys, const std::string& key, bool
     std::printf("%-*s  %-10s  %-16s  %7s  %12s\n", static_cast<int>(width), "key", "dtype", "shape", "chunks", "bytes");
     for (const auto& k : s.keys)
       std::printf("%-*s  %-10s  %-16s  %7zu  %12llu\n", static_cast<int>(width), k.fqn.c_str(),
-                  k.tensor ? k.dtype.c_str() : "(bytes)", k.tensor ? shape_text(k.shape).c_str() : "", k.chunks,
+                  k.is_tensor ? k.dtype.c_str() : "(bytes)", k.is_tensor ? shape_text(k.shape).c_str() : "", k.chunks,
                   static_cast<unsigned long long>(k.bytes));
   } else if (params && params->layout()) {
     std::printf("%s", layout::describe(params->layout()->layout).c_str());

@@ -17,7 +17,7 @@ enum class GlobalRole : uint8_t {
   make_set,        // builtins.set(list) → a set
   make_frozenset,  // builtins.frozenset(list) → a frozenset
   make_bytes,      // builtins.bytes() → empty bytes (protocol 2's empty bytes)
-  make_bytearray,  // builtins.bytearray(bytes) → bytes
+  make_bytearray,  // builtins.bytearray(bytes) → a bytearray
   codecs_encode,   // _codecs.encode(str, 'latin1') → bytes (protocol 2's bytes)
   get_layout,      // torch.serialization._get_layout('torch.strided') → the layout constant
   rebuild_tensor,  // torch._utils._rebuild_tensor_v2 / _v3 → an object the torch.save reader reads

@@ -291,11 +291,11 @@ void PickleMachine::reduce() {
       return;
     case GlobalRole::make_bytearray:
       if (a.empty()) {
-        push(new_text(Kind::bytes, {}));
+        push(new_text(Kind::bytearray, {}));
         return;
       }
       if (a.size() != 1 || doc_.kind(a[0]) != Kind::bytes) bad_args();
-      push(new_text(Kind::bytes, doc_.text(a[0])));
+      push(new_text(Kind::bytearray, doc_.text(a[0])));
       return;
     case GlobalRole::codecs_encode: {
       // Protocol 2 writes bytes b as _codecs.encode(b.decode('latin1'), 'latin1').
@@ -424,7 +424,7 @@ void PickleMachine::run() {
       case op::SHORT_BINBYTES: text_op(Kind::bytes, le(1, "SHORT_BINBYTES"), false); break;
       case op::BINBYTES: text_op(Kind::bytes, le(4, "BINBYTES"), false); break;
       case op::BINBYTES8: text_op(Kind::bytes, le(8, "BINBYTES8"), false); break;
-      case op::BYTEARRAY8: text_op(Kind::bytes, le(8, "BYTEARRAY8"), false); break;
+      case op::BYTEARRAY8: text_op(Kind::bytearray, le(8, "BYTEARRAY8"), false); break;
 
       case op::EMPTY_TUPLE: push(new_node(Kind::tuple)); break;
       case op::TUPLE: push(new_seq(Kind::tuple, pop_mark())); break;
@@ -601,6 +601,7 @@ std::string PickleDocument::type_name(Ref r) const {
     case Kind::floating: return "float";
     case Kind::str: return "str";
     case Kind::bytes: return "bytes";
+    case Kind::bytearray: return "bytearray";
     case Kind::tuple: return "tuple";
     case Kind::list: return "list";
     case Kind::dict: return "dict";
@@ -635,6 +636,7 @@ class Unfolder {
       case Kind::floating: return Value::floating(doc_.as_float(r));
       case Kind::str: return Value::str(doc_.text(r));
       case Kind::bytes: return Value::bytes(doc_.text(r));
+      case Kind::bytearray: return Value::bytearray(doc_.text(r));
       case Kind::tuple:
       case Kind::list:
       case Kind::set:

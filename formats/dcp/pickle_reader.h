@@ -30,14 +30,14 @@ namespace fpg::dcp {
 struct PickleLimits {
   uint32_t max_depth = 256;         // open marks, and nesting of any traversal of the result
   uint64_t max_nodes = 64u << 20;   // values created while decoding (about 40 bytes each)
-  uint64_t max_value_nodes = 16u << 20;  // values produced by one to_value
+  uint64_t max_value_nodes = 8u << 20;  // values produced by one to_value (about 120 bytes each)
 };
 
 class PickleDocument {
  public:
   using Ref = uint32_t;
   enum class Kind : uint8_t {
-    none, boolean, integer, floating, str, bytes, tuple, list, dict, set, frozenset, global,
+    none, boolean, integer, floating, str, bytes, bytearray, tuple, list, dict, set, frozenset, global,
     object,         // class or function, args, optional BUILD state
     persistent_id,  // BINPERSID: the id value (torch.save: ('storage', type, key, location, numel))
   };
@@ -50,7 +50,7 @@ class PickleDocument {
   bool as_bool(Ref r) const { return nodes_[r].num.i != 0; }
   int64_t as_int(Ref r) const { return nodes_[r].num.i; }
   double as_float(Ref r) const { return nodes_[r].num.f; }
-  // str and bytes: the text; global: "module.name"; object: its class or function's name.
+  // str, bytes and bytearray: the text; global: "module.name"; object: its class or function's name.
   const std::string& text(Ref r) const { return strings_[nodes_[r].text]; }
   GlobalRole role(Ref r) const { return static_cast<GlobalRole>(nodes_[r].role); }
 

@@ -1,5 +1,6 @@
 #include "formats/dcp/pickle_value.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -16,6 +17,7 @@ std::string_view kind_name(Value::Kind k) {
     case Value::Kind::floating: return "float";
     case Value::Kind::str: return "str";
     case Value::Kind::bytes: return "bytes";
+    case Value::Kind::bytearray: return "bytearray";
     case Value::Kind::tuple: return "tuple";
     case Value::Kind::list: return "list";
     case Value::Kind::dict: return "dict";
@@ -59,6 +61,13 @@ Value Value::str(std::string s) {
 Value Value::bytes(std::string b) {
   Value v;
   v.kind_ = Kind::bytes;
+  v.text_ = std::move(b);
+  return v;
+}
+
+Value Value::bytearray(std::string b) {
+  Value v;
+  v.kind_ = Kind::bytearray;
   v.text_ = std::move(b);
   return v;
 }
@@ -127,7 +136,7 @@ double Value::as_float() const {
 }
 
 const std::string& Value::as_str() const {
-  if (kind_ != Kind::str && kind_ != Kind::bytes) wrong(kind_, "str");
+  if (kind_ != Kind::str && kind_ != Kind::bytes && kind_ != Kind::bytearray) wrong(kind_, "str");
   return text_;
 }
 
@@ -176,13 +185,24 @@ const Value* Value::find(std::string_view key) const {
 
 namespace {
 
+// Python's repr of str (prefix 0) and bytes (prefix 'b'): single quotes unless the text holds a single
+// quote and no double quote; \\, \n, \r, \t and the quote escaped; other control bytes (and, for
+// bytes, every byte outside printable ASCII) as \xNN.
 void quote(std::string& out, const std::string& s, char prefix) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
   if (prefix) out += prefix;
-  out += '\'';
+  out += q;
   for (unsigned char c : s) {
-    if (c == '\'' || c == '\\') {
+    if (c == static_cast<unsigned char>(q) || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
     } else if (c < 0x20 || c == 0x7f || (prefix && c >= 0x80)) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
@@ -191,7 +211,40 @@ void quote(std::string& out, const std::string& s, char prefix) {
       out += static_cast<char>(c);
     }
   }
-  out += '\'';
+  out += q;
+}
+
+// Python's repr of a float: the shortest digits that round-trip, fixed notation for decimal exponents
+// in [-4, 16), scientific otherwise ("1e-05", "1000000000000000.0", "1e+16").
+std::string python_float_repr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+  const std::string sci(buf, res.ptr);
+  const size_t e_at = sci.find('e');
+  std::string mant = sci.substr(0, e_at);
+  const int exp = std::stoi(sci.substr(e_at + 1));
+  std::string sign;
+  if (mant[0] == '-') {
+    sign = "-";
+    mant.erase(0, 1);
+  }
+  std::string digits;
+  for (char c : mant)
+    if (c != '.') digits += c;
+  const int decpt = exp + 1;
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) return sign + "0." + std::string(static_cast<size_t>(-decpt), '0') + digits;
+    if (static_cast<size_t>(decpt) >= digits.size())
+      return sign + digits + std::string(static_cast<size_t>(decpt) - digits.size(), '0') + ".0";
+    return sign + digits.substr(0, static_cast<size_t>(decpt)) + "." + digits.substr(static_cast<size_t>(decpt));
+  }
+  std::string r = sign + digits.substr(0, 1);
+  if (digits.size() > 1) r += "." + digits.substr(1);
+  char e[16];
+  std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+  return r + e;
 }
 
 void render(const Value& v, std::string& out, size_t max_chars) {
@@ -201,14 +254,14 @@ void render(const Value& v, std::string& out, size_t max_chars) {
     case K::none: out += "None"; return;
     case K::boolean: out += v.as_bool() ? "True" : "False"; return;
     case K::integer: out += std::to_string(v.as_int()); return;
-    case K::floating: {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.17g", v.as_float());
-      out += buf;
-      return;
-    }
+    case K::floating: out += python_float_repr(v.as_float()); return;
     case K::str: quote(out, v.as_str(), 0); return;
     case K::bytes: quote(out, v.as_str(), 'b'); return;
+    case K::bytearray:
+      out += "bytearray(";
+      quote(out, v.as_str(), 'b');
+      out += ")";
+      return;
     case K::tuple:
     case K::list:
     case K::set:

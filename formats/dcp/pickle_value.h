@@ -28,7 +28,7 @@ struct TensorValue {
 class Value {
  public:
   enum class Kind : uint8_t {
-    none, boolean, integer, floating, str, bytes, tuple, list, dict, set, frozenset,
+    none, boolean, integer, floating, str, bytes, bytearray, tuple, list, dict, set, frozenset,
     global,  // an allow-listed name used as a value: "torch.bfloat16", "torch.FloatStorage"
     object,  // an allow-listed class or function applied to arguments (REDUCE, NEWOBJ) plus BUILD state
     tensor,  // a tensor rebuilt from a torch.save archive
@@ -40,6 +40,7 @@ class Value {
   static Value floating(double f);
   static Value str(std::string s);
   static Value bytes(std::string b);
+  static Value bytearray(std::string b);
   static Value sequence(Kind k, std::vector<Value> items);  // tuple, list, set or frozenset
   static Value dict(std::vector<std::pair<Value, Value>> entries);
   static Value global(std::string qualified_name);
@@ -55,7 +56,7 @@ class Value {
   bool as_bool() const;
   int64_t as_int() const;
   double as_float() const;
-  const std::string& as_str() const;    // str (UTF-8) or bytes (raw)
+  const std::string& as_str() const;    // str (UTF-8), bytes or bytearray (raw)
   const std::string& name() const;      // global or object: "module.qualname"
   const std::vector<Value>& items() const;                   // tuple, list, set, frozenset
   const std::vector<std::pair<Value, Value>>& entries() const;  // dict, in insertion order

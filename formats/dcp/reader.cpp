@@ -109,14 +109,33 @@ std::shared_ptr<const SafetensorsImage> Reader::image(const StorageEntry& s) con
   return img;
 }
 
+namespace {
+
+// From the item's first bytes, read from its file: a SAFETENSORS tensor item of zero bytes still
+// starts where the image does.
+std::optional<Serialization> serialization_of(const DataFile& file, uint64_t offset) {
+  uint8_t head[9] = {};
+  const size_t n = offset < file.size() ? static_cast<size_t>(std::min<uint64_t>(sizeof head, file.size() - offset)) : 0;
+  file.read(offset, head, n);
+  if (is_zip(head, n)) return Serialization::torch_save;
+  if (looks_like_safetensors(head, n)) return Serialization::safetensors;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Serialization> Reader::item_serialization(const Entry& e, size_t chunk) const {
+  const StorageEntry& s = storage(e, chunk);
+  const FileRangeSource src = item_source(s);
+  return serialization_of(*files_.open(s.relative_path), src.file_offset());
+}
+
 StoredChunk Reader::open_chunk(const Entry& e, size_t chunk) const {
   const StorageEntry& s = storage(e, chunk);
   StoredChunk c;
   c.source_ = std::make_unique<FileRangeSource>(item_source(s));
-  uint8_t head[9] = {};
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof head, c.source_->size()));
-  c.source_->read(0, head, n);
-  if (is_zip(head, n)) {
+  const std::optional<Serialization> kind = serialization_of(*files_.open(s.relative_path), s.offset);
+  if (kind == Serialization::torch_save) {
     c.serialization_ = Serialization::torch_save;
     c.archive_ = std::make_unique<TorchSaveArchive>(*c.source_);
     c.record_ = tensor_item_record(*c.archive_);
@@ -124,7 +143,7 @@ StoredChunk Reader::open_chunk(const Entry& e, size_t chunk) const {
     c.shape_ = c.record_.shape;
     return c;
   }
-  if (looks_like_safetensors(head, n)) {
+  if (kind == Serialization::safetensors) {
     c.serialization_ = Serialization::safetensors;
     c.image_ = image(s);
     c.tensor_ = &c.image_->chunk(e.fqn, e.tensor.chunks[chunk].offsets);

@@ -86,6 +86,10 @@ class Reader {
   // Bytes of chunk `chunk` of tensor `e`: volume × element size.
   uint64_t chunk_bytes(const Entry& e, size_t chunk) const;
 
+  // How the item of a tensor chunk is serialized, from its first bytes; nullopt when it is neither a
+  // zip archive nor a safetensors image. Throws fpg::FormatError when it cannot be read.
+  std::optional<Serialization> item_serialization(const Entry& e, size_t chunk) const;
+
   // Opens the stored item of a tensor chunk (TORCH_SAVE archive or SAFETENSORS image, detected by
   // its first bytes) without reading its elements.
   StoredChunk open_chunk(const Entry& e, size_t chunk) const;

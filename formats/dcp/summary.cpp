@@ -2,37 +2,53 @@
 
 #include <set>
 
+#include "core/error.h"
+
 namespace fpg::dcp {
 
 Summary summarize(const Reader& r) {
+  const Metadata& m = r.metadata();
   Summary s;
-  s.dir = r.dir();
-  const bool megatron = r.megatron().has_value();
-  s.format = megatron ? "Megatron torch_dist" : "PyTorch DCP";
-  if (megatron) {
-    s.megatron_backend = r.megatron()->sharded_backend;
-    s.megatron_backend_version = r.megatron()->sharded_backend_version;
+  s.megatron = r.megatron();
+  s.format = s.megatron && s.megatron->sharded_backend == "torch_dist" ? "megatron_torch_dist" : "torch_dcp";
+  s.dcp_version = m.version;
+  std::set<std::string> files;
+  for (const StorageEntry& st : m.storage) {
+    files.insert(st.relative_path);
+    s.stored_bytes += st.length;
   }
-  s.dcp_version = r.metadata().version.value_or("");
-  std::set<std::string> names;
-  for (const StorageEntry& e : r.metadata().storage) names.insert(e.relative_path);
-  for (const std::string& n : names) s.files.push_back({n, r.files().open(n)->size()});
-  for (const Entry& e : r.metadata().entries) {
+  s.files.assign(files.begin(), files.end());
+  s.keys.reserve(m.entries.size());
+  bool serialization_probed = false;
+  for (const Entry& e : m.entries) {
     KeySummary k;
     k.fqn = e.fqn;
-    k.tensor = e.is_tensor;
+    k.is_tensor = e.is_tensor;
     if (e.is_tensor) {
+      ++s.tensors;
       k.dtype = std::string(e.tensor.dtype->name);
       k.shape = e.tensor.size;
       k.chunks = e.tensor.chunks.size();
-      k.bytes = e.tensor.numel() * e.tensor.dtype->element_bytes;
-      ++s.tensor_keys;
+      const uint64_t n = e.tensor.numel();
+      k.bytes = n > UINT64_MAX / e.tensor.dtype->element_bytes ? UINT64_MAX : n * e.tensor.dtype->element_bytes;
+      for (const ChunkMeta& c : e.tensor.chunks)
+        if (c.storage != kNoStorage) k.stored_bytes += m.storage[static_cast<size_t>(c.storage)].length;
       s.chunks += k.chunks;
       s.tensor_bytes += k.bytes;
+      if (!s.serialization && !serialization_probed && !e.tensor.chunks.empty()) {
+        serialization_probed = true;
+        try {
+          s.serialization = r.item_serialization(e, 0);
+        } catch (const FormatError&) {
+          // A broken item is validate's to report; the summary only describes.
+        }
+      }
     } else {
-      if (e.storage >= 0 && static_cast<size_t>(e.storage) < r.metadata().storage.size())
-        k.bytes = r.metadata().storage[static_cast<size_t>(e.storage)].length;
-      ++s.bytes_keys;
+      ++s.bytes_entries;
+      if (e.storage != kNoStorage) {
+        k.chunks = 1;
+        k.bytes = k.stored_bytes = m.storage[static_cast<size_t>(e.storage)].length;
+      }
     }
     s.keys.push_back(std::move(k));
   }

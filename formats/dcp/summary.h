@@ -1,6 +1,5 @@
-// What a PyTorch DCP / Megatron torch_dist checkpoint holds, from its metadata alone (`fpgather
-// inspect DIR`): format, versions, data files and their sizes, and every key with its dtype, shape,
-// chunk count and bytes.
+// What a DCP checkpoint holds, from its metadata alone (plus a few bytes of one item to tell the
+// serialization): what `inspect` prints.
 #pragma once
 
 #include <cstdint>
@@ -8,32 +7,33 @@
 #include <string>
 #include <vector>
 
+#include "formats/dcp/megatron_metadata.h"
 #include "formats/dcp/reader.h"
 
 namespace fpg::dcp {
 
 struct KeySummary {
   std::string fqn;
-  bool tensor = true;
-  std::string dtype;            // torch's name ("bfloat16"); empty for bytes entries
-  std::vector<uint64_t> shape;  // global shape
-  size_t chunks = 0;
-  uint64_t bytes = 0;           // tensor: volume x element size; bytes entry: stored length
+  bool is_tensor = true;
+  std::string dtype;            // torch name ("bfloat16"); empty for bytes entries
+  std::vector<uint64_t> shape;  // tensors
+  size_t chunks = 0;            // tensors: chunk count; bytes entries: 1 if stored
+  uint64_t bytes = 0;           // tensors: numel × element size; bytes entries: the stored length
+  uint64_t stored_bytes = 0;    // sum of the storage entries' lengths (torch.save archives included)
 };
 
 struct Summary {
-  std::string dir;
-  std::string format;  // "Megatron torch_dist" or "PyTorch DCP"
-  std::optional<std::string> megatron_backend;  // metadata.json's sharded_backend
-  std::optional<int64_t> megatron_backend_version;
-  std::string dcp_version;  // Metadata.version, "" when absent
-  std::vector<std::pair<std::string, uint64_t>> files;  // data files named by storage_data, with sizes
-  size_t tensor_keys = 0, bytes_keys = 0, chunks = 0;
-  uint64_t tensor_bytes = 0;
-  std::vector<KeySummary> keys;  // metadata order
+  std::string format;  // "torch_dcp", or "megatron_torch_dist" when metadata.json names torch_dist
+  std::optional<std::string> dcp_version;
+  std::optional<MegatronMetadata> megatron;
+  std::optional<Serialization> serialization;  // of the first tensor item; none without tensors
+  std::vector<std::string> files;              // distinct relative paths, sorted
+  uint64_t tensors = 0, bytes_entries = 0, chunks = 0;
+  uint64_t tensor_bytes = 0;  // sum of KeySummary::bytes over tensors
+  uint64_t stored_bytes = 0;  // sum over all storage entries
+  std::vector<KeySummary> keys;  // in metadata order
 };
 
-// FormatError when a data file named by the metadata cannot be opened.
-Summary summarize(const Reader& reader);
+Summary summarize(const Reader& r);
 
 }  // namespace fpg::dcp

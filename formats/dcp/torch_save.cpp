@@ -54,13 +54,13 @@ TorchSaveArchive::TorchSaveArchive(const ByteSource& source, const PickleLimits&
   }
   if (!pkl) throw FormatError(source.name() + ": not a torch.save archive (no <folder>/data.pkl record)");
   if (const ZipEntry* bo = zip_.find(prefix_ + "/byteorder")) {
-    const std::vector<uint8_t> v = zip_.read(*bo, 16);
+    const std::vector<uint8_t> v = zip_.read_all(*bo, 16);
     const std::string order(v.begin(), v.end());
     if (order == "big") throw FormatError(source.name() + ": big-endian torch.save archives are not supported");
     if (order != "little")
       throw FormatError(source.name() + ": byteorder record holds " + safetensors::quote_name(order));
   }
-  const std::vector<uint8_t> bytes = zip_.read(*pkl, kMaxDataPkl);
+  const std::vector<uint8_t> bytes = zip_.read_all(*pkl, kMaxDataPkl);
   pickle_ = read_pickle(source.name() + " " + pkl->name, bytes.data(), bytes.size(),
                         AllowList::torch_save(), limits);
 }
@@ -165,7 +165,7 @@ void TorchSaveArchive::read_tensor(const TensorRecord& r, void* dst) const {
     zip_.read(rec, dst);
     return;
   }
-  const std::vector<uint8_t> storage = zip_.read(rec, rec.size);
+  const std::vector<uint8_t> storage = zip_.read_all(rec, rec.size);
   auto* out = static_cast<uint8_t*>(dst);
   if (nbytes == 0) return;
   if (r.contiguous()) {

@@ -201,7 +201,7 @@ void ZipArchive::read(const ZipEntry& entry, void* dst) const {
                       " has CRC-32 " + hex32(crc) + ", the directory records " + hex32(entry.crc32));
 }
 
-std::vector<uint8_t> ZipArchive::read(const ZipEntry& entry, uint64_t max_size) const {
+std::vector<uint8_t> ZipArchive::read_all(const ZipEntry& entry, uint64_t max_size) const {
   if (entry.size > max_size)
     throw FormatError(source_.name() + ": zip entry " + safetensors::quote_name(entry.name) + " is " +
                       std::to_string(entry.size) + " bytes, more than the " + std::to_string(max_size) +

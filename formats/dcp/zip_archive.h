@@ -40,7 +40,7 @@ class ZipArchive {
   // Reads the whole entry into `dst` (entry.size bytes) and checks its CRC-32.
   void read(const ZipEntry& entry, void* dst) const;
   // The whole entry, CRC-checked, in a new buffer; refused if larger than `max_size`.
-  std::vector<uint8_t> read(const ZipEntry& entry, uint64_t max_size) const;
+  std::vector<uint8_t> read_all(const ZipEntry& entry, uint64_t max_size) const;
 
  private:
   const ByteSource& source_;

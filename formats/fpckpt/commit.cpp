@@ -133,6 +133,10 @@ ckpt::Index merge_manifests(const std::vector<RankManifest>& manifests, const ck
 
 void commit(const std::string& staging, const std::string& target, const ckpt::Index& index) {
   write_index(join_path(staging, kIndexFile), index);
+  publish_staging(staging, target);
+}
+
+void publish_staging(const std::string& staging, const std::string& target) {
   fsync_directory(staging);
   if (exists(target)) throw UsageError(target + ": already exists; a checkpoint is never written over another");
   if (rename(staging.c_str(), target.c_str()) != 0)

@@ -28,6 +28,11 @@ ckpt::Index merge_manifests(const std::vector<RankManifest>& manifests, const ck
 // Writes the index into `staging` and renames it to `target` (fsyncs as above).
 void commit(const std::string& staging, const std::string& target, const ckpt::Index& index);
 
+// The last step of every commit, for any format whose files are complete and fsynced in `staging`:
+// fsyncs `staging`, renames it to `target` (UsageError if `target` appeared meanwhile) and fsyncs the
+// parent directory.
+void publish_staging(const std::string& staging, const std::string& target);
+
 // Replaces ROOT/latest with "NAME\n" atomically. NAME must be a plain directory name in ROOT.
 void update_latest(const std::string& root, const std::string& name);
 

@@ -1,0 +1,260 @@
+#include "formats/dcp/validate.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "formats/dcp/box_coverage.h"
+
+namespace fpg::dcp {
+
+using ckpt::Problem;
+using ckpt::ProblemKind;
+
+namespace {
+
+using u128 = unsigned __int128;
+
+uint64_t clamp64(u128 v) { return v > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(v); }
+
+// Row-major flat [first element, one past the last element] of a box (saturating).
+std::pair<uint64_t, uint64_t> flat_range(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& offsets,
+                                         const std::vector<uint64_t>& sizes) {
+  if (offsets.size() != shape.size() || sizes.size() != shape.size()) return {0, 0};
+  u128 lo = 0, last = 0, stride = 1;
+  bool empty = false;
+  for (size_t d = shape.size(); d-- > 0;) {
+    lo += static_cast<u128>(offsets[d]) * stride;
+    if (sizes[d] == 0) empty = true;
+    last += static_cast<u128>(offsets[d] + (sizes[d] ? sizes[d] - 1 : 0)) * stride;
+    stride *= shape[d];
+    if (stride > UINT64_MAX) stride = static_cast<u128>(UINT64_MAX) + 1;  // keeps the products bounded
+  }
+  return {clamp64(lo), empty ? clamp64(lo) : clamp64(last + 1)};
+}
+
+bool numel_overflows(const std::vector<uint64_t>& shape) {
+  u128 n = 1;
+  for (uint64_t d : shape) {
+    n *= d;
+    if (n > UINT64_MAX) return true;
+  }
+  return false;
+}
+
+std::string file_of(const Metadata& m, const ChunkMeta& c) {
+  return c.storage == kNoStorage ? std::string() : m.storage[static_cast<size_t>(c.storage)].relative_path;
+}
+
+Problem box_problem(ProblemKind kind, const Entry& e, const std::vector<uint64_t>& offsets,
+                    const std::vector<uint64_t>& sizes, std::string file, std::string message) {
+  const auto [lo, hi] = flat_range(e.tensor.size, offsets, sizes);
+  return Problem{kind, e.fqn, lo, hi, std::move(file), std::move(message)};
+}
+
+void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) {
+  const TensorMeta& t = e.tensor;
+  const size_t nd = t.size.size();
+  const bool overflow = numel_overflows(t.size);
+  if (overflow)
+    out.push_back({ProblemKind::shape, e.fqn, 0, 0, "", "size " + shape_string(t.size) + " overflows 64 bits"});
+  std::vector<Box> boxes;
+  std::vector<size_t> chunk_of;
+  boxes.reserve(t.chunks.size());
+  chunk_of.reserve(t.chunks.size());
+  for (size_t i = 0; i < t.chunks.size(); ++i) {
+    const ChunkMeta& c = t.chunks[i];
+    const std::string chunk = "chunk " + std::to_string(i);
+    if (c.offsets.size() != nd || c.sizes.size() != nd) {
+      out.push_back({ProblemKind::shape, e.fqn, 0, 0, file_of(m, c),
+                     chunk + " has offsets " + shape_string(c.offsets) + " and sizes " + shape_string(c.sizes) +
+                         " for a " + std::to_string(nd) + "-dimensional tensor of size " + shape_string(t.size)});
+      continue;
+    }
+    bool inside = true;
+    for (size_t d = 0; d < nd; ++d) inside = inside && c.offsets[d] <= t.size[d] && c.sizes[d] <= t.size[d] - c.offsets[d];
+    if (c.storage == kNoStorage)
+      out.push_back(box_problem(ProblemKind::missing_file, e, c.offsets, c.sizes, "",
+                                chunk + " " + box_string(c.offsets, c.sizes) + " has no storage_data entry"));
+    if (!inside) {
+      out.push_back(box_problem(ProblemKind::out_of_bounds, e, c.offsets, c.sizes, file_of(m, c),
+                                chunk + " " + box_string(c.offsets, c.sizes) + " lies outside the tensor's size " +
+                                    shape_string(t.size)));
+      continue;
+    }
+    boxes.push_back({c.offsets, c.sizes});
+    chunk_of.push_back(i);
+  }
+  if (overflow) return;
+  const CoverageResult cov = check_box_coverage(t.size, boxes);
+  for (const CoverageIssue& is : cov.issues) {
+    if (is.kind == CoverageIssue::Kind::gap) {
+      out.push_back(box_problem(ProblemKind::gap, e, is.box.offsets, is.box.sizes, "",
+                                box_string(is.box.offsets, is.box.sizes) + " is covered by no chunk"));
+    } else {
+      const ChunkMeta& a = t.chunks[chunk_of[is.a]];
+      const ChunkMeta& b = t.chunks[chunk_of[is.b]];
+      out.push_back(box_problem(ProblemKind::overlap, e, is.box.offsets, is.box.sizes, file_of(m, b),
+                                "chunk " + std::to_string(chunk_of[is.a]) + " " + box_string(a.offsets, a.sizes) +
+                                    " and chunk " + std::to_string(chunk_of[is.b]) + " " +
+                                    box_string(b.offsets, b.sizes) + " overlap in " +
+                                    box_string(is.box.offsets, is.box.sizes)));
+    }
+  }
+  if (cov.more_gaps)
+    out.push_back({ProblemKind::gap, e.fqn, 0, 0, "", std::to_string(cov.more_gaps) + " more uncovered boxes not listed"});
+  if (cov.more_overlaps)
+    out.push_back({ProblemKind::overlap, e.fqn, 0, 0, "", std::to_string(cov.more_overlaps) + " more overlaps not listed"});
+  if (cov.budget_exceeded) {
+    // The exact search stopped; DCP's own rule still applies.
+    u128 volume = 0;
+    for (const Box& b : boxes) {
+      u128 v = 1;
+      for (uint64_t s : b.sizes) v *= s;
+      volume += v;
+    }
+    const u128 numel = t.numel();
+    spdlog::debug("{}: key {}: coverage search stopped at its work limit; volumes checked", m.file, e.fqn);
+    if (volume != numel)
+      out.push_back({volume < numel ? ProblemKind::gap : ProblemKind::overlap, e.fqn, 0, t.numel(), "",
+                     "the chunks' volumes sum to " + std::to_string(clamp64(volume)) + ", the tensor has " +
+                         std::to_string(t.numel()) + " elements"});
+  }
+}
+
+}  // namespace
+
+std::string box_string(const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& sizes) {
+  if (offsets.size() != sizes.size()) return "offsets " + shape_string(offsets) + " sizes " + shape_string(sizes);
+  std::string s = "[";
+  for (size_t d = 0; d < offsets.size(); ++d) {
+    if (d) s += ", ";
+    s += std::to_string(offsets[d]) + ":" + std::to_string(clamp64(static_cast<u128>(offsets[d]) + sizes[d]));
+  }
+  return s + "]";
+}
+
+std::vector<Problem> check_metadata(const Metadata& m) {
+  std::vector<Problem> out;
+  for (const Entry& e : m.entries) {
+    if (e.is_tensor)
+      check_tensor(m, e, out);
+    else if (e.storage == kNoStorage)
+      out.push_back({ProblemKind::missing_file, e.fqn, 0, 0, "", "bytes entry has no storage_data entry"});
+  }
+  return out;
+}
+
+std::vector<Problem> check_storage(const Metadata& m, const CheckpointDir& dir) {
+  std::vector<Problem> out;
+  std::map<std::string, std::vector<size_t>> by_file;
+  for (size_t i = 0; i < m.storage.size(); ++i) by_file[m.storage[i].relative_path].push_back(i);
+  for (const auto& [path, entries] : by_file) {
+    const std::string& first_key = m.storage[entries.front()].fqn;
+    const std::string items = std::to_string(entries.size()) + (entries.size() == 1 ? " item" : " items");
+    if (!CheckpointDir::is_plain_name(path)) {
+      out.push_back({ProblemKind::missing_file, first_key, 0, 0, path,
+                     "relative_path of " + items + " is not a plain file name inside the checkpoint directory; refused"});
+      continue;
+    }
+    std::shared_ptr<const DataFile> f;
+    try {
+      f = dir.open(path);
+    } catch (const FormatError& ex) {
+      out.push_back({ProblemKind::missing_file, first_key, 0, 0, path, items + ": " + ex.what()});
+      continue;
+    }
+    for (size_t i : entries) {
+      const StorageEntry& s = m.storage[i];
+      if (s.offset > f->size() || s.length > f->size() - s.offset)
+        out.push_back({ProblemKind::truncated_file, s.fqn, s.offset, clamp64(static_cast<u128>(s.offset) + s.length), path,
+                       "stored item runs past the end of the file (" + std::to_string(f->size()) + " bytes)"});
+    }
+  }
+  return out;
+}
+
+std::vector<Problem> check_items(const Reader& r, uint64_t* items_read, uint64_t* bytes_read) {
+  const Metadata& m = r.metadata();
+  std::vector<Problem> out;
+  // Items whose file or range check_storage reports are skipped here.
+  auto readable = [&](int64_t storage) {
+    if (storage == kNoStorage) return false;
+    const StorageEntry& s = m.storage[static_cast<size_t>(storage)];
+    if (!CheckpointDir::is_plain_name(s.relative_path)) return false;
+    try {
+      const auto f = r.files().open(s.relative_path);
+      return s.offset <= f->size() && s.length <= f->size() - s.offset;
+    } catch (const FormatError&) {
+      return false;
+    }
+  };
+  std::vector<uint8_t> buffer;
+  for (const Entry& e : m.entries) {
+    if (!e.is_tensor) {
+      if (!readable(e.storage)) continue;
+      const StorageEntry& s = m.storage[static_cast<size_t>(e.storage)];
+      try {
+        r.read_object(e);
+        ++*items_read;
+        *bytes_read += s.length;
+      } catch (const FormatError& ex) {
+        out.push_back({ProblemKind::checksum, e.fqn, 0, 0, s.relative_path, ex.what()});
+      }
+      continue;
+    }
+    for (size_t i = 0; i < e.tensor.chunks.size(); ++i) {
+      const ChunkMeta& c = e.tensor.chunks[i];
+      if (!readable(c.storage)) continue;
+      const StorageEntry& s = m.storage[static_cast<size_t>(c.storage)];
+      const std::string chunk = "chunk " + std::to_string(i) + " " + box_string(c.offsets, c.sizes);
+      try {
+        const StoredChunk sc = r.open_chunk(e, i);
+        if (&sc.dtype() != e.tensor.dtype) {
+          out.push_back(box_problem(ProblemKind::dtype, e, c.offsets, c.sizes, s.relative_path,
+                                    chunk + " is stored as " + std::string(sc.dtype().name) + ", the metadata says " +
+                                        std::string(e.tensor.dtype->name)));
+          continue;
+        }
+        if (sc.shape() != c.sizes) {
+          out.push_back(box_problem(ProblemKind::shape, e, c.offsets, c.sizes, s.relative_path,
+                                    chunk + " is stored with shape " + shape_string(sc.shape())));
+          continue;
+        }
+        buffer.resize(static_cast<size_t>(sc.nbytes()));
+        sc.read(buffer.data());
+        ++*items_read;
+        *bytes_read += s.length;
+      } catch (const FormatError& ex) {
+        out.push_back(box_problem(ProblemKind::checksum, e, c.offsets, c.sizes, s.relative_path, chunk + ": " + ex.what()));
+      }
+    }
+  }
+  return out;
+}
+
+ValidationReport validate(const Reader& r, const ValidateOptions& options) {
+  ValidationReport rep;
+  const Metadata& m = r.metadata();
+  for (const Entry& e : m.entries) {
+    if (e.is_tensor) {
+      ++rep.tensors;
+      rep.chunks += e.tensor.chunks.size();
+    } else {
+      ++rep.bytes_entries;
+    }
+  }
+  rep.problems = check_metadata(m);
+  std::vector<Problem> storage = check_storage(m, r.files());
+  rep.problems.insert(rep.problems.end(), storage.begin(), storage.end());
+  if (options.data) {
+    std::vector<Problem> items = check_items(r, &rep.items_read, &rep.bytes_read);
+    rep.problems.insert(rep.problems.end(), items.begin(), items.end());
+  }
+  ckpt::sort_problems(rep.problems);
+  return rep;
+}
+
+}  // namespace fpg::dcp
