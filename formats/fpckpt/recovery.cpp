@@ -59,6 +59,12 @@ bool staging_name(const std::string& n) {
   return n.compare(at, tmp.size(), tmp) == 0 && all_of_class(n, n.size() - 16, n.size(), isxdigit);
 }
 
+// ".latest.tmp-<digits>": `latest` being replaced (write_file_atomic).
+bool latest_temp_name(const std::string& n) {
+  const std::string prefix = std::string(".") + kLatestFile + ".tmp-";
+  return n.rfind(prefix, 0) == 0 && all_of_class(n, prefix.size(), n.size(), isdigit);
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -127,6 +133,11 @@ std::vector<std::string> recover_root(const std::string& root) {
 
   for (const Entry& e : list_dir(root)) {
     const std::string path = join_path(root, e.name);
+    if (S_ISREG(e.st.st_mode) && e.st.st_uid == geteuid() && latest_temp_name(e.name) &&
+        now - e.st.st_mtime >= kStagingGraceSeconds) {
+      if (unlink(path.c_str()) == 0) act(root + ": removed " + e.name + ", a `latest` whose write did not finish");
+      continue;
+    }
     if (!ours(e.st)) continue;
     if (e.name[0] == '.' && ends_with(e.name, kDeletingSuffix)) {
       remove_tree(path);

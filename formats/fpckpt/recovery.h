@@ -6,7 +6,9 @@
 //   ".NAME.tmp-<16 hex digits>", owned by this user, whose writer's lock (an exclusive flock(2) on
 //   the directory that a live save holds until its rename, commit.h StagingDir) can be taken, and
 //   that was not modified in the last minute (a save locks its directory a moment after creating
-//   it). A directory whose lock cannot be tried (a file system without flock) is left alone.
+//   it). A directory whose lock cannot be tried (a file system without flock) is left alone. A
+//   temporary ".latest.tmp-<digits>" left by a replacement of `latest` cut short is removed once a
+//   minute old.
 // - Deletions cut short are finished: ".NAME.deleting" directories (retention renames a checkpoint
 //   so before deleting it), and "step-N" directories without index.h5 that hold nothing but rank
 //   data files (an older fpgather deleted checkpoints in place).
