@@ -8,6 +8,7 @@
 #include "ckpt/coverage.h"
 #include "ckpt/layout_check.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
@@ -104,6 +105,9 @@ void require_valid(const CheckpointReader& reader, const std::string& refusing) 
 std::unique_ptr<CheckpointReader> open_valid(const std::string& path, const std::string& refusing, bool validate) {
   auto reader = std::make_unique<CheckpointReader>(path, ChunkReads::direct, IndexCheck::report);
   if (validate) require_valid(*reader, refusing);
+  else if (reader->index().index_checksum == ckpt::IndexChecksum::mismatch)
+    spdlog::warn("{}/{} does not match its checksum ({}): read as it is, unvalidated", reader->dir(), kIndexFile,
+                 reader->index().index_checksum_detail);
   return reader;
 }
 

@@ -57,7 +57,7 @@ void require_valid(const CheckpointReader& reader, const std::string& refusing);
 
 // Opens the checkpoint at `path` for a command that uses it and runs require_valid on it; with
 // `validate` false (the `--no-validate` of salvage commands) the checks are skipped and an altered
-// index is opened as it is.
+// index is opened as it is, with a warning.
 std::unique_ptr<CheckpointReader> open_valid(const std::string& path, const std::string& refusing, bool validate = true);
 
 // One line on what a checkpoint's format cannot detect, or "" for the current format: format 1

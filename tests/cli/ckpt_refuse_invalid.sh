@@ -49,6 +49,8 @@ expect_in "$WORK/err" "refusing to resume from it:"
 expect_in "$WORK/err" "index_checksum"
 expect_exit 1 "${F[@]}" reshard run run-dp1 --dp 1 --accumulation 2
 expect_exit 1 "${F[@]}" convert run run.safetensors
+expect_exit 0 "${F[@]}" convert --no-validate run run.safetensors
+expect_in "$WORK/err" "does not match its checksum"
 expect_exit 1 "${F[@]}" convert run run2 --fp8 tensorwise
 expect_in "$WORK/err" "refusing to re-encode it:"
 expect_exit 0 "${F[@]}" inspect run
