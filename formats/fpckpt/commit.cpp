@@ -173,6 +173,13 @@ void update_latest(const std::string& root, const std::string& name) {
   safetensors::write_file_atomic(join_path(root, kLatestFile), name + "\n");
 }
 
+std::string latest_name(const std::string& root) {
+  std::ifstream in(join_path(root, kLatestFile));
+  std::string name;
+  if (in) std::getline(in, name);
+  return trim(name);
+}
+
 std::string resolve_checkpoint(const std::string& path) {
   const std::string latest = join_path(path, kLatestFile);
   struct stat st {};
@@ -218,12 +225,7 @@ std::vector<std::string> apply_retention(const std::string& root, size_t keep) {
   }
   closedir(d);
   std::sort(ckpts.begin(), ckpts.end());
-  std::string latest;
-  {
-    std::ifstream in(join_path(root, kLatestFile));
-    if (in) std::getline(in, latest);
-    latest = trim(latest);
-  }
+  const std::string latest = latest_name(root);
   if (ckpts.size() <= keep) return removed;
   for (size_t i = 0; i + keep < ckpts.size(); ++i) {
     if (ckpts[i] == latest) continue;

@@ -56,6 +56,9 @@ void commit(const std::string& staging, const std::string& target, const ckpt::I
 // Replaces ROOT/latest with "NAME\n" atomically. NAME must be a plain directory name in ROOT.
 void update_latest(const std::string& root, const std::string& name);
 
+// The first line of ROOT/latest, trimmed; "" if there is none.
+std::string latest_name(const std::string& root);
+
 // Where a checkpoint is expected: a directory holding `latest` stands for the checkpoint it names.
 // Returns the checkpoint directory; FormatError if `latest` names something that is not there.
 std::string resolve_checkpoint(const std::string& path);

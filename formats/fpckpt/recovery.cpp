@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -80,19 +79,11 @@ bool data_file_name(const std::string& n) {
   return n.rfind("rank-", 0) == 0 && ends_with(n, ".h5") && all_of_class(n, 5, n.size() - 3, isdigit);
 }
 
-bool ours(const struct stat& st) { return S_ISDIR(st.st_mode) && st.st_uid == geteuid(); }
+bool our_directory(const struct stat& st) { return S_ISDIR(st.st_mode) && st.st_uid == geteuid(); }
 
 bool has_index(const std::string& dir) {
   struct stat st {};
   return lstat(join_path(dir, kIndexFile).c_str(), &st) == 0;
-}
-
-std::string read_latest(const std::string& root) {
-  std::ifstream in(join_path(root, kLatestFile));
-  std::string name;
-  if (in) std::getline(in, name);
-  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
-  return name;
 }
 
 // Removes a staging directory if no live save holds its lock; the lock is held while removing.
@@ -138,7 +129,7 @@ std::vector<std::string> recover_root(const std::string& root) {
       if (unlink(path.c_str()) == 0) act(root + ": removed " + e.name + ", a `latest` whose write did not finish");
       continue;
     }
-    if (!ours(e.st)) continue;
+    if (!our_directory(e.st)) continue;
     if (e.name[0] == '.' && ends_with(e.name, kDeletingSuffix)) {
       remove_tree(path);
       act(root + ": finished deleting " + e.name + " (a retention cut short)");
@@ -160,7 +151,7 @@ std::vector<std::string> recover_root(const std::string& root) {
   }
 
   // Newer committed checkpoints than `latest` names, newest first.
-  const std::string latest = read_latest(root);
+  const std::string latest = latest_name(root);
   if (!latest.empty() && !step_name(latest)) {
     if (changed) safetensors::fsync_directory(root);
     return actions;  // named by hand: nothing to compare with
