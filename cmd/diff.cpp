@@ -1,6 +1,7 @@
 // fpgather diff A B: value-by-value comparison of two checkpoints in model space (by key, over the
 // flat extent, padding ignored; bucket-layout state per param where the layouts differ; per
-// parameter when either is a PyTorch DCP or Megatron torch_dist checkpoint). Exit 0 equal, 1 different.
+// parameter when either is a PyTorch DCP or Megatron torch_dist checkpoint). Both are validated
+// first (index or metadata checks; --no-validate skips them). Exit 0 equal, 1 different or invalid.
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
@@ -8,6 +9,7 @@
 #include "ckpt/param_diff.h"
 #include "convert/checkpoint_params.h"
 #include "formats/fpckpt/diff.h"
+#include "formats/fpckpt/validate.h"
 
 namespace fpg::cli {
 namespace {
@@ -16,6 +18,7 @@ struct DiffArgs {
   std::string a, b;
   double rtol = 0, atol = 0;
   size_t max_reports = 5;
+  bool no_validate = false;
 };
 
 int run_diff(const DiffArgs& args, const GlobalOptions& g) {
@@ -28,12 +31,15 @@ int run_diff(const DiffArgs& args, const GlobalOptions& g) {
   std::string dir_a, dir_b;
   if (convert::is_dcp_checkpoint(args.a) || convert::is_dcp_checkpoint(args.b)) {
     // A DCP or Megatron checkpoint on either side: compare parameter by parameter.
-    const auto a = convert::open_params(args.a), b = convert::open_params(args.b);
+    const auto a = convert::open_params(args.a, "compare it", !args.no_validate);
+    const auto b = convert::open_params(args.b, "compare it", !args.no_validate);
     rep = ckpt::diff_params(a->params(), b->params(), o);
     dir_a = args.a;
     dir_b = args.b;
   } else {
-    const fpckpt::CheckpointReader a(args.a), b(args.b);
+    const auto ra = fpckpt::open_valid(args.a, "compare it", !args.no_validate);
+    const auto rb = fpckpt::open_valid(args.b, "compare it", !args.no_validate);
+    const fpckpt::CheckpointReader &a = *ra, &b = *rb;
     rep = fpckpt::diff_checkpoints(a, b, o);
     dir_a = a.dir();
     dir_b = b.dir();
@@ -75,6 +81,9 @@ void register_diff(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--rtol", args->rtol, "Relative tolerance: |a-b| <= atol + rtol*|b|")->capture_default_str();
   cmd->add_option("--atol", args->atol, "Absolute tolerance")->capture_default_str();
   cmd->add_option("--max-reports", args->max_reports, "First differences listed per key")->capture_default_str();
+  cmd->add_flag("--no-validate", args->no_validate,
+                "Compare even checkpoints that fail validation's index checks (salvage; gaps and altered indexes are "
+                "read as they are)");
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_diff(*args, global); }; });
 }
 

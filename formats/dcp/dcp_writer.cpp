@@ -98,7 +98,7 @@ std::string megatron_metadata_json(const MegatronMetadata& m) {
 
 DcpRankWriter::DcpRankWriter(const DcpWriter& owner, uint32_t rank)
     : owner_(owner), rank_(rank), file_name_("__" + std::to_string(rank) + "_0.distcp"),
-      path_(join_path(owner.staging_, file_name_)) {
+      path_(join_path(owner.staging_.path(), file_name_)) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) throw FormatError(path_ + ": cannot create: " + std::strerror(errno));
 }
@@ -204,7 +204,7 @@ DcpWriter::DcpWriter(std::string target, DcpWriteOptions opts) : target_(std::mo
 DcpWriter::~DcpWriter() {
   if (!committed_) {
     ranks_.clear();
-    fpckpt::remove_tree(staging_);
+    fpckpt::remove_tree(staging_.path());
   }
 }
 
@@ -299,10 +299,10 @@ Metadata DcpWriter::commit() {
     rank->finish();
   }
   Metadata md = build_metadata();
-  safetensors::write_file_atomic(join_path(staging_, ".metadata"), metadata_pickle(md));
+  safetensors::write_file_atomic(join_path(staging_.path(), ".metadata"), metadata_pickle(md));
   if (opts_.megatron)
-    safetensors::write_file_atomic(join_path(staging_, "metadata.json"), megatron_metadata_json(*opts_.megatron));
-  fpckpt::publish_staging(staging_, target_);
+    safetensors::write_file_atomic(join_path(staging_.path(), "metadata.json"), megatron_metadata_json(*opts_.megatron));
+  fpckpt::publish_staging(staging_.path(), target_);
   committed_ = true;
   return md;
 }

@@ -36,6 +36,7 @@
 #include "formats/dcp/pickle_value.h"
 #include "formats/dcp/torch_dtype.h"
 #include "formats/dcp/torch_save_writer.h"
+#include "formats/fpckpt/commit.h"
 
 namespace fpg::dcp {
 
@@ -125,7 +126,7 @@ class DcpWriter {
   Metadata commit();
 
   const std::string& target() const { return target_; }
-  const std::string& staging() const { return staging_; }
+  const std::string& staging() const { return staging_.path(); }
 
  private:
   friend class DcpRankWriter;
@@ -138,7 +139,8 @@ class DcpWriter {
   void declare(Key k);
   Metadata build_metadata() const;
 
-  std::string target_, staging_;
+  std::string target_;
+  fpckpt::StagingDir staging_;  // locked while the writer lives, so recovery leaves it alone
   DcpWriteOptions opts_;
   std::vector<Key> keys_;
   std::unordered_map<std::string, size_t> by_fqn_;

@@ -46,7 +46,7 @@ constexpr bool kDirectReads = false;
 #endif
 }  // namespace
 
-CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads)
+CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads, IndexCheck check)
     : reads_(kDirectReads ? reads : ChunkReads::hdf5), h5_(std::make_unique<Handles>()), where_(std::make_unique<Where>()) {
   dir_ = resolve_checkpoint(path);
   const std::string index_path = dir_ + "/" + kIndexFile;
@@ -56,6 +56,9 @@ CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads)
     throw FormatError(dir_ + ": not a checkpoint (no " + std::string(kIndexFile) + ")");
   }
   index_ = read_index(index_path);
+  if (check == IndexCheck::enforce && index_.index_checksum == ckpt::IndexChecksum::mismatch)
+    throw IndexChecksumError(index_path + ": the index does not match its checksum (" + index_.index_checksum_detail +
+                             "): it was changed after it was written (`fpgather validate` reports it)");
   for (const auto& f : index_.files)
     if (!ckpt::valid_file_name(f.name)) throw FormatError(index_path + ": file name '" + f.name + "' is not a plain name");
   by_key_.resize(index_.keys.size());
@@ -241,7 +244,11 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
   if (!err.empty()) return err;
   const ckpt::Chunk& ch = index_.chunks[c];
   const ckpt::Run& run = index_.runs[ch.run];
-  if (ckpt::checksum(stored.data(), stored.size()) != ch.checksum_stored) return "stored bytes do not match their checksum";
+  const uint64_t seed = index_.checksum_seed(ch);
+  auto mismatch = [&](const char* what) {
+    return std::string(what) + " do not match their checksum" + (seed ? " for this key and offset" : "");
+  };
+  if (ckpt::checksum(stored.data(), stored.size(), seed) != ch.checksum_stored) return mismatch("stored bytes");
   const size_t elem = dtype_bits(run.dtype) / 8;
   const size_t want = static_cast<size_t>(ch.length) * elem, full = run.chunk_elems * elem;
   if (ch.flags == 0 && stored.size() == full && want <= full) {
@@ -256,7 +263,7 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
                              scratch);
     if (!err.empty()) return "cannot decode: " + err;
   }
-  if (ckpt::checksum(logical.data(), logical.size()) != ch.checksum_logical) return "decoded bytes do not match their checksum";
+  if (ckpt::checksum(logical.data(), logical.size(), seed) != ch.checksum_logical) return mismatch("decoded bytes");
   return "";
 }
 

@@ -20,6 +20,7 @@
 #include "fp8/recipe.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/validate.h"
 #include "formats/safetensors/index.h"
 #include "formats/safetensors/writer.h"
 
@@ -277,7 +278,8 @@ uint64_t parse_byte_size(const std::string& text) {
 
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, const ExportOptions& o) {
   ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();
-  const fpckpt::CheckpointReader reader(checkpoint);
+  const auto opened = fpckpt::open_valid(checkpoint, "export it", o.validate);
+  const fpckpt::CheckpointReader& reader = *opened;
   const std::string& dir = reader.dir();
   const ckpt::ParamStateMap map = ckpt::ParamStateMap::from_index(reader.index(), dir);
   const std::optional<Fp8Export> fp8r = checkpoint_recipe(reader.index(), dir);

@@ -19,8 +19,11 @@ class OpenedParams {
   virtual const ckpt::ParamSource& params() const = 0;
 };
 
-// FormatError when `path` is no checkpoint or cannot be read; fpg::Error with exit code 1 when a
-// Megatron optimizer layout cannot be recovered.
-std::unique_ptr<OpenedParams> open_params(const std::string& path);
+// Opens `path` for a command that uses it (`refusing` says what, e.g. "compare it"). With `validate`,
+// a checkpoint that fails the checks needing no data is refused with the problems (exit 1): the
+// index checks of fpgather checkpoints (fpckpt::open_valid), DCP's metadata and storage checks
+// (dcp::validate). FormatError when `path` is no checkpoint or cannot be read; fpg::Error with exit
+// code 1 when a Megatron optimizer layout cannot be recovered.
+std::unique_ptr<OpenedParams> open_params(const std::string& path, const std::string& refusing, bool validate = true);
 
 }  // namespace fpg::convert

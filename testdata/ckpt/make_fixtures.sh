@@ -14,7 +14,7 @@ mkdir -p "$here/expected"
 for dir in "$here"/broken/*/; do
   name=$(basename "$dir")
   args=(validate)
-  [ "$name" = flipped-bit ] && args+=(--data)
+  case $name in flipped-bit | swapped-keys | moved-chunk) args+=(--data) ;; esac  # defects only data reveals
   set +e
   "$build/fpgather" --no-progress "${args[@]}" "$dir" >"$here/expected/$name.out"
   code=$?
