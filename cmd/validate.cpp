@@ -1,11 +1,14 @@
 // fpgather validate CKPT [--data]: the index checksum, the coverage contract and file checks from the
 // index alone, the layout check where the index records one, and with --data every chunk re-read and
 // decoded.
-// Exit 0 valid, 1 invalid, 3 unreadable.
+// A PyTorch DCP / Megatron torch_dist directory gets DCP's rules with interval precision instead
+// (validate_dcp.h). Exit 0 valid, 1 invalid, 3 unreadable.
 #include <nlohmann/json.hpp>
 
 #include "ckpt/version.h"
 #include "cli.h"
+#include "formats/dcp/reader.h"
+#include "validate_dcp.h"
 #include "core/error.h"
 #include "formats/fpckpt/validate.h"
 
@@ -19,6 +22,7 @@ struct ValidateArgs {
 };
 
 int run_validate(const ValidateArgs& a, const GlobalOptions& g) {
+  if (dcp::is_dcp_directory(a.path)) return validate_dcp(a.path, a.data, g.json || a.json);
   fpckpt::ValidateOptions o;
   o.data = a.data;
   o.progress = progress_enabled(g);
@@ -67,7 +71,7 @@ int run_validate(const ValidateArgs& a, const GlobalOptions& g) {
 void register_validate(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto args = std::make_shared<ValidateArgs>();
   auto* cmd = app.add_subcommand("validate", "Check a checkpoint's index checksum, coverage, files, layout and (--data) chunk checksums");
-  cmd->add_option("CKPT", args->path, "A checkpoint directory, or a directory holding `latest`")->required();
+  cmd->add_option("CKPT", args->path, "A checkpoint directory, a directory holding `latest`, or a PyTorch DCP / Megatron torch_dist directory")->required();
   cmd->add_flag("--data", args->data, "Also re-read every chunk, verify its checksums and decode it");
   cmd->add_flag("--json", args->json, "Print the report as JSON (same as the global --json)");
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_validate(*args, global); }; });

@@ -342,3 +342,20 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
 }
 
 }  // namespace fpg::dcp
+
+namespace fpg::dcp {
+
+std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view) {
+  try {
+    auto params = std::make_unique<DcpParams>(reader);
+    if (view) *view = std::move(params);
+    return {};
+  } catch (const Error& e) {
+    ckpt::Problem p;
+    p.kind = e.code() == ExitCode::check_failed ? ckpt::ProblemKind::layout_mismatch : ckpt::ProblemKind::checksum;
+    p.message = e.what();
+    return {p};
+  }
+}
+
+}  // namespace fpg::dcp

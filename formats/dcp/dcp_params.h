@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ckpt/param_source.h"
+#include "ckpt/problem.h"
 #include "formats/dcp/megatron_layout.h"
 #include "formats/dcp/reader.h"
 
@@ -90,5 +91,14 @@ class DcpParams : public ckpt::ParamSource {
   mutable std::mutex cache_mu_;
   mutable Cached cache_;
 };
+
+}  // namespace fpg::dcp
+
+namespace fpg::dcp {
+
+// What DcpParams finds wrong when mapping a checkpoint to parameters, as validation problems: a
+// Megatron optimizer layout that cannot be recovered (layout_mismatch) or objects that cannot be
+// decoded (checksum). `view` receives the mapping when it succeeds.
+std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view = nullptr);
 
 }  // namespace fpg::dcp
