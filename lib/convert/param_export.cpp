@@ -40,9 +40,9 @@ std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) 
       for (size_t j = 0; j < ts.size(); ++j)
         if (ts[j].param == ts[i].param && ts[j].role == "master") from = j;
     }
-    if (!dtype_is_decodable_float(ts[from].dtype) || dtype_bits(ts[from].dtype) < 16)
-      throw UsageError(ts[i].name + ": weight of dtype " + std::string(dtype_name(ts[from].dtype)) +
-                       " cannot be exported as " + std::string(dtype_name(dtype)));
+    // Tensors that are not 16- to 64-bit floats (integer buffers, FP8) are written as stored.
+    const DType held = ts[from].dtype;
+    if (!dtype_is_decodable_float(held) || dtype_bits(held) < 16) dtype = held;
     out.push_back({from, {ts[i].param, dtype, ts[i].shape}});
   }
   if (o.states)

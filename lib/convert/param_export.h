@@ -19,8 +19,8 @@
 
 namespace fpg::convert {
 
-// UsageError for fp8 weights (only fpgather checkpoints hold FP8 parameters) or a parameter without
-// the tensor the weights option needs.
+// UsageError for fp8 weights: this export writes no FP8 recipe (quantize its output with
+// `convert --fp8`, or export an fpgather checkpoint with convert/checkpoint_export.h).
 ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
 
 }  // namespace fpg::convert
