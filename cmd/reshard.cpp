@@ -1,13 +1,18 @@
 // fpgather reshard SRC DST --dp M [...]: a training checkpoint rewritten for another DP size,
 // distributed optimizer, state layout, bucket size or padding (train/reshard_target.h plans it,
-// formats/fpckpt/reshard.h streams it). Exit 0 done, 1 a source that fails validation, 2 usage (a
+// formats/fpckpt/reshard.h streams it); a Megatron torch_dist checkpoint's distributed-optimizer
+// state re-bucketed for another DP size, bucket size, padding or form (app/megatron_reshard.h). Exit 0 done, 1 a source that fails validation, 2 usage (a
 // target that cannot hold the state, DST exists), 3 an unreadable source.
+#include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "app/megatron_reshard.h"
 #include "cli.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "formats/dcp/reader.h"
 #include "formats/fpckpt/reader.h"
+#include "layout/describe.h"
 #include "train/reshard.h"
 
 namespace fpg::cli {
@@ -20,6 +25,7 @@ struct ReshardArgs {
   bool pad = false, no_pad = false;
   uint64_t accumulation = 0, chunk_bytes = 0;
   size_t threads = 0;
+  std::string to;
   bool dry_run = false, json = false;
 };
 
@@ -69,8 +75,60 @@ std::string mib(uint64_t b) {
   return buf;
 }
 
+// A Megatron torch_dist source: its distributed-optimizer state re-bucketed for the target (app/megatron_reshard.h).
+int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
+  if (!a.dist_opt.empty() || !a.ckpt_layout.empty() || a.accumulation || !a.compress.empty() || a.chunk_bytes)
+    throw UsageError(a.src + " is a Megatron torch_dist checkpoint: --dist-opt, --ckpt-layout, --accumulation, "
+                     "--compress and --chunk-bytes apply to fpgather checkpoints");
+  const train::ReshardOptions ro = reshard_options(a);
+  app::MegatronReshardOptions o;
+  o.dp = ro.dp;
+  o.bucket_size = ro.bucket_size;
+  o.pad_for_nccl = ro.pad_for_nccl;
+  o.dry_run = a.dry_run;
+  if (a.to == "dp_reshardable") o.to = app::MegatronForm::dp_reshardable;
+  else if (a.to == "fully_reshardable") o.to = app::MegatronForm::fully_reshardable;
+  else if (!a.to.empty()) throw UsageError("--to must be dp_reshardable or fully_reshardable, not '" + a.to + "'");
+  const auto t0 = std::chrono::steady_clock::now();
+  const app::MegatronReshardSummary s = app::reshard_megatron(a.src, a.dst, o);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (g.json || a.json) {
+    nlohmann::json j = {{"source", a.src}, {"target", a.dst}, {"dry_run", a.dry_run}, {"from", s.source_form},
+                        {"to", s.target_form}, {"dp", o.dp}, {"keys", s.keys}, {"chunks", s.chunks},
+                        {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
+                        {"seconds", secs}};
+    if (!s.target.buffers.empty()) {
+      j["bucket_size"] = s.target.bucket_size ? nlohmann::json(*s.target.bucket_size) : nlohmann::json("none");
+      j["pad_for_nccl"] = s.target.pad_for_nccl;
+      j["buffers"] = nlohmann::json::array();
+      for (const auto& b : s.target.buffers) {
+        nlohmann::json sizes = nlohmann::json::array(), unpadded = nlohmann::json::array();
+        for (const auto& k : b.buckets) {
+          sizes.push_back(k.numel());
+          unpadded.push_back(k.numel_unpadded);
+        }
+        j["buffers"].push_back({{"dtype", layout::to_string(b.key)}, {"per_bucket_numel", sizes},
+                                {"per_bucket_numel_unpadded", unpadded}});
+      }
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s %s (%s) -> %s (%s, dp %u)\n", a.dry_run ? "reshard plan (dry run):" : "resharded", a.src.c_str(),
+              s.source_form.c_str(), a.dst.c_str(), s.target_form.c_str(), o.dp);
+  if (!s.target.buffers.empty()) std::printf("%s", layout::describe(s.target).c_str());
+  if (s.grad_dtype_assumed)
+    std::printf("note: the source records no grad dtype; buckets are named for float32 grads (grad_reduce_in_fp32)\n");
+  if (!a.dry_run)
+    std::printf("%llu keys, %llu chunks, %llu bytes written in %.2f s\n", static_cast<unsigned long long>(s.keys),
+                static_cast<unsigned long long>(s.chunks), static_cast<unsigned long long>(s.bytes_written), secs);
+  return 0;
+}
+
 int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   if (a.threads) ThreadPool::set_global_threads(a.threads);
+  if (dcp::is_dcp_directory(a.src)) return run_reshard_megatron(a, g);
+  if (!a.to.empty()) throw UsageError("--to applies to Megatron torch_dist checkpoints; " + a.src + " is not one");
   train::ReshardRequest q;
   q.source = a.src;
   q.target = a.dst;
@@ -183,6 +241,9 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--compress", a->compress, "zstd[:LEVEL][+shuffle] or none (default: the source's filters)");
   cmd->add_option("--chunk-bytes", a->chunk_bytes, "Target chunk size in bytes (default: the source's)");
   cmd->add_option("--threads", a->threads, "Worker threads (default: the global --threads)");
+  cmd->add_option("--to", a->to,
+                  "Megatron torch_dist: the optimizer form to write, dp_reshardable or fully_reshardable "
+                  "(default: the source's)");
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan (keys, bytes read and written, files, peak memory) only");
   cmd->add_flag("--json", a->json, "Print the result or plan as JSON (same as the global --json)");
   cmd->callback([a, &global, &run] { run = [a, &global] { return run_reshard(*a, global); }; });

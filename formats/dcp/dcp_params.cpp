@@ -117,7 +117,8 @@ void DcpParams::map_megatron() {
     else if (e.fqn.find("optimizer.") != std::string::npos) unmapped_.push_back(e.fqn);
     else model_keys.push_back({e.fqn, dtype_of(e, md.file), e.tensor.size});
   }
-  const std::vector<MegatronParam> params = megatron_params(model_keys);
+  params_ = fpg::dcp::megatron_params(model_keys);
+  const std::vector<MegatronParam>& params = params_;
 
   // Per parameter, its tensors in order: weight, master, states.
   std::map<std::string, std::vector<std::pair<std::string, size_t>>> states_of_key;  // model key -> (state, entry)
@@ -126,7 +127,10 @@ void DcpParams::map_megatron() {
     std::regex_match(md.entries[i].fqn, m, kModelSpaceState);
     states_of_key[m[2]].push_back({master_or(m[1]), i});
   }
-  if (!state_entries.empty()) form_ = OptimizerForm::model_space;
+  if (!state_entries.empty()) {
+    form_ = OptimizerForm::model_space;
+    optimizer_prefix_ = "optimizer.state";
+  }
   for (const MegatronParam& p : params) {
     const uint64_t n = volume(p.shape);
     const uint64_t base = p.layer ? *p.layer * n : 0;
@@ -168,6 +172,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
       throw FormatError(md.file + ": bucket keys of two optimizer groups ('" + group + "', '" + std::string(m[1]) +
                         "'); fpgather reads checkpoints of one model-parallel rank (TP = PP = 1)");
     group = m[1];
+    optimizer_prefix_ = group;
     keys.push_back({m[1], static_cast<uint32_t>(std::stoul(m[2])), static_cast<uint32_t>(std::stoul(m[5])), m[6], i});
     if (std::find(states.begin(), states.end(), m[6].str()) == states.end()) states.push_back(m[6]);
   }

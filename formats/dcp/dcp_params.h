@@ -54,6 +54,13 @@ class DcpParams : public ckpt::ParamSource {
   void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override;
 
   bool megatron() const { return megatron_; }
+  // Megatron: the parameters in registration order, as the model keys give them.
+  const std::vector<MegatronParam>& megatron_params() const { return params_; }
+  // Megatron: the optimizer keys' common prefix ("optimizer.distributed.dp_group_idx_0" for
+  // dp_reshardable, "optimizer.state" for model space), "" without optimizer state.
+  const std::string& optimizer_prefix() const { return optimizer_prefix_; }
+  // The stored entry a parameter tensor reads, and where its element 0 lies in it.
+  size_t entry_of(size_t tensor) const { return sources_.at(tensor).entry; }
   OptimizerForm optimizer_form() const { return form_; }
   // The recovered buffer layout and the DP size it was recovered at (dp_reshardable only).
   const std::optional<RecoveredLayout>& layout() const { return layout_; }
@@ -81,6 +88,8 @@ class DcpParams : public ckpt::ParamSource {
   std::optional<RecoveredLayout> layout_;
   std::vector<StoredPadding> stored_padding_;
   std::vector<std::string> unmapped_;
+  std::vector<MegatronParam> params_;
+  std::string optimizer_prefix_;
   std::vector<ckpt::ParamTensor> tensors_;
   std::vector<Source> sources_;
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "formats/dcp/torch_dtype.h"
 #include "layout/padding.h"
 
 namespace fpg::dcp {
@@ -70,20 +71,32 @@ std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_ke
   return out;
 }
 
-std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& params,
-                                              const std::vector<StoredBuffer>& stored, uint32_t dp,
-                                              std::string& mismatch) {
-  if (dp == 0) throw UsageError("layout: dp must be at least 1");
-  RecoveredLayout r;
-  r.spec.name = "megatron";
+model::ModelSpec megatron_spec(const std::vector<MegatronParam>& params) {
+  model::ModelSpec spec;
+  spec.name = "megatron";
   for (const MegatronParam& p : params) {
     model::Param sp;
     sp.name = p.name;
     sp.shape = p.shape.empty() ? std::vector<uint64_t>{1} : p.shape;
     sp.dtype = p.dtype;
     sp.role = sp.shape.size() == 2 ? model::Role::matrix : model::Role::vector;
-    r.spec.params.push_back(std::move(sp));
+    spec.params.push_back(std::move(sp));
   }
+  return spec;
+}
+
+std::string bucket_key_name(const std::string& prefix, uint32_t gbuf, DType param_dtype, DType grad_dtype,
+                            uint32_t bucket, const std::string& state) {
+  return prefix + ".gbuf_idx_" + std::to_string(gbuf) + ".dtype_(torch." + std::string(torch_dtype_name(param_dtype)) +
+         ", torch." + std::string(torch_dtype_name(grad_dtype)) + ").bucket_idx_" + std::to_string(bucket) + "." + state;
+}
+
+std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& params,
+                                              const std::vector<StoredBuffer>& stored, uint32_t dp,
+                                              std::string& mismatch) {
+  if (dp == 0) throw UsageError("layout: dp must be at least 1");
+  RecoveredLayout r;
+  r.spec = megatron_spec(params);
   const bool grad_fp32 = std::all_of(stored.begin(), stored.end(), [](const StoredBuffer& b) {
     return b.grad_dtype == DType::F32;
   });

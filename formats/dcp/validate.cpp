@@ -258,3 +258,19 @@ ValidationReport validate(const Reader& r, const ValidateOptions& options) {
 }
 
 }  // namespace fpg::dcp
+
+namespace fpg::dcp {
+
+void require_valid(const Reader& r, const std::string& refusing) {
+  const ValidationReport rep = validate(r);
+  if (rep.ok()) return;
+  constexpr size_t kListed = 20;
+  const size_t n = rep.problems.size();
+  std::string msg = r.dir() + ": not a valid checkpoint (" + std::to_string(n) + " problem" + (n == 1 ? "" : "s") +
+                    "); refusing to " + refusing + ":";
+  for (size_t i = 0; i < n && i < kListed; ++i) msg += "\n  " + ckpt::to_string(rep.problems[i]);
+  if (n > kListed) msg += "\n  ... and " + std::to_string(n - kListed) + " more (`fpgather validate` lists them all)";
+  throw Error(ExitCode::check_failed, msg);
+}
+
+}  // namespace fpg::dcp

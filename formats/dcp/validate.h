@@ -54,3 +54,11 @@ std::vector<ckpt::Problem> check_items(const Reader& r, uint64_t* items_read, ui
 ValidationReport validate(const Reader& r, const ValidateOptions& options = {});
 
 }  // namespace fpg::dcp
+
+namespace fpg::dcp {
+
+// Runs validate() without data and throws fpg::Error with exit code 1 if it finds problems: the
+// message names the checkpoint and what was refused (`refusing`, e.g. "export it") and lists them.
+void require_valid(const Reader& r, const std::string& refusing);
+
+}  // namespace fpg::dcp

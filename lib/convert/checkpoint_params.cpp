@@ -10,19 +10,15 @@
 namespace fpg::convert {
 namespace {
 
-// Refuses a DCP checkpoint whose metadata or storage checks fail, listing the problems.
-const dcp::Reader& require_valid_dcp(const dcp::Reader& r, const std::string& refusing) {
-  const dcp::ValidationReport rep = dcp::validate(r);
-  if (rep.ok()) return r;
-  std::string msg = r.dir() + ": not a valid checkpoint, refusing to " + refusing + " (fpgather validate lists every problem):";
-  for (size_t i = 0; i < rep.problems.size() && i < 20; ++i) msg += "\n  " + ckpt::to_string(rep.problems[i]);
-  if (rep.problems.size() > 20) msg += "\n  … " + std::to_string(rep.problems.size() - 20) + " more";
-  throw fpckpt::InvalidCheckpoint(msg);
+// The reader, once it passes the metadata and storage checks (when asked for).
+const dcp::Reader& checked(const dcp::Reader& r, const std::string& refusing, bool validate) {
+  if (validate) dcp::require_valid(r, refusing);
+  return r;
 }
 
 struct OpenedDcp : OpenedParams {
   OpenedDcp(const std::string& path, const std::string& refusing, bool validate)
-      : reader(path), source(validate ? require_valid_dcp(reader, refusing) : reader) {}
+      : reader(path), source(checked(reader, refusing, validate)) {}
   const ckpt::ParamSource& params() const override { return source; }
   dcp::Reader reader;
   dcp::DcpParams source;

@@ -1,0 +1,49 @@
+// `fpgather reshard SRC DST --dp M` for Megatron-Core torch_dist checkpoints: the distributed
+// optimizer's state moved into the buffer layout Megatron builds for M ranks with the given bucket
+// size and padding (notes/megatron.md §1), written as a torch_dist checkpoint Megatron-Core loads.
+//
+// The source's optimizer state is read per parameter (dcp::DcpParams: dp_reshardable buckets through
+// the recovered layout, or fully_reshardable model-space keys). The target is written in either form:
+//   dp_reshardable     one 1-D key per (buffer, bucket, state) of extent numel_unpadded; each target
+//                      rank's shard written as Megatron writes it, one chunk per parameter fragment and
+//                      one per gap (zeros), clipped to numel_unpadded; per_bucket_numel and
+//                      per_bucket_numel_unpadded rewritten; the optimizer's param_groups object kept;
+//   fully_reshardable  "optimizer.state.{param,exp_avg,…}.<model key>" in the model key's shape and
+//                      chunks, param_groups moved into the common state.
+// The common state's sharding type and content metadata follow the target form. Model keys and the
+// other bytes entries are carried over unchanged. Memory: the largest stored chunk or parameter, twice.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "layout/bucketed_layout.h"
+
+namespace fpg::app {
+
+enum class MegatronForm : uint8_t { dp_reshardable, fully_reshardable };
+
+struct MegatronReshardOptions {
+  uint32_t dp = 0;
+  // Unset: the source's (recovered) bucket size; set to nullopt: one bucket per buffer.
+  std::optional<std::optional<uint64_t>> bucket_size;
+  std::optional<bool> pad_for_nccl;        // unset: the source's
+  std::optional<MegatronForm> to;          // unset: the source's form
+  bool dry_run = false;
+  bool validate = true;                    // refuse a source that fails validation
+};
+
+struct MegatronReshardSummary {
+  std::string source_form, target_form;
+  layout::BucketedLayout target;  // dp_reshardable targets
+  uint64_t keys = 0, chunks = 0, bytes_written = 0;
+  bool grad_dtype_assumed = false;  // a fully_reshardable source records no grad dtype: float32 taken
+};
+
+// UsageError for options the source cannot serve (a form other than Megatron's distributed optimizer,
+// DST existing); InvalidCheckpoint (exit 1) for an invalid source.
+MegatronReshardSummary reshard_megatron(const std::string& src, const std::string& dst,
+                                        const MegatronReshardOptions& opts);
+
+}  // namespace fpg::app
