@@ -78,7 +78,8 @@ const StorageEntry& Reader::storage(const Entry& e) const {
 }
 
 uint64_t Reader::chunk_bytes(const Entry& e, size_t chunk) const {
-  storage(e, chunk);  // checks the chunk index
+  if (!e.is_tensor || chunk >= e.tensor.chunks.size())
+    throw UsageError(dir() + ": " + chunk_name(e, chunk) + " is not a tensor chunk of the checkpoint");
   uint64_t n = e.tensor.dtype->element_bytes;
   for (uint64_t d : e.tensor.chunks[chunk].sizes) {
     if (d != 0 && n > UINT64_MAX / d)
