@@ -719,6 +719,9 @@ PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t 
   PickleDocument doc;
   doc.file_ = file;
   doc.limits_ = limits;
+  if (size > limits.max_bytes)
+    throw FormatError(file + ": pickle of " + std::to_string(size) + " bytes is larger than the " +
+                      std::to_string(limits.max_bytes) + " accepted");
   doc.nodes_.reserve(std::min<size_t>(size / 8 + 16, limits.max_nodes));
   PickleMachine machine(doc, data, size, allow);
   machine.run();

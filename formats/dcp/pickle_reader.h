@@ -28,6 +28,7 @@
 namespace fpg::dcp {
 
 struct PickleLimits {
+  uint64_t max_bytes = uint64_t{4} << 30;  // the pickle itself
   uint32_t max_depth = 256;         // open marks, and nesting of any traversal of the result
   uint64_t max_nodes = 64u << 20;   // values created while decoding (about 40 bytes each)
   uint64_t max_value_nodes = 8u << 20;  // values produced by one to_value (about 120 bytes each)
@@ -45,6 +46,7 @@ class PickleDocument {
   Ref root() const { return root_; }
   const std::string& file() const { return file_; }
   uint32_t max_depth() const { return limits_.max_depth; }
+  size_t node_count() const { return nodes_.size(); }
 
   Kind kind(Ref r) const { return nodes_[r].kind; }
   bool as_bool(Ref r) const { return nodes_[r].num.i != 0; }

@@ -50,6 +50,9 @@ void StoredChunk::read(void* dst) const {
 
 Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir) {
   const auto f = files_.open(kMetadataFileName);
+  if (f->size() > limits.max_bytes)
+    throw FormatError(f->path() + ": " + std::to_string(f->size()) + " bytes, larger than the " +
+                      std::to_string(limits.max_bytes) + " accepted");
   std::vector<uint8_t> bytes(static_cast<size_t>(f->size()));
   f->read(0, bytes.data(), bytes.size());
   metadata_ = parse_metadata(f->path(), bytes.data(), bytes.size(), limits);
