@@ -146,6 +146,7 @@ class PickleMachine {
     const Ref r = new_node(k);
     PickleDocument::Node& n = doc_.nodes_[r];
     if (PickleDocument::pooled(k)) {
+      if (doc_.pool_.size() + kids.size() >= kUnset) fail("holds more tuple items than 32-bit indices address");
       n.a = static_cast<Ref>(doc_.pool_.size());
       n.b = static_cast<Ref>(kids.size());
       doc_.pool_.insert(doc_.pool_.end(), kids.begin(), kids.end());
