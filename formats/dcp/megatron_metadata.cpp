@@ -18,7 +18,9 @@ MegatronMetadata parse_megatron_metadata(const std::string& file, const char* te
   if (!j.is_object()) throw FormatError(file + ": not a JSON object");
   MegatronMetadata m;
   bool has_backend = false;
-  for (const auto& [k, v] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const nlohmann::json& v = it.value();
     auto bad = [&](const char* want) {
       return FormatError(file + ": " + safetensors::quote_name(k) + " is " + v.dump() + ", not " + want);
     };

@@ -29,6 +29,54 @@ std::string key_field(const std::string& parent, const std::string& key) {
   return parent + "[" + safetensors::quote_name(key) + "]";
 }
 
+// Where a value sits in the metadata ("state_dict_metadata['w'].chunks[3].sizes"), built as a chain
+// of stack frames and rendered only for an error message: decoding a million chunks builds no strings.
+class Path {
+ public:
+  explicit Path(std::string_view root) : text_(root) {}
+  Path(const Path& parent, std::string_view member) : parent_(&parent), kind_(Kind::member), text_(member) {}
+  Path(const Path& parent, size_t index) : parent_(&parent), kind_(Kind::index), index_(index) {}
+  Path(const Path& parent, const std::string* key) : parent_(&parent), kind_(Kind::key), key_(key) {}
+  std::string str() const {
+    std::string s = parent_ ? parent_->str() : std::string();
+    switch (kind_) {
+      case Kind::root: return std::string(text_);
+      case Kind::member: return s + (s.empty() ? "" : ".") + std::string(text_);
+      case Kind::index: return s + "[" + std::to_string(index_) + "]";
+      case Kind::key: return s + "[" + safetensors::quote_name(*key_) + "]";
+    }
+    return s;
+  }
+
+ private:
+  enum class Kind : uint8_t { root, member, index, key };
+  const Path* parent_ = nullptr;
+  Kind kind_ = Kind::root;
+  std::string_view text_;
+  size_t index_ = 0;
+  const std::string* key_ = nullptr;
+};
+
+// A storage_data lookup key, (fqn, chunk offsets), as views into the decoded metadata.
+struct StorageKey {
+  std::string_view fqn;
+  const std::vector<uint64_t>* offsets;  // null for a bytes entry
+  bool operator==(const StorageKey& o) const {
+    if (fqn != o.fqn || (offsets == nullptr) != (o.offsets == nullptr)) return false;
+    return offsets == nullptr || *offsets == *o.offsets;
+  }
+};
+struct StorageKeyHash {
+  size_t operator()(const StorageKey& k) const {
+    size_t h = std::hash<std::string_view>()(k.fqn);
+    if (k.offsets) {
+      h ^= 0x9e3779b97f4a7c15ULL;
+      for (uint64_t o : *k.offsets) h = (h ^ std::hash<uint64_t>()(o)) * 0x100000001b3ULL;
+    }
+    return h;
+  }
+};
+
 class Decoder {
  public:
   Decoder(const PickleDocument& doc, Metadata& m) : d_(doc), m_(m) {}
@@ -36,10 +84,10 @@ class Decoder {
   void run();
 
  private:
-  FormatError err(const std::string& field, const std::string& what) const {
-    return FormatError(d_.file() + ": " + field + ": " + what);
+  FormatError err(const Path& field, const std::string& what) const {
+    return FormatError(d_.file() + ": " + field.str() + ": " + what);
   }
-  void note(const std::string& cls, const std::string& field) {
+  void note(const char* cls, const std::string& field) {
     const std::string line = "ignored field " + safetensors::quote_name(field) + " of " + cls;
     if (noted_.insert(line).second) {
       spdlog::debug("{}: {}", d_.file(), line);
@@ -50,12 +98,12 @@ class Decoder {
   bool is_object(Ref r, const std::string& cls) const {
     return d_.kind(r) == PKind::object && d_.text(r) == cls;
   }
-  void expect_object(Ref r, const std::string& cls, const std::string& field) const {
+  void expect_object(Ref r, const std::string& cls, const Path& field) const {
     if (!is_object(r, cls)) throw err(field, "expected " + cls + ", found " + d_.type_name(r));
     if (d_.size(d_.args(r)) != 0) throw err(field, cls + " built with constructor arguments");
   }
   // The BUILD state of a dataclass: a dict with str keys (or none: no fields set).
-  std::optional<Ref> state_dict(Ref obj, const std::string& field) const {
+  std::optional<Ref> state_dict(Ref obj, const Path& field) const {
     const auto st = d_.state(obj);
     if (!st) return std::nullopt;
     if (d_.kind(*st) != PKind::dict) throw err(field, "state is a " + d_.type_name(*st) + ", not a dict");
@@ -64,35 +112,39 @@ class Decoder {
         throw err(field, "state has a " + d_.type_name(d_.key(*st, i)) + " key");
     return st;
   }
+  // Calls on_field(name, value, path of the field) for each field of a dataclass's state.
   template <class F>
-  void fields(Ref obj, const std::string& field, F&& on_field) {
+  void fields(Ref obj, const Path& field, F&& on_field) {
     if (const auto st = state_dict(obj, field))
-      for (size_t i = 0; i < d_.size(*st); ++i) on_field(d_.text(d_.key(*st, i)), d_.value(*st, i));
+      for (size_t i = 0; i < d_.size(*st); ++i) {
+        const std::string& name = d_.text(d_.key(*st, i));
+        on_field(name, d_.value(*st, i), Path(field, std::string_view(name)));
+      }
   }
 
-  std::string str(Ref r, const std::string& field) const {
+  std::string str(Ref r, const Path& field) const {
     if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
     return d_.text(r);
   }
-  std::optional<std::string> opt_str(Ref r, const std::string& field) const {
+  std::optional<std::string> opt_str(Ref r, const Path& field) const {
     if (d_.kind(r) == PKind::none) return std::nullopt;
     return str(r, field);
   }
-  int64_t integer(Ref r, const std::string& field) const {
+  int64_t integer(Ref r, const Path& field) const {
     if (d_.kind(r) != PKind::integer) throw err(field, "expected int, found " + d_.type_name(r));
     return d_.as_int(r);
   }
-  uint64_t u64(Ref r, const std::string& field) const {
+  uint64_t u64(Ref r, const Path& field) const {
     const int64_t v = integer(r, field);
     if (v < 0) throw err(field, "is negative (" + std::to_string(v) + ")");
     return static_cast<uint64_t>(v);
   }
-  bool boolean(Ref r, const std::string& field) const {
+  bool boolean(Ref r, const Path& field) const {
     if (d_.kind(r) != PKind::boolean) throw err(field, "expected bool, found " + d_.type_name(r));
     return d_.as_bool(r);
   }
   // A sequence of ints: torch.Size(tuple) as DCP writes it, or a plain tuple or list.
-  Ref int_seq(Ref r, const std::string& field) const {
+  Ref int_seq(Ref r, const Path& field) const {
     if (is_object(r, "torch.Size")) {
       const Ref a = d_.args(r);
       if (d_.size(a) != 1) throw err(field, "torch.Size built with " + std::to_string(d_.size(a)) + " arguments");
@@ -102,78 +154,78 @@ class Decoder {
       throw err(field, "expected torch.Size, found " + d_.type_name(r));
     return r;
   }
-  std::vector<uint64_t> dims(Ref r, const std::string& field) const {
+  std::vector<uint64_t> dims(Ref r, const Path& field) const {
     const Ref s = int_seq(r, field);
     std::vector<uint64_t> v(d_.size(s));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = u64(d_.item(s, i), field + "[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < v.size(); ++i) v[i] = u64(d_.item(s, i), Path(field, i));
     return v;
   }
-  std::vector<int64_t> signed_dims(Ref r, const std::string& field) const {
+  std::vector<int64_t> signed_dims(Ref r, const Path& field) const {
     const Ref s = int_seq(r, field);
     std::vector<int64_t> v(d_.size(s));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = integer(d_.item(s, i), field + "[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < v.size(); ++i) v[i] = integer(d_.item(s, i), Path(field, i));
     return v;
   }
-  std::string global_name(Ref r, const std::string& field, const char* what) const {
+  std::string global_name(Ref r, const Path& field, const char* what) const {
     if (d_.kind(r) != PKind::global) throw err(field, std::string("expected a ") + what + ", found " + d_.type_name(r));
     return d_.text(r);
   }
 
-  void properties(Ref r, const std::string& field, TensorMeta& t);
-  void tensor(Ref r, const std::string& field, TensorMeta& t);
-  void chunk(Ref r, const std::string& field, ChunkMeta& c);
-  void state_dict_metadata(Ref r);
-  void storage_data(Ref r);
-  void storage_meta(Ref r);
+  void properties(Ref r, const Path& field, TensorMeta& t);
+  void tensor(Ref r, const Path& field, TensorMeta& t);
+  void chunk(Ref r, const Path& field, ChunkMeta& c);
+  void state_dict_metadata(Ref r, const Path& field);
+  void storage_data(Ref r, const Path& field);
+  void storage_meta(Ref r, const Path& field);
   void planner_data(Ref r);
+  void resolve_storage();
 
   const PickleDocument& d_;
   Metadata& m_;
   std::set<std::string> noted_;
 };
 
-void Decoder::properties(Ref r, const std::string& field, TensorMeta& t) {
+void Decoder::properties(Ref r, const Path& field, TensorMeta& t) {
   expect_object(r, kPropertiesClass, field);
   const auto st = d_.state(r);
   if (!st) throw err(field, "TensorProperties without state");
-  auto set_dtype = [&](Ref v, const std::string& f) {
+  auto set_dtype = [&](Ref v, const Path& f) {
     const std::string name = global_name(v, f, "torch dtype");
     const std::string prefix = "torch.";
     t.dtype = name.compare(0, prefix.size(), prefix) == 0 ? find_torch_dtype(name.substr(prefix.size())) : nullptr;
     if (!t.dtype) throw err(f, safetensors::quote_name(name) + " is not a torch dtype");
   };
-  auto set_layout = [&](Ref v, const std::string& f) { t.layout = global_name(v, f, "torch layout"); };
   if (d_.kind(*st) == PKind::tuple) {
     // TensorProperties.__getstate__: (dtype, layout, requires_grad, memory format encoding,
     // pin_memory[, strides]).
     const size_t n = d_.size(*st);
     if (n != 5 && n != 6) throw err(field, "state tuple of " + std::to_string(n) + " items (5 or 6 expected)");
-    set_dtype(d_.item(*st, 0), field + ".dtype");
-    set_layout(d_.item(*st, 1), field + ".layout");
-    t.requires_grad = boolean(d_.item(*st, 2), field + ".requires_grad");
+    set_dtype(d_.item(*st, 0), Path(field, "dtype"));
+    t.layout = global_name(d_.item(*st, 1), Path(field, "layout"), "torch layout");
+    t.requires_grad = boolean(d_.item(*st, 2), Path(field, "requires_grad"));
+    const Path mf(field, "memory_format");
     const Ref enc = d_.item(*st, 3);
     if (!is_object(enc, kMemFormatClass) || d_.size(d_.args(enc)) != 1)
-      throw err(field + ".memory_format", "expected _MEM_FORMAT_ENCODING, found " + d_.type_name(enc));
-    switch (integer(d_.item(d_.args(enc), 0), field + ".memory_format")) {
+      throw err(mf, "expected _MEM_FORMAT_ENCODING, found " + d_.type_name(enc));
+    switch (integer(d_.item(d_.args(enc), 0), mf)) {
       case 0: t.memory_format = "torch.contiguous_format"; break;
       case 1: t.memory_format = "torch.channels_last"; break;
       case 2: t.memory_format = "torch.preserve_format"; break;
-      default: throw err(field + ".memory_format", "unknown _MEM_FORMAT_ENCODING value");
+      default: throw err(mf, "unknown _MEM_FORMAT_ENCODING value");
     }
-    t.pin_memory = boolean(d_.item(*st, 4), field + ".pin_memory");
+    t.pin_memory = boolean(d_.item(*st, 4), Path(field, "pin_memory"));
     if (n == 6 && d_.kind(d_.item(*st, 5)) != PKind::none)
-      t.strides = signed_dims(d_.item(*st, 5), field + ".strides");
+      t.strides = signed_dims(d_.item(*st, 5), Path(field, "strides"));
     return;
   }
   // A plain dataclass state, as writers without __getstate__ produce.
   bool has_dtype = false;
-  fields(r, field, [&](const std::string& k, Ref v) {
-    const std::string f = field + "." + k;
+  fields(r, field, [&](const std::string& k, Ref v, const Path& f) {
     if (k == "dtype") {
       set_dtype(v, f);
       has_dtype = true;
     } else if (k == "layout") {
-      set_layout(v, f);
+      t.layout = global_name(v, f, "torch layout");
     } else if (k == "requires_grad") {
       t.requires_grad = boolean(v, f);
     } else if (k == "memory_format") {
@@ -189,15 +241,15 @@ void Decoder::properties(Ref r, const std::string& field, TensorMeta& t) {
   if (!has_dtype) throw err(field, "TensorProperties without dtype");
 }
 
-void Decoder::chunk(Ref r, const std::string& field, ChunkMeta& c) {
+void Decoder::chunk(Ref r, const Path& field, ChunkMeta& c) {
   expect_object(r, kChunkClass, field);
   bool offsets = false, sizes = false;
-  fields(r, field, [&](const std::string& k, Ref v) {
+  fields(r, field, [&](const std::string& k, Ref v, const Path& f) {
     if (k == "offsets") {
-      c.offsets = dims(v, field + ".offsets");
+      c.offsets = dims(v, f);
       offsets = true;
     } else if (k == "sizes") {
-      c.sizes = dims(v, field + ".sizes");
+      c.sizes = dims(v, f);
       sizes = true;
     } else {
       note("ChunkStorageMetadata", k);
@@ -206,10 +258,9 @@ void Decoder::chunk(Ref r, const std::string& field, ChunkMeta& c) {
   if (!offsets || !sizes) throw err(field, std::string("ChunkStorageMetadata without ") + (offsets ? "sizes" : "offsets"));
 }
 
-void Decoder::tensor(Ref r, const std::string& field, TensorMeta& t) {
+void Decoder::tensor(Ref r, const Path& field, TensorMeta& t) {
   bool props = false, size = false, chunks = false;
-  fields(r, field, [&](const std::string& k, Ref v) {
-    const std::string f = field + "." + k;
+  fields(r, field, [&](const std::string& k, Ref v, const Path& f) {
     if (k == "properties") {
       properties(v, f, t);
       props = true;
@@ -219,8 +270,7 @@ void Decoder::tensor(Ref r, const std::string& field, TensorMeta& t) {
     } else if (k == "chunks") {
       if (d_.kind(v) != PKind::list) throw err(f, "expected list, found " + d_.type_name(v));
       t.chunks.resize(d_.size(v));
-      for (size_t i = 0; i < t.chunks.size(); ++i)
-        chunk(d_.item(v, i), f + "[" + std::to_string(i) + "]", t.chunks[i]);
+      for (size_t i = 0; i < t.chunks.size(); ++i) chunk(d_.item(v, i), Path(f, i), t.chunks[i]);
       chunks = true;
     } else {
       note("TensorStorageMetadata", k);
@@ -230,19 +280,18 @@ void Decoder::tensor(Ref r, const std::string& field, TensorMeta& t) {
     throw err(field, std::string("TensorStorageMetadata without ") + (!props ? "properties" : !size ? "size" : "chunks"));
 }
 
-void Decoder::state_dict_metadata(Ref r) {
-  const std::string field = "state_dict_metadata";
+void Decoder::state_dict_metadata(Ref r, const Path& field) {
   if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
   m_.entries.resize(d_.size(r));
   for (size_t i = 0; i < d_.size(r); ++i) {
     Entry& e = m_.entries[i];
-    e.fqn = str(d_.key(r, i), field + " key");
-    const std::string f = key_field(field, e.fqn);
+    e.fqn = str(d_.key(r, i), Path(Path(field, i), "key"));
+    const Path f(field, &e.fqn);
     const Ref v = d_.value(r, i);
     if (is_object(v, kBytesClass)) {
       expect_object(v, kBytesClass, f);
       e.is_tensor = false;
-      fields(v, f, [&](const std::string& k, Ref) { note("BytesStorageMetadata", k); });
+      fields(v, f, [&](const std::string& k, Ref, const Path&) { note("BytesStorageMetadata", k); });
     } else {
       expect_object(v, kTensorClass, f);
       tensor(v, f, e.tensor);
@@ -250,50 +299,49 @@ void Decoder::state_dict_metadata(Ref r) {
   }
 }
 
-void Decoder::storage_data(Ref r) {
-  const std::string field = "storage_data";
+void Decoder::storage_data(Ref r, const Path& field) {
   if (d_.kind(r) == PKind::none) return;
   if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
   m_.storage.resize(d_.size(r));
   for (size_t i = 0; i < d_.size(r); ++i) {
     StorageEntry& s = m_.storage[i];
-    const std::string kf = field + " key " + std::to_string(i);
+    const Path at(field, i);
+    const Path kf(at, "key");
     const Ref k = d_.key(r, i);
     expect_object(k, kIndexClass, kf);
     bool fqn = false;
-    fields(k, kf, [&](const std::string& name, Ref v) {
+    fields(k, kf, [&](const std::string& name, Ref v, const Path& f) {
       if (name == "fqn") {
-        s.fqn = str(v, kf + ".fqn");
+        s.fqn = str(v, f);
         fqn = true;
       } else if (name == "offset") {
-        if (d_.kind(v) != PKind::none) s.chunk_offsets = dims(v, kf + ".offset");
+        if (d_.kind(v) != PKind::none) s.chunk_offsets = dims(v, f);
       } else if (name == "index") {
-        if (d_.kind(v) != PKind::none) s.index = integer(v, kf + ".index");
+        if (d_.kind(v) != PKind::none) s.index = integer(v, f);
       } else {
         note("MetadataIndex", name);
       }
     });
     if (!fqn) throw err(kf, "MetadataIndex without fqn");
-    const std::string vf = key_field(field, s.fqn);
+    const Path vf(field, &s.fqn);
     const Ref v = d_.value(r, i);
     expect_object(v, kStorageInfoClass, vf);
     bool path = false, offset = false, length = false;
-    fields(v, vf, [&](const std::string& name, Ref x) {
+    fields(v, vf, [&](const std::string& name, Ref x, const Path& f) {
       if (name == "relative_path") {
-        s.relative_path = str(x, vf + ".relative_path");
+        s.relative_path = str(x, f);
         path = true;
       } else if (name == "offset") {
-        s.offset = u64(x, vf + ".offset");
+        s.offset = u64(x, f);
         offset = true;
       } else if (name == "length") {
-        s.length = u64(x, vf + ".length");
+        s.length = u64(x, f);
         length = true;
       } else if (name == "transform_descriptors") {
         if (d_.kind(x) == PKind::none) return;
         if (d_.kind(x) != PKind::list && d_.kind(x) != PKind::tuple)
-          throw err(vf + ".transform_descriptors", "expected a list, found " + d_.type_name(x));
-        for (size_t j = 0; j < d_.size(x); ++j)
-          s.transform_descriptors.push_back(str(d_.item(x, j), vf + ".transform_descriptors"));
+          throw err(f, "expected a list, found " + d_.type_name(x));
+        for (size_t j = 0; j < d_.size(x); ++j) s.transform_descriptors.push_back(str(d_.item(x, j), Path(f, j)));
       } else {
         note("_StorageInfo", name);
       }
@@ -303,20 +351,18 @@ void Decoder::storage_data(Ref r) {
   }
 }
 
-void Decoder::storage_meta(Ref r) {
-  const std::string field = "storage_meta";
+void Decoder::storage_meta(Ref r, const Path& field) {
   if (d_.kind(r) == PKind::none) return;
   expect_object(r, kStorageMetaClass, field);
   StorageMetaInfo sm;
-  fields(r, field, [&](const std::string& k, Ref v) {
-    const std::string f = field + "." + k;
+  fields(r, field, [&](const std::string& k, Ref v, const Path& f) {
     if (k == "checkpoint_id") {
       if (d_.kind(v) == PKind::object && d_.text(v).rfind("pathlib.", 0) == 0) {
         // pathlib.PosixPath(*parts): the path is the parts joined.
         std::string path;
         const Ref a = d_.args(v);
         for (size_t i = 0; i < d_.size(a); ++i) {
-          const std::string part = str(d_.item(a, i), f);
+          const std::string part = str(d_.item(a, i), Path(f, i));
           if (!path.empty() && path.back() != '/') path += '/';
           path += part;
         }
@@ -330,7 +376,7 @@ void Decoder::storage_meta(Ref r) {
       sm.load_id = opt_str(v, f);
     } else if (k == "modules") {
       if (d_.kind(v) != PKind::list) throw err(f, "expected list, found " + d_.type_name(v));
-      for (size_t i = 0; i < d_.size(v); ++i) sm.modules.push_back(str(d_.item(v, i), f));
+      for (size_t i = 0; i < d_.size(v); ++i) sm.modules.push_back(str(d_.item(v, i), Path(f, i)));
     } else {
       note("StorageMeta", k);
     }
@@ -364,43 +410,14 @@ void Decoder::planner_data(Ref r) {
   }
 }
 
-void Decoder::run() {
-  const Ref root = d_.root();
-  expect_object(root, kMetadataClass, "root");
-  bool has_sdm = false;
-  fields(root, "Metadata", [&](const std::string& k, Ref v) {
-    if (k == "state_dict_metadata") {
-      state_dict_metadata(v);
-      has_sdm = true;
-    } else if (k == "storage_data") {
-      storage_data(v);
-    } else if (k == "storage_meta") {
-      storage_meta(v);
-    } else if (k == "version") {
-      m_.version = opt_str(v, "version");
-    } else if (k == "planner_data") {
-      planner_data(v);
-    } else {
-      m_.extra.emplace(k, d_.to_value(v));
-      spdlog::debug("{}: kept unknown Metadata field {}", d_.file(), safetensors::quote_name(k));
-    }
-  });
-  if (!has_sdm) throw err("Metadata", "no state_dict_metadata");
-
-  // Storage entries by (fqn, chunk offsets): the last of repeated keys wins, as in Python's dict.
-  std::unordered_map<std::string, int64_t> where;
+// Storage entries by (fqn, chunk offsets): the last of repeated keys wins, as in Python's dict.
+void Decoder::resolve_storage() {
+  std::unordered_map<StorageKey, int64_t, StorageKeyHash> where;
   where.reserve(m_.storage.size());
-  auto key_of = [](const std::string& fqn, const std::optional<std::vector<uint64_t>>& offsets) {
-    std::string k = fqn;
-    k += '\0';
-    if (offsets) {
-      k += '(';
-      for (uint64_t o : *offsets) k += std::to_string(o) + ",";
-    }
-    return k;
-  };
   for (size_t i = 0; i < m_.storage.size(); ++i) {
-    auto [it, fresh] = where.emplace(key_of(m_.storage[i].fqn, m_.storage[i].chunk_offsets), static_cast<int64_t>(i));
+    const StorageEntry& s = m_.storage[i];
+    const StorageKey key{s.fqn, s.chunk_offsets ? &*s.chunk_offsets : nullptr};
+    auto [it, fresh] = where.emplace(key, static_cast<int64_t>(i));
     if (!fresh) {
       it->second = static_cast<int64_t>(i);
       ++m_.duplicate_storage_keys;
@@ -408,15 +425,42 @@ void Decoder::run() {
   }
   for (Entry& e : m_.entries) {
     if (!e.is_tensor) {
-      const auto it = where.find(key_of(e.fqn, std::nullopt));
+      const auto it = where.find(StorageKey{e.fqn, nullptr});
       if (it != where.end()) e.storage = it->second;
       continue;
     }
     for (ChunkMeta& c : e.tensor.chunks) {
-      const auto it = where.find(key_of(e.fqn, c.offsets));
+      const auto it = where.find(StorageKey{e.fqn, &c.offsets});
       if (it != where.end()) c.storage = it->second;
     }
   }
+}
+
+void Decoder::run() {
+  const Ref root = d_.root();
+  const Path top("Metadata");
+  expect_object(root, kMetadataClass, Path("root"));
+  bool has_sdm = false;
+  fields(root, top, [&](const std::string& k, Ref v, const Path&) {
+    const Path f(k);  // fields of the root are named on their own: "storage_data[...]"
+    if (k == "state_dict_metadata") {
+      state_dict_metadata(v, f);
+      has_sdm = true;
+    } else if (k == "storage_data") {
+      storage_data(v, f);
+    } else if (k == "storage_meta") {
+      storage_meta(v, f);
+    } else if (k == "version") {
+      m_.version = opt_str(v, f);
+    } else if (k == "planner_data") {
+      planner_data(v);
+    } else {
+      m_.extra.emplace(k, d_.to_value(v));
+      spdlog::debug("{}: kept unknown Metadata field {}", d_.file(), safetensors::quote_name(k));
+    }
+  });
+  if (!has_sdm) throw err(top, "no state_dict_metadata");
+  resolve_storage();
 }
 
 }  // namespace

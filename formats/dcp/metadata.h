@@ -40,7 +40,7 @@ struct TensorMeta {
   std::string memory_format = "torch.contiguous_format";
   bool requires_grad = false;
   bool pin_memory = false;
-  std::optional<std::vector<int64_t>> strides;  // TensorProperties.strides (torch >= 2.9)
+  std::optional<std::vector<int64_t>> strides;  // TensorProperties.strides, where the writer recorded it
   uint64_t numel() const;  // product of size (saturating at UINT64_MAX)
 };
 

@@ -144,8 +144,27 @@ class PickleMachine {
   }
   Ref new_seq(Kind k, std::vector<Ref> kids) {
     const Ref r = new_node(k);
-    doc_.nodes_[r].kids = std::move(kids);
+    PickleDocument::Node& n = doc_.nodes_[r];
+    if (PickleDocument::pooled(k)) {
+      if (doc_.pool_.size() + kids.size() >= kUnset) fail("holds more tuple items than 32-bit indices address");
+      n.a = static_cast<Ref>(doc_.pool_.size());
+      n.b = static_cast<Ref>(kids.size());
+      doc_.pool_.insert(doc_.pool_.end(), kids.begin(), kids.end());
+    } else {
+      n.a = static_cast<Ref>(doc_.lists_.size());
+      doc_.lists_.push_back(std::move(kids));
+    }
     return r;
+  }
+  Ref empty_tuple() {
+    if (empty_tuple_ == kUnset) empty_tuple_ = new_seq(Kind::tuple, {});
+    return empty_tuple_;
+  }
+  // The children of a list, dict or set, which APPEND, SETITEM and ADDITEMS extend.
+  std::vector<Ref>& items_of(Ref r) { return doc_.lists_[doc_.nodes_[r].a]; }
+  std::vector<Ref> copy_items(Ref r) const {
+    const Ref* k = doc_.kids(r);
+    return std::vector<Ref>(k, k + doc_.size(r));
   }
   PickleDocument::Node& node(Ref r) { return doc_.nodes_[r]; }
 
@@ -226,15 +245,16 @@ class PickleMachine {
     push(r);
   }
 
-  Ref expect_tuple(Ref r, const char* what) {
-    if (doc_.kind(r) != Kind::tuple) fail(std::string(what) + " arguments are a " + doc_.type_name(r) + ", not a tuple");
-    return r;
+  void expect_tuple(Ref args, const char* op, Ref callable) {
+    if (doc_.kind(args) != Kind::tuple)
+      fail(std::string(op) + " of '" + doc_.text(callable) + "' with arguments that are a " + doc_.type_name(args) +
+           ", not a tuple");
   }
   Ref make_object(Ref callable, Ref args) {
     const Ref r = new_node(Kind::object);
     node(r).text = node(callable).text;
     node(r).role = node(callable).role;
-    node(r).kids = {args};
+    node(r).a = args;
     return r;
   }
   void reduce();
@@ -251,7 +271,7 @@ class PickleMachine {
   std::vector<Ref> memo_;
   uint64_t memo_count_ = 0;
   std::vector<Ref> small_ints_ = std::vector<Ref>(256, kUnset);  // BININT1 values, shared
-  Ref none_ = kUnset, true_ = kUnset, false_ = kUnset;
+  Ref none_ = kUnset, true_ = kUnset, false_ = kUnset, empty_tuple_ = kUnset;
 };
 
 void PickleMachine::reduce() {
@@ -260,8 +280,8 @@ void PickleMachine::reduce() {
   if (doc_.kind(callable) != Kind::global)
     fail("REDUCE calls a " + doc_.type_name(callable) + " (only allow-listed globals are called)");
   const std::string& name = doc_.text(callable);
-  expect_tuple(args, ("REDUCE of '" + name + "'").c_str());
-  const auto& a = node(args).kids;
+  expect_tuple(args, "REDUCE", callable);
+  const std::vector<Ref> a = copy_items(args);
   auto bad_args = [&]() { fail("REDUCE of '" + name + "' with unexpected arguments"); };
   switch (doc_.role(callable)) {
     case GlobalRole::constant:
@@ -272,17 +292,17 @@ void PickleMachine::reduce() {
       return;
     case GlobalRole::ordered_dict:
       if (!a.empty()) bad_args();
-      push(new_node(Kind::dict));
+      push(new_seq(Kind::dict, {}));
       return;
     case GlobalRole::make_set:
     case GlobalRole::make_frozenset: {
       const Kind k = doc_.role(callable) == GlobalRole::make_set ? Kind::set : Kind::frozenset;
       if (a.empty()) {
-        push(new_node(k));
+        push(new_seq(k, {}));
         return;
       }
       if (a.size() != 1 || doc_.kind(a[0]) != Kind::list) bad_args();
-      push(new_seq(k, node(a[0]).kids));
+      push(new_seq(k, copy_items(a[0])));
       return;
     }
     case GlobalRole::make_bytes:
@@ -337,14 +357,14 @@ void PickleMachine::reduce() {
 void PickleMachine::newobj(bool ex) {
   if (ex) {
     const Ref kwargs = pop();
-    if (doc_.kind(kwargs) != Kind::dict || !node(kwargs).kids.empty())
+    if (doc_.kind(kwargs) != Kind::dict || doc_.size(kwargs) != 0)
       fail("NEWOBJ_EX with keyword arguments is not supported");
   }
   const Ref args = pop();
   const Ref cls = pop();
   if (doc_.kind(cls) != Kind::global || doc_.role(cls) != GlobalRole::constructor)
     fail("NEWOBJ of a " + doc_.type_name(cls) + ", which is not an allow-listed class");
-  expect_tuple(args, ("NEWOBJ of '" + doc_.text(cls) + "'").c_str());
+  expect_tuple(args, "NEWOBJ", cls);
   push(make_object(cls, args));
 }
 
@@ -426,7 +446,7 @@ void PickleMachine::run() {
       case op::BINBYTES8: text_op(Kind::bytes, le(8, "BINBYTES8"), false); break;
       case op::BYTEARRAY8: text_op(Kind::bytearray, le(8, "BYTEARRAY8"), false); break;
 
-      case op::EMPTY_TUPLE: push(new_node(Kind::tuple)); break;
+      case op::EMPTY_TUPLE: push(empty_tuple()); break;
       case op::TUPLE: push(new_seq(Kind::tuple, pop_mark())); break;
       case op::TUPLE1:
       case op::TUPLE2:
@@ -437,24 +457,24 @@ void PickleMachine::run() {
         push(new_seq(Kind::tuple, std::move(items)));
         break;
       }
-      case op::EMPTY_LIST: push(new_node(Kind::list)); break;
+      case op::EMPTY_LIST: push(new_seq(Kind::list, {})); break;
       case op::LIST: push(new_seq(Kind::list, pop_mark())); break;
       case op::APPEND: {
         const Ref v = pop();
         const Ref l = top();
         if (doc_.kind(l) != Kind::list) fail("APPEND to a " + doc_.type_name(l));
-        node(l).kids.push_back(v);
+        items_of(l).push_back(v);
         break;
       }
       case op::APPENDS: {
         std::vector<Ref> items = pop_mark();
         const Ref l = top();
         if (doc_.kind(l) != Kind::list) fail("APPENDS to a " + doc_.type_name(l));
-        auto& kids = node(l).kids;
+        auto& kids = items_of(l);
         kids.insert(kids.end(), items.begin(), items.end());
         break;
       }
-      case op::EMPTY_DICT: push(new_node(Kind::dict)); break;
+      case op::EMPTY_DICT: push(new_seq(Kind::dict, {})); break;
       case op::DICT: {
         std::vector<Ref> items = pop_mark();
         if (items.size() % 2) fail("DICT with an odd number of items");
@@ -466,8 +486,8 @@ void PickleMachine::run() {
         const Ref k = pop();
         const Ref d = top();
         if (doc_.kind(d) != Kind::dict) fail("SETITEM on a " + doc_.type_name(d));
-        node(d).kids.push_back(k);
-        node(d).kids.push_back(v);
+        items_of(d).push_back(k);
+        items_of(d).push_back(v);
         break;
       }
       case op::SETITEMS: {
@@ -475,16 +495,16 @@ void PickleMachine::run() {
         if (items.size() % 2) fail("SETITEMS with an odd number of items");
         const Ref d = top();
         if (doc_.kind(d) != Kind::dict) fail("SETITEMS on a " + doc_.type_name(d));
-        auto& kids = node(d).kids;
+        auto& kids = items_of(d);
         kids.insert(kids.end(), items.begin(), items.end());
         break;
       }
-      case op::EMPTY_SET: push(new_node(Kind::set)); break;
+      case op::EMPTY_SET: push(new_seq(Kind::set, {})); break;
       case op::ADDITEMS: {
         std::vector<Ref> items = pop_mark();
         const Ref s = top();
         if (doc_.kind(s) != Kind::set) fail("ADDITEMS to a " + doc_.type_name(s));
-        auto& kids = node(s).kids;
+        auto& kids = items_of(s);
         kids.insert(kids.end(), items.begin(), items.end());
         break;
       }
@@ -535,7 +555,7 @@ void PickleMachine::run() {
         const Ref obj = top();
         if (doc_.kind(obj) != Kind::object) fail("BUILD on a " + doc_.type_name(obj));
         if (node(obj).has_state) fail("BUILD twice on one '" + doc_.text(obj) + "'");
-        node(obj).kids.push_back(state);
+        node(obj).b = state;
         node(obj).has_state = 1;
         break;
       }
@@ -544,7 +564,7 @@ void PickleMachine::run() {
         if (!allow_.persistent_ids())
           fail("persistent id (BINPERSID) is not allowed in a " + std::string(allow_.profile()) + " pickle");
         const Ref r = new_node(Kind::persistent_id);
-        node(r).kids = {pid};
+        node(r).a = pid;
         push(r);
         break;
       }
@@ -574,15 +594,21 @@ void PickleMachine::run() {
 
 size_t PickleDocument::size(Ref r) const {
   const Node& n = nodes_[r];
-  return n.kind == Kind::dict ? n.kids.size() / 2 : n.kids.size();
+  switch (n.kind) {
+    case Kind::tuple:
+    case Kind::frozenset: return n.b;
+    case Kind::list:
+    case Kind::set: return lists_[n.a].size();
+    case Kind::dict: return lists_[n.a].size() / 2;
+    default: return 0;
+  }
 }
 
 std::optional<Ref> PickleDocument::find(Ref dict, std::string_view key) const {
-  const Node& n = nodes_[dict];
-  if (n.kind != Kind::dict) return std::nullopt;
-  for (size_t i = n.kids.size() / 2; i-- > 0;) {
-    const Ref k = n.kids[2 * i];
-    if (nodes_[k].kind == Kind::str && strings_[nodes_[k].text] == key) return n.kids[2 * i + 1];
+  if (kind(dict) != Kind::dict) return std::nullopt;
+  for (size_t i = size(dict); i-- > 0;) {
+    const Ref k = this->key(dict, i);
+    if (nodes_[k].kind == Kind::str && strings_[nodes_[k].text] == key) return value(dict, i);
   }
   return std::nullopt;
 }
@@ -590,7 +616,7 @@ std::optional<Ref> PickleDocument::find(Ref dict, std::string_view key) const {
 std::optional<Ref> PickleDocument::state(Ref obj) const {
   const Node& n = nodes_[obj];
   if (!n.has_state) return std::nullopt;
-  return n.kids[1];
+  return n.b;
 }
 
 std::string PickleDocument::type_name(Ref r) const {
@@ -694,7 +720,10 @@ PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t 
   PickleDocument doc;
   doc.file_ = file;
   doc.limits_ = limits;
-  doc.nodes_.reserve(std::min<size_t>(size / 4 + 16, limits.max_nodes));
+  if (size > limits.max_bytes)
+    throw FormatError(file + ": pickle of " + std::to_string(size) + " bytes is larger than the " +
+                      std::to_string(limits.max_bytes) + " accepted");
+  doc.nodes_.reserve(std::min<size_t>(size / 8 + 16, limits.max_nodes));
   PickleMachine machine(doc, data, size, allow);
   machine.run();
   return doc;

@@ -28,6 +28,7 @@
 namespace fpg::dcp {
 
 struct PickleLimits {
+  uint64_t max_bytes = uint64_t{4} << 30;  // the pickle itself
   uint32_t max_depth = 256;         // open marks, and nesting of any traversal of the result
   uint64_t max_nodes = 64u << 20;   // values created while decoding (about 40 bytes each)
   uint64_t max_value_nodes = 8u << 20;  // values produced by one to_value (about 120 bytes each)
@@ -45,6 +46,7 @@ class PickleDocument {
   Ref root() const { return root_; }
   const std::string& file() const { return file_; }
   uint32_t max_depth() const { return limits_.max_depth; }
+  size_t node_count() const { return nodes_.size(); }
 
   Kind kind(Ref r) const { return nodes_[r].kind; }
   bool as_bool(Ref r) const { return nodes_[r].num.i != 0; }
@@ -56,16 +58,16 @@ class PickleDocument {
 
   // tuple, list, set, frozenset: element count; dict: entry count.
   size_t size(Ref r) const;
-  Ref item(Ref seq, size_t i) const { return nodes_[seq].kids[i]; }
-  Ref key(Ref dict, size_t i) const { return nodes_[dict].kids[2 * i]; }
-  Ref value(Ref dict, size_t i) const { return nodes_[dict].kids[2 * i + 1]; }
+  Ref item(Ref seq, size_t i) const { return kids(seq)[i]; }
+  Ref key(Ref dict, size_t i) const { return kids(dict)[2 * i]; }
+  Ref value(Ref dict, size_t i) const { return kids(dict)[2 * i + 1]; }
   // dict: the value of the last entry whose key is the str `key`.
   std::optional<Ref> find(Ref dict, std::string_view key) const;
   // object: its argument tuple; its BUILD state, if any.
-  Ref args(Ref obj) const { return nodes_[obj].kids[0]; }
+  Ref args(Ref obj) const { return nodes_[obj].a; }
   std::optional<Ref> state(Ref obj) const;
   // persistent_id: the id value.
-  Ref persistent_id(Ref r) const { return nodes_[r].kids[0]; }
+  Ref persistent_id(Ref r) const { return nodes_[r].a; }
 
   // The Python type name of a node for messages: "int", "tuple", "torch.Size", ...
   std::string type_name(Ref r) const;
@@ -81,21 +83,32 @@ class PickleDocument {
   friend class PickleMachine;
   friend PickleDocument read_pickle(const std::string&, const uint8_t*, size_t, const AllowList&,
                                     const PickleLimits&);
+  // 24 bytes. Children: a tuple's or frozenset's (immutable, built at once) are pool_[a, a + b); a
+  // list's, dict's (k0, v0, k1, v1, ...) or set's are lists_[a]; an object's are a = args and
+  // b = BUILD state (when has_state); a persistent id's is a.
   struct Node {
     Kind kind = Kind::none;
-    uint8_t role = 0;       // global: its GlobalRole
+    uint8_t role = 0;       // global and object: the GlobalRole of the name
     uint8_t has_state = 0;  // object
     uint32_t text = 0;      // index into strings_
+    Ref a = 0;
+    Ref b = 0;
     union {
       int64_t i;
       double f;
     } num{0};
-    std::vector<Ref> kids;  // sequences; dict: k0, v0, k1, v1...; object: args[, state]
   };
+  static bool pooled(Kind k) { return k == Kind::tuple || k == Kind::frozenset; }
+  const Ref* kids(Ref r) const {
+    const Node& n = nodes_[r];
+    return pooled(n.kind) ? pool_.data() + n.a : lists_[n.a].data();
+  }
   std::string file_;
   PickleLimits limits_;
   std::vector<Node> nodes_;
   std::vector<std::string> strings_;
+  std::vector<Ref> pool_;
+  std::vector<std::vector<Ref>> lists_;
   Ref root_ = 0;
 };
 

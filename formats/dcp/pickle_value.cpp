@@ -298,6 +298,14 @@ void render(const Value& v, std::string& out, size_t max_chars) {
     }
     case K::global: out += v.name(); return;
     case K::object:
+      // torch.Size((2, 3),) prints as Python prints it.
+      if (v.name() == "torch.Size" && !v.has_state() && v.args().items().size() == 1 &&
+          v.args().items()[0].kind() == K::tuple) {
+        out += "torch.Size(";
+        render(Value::sequence(K::list, v.args().items()[0].items()), out, max_chars);
+        out += ")";
+        return;
+      }
       out += v.name();
       render(v.args(), out, max_chars);
       if (v.has_state()) {

@@ -50,6 +50,9 @@ void StoredChunk::read(void* dst) const {
 
 Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir) {
   const auto f = files_.open(kMetadataFileName);
+  if (f->size() > limits.max_bytes)
+    throw FormatError(f->path() + ": " + std::to_string(f->size()) + " bytes, larger than the " +
+                      std::to_string(limits.max_bytes) + " accepted");
   std::vector<uint8_t> bytes(static_cast<size_t>(f->size()));
   f->read(0, bytes.data(), bytes.size());
   metadata_ = parse_metadata(f->path(), bytes.data(), bytes.size(), limits);
@@ -78,7 +81,8 @@ const StorageEntry& Reader::storage(const Entry& e) const {
 }
 
 uint64_t Reader::chunk_bytes(const Entry& e, size_t chunk) const {
-  storage(e, chunk);  // checks the chunk index
+  if (!e.is_tensor || chunk >= e.tensor.chunks.size())
+    throw UsageError(dir() + ": " + chunk_name(e, chunk) + " is not a tensor chunk of the checkpoint");
   uint64_t n = e.tensor.dtype->element_bytes;
   for (uint64_t d : e.tensor.chunks[chunk].sizes) {
     if (d != 0 && n > UINT64_MAX / d)

@@ -5,7 +5,7 @@
 namespace fpg::dcp {
 namespace {
 
-// Every dtype torch defines (torch 2.4-2.15), with its itemsize. Sub-byte integer placeholders and
+// Every dtype torch 2.15 defines, with its itemsize. Sub-byte integer placeholders and
 // the packed float4 pair occupy one byte per element as torch stores them.
 constexpr TorchDType kDTypes[] = {
     {"float32", 4, DType::F32, "FloatStorage"},

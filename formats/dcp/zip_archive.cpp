@@ -55,18 +55,24 @@ ZipArchive::ZipArchive(const ByteSource& source) : source_(source) {
   const uint64_t size = source.size();
   if (size < kEocdSize) throw fail("archive of " + std::to_string(size) + " bytes is too short");
 
-  // End of central directory: the last signature whose comment reaches exactly the end.
-  const uint64_t tail_len = std::min<uint64_t>(size, kEocdSize + 0xFFFF);
-  const std::vector<uint8_t> tail = source.read_vector(size - tail_len, tail_len);
-  int64_t found = -1;
-  for (int64_t i = static_cast<int64_t>(tail_len - kEocdSize); i >= 0; --i) {
-    const uint8_t* p = tail.data() + i;
-    if (get(p, 4) == kEocdSig && get(p + 20, 2) == tail_len - static_cast<uint64_t>(i) - kEocdSize) {
-      found = i;
-      break;
+  // End of central directory: the last signature whose comment reaches exactly the end. torch writes
+  // no comment, so the last 22 bytes are tried before the longest comment's reach.
+  auto find_eocd = [&](const std::vector<uint8_t>& tail) -> int64_t {
+    for (int64_t i = static_cast<int64_t>(tail.size() - kEocdSize); i >= 0; --i) {
+      const uint8_t* p = tail.data() + i;
+      if (get(p, 4) == kEocdSig && get(p + 20, 2) == tail.size() - static_cast<uint64_t>(i) - kEocdSize) return i;
     }
+    return -1;
+  };
+  std::vector<uint8_t> tail = source.read_vector(size - kEocdSize, kEocdSize);
+  int64_t found = find_eocd(tail);
+  if (found < 0) {
+    const uint64_t reach = std::min<uint64_t>(size, kEocdSize + 0xFFFF);
+    tail = source.read_vector(size - reach, reach);
+    found = find_eocd(tail);
   }
   if (found < 0) throw fail("end of central directory not found (not a zip archive, or truncated)");
+  const uint64_t tail_len = tail.size();
   const uint8_t* e = tail.data() + found;
   const uint64_t eocd_pos = size - tail_len + static_cast<uint64_t>(found);
   if (get(e + 4, 2) != 0 || get(e + 6, 2) != 0 || get(e + 8, 2) != get(e + 10, 2))

@@ -240,6 +240,23 @@ TEST_CASE("dcp reader: hostile checkpoints are refused with the file and the rea
     std::vector<uint8_t> buf(r.chunk_bytes(r.entry("f32"), 0));
     CHECK(contains(format_error([&] { r.read_chunk(r.entry("f32"), 0, buf.data(), buf.size()); }), "CRC-32"));
   }
+  {  // a SAFETENSORS image whose DCP_SHARDING_INFO places a chunk elsewhere than the metadata
+    sttest::TempDir dir;
+    for (const char* name : {".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp", "__3_0.distcp"})
+      sttest::write_bytes(dir.file(name), sttest::read_bytes(fixture(std::string("safetensors_4ranks/") + name)));
+    auto data = sttest::read_bytes(dir.file("__1_0.distcp"));
+    std::string text(data.begin(), data.end());
+    const size_t at = text.find("model.0.weight\\\": {\\\"saved_offsets\\\": [2, 0]");
+    REQUIRE(at != std::string::npos);
+    text[text.find('2', at)] = '3';
+    sttest::write_bytes(dir.file("__1_0.distcp"), std::vector<uint8_t>(text.begin(), text.end()));
+    const Reader r(dir.path());
+    const Entry& w = r.entry("model.0.weight");
+    REQUIRE(w.tensor.chunks[1].offsets == std::vector<uint64_t>{2, 0});
+    std::vector<uint8_t> buf(r.chunk_bytes(w, 1));
+    CHECK(contains(format_error([&] { r.read_chunk(w, 1, buf.data(), buf.size()); }),
+                   "tensor 'model.0.weight' was saved at offsets [3, 0], the metadata's chunk is at [2, 0]"));
+  }
   {  // a FIFO where a data file should be: refused without blocking
     sttest::TempDir dir;
     sttest::write_bytes(dir.file(".metadata"), sttest::read_bytes(fixture("small/.metadata")));

@@ -81,7 +81,7 @@ inline std::string make_zip(const std::vector<ZipEntrySpec>& entries, bool zip64
     le(out, 0x0808, 2);
     le(out, e.method, 2);
     le(out, 0, 4);   // time, date
-    le(out, 0, 12);  // crc and sizes in the data descriptor
+    out.append(12, '\0');  // crc and sizes: in the data descriptor
     le(out, e.name.size(), 2);
     le(out, 4, 2);  // extra: padding field
     out += e.name;

@@ -217,3 +217,35 @@ TEST_CASE("dcp validate: the hand-broken metadata files", "[dcp][validate]") {
   CHECK(problems_of("no_storage") ==
         std::vector<std::string>{"missing_file extra.grid3d [0, 22) -: chunk 0 [0:2, 0:3, 0:2] has no storage_data entry"});
 }
+
+TEST_CASE("dcp metadata: repeated keys, bytes entries and other planner data", "[dcp][metadata]") {
+  // Two chunks at the same offsets: one storage key twice (the last wins, as in Python's dict), and
+  // the chunks overlap.
+  const Metadata dup = parse_string(metadata_pickle({4}, {{{0}, {4}}, {{0}, {4}}}, true));
+  CHECK(dup.duplicate_storage_keys == 1);
+  CHECK(dup.entries[0].tensor.chunks[0].storage == 1);
+  CHECK(dup.entries[0].tensor.chunks[1].storage == 1);
+  const auto ps = check_metadata(dup);
+  REQUIRE(ps.size() == 1);
+  CHECK(ckpt::to_string(ps[0]) == "overlap w [0, 4) __0_0.distcp: chunk 0 [0:4] and chunk 1 [0:4] overlap in [0:4]");
+
+  // A key repeated in state_dict_metadata, a bytes entry without storage, planner_data of another shape.
+  auto bytes_meta = [](int keys, bool odd_planner) {
+    Pickle p;
+    p.proto().stack_global(kMeta, "Metadata").raw(")\x81}(").str("state_dict_metadata").raw("}(");
+    for (int i = 0; i < keys; ++i) p.str("b").stack_global(kMeta, "BytesStorageMetadata").raw(")\x81");
+    p.raw("u");
+    if (odd_planner) p.str("planner_data").raw("}").str("b").int1(7).raw("s");
+    return p.raw("ub").stop().bytes();
+  };
+  CHECK(format_error([&] { parse_string(bytes_meta(2, false)); }) ==
+        "m/.metadata: state_dict_metadata['b']: key appears twice");
+  const Metadata one = parse_string(bytes_meta(1, true));
+  REQUIRE(one.entries.size() == 1);
+  CHECK_FALSE(one.entries[0].is_tensor);
+  CHECK(one.planner_data.empty());
+  CHECK(one.extra.at("planner_data").repr() == "{'b': 7}");
+  const auto missing = check_metadata(one);
+  REQUIRE(missing.size() == 1);
+  CHECK(ckpt::to_string(missing[0]) == "missing_file b [0, 0) -: bytes entry has no storage_data entry");
+}
