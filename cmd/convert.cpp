@@ -33,6 +33,7 @@ struct ConvertArgs {
   size_t amax_history = 1;
   std::string amax_algo = "most_recent";
   bool no_validate = false;
+  std::string to = "safetensors";
 };
 
 fp8::Recipe recipe_from(const ConvertArgs& a) {
@@ -118,10 +119,11 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
   o.max_shard_bytes = convert::parse_byte_size(a.max_shard_size);
   o.progress = progress_enabled(g);
   o.validate = !a.no_validate;
-  const convert::ExportSummary s =
-      convert::is_dcp_checkpoint(a.in)
-          ? convert::export_params(convert::open_params(a.in, "export it", o.validate)->params(), a.out, o)
-          : convert::export_checkpoint(a.in, a.out, o);
+  convert::ExportSummary s;
+  if (a.to == "dcp") s = convert::export_params_dcp(convert::open_params(a.in, "export it", o.validate)->params(), a.out, o);
+  else if (convert::is_dcp_checkpoint(a.in))
+    s = convert::export_params(convert::open_params(a.in, "export it", o.validate)->params(), a.out, o);
+  else s = convert::export_checkpoint(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {
     const nlohmann::json j = {{"input", s.checkpoint}, {"output", a.out},   {"operation", "export"},
@@ -138,6 +140,11 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
 }
 
 int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
+  if (a.to != "safetensors" && a.to != "dcp") throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
+  if (a.to == "dcp" && !convert::is_checkpoint(a.in) && !convert::is_dcp_checkpoint(a.in))
+    throw UsageError("--to dcp exports a checkpoint; " + a.in + " is not one");
+  if (a.to == "dcp" && (!a.fp8.empty() || !a.compress.empty() || a.dequantize))
+    throw UsageError("--to dcp is an export: --fp8, --compress and --dequantize do not apply");
   if (convert::is_dcp_checkpoint(a.in)) {
     if (a.dequantize || !a.fp8.empty() || !a.compress.empty() || a.pow2 || a.no_pow2 || !a.include.empty() ||
         !a.exclude.empty())
@@ -228,6 +235,10 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--dtype", args->dtype,
                   "--dequantize output: bf16 or fp32; checkpoint export weights: bf16 (as held), fp32 (the masters) "
                   "or fp8 (the checkpoint's FP8 bytes and scales)")
+      ->capture_default_str();
+  cmd->add_option("--to", args->to,
+                  "Checkpoint export format: safetensors (default) or dcp (a PyTorch DCP directory OUT with "
+                  "model.NAME and optimizer.state.NAME.STATE keys, which torch.distributed.checkpoint.load reads)")
       ->capture_default_str();
   cmd->add_flag("--states", args->states, "Checkpoint export: add NAME.master and NAME.<state> (fp32) per param");
   cmd->add_flag("--no-validate", args->no_validate,

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "convert/export_files.h"
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/progress.h"
+#include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/torch_dtype.h"
 #include "formats/safetensors/index.h"
 #include "formats/safetensors/writer.h"
 
@@ -27,23 +30,30 @@ struct Planned {
 
 std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) {
   if (o.weights == ExportWeights::fp8)
-    throw UsageError(src.describe() + " holds no FP8 parameters: export bf16 or fp32 weights, or quantize an export "
-                     "with `fpgather convert IN OUT --fp8 RECIPE`");
+    throw UsageError(src.describe() + ": this export writes no FP8 recipe: export bf16 or fp32 weights, or quantize an "
+                     "export with `fpgather convert IN OUT --fp8 RECIPE`");
   const auto& ts = src.tensors();
-  std::vector<Planned> out;
+  // Per parameter, in order: its weight as held and its master, either of which may be absent.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<long, long>> found;  // param -> (weight, master)
   for (size_t i = 0; i < ts.size(); ++i) {
-    if (ts[i].role != "weight") continue;
-    size_t from = i;
-    DType dtype = DType::BF16;
-    if (o.weights == ExportWeights::fp32) {
-      dtype = DType::F32;
-      for (size_t j = 0; j < ts.size(); ++j)
-        if (ts[j].param == ts[i].param && ts[j].role == "master") from = j;
-    }
+    auto [it, fresh] = found.emplace(ts[i].param, std::make_pair(-1L, -1L));
+    if (fresh) order.push_back(ts[i].param);
+    if (ts[i].role == "weight") it->second.first = static_cast<long>(i);
+    if (ts[i].role == "master") it->second.second = static_cast<long>(i);
+  }
+  std::vector<Planned> out;
+  for (const std::string& param : order) {
+    const auto [weight, master] = found[param];
+    const bool fp32 = o.weights == ExportWeights::fp32;
+    // fp32: the master where there is one; bf16: the weight as held, else the master rounded.
+    const long from = fp32 ? (master >= 0 ? master : weight) : (weight >= 0 ? weight : master);
+    if (from < 0) continue;
+    DType dtype = fp32 ? DType::F32 : DType::BF16;
     // Tensors that are not 16- to 64-bit floats (integer buffers, FP8) are written as stored.
-    const DType held = ts[from].dtype;
+    const DType held = ts[static_cast<size_t>(from)].dtype;
     if (!dtype_is_decodable_float(held) || dtype_bits(held) < 16) dtype = held;
-    out.push_back({from, {ts[i].param, dtype, ts[i].shape}});
+    out.push_back({static_cast<size_t>(from), {param, dtype, ts[static_cast<size_t>(from)].shape}});
   }
   if (o.states)
     for (size_t i = 0; i < ts.size(); ++i)
@@ -73,6 +83,13 @@ void convert_elements(const uint8_t* src, DType from, uint8_t* dst, DType to, ui
       std::memcpy(dst + 2 * i, &h, 2);
     }
   }
+}
+
+// A plain DCP's key for an exported tensor: "model.NAME" for weights, "optimizer.state.NAME.STATE"
+// (the master as "master") for the rest, as a state dict {"model": …, "optimizer": {"state": …}} flattens.
+std::string dcp_key(const ckpt::ParamTensor& t, const std::string& exported_name) {
+  if (exported_name == t.param) return "model." + t.param;
+  return "optimizer.state." + t.param + "." + t.role;
 }
 
 }  // namespace
@@ -144,6 +161,44 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     safetensors::write_index(files.index_path, index);
     sum.files.push_back(files.index_path);
   }
+  sum.tensors = tensors.size();
+  sum.bytes_written = total;
+  return sum;
+}
+
+ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
+  const std::vector<Planned> tensors = plan(src, o);
+  dcp::DcpWriter w(out);
+  for (const Planned& t : tensors) {
+    const dcp::TorchDType* dtype = dcp::find_torch_dtype(dcp::torch_dtype_name(t.spec.dtype));
+    if (!dtype) throw UsageError(t.spec.name + ": dtype " + std::string(dtype_name(t.spec.dtype)) + " has no torch dtype");
+    w.declare_tensor(dcp_key(src.tensors()[t.source], t.spec.name), *dtype, t.spec.shape);
+  }
+  ExportSummary sum;
+  sum.checkpoint = src.describe();
+  uint64_t total = 0;
+  for (const auto& t : tensors) total += t.bytes();
+  Progress progress("export", total, o.progress);
+  for (const Planned& t : tensors) {
+    const ckpt::ParamTensor& st = src.tensors()[t.source];
+    const uint64_t in_elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
+    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
+    std::vector<uint8_t> in_buf, out_buf;
+    // The writer asks for consecutive byte ranges; each is served from the elements that cover it.
+    auto fill = [&](uint64_t offset, void* dst, size_t size) {
+      const uint64_t a = offset / out_elem, b = (offset + size + out_elem - 1) / out_elem;
+      in_buf.resize((b - a) * in_elem);
+      src.read(t.source, a, b, in_buf.data());
+      out_buf.resize((b - a) * out_elem);
+      convert_elements(in_buf.data(), st.dtype, out_buf.data(), t.spec.dtype, b - a);
+      std::memcpy(dst, out_buf.data() + offset % out_elem, size);
+      sum.bytes_read += in_buf.size();
+      progress.advance(size);
+    };
+    w.rank(0).write_tensor(dcp_key(st, t.spec.name), std::vector<uint64_t>(t.spec.shape.size(), 0), t.spec.shape, fill);
+  }
+  w.commit();
+  sum.files = {out};
   sum.tensors = tensors.size();
   sum.bytes_written = total;
   return sum;
