@@ -21,6 +21,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_megatron_fixtures as fx  # noqa: E402
 
 
+def skip_unloaded_states():
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+    original = DistributedOptimizer._set_main_param_and_optimizer_states
+
+    def patched(self, model_param, tensors):
+        group_index, group_order = self.model_param_group_index_map[model_param]
+        main_param = self.optimizer.param_groups[group_index]["params"][group_order]
+        state = self.optimizer.state[main_param]
+        held = {k: state.pop(k) for k in list(state) if k not in tensors and k != "param"}
+        try:
+            original(self, model_param, tensors)
+        finally:  # each parameter its own step tensor: torch's Adam increments it in place
+            state.update({k: v.clone() if torch.is_tensor(v) else v for k, v in held.items()})
+
+    DistributedOptimizer._set_main_param_and_optimizer_states = patched
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ckpt")
@@ -28,6 +45,10 @@ def main():
     ap.add_argument("truth")
     ap.add_argument("out")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--skip-unloaded-states", action="store_true",
+                    help="work around Megatron-Core 0.19.2's fully_reshardable loader with torch's Adam (no "
+                         "Transformer Engine or Apex): it copies every per-parameter state the optimizer holds, "
+                         "including torch's 'step' tensor, which the checkpoint does not store (KeyError 'step')")
     args = ap.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29512")
@@ -48,6 +69,8 @@ def main():
     sd = {"model": model_sd, "optimizer": opt.sharded_state_dict(model_sd, is_loading=True, metadata=metadata)}
     state = dist_checkpointing.load(sd, args.ckpt)
     model.load_state_dict({k[len("module."):] if k.startswith("module.") else k: v for k, v in state["model"].items()})
+    if args.skip_unloaded_states:
+        skip_unloaded_states()
     with torch.no_grad():  # fp32 parameters are their own masters: views of leaves that need grad
         opt.load_state_dict(state["optimizer"])
 
