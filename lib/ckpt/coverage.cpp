@@ -24,10 +24,6 @@ std::string file_of(const Index& ix, uint32_t file) {
   return file < ix.files.size() ? ix.files[file].name : std::string();
 }
 
-std::string run_file(const Index& ix, uint32_t run) {
-  return run < ix.runs.size() ? file_of(ix, ix.runs[run].file) : std::string();
-}
-
 }  // namespace
 
 std::vector<Problem> check_index(const Index& ix) {
@@ -137,10 +133,10 @@ std::vector<Problem> check_index(const Index& ix) {
   // The sweep: per key, a cursor that every interval must start at.
   auto describe = [&](uint32_t source) {
     if (source & kPadBit) return std::string("declared padding");
-    return "a chunk in " + run_file(ix, ix.chunks[source].run);
+    return "a chunk in " + ix.run_file_name(ix.chunks[source].run);
   };
   auto file_of_source = [&](uint32_t source) {
-    return (source & kPadBit) ? std::string() : run_file(ix, ix.chunks[source].run);
+    return (source & kPadBit) ? std::string() : ix.run_file_name(ix.chunks[source].run);
   };
   size_t i = 0;
   for (uint32_t k = 0; k < nk; ++k) {

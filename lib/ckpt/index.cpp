@@ -8,6 +8,11 @@ long Index::find_key(const std::string& name) const {
   return -1;
 }
 
+std::string Index::run_file_name(uint32_t run) const {
+  if (run >= runs.size() || runs[run].file >= files.size()) return "";
+  return files[runs[run].file].name;
+}
+
 void Index::link_chunks() {
   for (auto& c : chunks) {
     if (c.run < runs.size()) {

@@ -75,6 +75,9 @@ struct Index {
 
   // Index of the key named `name`, or -1. Linear; callers that look up many build a map.
   long find_key(const std::string& name) const;
+  // The name of the file that run `run` is stored in, or "" where the run or its file is not in the
+  // tables (validation reports those): for messages and listings, safe on any index.
+  std::string run_file_name(uint32_t run) const;
   // Fills Chunk::key and Chunk::file from the runs (references out of range are left 0; validation
   // reports them).
   void link_chunks();
