@@ -32,7 +32,8 @@ void commit(const std::string& staging, const std::string& target, const ckpt::I
 void update_latest(const std::string& root, const std::string& name);
 
 // Where a checkpoint is expected: a directory holding `latest` stands for the checkpoint it names.
-// Returns the checkpoint directory; FormatError if `latest` names something that is not there.
+// Returns the checkpoint directory; FormatError if `latest` names something that is not there or is
+// not a regular file.
 std::string resolve_checkpoint(const std::string& path);
 
 // Keeps the `keep` newest complete checkpoints in ROOT (subdirectories holding index.h5, newest by

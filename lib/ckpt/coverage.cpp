@@ -199,9 +199,13 @@ std::vector<Problem> check_files(const Index& ix, const std::string& dir) {
       p.kind = ProblemKind::missing_file;
       p.message = "file name is not a plain name inside the checkpoint";
       out.push_back(p);
-    } else if (stat((dir + "/" + fe.name).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    } else if (lstat((dir + "/" + fe.name).c_str(), &st) != 0) {
       p.kind = ProblemKind::missing_file;
       p.message = "data file not found" + more;
+      out.push_back(p);
+    } else if (!S_ISREG(st.st_mode)) {  // a symbolic link, FIFO or device is never read
+      p.kind = ProblemKind::missing_file;
+      p.message = "data file is not a regular file" + more;
       out.push_back(p);
     } else if (static_cast<uint64_t>(st.st_size) != fe.size) {
       p.kind = ProblemKind::truncated_file;
