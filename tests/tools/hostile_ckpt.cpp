@@ -151,7 +151,8 @@ uint64_t stored_chunk_offset(const std::string& path, uint32_t dataset, uint64_t
 
 const std::vector<std::string>& hostile_kinds() {
   static const std::vector<std::string> k = {"run-file-out-of-range", "external-link-document", "external-storage-names",
-                                             "virtual-names", "rank-file-external-link"};
+                                             "virtual-names", "rank-file-external-link", "document-array",
+                                             "huge-table"};
   return k;
 }
 
@@ -205,6 +206,38 @@ void make_hostile(const std::string& kind, const std::string& dir, const std::st
     file.size = static_cast<uint64_t>(in.tellg());
     unlink(index.c_str());
     fpckpt::write_index(index, ix);
+  } else if (kind == "document-array") {
+    edit_file(index, [&](hid_t f) {
+      const hid_t g = must(H5Gopen2(f, "documents", H5P_DEFAULT), "open /documents");
+      ok(H5Ldelete(g, "model", H5P_DEFAULT), "delete /documents/model");
+      const std::string text = std::string(kOutsideSecret) + std::string(kOutsideSecret);
+      const hid_t type = H5Tcopy(H5T_C_S1);
+      H5Tset_size(type, text.size() / 2);
+      const hsize_t two = 2;
+      const hid_t space = must(H5Screate_simple(1, &two, nullptr), "dataspace");
+      const hid_t ds = must(H5Dcreate2(g, "model", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "model");
+      ok(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()), "write model");
+      H5Dclose(ds);
+      H5Sclose(space);
+      H5Tclose(type);
+      H5Gclose(g);
+    });
+  } else if (kind == "huge-table") {
+    edit_file(index, [&](hid_t f) {
+      const hid_t old_ds = must(H5Dopen2(f, "chunks", H5P_DEFAULT), "open /chunks");
+      const hid_t type = H5Dget_type(old_ds);
+      H5Dclose(old_ds);
+      ok(H5Ldelete(f, "chunks", H5P_DEFAULT), "delete /chunks");
+      const hsize_t n = hsize_t(1) << 40, chunk = 1024;
+      const hid_t space = must(H5Screate_simple(1, &n, nullptr), "dataspace");
+      const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      H5Pset_chunk(dcpl, 1, &chunk);
+      const hid_t ds = must(H5Dcreate2(f, "chunks", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), "create /chunks");
+      H5Dclose(ds);
+      H5Pclose(dcpl);
+      H5Sclose(space);
+      H5Tclose(type);
+    });
   } else {
     throw std::runtime_error("hostile checkpoint: unknown kind '" + kind + "'");
   }

@@ -24,6 +24,8 @@ void write_outside_files(const std::string& outside, const std::string& checkpoi
 // virtual-names: /names is a virtual dataset mapping secret.h5:/bytes.
 // The outside files must have been written for this checkpoint.
 // rank-file-external-link: dataset /0 of the data file of runs[0] is an external link to secret.h5:/data.
+// document-array: /documents/model holds two strings where one is expected.
+// huge-table: /chunks declares 2^40 records and stores none.
 const std::vector<std::string>& hostile_kinds();
 
 // Where the stored bytes of chunk number `chunk` of dataset /`dataset` lie in the HDF5 file `path`
