@@ -274,6 +274,10 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
   if (run.key >= index_.keys.size()) return "run names no key";
   if (run.dtype != index_.keys[run.key].dtype)
     return "stored as " + std::string(dtype_name(run.dtype)) + ", the key is " + std::string(dtype_name(index_.keys[run.key].dtype));
+  // The decoded chunk is sized by its length: never more than its run's chunks hold.
+  if (ch.length > run.chunk_elems)
+    return "chunk of " + std::to_string(ch.length) + " elements in a run of " + std::to_string(run.chunk_elems) +
+           "-element chunks";
   if (ckpt::checksum(stored.data(), stored.size()) != ch.checksum_stored) return "stored bytes do not match their checksum";
   const size_t elem = dtype_bits(run.dtype) / 8;
   const size_t want = static_cast<size_t>(ch.length) * elem, full = run.chunk_elems * elem;
