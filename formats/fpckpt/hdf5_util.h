@@ -87,10 +87,10 @@ Hid open_own_group(hid_t loc, const std::string& name, const std::string& path, 
 // contents are lost; call only before removing it. Call with the HDF5 mutex held.
 void divert_writes(hid_t file);
 
-// An HDF5 file being written. close() flushes it first, and a failed flush (the disk filled up)
-// abandons it before the error is thrown; destroyed unclosed (an exception on the way), it is
-// abandoned too: divert_writes(), then closed, so that its close cannot fail. Closing and
-// destruction need the HDF5 mutex held.
+// An HDF5 file being written. close() first makes sure that the space its closing writes to is
+// there; where it is not (a full disk, the file size limit) the file is abandoned before the error is
+// thrown, never left half closed. Destroyed unclosed (an exception on the way), it is abandoned too:
+// divert_writes(), then closed. Closing and destruction need the HDF5 mutex held.
 class OutputFile {
  public:
   OutputFile() = default;
@@ -107,8 +107,7 @@ class OutputFile {
   ~OutputFile() { abandon(); }
   operator hid_t() const { return file_.get(); }
   bool is_open() const { return file_.valid(); }
-  const std::string& path() const { return path_; }
-  // FormatError "<path>: close: no space left on device" and the like.
+  // FormatError "<path>: cannot write: no space left on device" and the like.
   void close();
   // Drops the file's unwritten contents and closes it; no-op once closed.
   void abandon();
