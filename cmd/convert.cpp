@@ -31,6 +31,7 @@ struct ConvertArgs {
   std::string compress;
   size_t amax_history = 1;
   std::string amax_algo = "most_recent";
+  bool no_validate = false;
 };
 
 fp8::Recipe recipe_from(const ConvertArgs& a) {
@@ -115,6 +116,7 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
   o.states = a.states;
   o.max_shard_bytes = convert::parse_byte_size(a.max_shard_size);
   o.progress = progress_enabled(g);
+  o.validate = !a.no_validate;
   const convert::ExportSummary s = convert::export_checkpoint(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {
@@ -139,10 +141,14 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
                        " is a checkpoint (--fp8 re-encodes it with train's recipe defaults)");
     if ((!a.fp8.empty() || !a.compress.empty()) && a.states)
       throw UsageError("--states belongs to an export; --compress and --fp8 write a checkpoint");
+    if ((!a.fp8.empty() || !a.compress.empty()) && a.no_validate)
+      throw UsageError("--no-validate salvages values into a safetensors export; --compress and --fp8 write a "
+                       "checkpoint, which is made only from a valid one");
     if (!a.fp8.empty()) return run_reencode_fp8(a, g);
     return a.compress.empty() ? run_export(a, g) : run_recompress(a, g);
   }
-  if (!a.compress.empty() || a.states) throw UsageError("--compress and --states take a checkpoint; " + a.in + " is not one");
+  if (!a.compress.empty() || a.states || a.no_validate)
+    throw UsageError("--compress, --states and --no-validate take a checkpoint; " + a.in + " is not one");
   if (a.strict && a.fp8.empty()) throw UsageError("--strict belongs to quantizing a safetensors model with --fp8");
   if (a.fp8.empty() && !a.dequantize) throw UsageError("give --fp8 RECIPE or --dequantize (or a checkpoint as IN)");
   const auto t0 = std::chrono::steady_clock::now();
@@ -235,6 +241,9 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "or fp8 (the checkpoint's FP8 bytes and scales)")
       ->capture_default_str();
   cmd->add_flag("--states", args->states, "Checkpoint export: add NAME.master and NAME.<state> (fp32) per param");
+  cmd->add_flag("--no-validate", args->no_validate,
+                "Checkpoint export: export even a checkpoint that fails validation's index checks (salvage; "
+                "an altered index is read as it is, a gap still fails)");
   cmd->add_option("--max-shard-size", args->max_shard_size,
                   "Checkpoint export to a directory or index: shard above this size (e.g. 5GB, 500MB, 2GiB)")
       ->capture_default_str();

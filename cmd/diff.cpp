@@ -1,11 +1,12 @@
 // fpgather diff A B: value-by-value comparison of two checkpoints in model space (by key, over the
-// flat extent, padding ignored; bucket-layout state per param where the layouts differ). Exit 0
-// equal, 1 different.
+// flat extent, padding ignored; bucket-layout state per param where the layouts differ). Both are
+// validated first (index checks; --no-validate skips them). Exit 0 equal, 1 different or invalid.
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "core/error.h"
 #include "formats/fpckpt/diff.h"
+#include "formats/fpckpt/validate.h"
 
 namespace fpg::cli {
 namespace {
@@ -14,11 +15,14 @@ struct DiffArgs {
   std::string a, b;
   double rtol = 0, atol = 0;
   size_t max_reports = 5;
+  bool no_validate = false;
 };
 
 int run_diff(const DiffArgs& args, const GlobalOptions& g) {
   if (args.rtol < 0 || args.atol < 0) throw UsageError("--rtol and --atol must be >= 0");
-  const fpckpt::CheckpointReader a(args.a), b(args.b);
+  const auto ra = fpckpt::open_valid(args.a, "compare it", !args.no_validate);
+  const auto rb = fpckpt::open_valid(args.b, "compare it", !args.no_validate);
+  const fpckpt::CheckpointReader &a = *ra, &b = *rb;
   fpckpt::DiffOptions o;
   o.rtol = args.rtol;
   o.atol = args.atol;
@@ -61,6 +65,9 @@ void register_diff(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--rtol", args->rtol, "Relative tolerance: |a-b| <= atol + rtol*|b|")->capture_default_str();
   cmd->add_option("--atol", args->atol, "Absolute tolerance")->capture_default_str();
   cmd->add_option("--max-reports", args->max_reports, "First differences listed per key")->capture_default_str();
+  cmd->add_flag("--no-validate", args->no_validate,
+                "Compare even checkpoints that fail validation's index checks (salvage; gaps and altered indexes are "
+                "read as they are)");
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_diff(*args, global); }; });
 }
 

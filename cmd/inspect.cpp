@@ -12,6 +12,7 @@
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/summary.h"
+#include "formats/fpckpt/validate.h"
 #include "formats/safetensors/model.h"
 
 namespace fpg::cli {
@@ -98,13 +99,29 @@ int inspect_key(const fpckpt::CheckpointReader& r, const std::string& name, bool
   return 0;
 }
 
+// How far the checkpoint's own checksums vouch for it.
+std::string integrity_text(const ckpt::Index& ix) {
+  switch (ix.index_checksum) {
+    case ckpt::IndexChecksum::mismatch: return "INDEX ALTERED: " + ix.index_checksum_detail;
+    case ckpt::IndexChecksum::absent: return fpckpt::integrity_note(ix.version);
+    case ckpt::IndexChecksum::verified: break;
+  }
+  return "index checksum verified, chunk checksums bound to key and offset";
+}
+
 int inspect_checkpoint(const InspectArgs& a, bool json) {
-  const fpckpt::CheckpointReader r(a.path);
+  // An altered index is shown, not refused: inspect is where one looks at a broken checkpoint.
+  const fpckpt::CheckpointReader r(a.path, fpckpt::ChunkReads::direct, fpckpt::IndexCheck::report);
+  if (r.index().index_checksum == ckpt::IndexChecksum::mismatch)
+    std::fprintf(stderr, "warning: %s/%s does not match its checksum (%s): it was changed after it was written\n",
+                 r.dir().c_str(), fpckpt::kIndexFile, r.index().index_checksum_detail.c_str());
   if (!a.key.empty()) return inspect_key(r, a.key, json);
   const auto s = fpckpt::summarize(r.index());
   if (json) {
     nlohmann::json j = {{"path", r.dir()}, {"format", "fpgather checkpoint"}, {"format_version", s.format_version},
-                        {"producer", s.producer}, {"step", s.step}, {"model", s.model}, {"layout", s.layout},
+                        {"producer", s.producer},
+                        {"index_checksum", std::string(ckpt::index_checksum_name(r.index().index_checksum))},
+                        {"chunk_checksums_bound", ckpt::binds_chunk_checksums(r.index().version)}, {"step", s.step}, {"model", s.model}, {"layout", s.layout},
                         {"optimizer", s.optimizer}, {"fp8", s.fp8}, {"documents", s.documents},
                         {"files", s.files}, {"file_bytes", s.file_bytes}, {"runs", s.runs},
                         {"compression_ratio", s.compression_ratio}, {"totals", sizes_json(s.total)}};
@@ -125,6 +142,7 @@ int inspect_checkpoint(const InspectArgs& a, bool json) {
   std::printf("%s: fpgather checkpoint\n", r.dir().c_str());
   line("format", s.format_version);
   line("producer", s.producer);
+  line("integrity", integrity_text(r.index()));
   line("step", s.step);
   line("model", s.model);
   line("layout", s.layout);

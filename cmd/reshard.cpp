@@ -1,7 +1,7 @@
 // fpgather reshard SRC DST --dp M [...]: a training checkpoint rewritten for another DP size,
 // distributed optimizer, state layout, bucket size or padding (train/reshard_target.h plans it,
-// formats/fpckpt/reshard.h streams it). Exit 0 done, 2 usage (a target that cannot hold the state,
-// DST exists), 3 an unreadable or invalid source.
+// formats/fpckpt/reshard.h streams it). Exit 0 done, 1 a source that fails validation, 2 usage (a
+// target that cannot hold the state, DST exists), 3 an unreadable source.
 #include <nlohmann/json.hpp>
 
 #include "cli.h"

@@ -167,7 +167,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     if (!log.loaded.empty() || !log.saved.empty())
       j["checkpoints"] = {{"loaded", log.loaded}, {"loaded_step", log.loaded_step},
                           {"loaded_chunks", log.loaded_chunks}, {"loaded_bytes", log.loaded_bytes},
-                          {"saved", log.saved}, {"removed", log.removed}};
+                          {"saved", log.saved}, {"removed", log.removed}, {"recovered", log.recovered}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -223,9 +223,13 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--metrics", args->metrics, "Write one JSON line per step to FILE.jsonl");
   cmd->add_flag("--print-layout", args->print_layout, "Print the buffer layout of this configuration and exit");
   cmd->add_option("--log-every", args->log_every, "Log a line on stderr every N steps (default: never)");
-  cmd->add_option("--save", args->save, "Checkpoint root: save DIR/step-NNNNNNNN after the last step (and see --save-every)");
+  cmd->add_option("--save", args->save,
+                  "Checkpoint root: save DIR/step-NNNNNNNN after the last step (and see --save-every); what killed "
+                  "saves left in it is recovered first");
   cmd->add_option("--save-every", args->save_every, "Also save after every N-th step");
-  cmd->add_option("--load", args->load, "Resume from a checkpoint (or a directory holding `latest`); --steps is the step to reach");
+  cmd->add_option("--load", args->load,
+                  "Resume from a checkpoint (or a directory holding `latest`), refused unless it validates; --steps is "
+                  "the step to reach");
   cmd->add_option("--init", args->init,
                   "Start from safetensors weights (a .safetensors file, an index .json or a directory holding one): "
                   "every param by name and shape, F32/BF16/F16 or FP8 with _scale_inv")
@@ -234,7 +238,9 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--compress", args->compress, "Checkpoint compression: zstd[:LEVEL][+shuffle] or none")
       ->capture_default_str();
-  cmd->add_option("--keep", args->keep, "Keep only the N newest checkpoints under --save (default: all)");
+  cmd->add_option("--keep", args->keep,
+                  "Keep only the N newest checkpoints under --save (default: all); each removed is renamed .NAME.deleting "
+                  "first");
   cmd->callback([args, comm_opt, &global, &run] {
     args->comm_given = comm_opt->count() > 0;
     run = [args, &global] { return run_train(*args, global); };

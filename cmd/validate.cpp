@@ -1,5 +1,6 @@
-// fpgather validate CKPT [--data]: the coverage contract and file checks from the index alone, the
-// layout check where the index records one, and with --data every chunk re-read and decoded.
+// fpgather validate CKPT [--data]: the index checksum, the coverage contract and file checks from the
+// index alone, the layout check where the index records one, and with --data every chunk re-read and
+// decoded.
 // Exit 0 valid, 1 invalid, 3 unreadable.
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,8 @@ int run_validate(const ValidateArgs& a, const GlobalOptions& g) {
                         {"valid", code == 0},
                         {"data_checked", a.data},
                         {"layout_checked", rep.layout_checked},
+                        {"index_checksum", std::string(ckpt::index_checksum_name(rep.index_checksum))},
+                        {"chunk_checksums_bound", rep.chunk_checksums_bound},
                         {"keys", rep.keys},
                         {"chunks", rep.chunks},
                         {"padding_intervals", rep.padding},
@@ -48,6 +51,7 @@ int run_validate(const ValidateArgs& a, const GlobalOptions& g) {
     std::printf("%s: unreadable\n", rep.dir.c_str());
     return code;
   }
+  if (const std::string note = fpckpt::integrity_note(rep.version); !note.empty()) std::printf("note: %s\n", note.c_str());
   std::printf("%s: %s: format %s, %llu keys, %llu chunks, %llu padding intervals, %llu files%s%s; %zu problem%s\n",
               rep.dir.c_str(), code == 0 ? "valid" : "INVALID", ckpt::to_string(rep.version).c_str(),
               static_cast<unsigned long long>(rep.keys), static_cast<unsigned long long>(rep.chunks),
@@ -62,7 +66,7 @@ int run_validate(const ValidateArgs& a, const GlobalOptions& g) {
 
 void register_validate(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto args = std::make_shared<ValidateArgs>();
-  auto* cmd = app.add_subcommand("validate", "Check a checkpoint's coverage, files, layout and (--data) checksums");
+  auto* cmd = app.add_subcommand("validate", "Check a checkpoint's index checksum, coverage, files, layout and (--data) chunk checksums");
   cmd->add_option("CKPT", args->path, "A checkpoint directory, or a directory holding `latest`")->required();
   cmd->add_flag("--data", args->data, "Also re-read every chunk, verify its checksums and decode it");
   cmd->add_flag("--json", args->json, "Print the report as JSON (same as the global --json)");

@@ -21,6 +21,7 @@ struct ChunkPipeline::Slot {
   ckpt::CodecScratch scratch;  // its encoding lives here (or is `bytes`, stored raw)
   ckpt::EncodedChunk enc;
   ckpt::Chunk meta;
+  uint64_t seed = 0;  // of both checksums
   uint64_t at = 0, chunk_elems = 0, seq = 0;
   size_t elem = 0;
   bool shuffle = false;
@@ -153,8 +154,8 @@ void ChunkPipeline::fail(std::exception_ptr e) {
   if (!error_) error_ = e;
 }
 
-void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t at, const void* src, uint64_t chunk_elems, size_t elem,
-                           bool shuffle, bool borrowed) {
+void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t seed, uint64_t at, const void* src, uint64_t chunk_elems,
+                           size_t elem, bool shuffle, bool borrowed) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (error_) std::rethrow_exception(error_);
@@ -177,6 +178,7 @@ void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t at, const void* src
   }
   s->borrowing = borrowed;
   s->meta = meta;
+  s->seed = seed;
   s->at = at;
   s->chunk_elems = chunk_elems;
   s->elem = elem;
@@ -198,10 +200,10 @@ void ChunkPipeline::encode(Slot& s) {
   m.stored_bytes = static_cast<uint32_t>(s.enc.size);
   m.flags = s.enc.flags;
   const size_t logical = static_cast<size_t>(m.length) * s.elem;
-  m.checksum_logical = ckpt::checksum(s.src, logical);
+  m.checksum_logical = ckpt::checksum(s.src, logical, s.seed);
   // A chunk stored raw and whole is its logical bytes: one hash for both.
   m.checksum_stored = (s.enc.data == s.src && s.enc.size == logical) ? m.checksum_logical
-                                                                     : ckpt::checksum(s.enc.data, s.enc.size);
+                                                                     : ckpt::checksum(s.enc.data, s.enc.size, s.seed);
 }
 
 void ChunkPipeline::unborrow(Slot& s) {

@@ -56,14 +56,15 @@ class ChunkPipeline {
 
   // Queues one chunk of dataset meta.run at dataset offset `at`: `meta` carries run, key, offset
   // and length (elements of `elem` bytes, from `src`); the chunk is `chunk_elems` long, zero-padded.
+  // Its checksums are seeded with `seed` (ckpt::chunk_seed of its key's name and offset).
   // `shuffle`: the dataset's pipeline has byte shuffle. Blocks while the slot budget is used up.
   // Rethrows the first failure of an earlier chunk (FormatError naming file, key and range).
   // `borrowed`: the bytes are not copied; the encoding threads (and, for a chunk stored raw and
   // whole, the writer thread) read them from `src`, which must stay alive and unchanged until
   // fence() or drain() returns or the pipeline is destroyed. The stored bytes, checksums and file
   // layout are the same either way.
-  void submit(const ckpt::Chunk& meta, uint64_t at, const void* src, uint64_t chunk_elems, size_t elem, bool shuffle,
-              bool borrowed = false);
+  void submit(const ckpt::Chunk& meta, uint64_t seed, uint64_t at, const void* src, uint64_t chunk_elems, size_t elem,
+              bool shuffle, bool borrowed = false);
 
   // Waits until no chunk submitted so far still reads a borrowed buffer (it has been encoded into
   // its slot, or written); the caller may then reuse or free those buffers. Failures are left to

@@ -1,6 +1,8 @@
 #include "formats/fpckpt/commit.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,7 +41,27 @@ std::string trim(std::string s) {
 
 }  // namespace
 
-std::string begin_staging(const std::string& target) {
+StagingDir::StagingDir(StagingDir&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_) {
+  o.path_.clear();
+  o.fd_ = -1;
+}
+
+StagingDir& StagingDir::operator=(StagingDir&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(o.path_);
+    fd_ = o.fd_;
+    o.path_.clear();
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+StagingDir::~StagingDir() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+StagingDir begin_staging(const std::string& target) {
   std::string t = target;
   while (t.size() > 1 && t.back() == '/') t.pop_back();
   if (exists(t)) throw UsageError(t + ": already exists; a checkpoint is never written over another");
@@ -50,7 +72,13 @@ std::string begin_staging(const std::string& target) {
   std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
   const std::string staging = join_path(dir, "." + name + ".tmp-" + suffix);
   if (mkdir(staging.c_str(), 0755) != 0) throw FormatError(staging + ": cannot create: " + std::strerror(errno));
-  return staging;
+  // Locked a moment after mkdir: recovery leaves a directory modified in the last minute alone.
+  int fd = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    fd = -1;
+  }
+  return StagingDir(staging, fd);
 }
 
 ckpt::Index merge_manifests(const std::vector<RankManifest>& manifests, const ckpt::Documents& documents) {
@@ -145,6 +173,13 @@ void update_latest(const std::string& root, const std::string& name) {
   safetensors::write_file_atomic(join_path(root, kLatestFile), name + "\n");
 }
 
+std::string latest_name(const std::string& root) {
+  std::ifstream in(join_path(root, kLatestFile));
+  std::string name;
+  if (in) std::getline(in, name);
+  return trim(name);
+}
+
 std::string resolve_checkpoint(const std::string& path) {
   const std::string latest = join_path(path, kLatestFile);
   struct stat st {};
@@ -192,16 +227,17 @@ std::vector<std::string> apply_retention(const std::string& root, size_t keep) {
   }
   closedir(d);
   std::sort(ckpts.begin(), ckpts.end());
-  std::string latest;
-  {
-    std::ifstream in(join_path(root, kLatestFile));
-    if (in) std::getline(in, latest);
-    latest = trim(latest);
-  }
+  const std::string latest = latest_name(root);
   if (ckpts.size() <= keep) return removed;
   for (size_t i = 0; i + keep < ckpts.size(); ++i) {
     if (ckpts[i] == latest) continue;
-    remove_tree(join_path(root, ckpts[i]));
+    // Out of sight first, in one rename: what a kill leaves is a hidden ".NAME.deleting" that
+    // recovery finishes, never a checkpoint with some of its files gone.
+    const std::string doomed = join_path(root, "." + ckpts[i] + kDeletingSuffix);
+    remove_tree(doomed);
+    if (rename(join_path(root, ckpts[i]).c_str(), doomed.c_str()) != 0)
+      throw FormatError(join_path(root, ckpts[i]) + ": cannot rename for deletion: " + std::strerror(errno));
+    remove_tree(doomed);
     removed.push_back(ckpts[i]);
   }
   if (!removed.empty()) fsync_directory(root);
@@ -216,14 +252,14 @@ CheckpointWriter::CheckpointWriter(std::string target, WriteOptions opts) : targ
 CheckpointWriter::~CheckpointWriter() {
   if (!committed_) {
     ranks_.clear();
-    remove_tree(staging_);
+    remove_tree(staging_.path());
   }
 }
 
 RankWriter& CheckpointWriter::rank(uint32_t r) {
   if (committed_) throw InternalError("CheckpointWriter used after commit()");
   if (r >= ranks_.size()) ranks_.resize(r + 1);
-  if (!ranks_[r]) ranks_[r] = std::make_unique<RankWriter>(staging_, r, opts_);
+  if (!ranks_[r]) ranks_[r] = std::make_unique<RankWriter>(staging_.path(), r, opts_);
   return *ranks_[r];
 }
 
@@ -232,8 +268,9 @@ ckpt::Index CheckpointWriter::commit() {
   for (auto& w : ranks_)
     if (w) manifests.push_back(w->finish());
   ckpt::Index ix = merge_manifests(manifests, documents_);
-  fpckpt::commit(staging_, target_, ix);
+  fpckpt::commit(staging_.path(), target_, ix);
   committed_ = true;
+  staging_ = StagingDir();
   ranks_.clear();
   return ix;
 }

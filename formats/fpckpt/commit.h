@@ -2,8 +2,8 @@
 // directory beside the target; the committing rank merges the ranks' manifests into the index,
 // writes index.h5 last (fsynced), fsyncs the staging directory, renames it to the target in one
 // rename(), and fsyncs the parent. A crash leaves either no checkpoint or a complete one (a stale
-// staging directory, ".NAME.tmp-*", is never read). `latest` in a checkpoint root names the newest
-// complete checkpoint and is replaced atomically.
+// staging directory, ".NAME.tmp-*", is never read; recovery.h removes it). `latest` in a checkpoint
+// root names the newest complete checkpoint and is replaced atomically.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +16,34 @@
 namespace fpg::fpckpt {
 
 constexpr const char* kLatestFile = "latest";
+// ".NAME" + this: a checkpoint retention is deleting (apply_retention).
+constexpr const char* kDeletingSuffix = ".deleting";
 
-// Creates the staging directory for `target` and returns its path. UsageError if `target` exists.
-std::string begin_staging(const std::string& target);
+// A staging directory and the lock its writer holds on it: an exclusive flock(2) on the directory
+// from its creation until this object is destroyed, so that crash recovery (recovery.h) tells a
+// live save's directory from a dead one's. Destroying it releases the lock only: the directory has
+// been renamed by commit() or must be removed by the owner first.
+class StagingDir {
+ public:
+  StagingDir() = default;
+  StagingDir(std::string path, int lock_fd) : path_(std::move(path)), fd_(lock_fd) {}
+  StagingDir(StagingDir&& o) noexcept;
+  StagingDir& operator=(StagingDir&& o) noexcept;
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+  ~StagingDir();
+
+  const std::string& path() const { return path_; }
+  bool empty() const { return path_.empty(); }
+
+ private:
+  std::string path_;
+  int fd_ = -1;  // -1: the file system offers no flock; recovery then leaves the directory alone
+};
+
+// Creates and locks the staging directory ".NAME.tmp-<16 hex digits>" beside `target`.
+// UsageError if `target` exists.
+StagingDir begin_staging(const std::string& target);
 
 // Merges the manifests (any order; ranks that wrote nothing may be absent) with the documents into an
 // index: keys by name (UsageError on a dtype/shape/kind conflict), files in rank order, runs and
@@ -31,14 +56,18 @@ void commit(const std::string& staging, const std::string& target, const ckpt::I
 // Replaces ROOT/latest with "NAME\n" atomically. NAME must be a plain directory name in ROOT.
 void update_latest(const std::string& root, const std::string& name);
 
+// The first line of ROOT/latest, trimmed; "" if there is none.
+std::string latest_name(const std::string& root);
+
 // Where a checkpoint is expected: a directory holding `latest` stands for the checkpoint it names.
 // Returns the checkpoint directory; FormatError if `latest` names something that is not there or is
 // not a regular file.
 std::string resolve_checkpoint(const std::string& path);
 
 // Keeps the `keep` newest complete checkpoints in ROOT (subdirectories holding index.h5, newest by
-// name: step-%08d names sort by step) and the one `latest` names; removes the others. Returns the
-// names removed. keep == 0 keeps all.
+// name: step-%08d names sort by step) and the one `latest` names; removes the others, each first
+// renamed ".NAME.deleting" so that a deletion cut short is finished by the next recovery (recovery.h)
+// instead of leaving a half-deleted checkpoint. Returns the names removed. keep == 0 keeps all.
 std::vector<std::string> apply_retention(const std::string& root, size_t keep);
 
 // The whole save for a process that writes every rank itself (the threads backend, tests, benches).
@@ -54,10 +83,11 @@ class CheckpointWriter {
   ckpt::Documents& documents() { return documents_; }
   // Finishes every rank, writes the index, commits. Returns the committed index.
   ckpt::Index commit();
-  const std::string& staging() const { return staging_; }
+  const std::string& staging() const { return staging_.path(); }
 
  private:
-  std::string target_, staging_;
+  std::string target_;
+  StagingDir staging_;
   WriteOptions opts_;
   std::vector<std::unique_ptr<RankWriter>> ranks_;
   ckpt::Documents documents_;

@@ -1,13 +1,11 @@
 #include "formats/fpckpt/diff.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
 
 #include "ckpt/state_view.h"
-#include "core/float_codec.h"
 
 namespace fpg::fpckpt {
 namespace {
@@ -32,34 +30,6 @@ uint64_t total(const Ranges& r) {
   uint64_t n = 0;
   for (const auto& x : r) n += x.second - x.first;
   return n;
-}
-
-bool decode_float(const uint8_t* p, DType t, double& v) {
-  switch (t) {
-    case DType::F32: { float f; std::memcpy(&f, p, 4); v = f; return true; }
-    case DType::F64: std::memcpy(&v, p, 8); return true;
-    case DType::BF16: { uint16_t h; std::memcpy(&h, p, 2); v = float_from_bf16(h); return true; }
-    case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); v = float_from_fp16(h); return true; }
-    case DType::F8_E4M3: v = float_from_e4m3(*p); return true;
-    case DType::F8_E5M2: v = float_from_e5m2(*p); return true;
-    case DType::F8_E8M0: v = float_from_e8m0(*p); return true;
-    default: return false;
-  }
-}
-
-std::string value_text(const uint8_t* p, DType t, size_t elem) {
-  double v;
-  char buf[64];
-  if (decode_float(p, t, v)) {
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return buf;
-  }
-  std::string s = "0x";
-  for (size_t i = elem; i-- > 0;) {
-    std::snprintf(buf, sizeof buf, "%02x", p[i]);
-    s += buf;
-  }
-  return s;
 }
 
 // A key as diff compares it: a stored key (offset 0), or a param's state inside a bucket key.
@@ -147,9 +117,7 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
                            std::to_string(only_a) + " elements are data in A only, " + std::to_string(only_b) +
                                " in B only (padding or gap in the other)",
                            only_a + only_b, 0, {}});
-    const size_t elem = dtype_bits(a.dtype) / 8;
-    double probe;
-    const bool is_float = elem > 0 && decode_float(reinterpret_cast<const uint8_t*>("\0\0\0\0\0\0\0\0"), a.dtype, probe);
+    const size_t elem = static_cast<size_t>(std::max(dtype_bits(a.dtype) / 8, 1));
     KeyDiff kd{name, "values", "", 0, 0, {}};
     for (const auto& [lo, hi] : both) {
       for (uint64_t x = lo; x < hi; x += o.block_elems) {
@@ -159,32 +127,11 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
         A.read(va.source, va.offset + x, va.offset + y, buf_a.data(), o.pool);
         B.read(vb.source, vb.offset + x, vb.offset + y, buf_b.data(), o.pool);
         rep.elements_compared += y - x;
-        if (std::memcmp(buf_a.data(), buf_b.data(), buf_a.size()) == 0) continue;
-        for (uint64_t i = 0; i < y - x; ++i) {
-          const uint8_t* pa = buf_a.data() + i * elem;
-          const uint8_t* pb = buf_b.data() + i * elem;
-          if (std::memcmp(pa, pb, elem) == 0) continue;
-          bool differ = true;
-          if (is_float) {
-            double va = 0, vb = 0;
-            decode_float(pa, a.dtype, va);
-            decode_float(pb, a.dtype, vb);
-            if (std::isnan(va) && std::isnan(vb)) differ = false;
-            else if (std::fabs(va - vb) <= o.atol + o.rtol * std::fabs(vb)) differ = false;
-            else if (!std::isnan(va) && !std::isnan(vb)) kd.max_abs = std::max(kd.max_abs, std::fabs(va - vb));
-          }
-          if (!differ) continue;
-          if (kd.differing == 0) kd.lo = x + i;
-          kd.hi = x + i + 1;
-          ++kd.differing;
-          if (kd.first.size() < o.max_reports)
-            kd.first.push_back({x + i, value_text(pa, a.dtype, elem), value_text(pb, a.dtype, elem)});
-        }
+        ckpt::compare_values(buf_a.data(), buf_b.data(), a.dtype, x, y - x, o, kd);
       }
     }
     if (kd.differing) {
-      kd.detail = std::to_string(kd.differing) + " of " + std::to_string(total(both)) + " elements differ, in [" +
-                  std::to_string(kd.lo) + ", " + std::to_string(kd.hi) + ")";
+      ckpt::describe_values(kd, total(both));
       rep.diffs.push_back(std::move(kd));
     }
   }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "ckpt/checksum.h"
 #include "formats/fpckpt/hdf5_util.h"
 
 namespace fpg::fpckpt {
@@ -186,6 +187,53 @@ std::string pool_string(const std::vector<char>& pool, uint64_t off, uint32_t le
   return std::string(pool.data() + off, len);
 }
 
+// The tables as they lie on disk: what the index checksum covers, byte for byte.
+struct Tables {
+  std::vector<char> names;
+  std::vector<FileRec> files;
+  std::vector<KeyRec> keys;
+  std::vector<uint64_t> shapes;
+  std::vector<RunRec> runs;
+  std::vector<ChunkRec> chunks;
+  std::vector<PadRec> pads;
+};
+
+template <class T>
+void hash_table(ckpt::StreamChecksum& h, const std::vector<T>& t) {
+  h.update_sized(t.data(), t.size() * sizeof(T));
+}
+
+// The index checksum (man 5 fpgather-format, "Index checksum"): XXH3-64 of the format version,
+// the producer, every document (name and text, in name order) and every table's packed records,
+// each field preceded by its byte length.
+uint64_t index_checksum(const ckpt::FormatVersion& v, const std::string& producer, const ckpt::Documents& docs,
+                        const Tables& t) {
+  ckpt::StreamChecksum h;
+  const uint32_t version[2] = {v.major, v.minor};
+  h.update_sized(version, sizeof version);
+  h.update_sized(producer.data(), producer.size());
+  const uint64_t ndocs = docs.size();
+  h.update(&ndocs, sizeof ndocs);
+  for (const auto& [name, text] : docs.all()) {
+    h.update_sized(name.data(), name.size());
+    h.update_sized(text.data(), text.size());
+  }
+  hash_table(h, t.names);
+  hash_table(h, t.files);
+  hash_table(h, t.keys);
+  hash_table(h, t.shapes);
+  hash_table(h, t.runs);
+  hash_table(h, t.chunks);
+  hash_table(h, t.pads);
+  return h.digest();
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 }  // namespace
 
 uint8_t dtype_code(DType t) {
@@ -202,36 +250,39 @@ bool dtype_from_code(uint8_t code, DType& out) {
 
 void write_index(const std::string& path, const ckpt::Index& ix) {
   // Build every table first, outside the HDF5 lock.
-  std::vector<char> names;
+  Tables t;
+  std::vector<char>& names = t.names;
   auto intern = [&](const std::string& s) {
     const uint64_t off = names.size();
     names.insert(names.end(), s.begin(), s.end());
     return off;
   };
-  std::vector<FileRec> files;
+  std::vector<FileRec>& files = t.files;
   files.reserve(ix.files.size());
   for (const auto& f : ix.files)
     files.push_back({intern(f.name), static_cast<uint32_t>(f.name.size()), f.rank, f.size});
-  std::vector<KeyRec> keys;
-  std::vector<uint64_t> shapes;
+  std::vector<KeyRec>& keys = t.keys;
+  std::vector<uint64_t>& shapes = t.shapes;
   keys.reserve(ix.keys.size());
   for (const auto& k : ix.keys) {
     keys.push_back({intern(k.name), static_cast<uint32_t>(k.name.size()), static_cast<uint32_t>(shapes.size()),
                     static_cast<uint32_t>(k.shape.size()), dtype_code(k.dtype), static_cast<uint8_t>(k.kind)});
     shapes.insert(shapes.end(), k.shape.begin(), k.shape.end());
   }
-  std::vector<RunRec> runs;
+  std::vector<RunRec>& runs = t.runs;
   runs.reserve(ix.runs.size());
   for (const auto& r : ix.runs)
     runs.push_back({r.file, r.dataset, r.key, r.chunk_elems, r.lo, r.numel, dtype_code(r.dtype),
                     static_cast<uint8_t>(r.filters)});
-  std::vector<ChunkRec> chunks;
+  std::vector<ChunkRec>& chunks = t.chunks;
   chunks.reserve(ix.chunks.size());
   for (const auto& c : ix.chunks)
     chunks.push_back({c.run, c.length, c.offset, c.stored_bytes, c.flags, c.checksum_stored, c.checksum_logical});
-  std::vector<PadRec> pads;
+  std::vector<PadRec>& pads = t.pads;
   pads.reserve(ix.padding.size());
   for (const auto& p : ix.padding) pads.push_back({p.key, p.lo, p.hi});
+  const bool sealed = ckpt::has_index_checksum(ix.version);
+  const uint64_t seal = sealed ? index_checksum(ix.version, ix.producer, ix.documents, t) : 0;
 
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
@@ -249,6 +300,12 @@ void write_index(const std::string& path, const ckpt::Index& ix) {
       if (H5Awrite(a, H5T_NATIVE_UINT32, v) < 0) hdf5_fail(path, "write format_version");
     }
     write_string_attr(file, path, "producer", ix.producer);
+    if (sealed) {
+      Hid space(H5Screate(H5S_SCALAR), H5Sclose);
+      Hid a = checked(H5Acreate2(file, "index_checksum", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                      path, "attribute index_checksum");
+      if (H5Awrite(a, H5T_NATIVE_UINT64, &seal) < 0) hdf5_fail(path, "write index_checksum");
+    }
     {
       Hid gcpl = checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, path, "property list");
       H5Pset_obj_track_times(gcpl, 0);
@@ -288,13 +345,16 @@ herr_t collect_doc(hid_t, const char* name, const H5L_info_t*, void* data) {
 
 ckpt::Index read_index(const std::string& path) {
   ckpt::Index ix;
-  std::vector<char> names;
-  std::vector<FileRec> files;
-  std::vector<KeyRec> keys;
-  std::vector<uint64_t> shapes;
-  std::vector<RunRec> runs;
-  std::vector<ChunkRec> chunks;
-  std::vector<PadRec> pads;
+  Tables t;
+  std::vector<char>& names = t.names;
+  std::vector<FileRec>& files = t.files;
+  std::vector<KeyRec>& keys = t.keys;
+  std::vector<uint64_t>& shapes = t.shapes;
+  std::vector<RunRec>& runs = t.runs;
+  std::vector<ChunkRec>& chunks = t.chunks;
+  std::vector<PadRec>& pads = t.pads;
+  bool sealed = false;
+  uint64_t seal = 0;
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     hdf5_init();
@@ -325,6 +385,13 @@ ckpt::Index read_index(const std::string& path) {
       Hid a = checked(H5Aopen(file, "producer", H5P_DEFAULT), H5Aclose, path, "attribute producer");
       ix.producer = read_string(a, true, path, "attribute producer");
     }
+    if (H5Aexists(file, "index_checksum") > 0) {
+      Hid a = checked(H5Aopen(file, "index_checksum", H5P_DEFAULT), H5Aclose, path, "attribute index_checksum");
+      Hid space(H5Aget_space(a), H5Sclose);
+      if (H5Sget_simple_extent_npoints(space) != 1) throw FormatError(path + ": index_checksum must be one integer");
+      if (H5Aread(a, H5T_NATIVE_UINT64, &seal) < 0) hdf5_fail(path, "read index_checksum");
+      sealed = true;
+    }
     if (H5Lexists(file, "documents", H5P_DEFAULT) > 0) {
       Hid g = open_own_group(file, "documents", path, "/documents");
       std::vector<std::string> doc_names;
@@ -348,6 +415,15 @@ ckpt::Index read_index(const std::string& path) {
     pads = read_table<PadRec>(file, path, "padding", pad_type());
   }
 
+  if (!ckpt::has_index_checksum(ix.version)) {
+    ix.index_checksum = ckpt::IndexChecksum::absent;
+  } else if (!sealed) {
+    ix.index_checksum = ckpt::IndexChecksum::mismatch;
+    ix.index_checksum_detail = "no index_checksum attribute, which format " + ckpt::to_string(ix.version) + " requires";
+  } else if (const uint64_t computed = index_checksum(ix.version, ix.producer, ix.documents, t); computed != seal) {
+    ix.index_checksum = ckpt::IndexChecksum::mismatch;
+    ix.index_checksum_detail = "index_checksum records " + hex(seal) + ", the tables and documents hash to " + hex(computed);
+  }
   ix.files.reserve(files.size());
   for (size_t i = 0; i < files.size(); ++i)
     ix.files.push_back({pool_string(names, files[i].name_off, files[i].name_len, path, "file", i), files[i].rank, files[i].size});

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "ckpt/checksum.h"
 #include "core/error.h"
 #include "formats/fpckpt/chunk_pipeline.h"
 #include "formats/fpckpt/hdf5_util.h"
@@ -51,7 +52,7 @@ uint32_t RankWriter::declare(const ckpt::Key& key) {
   if (!ckpt::valid_key_name(key.name)) throw UsageError("checkpoint key name '" + key.name + "' is empty, too long or has control characters");
   if (!key.checked_numel()) throw UsageError("checkpoint key '" + key.name + "': shape " + shape_string(key.shape) + " overflows");
   if (dtype_bits(key.dtype) % 8 != 0)
-    throw UsageError("checkpoint key '" + key.name + "': dtype " + std::string(dtype_name(key.dtype)) + " has sub-byte elements, which format 1 does not store");
+    throw UsageError("checkpoint key '" + key.name + "': dtype " + std::string(dtype_name(key.dtype)) + " has sub-byte elements, which the format does not store");
   const auto it = key_of_.find(key.name);
   if (it != key_of_.end()) {
     const ckpt::Key& k = manifest_.keys[it->second];
@@ -209,7 +210,7 @@ void RankWriter::write_run(uint32_t key, uint64_t lo, const void* data, uint64_t
     c.key = key;
     c.offset = lo + off;
     c.length = static_cast<uint32_t>(std::min(d, numel - off));
-    h5_->chunks->submit(c, off, bytes + off * elem, d, elem, shuffle, borrowed);
+    h5_->chunks->submit(c, ckpt::chunk_seed(k.name, c.offset), off, bytes + off * elem, d, elem, shuffle, borrowed);
   }
   manifest_.runs.push_back(run);
 }

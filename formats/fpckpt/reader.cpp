@@ -55,7 +55,7 @@ std::string without_path(const std::string& message, const std::string& path) {
 }
 }  // namespace
 
-CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads)
+CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads, IndexCheck check)
     : reads_(kDirectReads ? reads : ChunkReads::hdf5), h5_(std::make_unique<Handles>()), where_(std::make_unique<Where>()) {
   dir_ = resolve_checkpoint(path);
   const std::string index_path = dir_ + "/" + kIndexFile;
@@ -63,6 +63,9 @@ CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads)
   if (lstat(index_path.c_str(), &st) != 0 && errno == ENOENT)
     throw FormatError(dir_ + ": not a checkpoint (no " + std::string(kIndexFile) + ")");
   index_ = read_index(index_path);
+  if (check == IndexCheck::enforce && index_.index_checksum == ckpt::IndexChecksum::mismatch)
+    throw IndexChecksumError(index_path + ": the index does not match its checksum (" + index_.index_checksum_detail +
+                             "): it was changed after it was written (`fpgather validate` reports it)");
   for (const auto& f : index_.files)
     if (!ckpt::valid_file_name(f.name)) throw FormatError(index_path + ": file name '" + f.name + "' is not a plain name");
   by_key_.resize(index_.keys.size());
@@ -278,7 +281,11 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
   if (ch.length > run.chunk_elems)
     return "chunk of " + std::to_string(ch.length) + " elements in a run of " + std::to_string(run.chunk_elems) +
            "-element chunks";
-  if (ckpt::checksum(stored.data(), stored.size()) != ch.checksum_stored) return "stored bytes do not match their checksum";
+  const uint64_t seed = index_.checksum_seed(ch);
+  auto mismatch = [&](const char* what) {
+    return std::string(what) + " do not match their checksum" + (seed ? " for this key and offset" : "");
+  };
+  if (ckpt::checksum(stored.data(), stored.size(), seed) != ch.checksum_stored) return mismatch("stored bytes");
   const size_t elem = dtype_bits(run.dtype) / 8;
   const size_t want = static_cast<size_t>(ch.length) * elem, full = run.chunk_elems * elem;
   if (ch.flags == 0 && stored.size() == full && want <= full) {
@@ -293,7 +300,7 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
                              scratch);
     if (!err.empty()) return "cannot decode: " + err;
   }
-  if (ckpt::checksum(logical.data(), logical.size()) != ch.checksum_logical) return "decoded bytes do not match their checksum";
+  if (ckpt::checksum(logical.data(), logical.size(), seed) != ch.checksum_logical) return mismatch("decoded bytes");
   return "";
 }
 

@@ -4,7 +4,8 @@
 // bytes are pread() from the data file with no lock held, so reads run in parallel with each other
 // and with HDF5 writes (HDF5 < 1.10.5: H5Dread_chunk under the mutex). Its stored checksum is checked,
 // it is decoded in fpgather's threads, its logical checksum checked; memory is one chunk's buffers
-// per thread. Declared padding reads as zeros.
+// per thread. Both checksums are seeded with the chunk's key and offset where the format binds them
+// (ckpt/checksum.h). Declared padding reads as zeros.
 #pragma once
 
 #include <atomic>
@@ -24,11 +25,17 @@ namespace fpg::fpckpt {
 // `hdf5` where the library is older than 1.10.5) or `hdf5` (H5Dread_chunk, the reference path).
 enum class ChunkReads { direct, hdf5 };
 
+// What opening does with an index that does not match its checksum: `enforce` refuses it
+// (IndexChecksumError); `report` opens it and leaves Index::index_checksum saying so, for validation
+// to report (validate.h) and for salvage (`--no-validate`).
+enum class IndexCheck { enforce, report };
+
 class CheckpointReader {
  public:
-  // `path` is a checkpoint directory or a root holding `latest`. FormatError (or VersionError) if the
-  // index is missing or unreadable.
-  explicit CheckpointReader(const std::string& path, ChunkReads reads = ChunkReads::direct);
+  // `path` is a checkpoint directory or a root holding `latest`. FormatError (or VersionError,
+  // IndexChecksumError) if the index is missing, unreadable or (with `enforce`) altered.
+  explicit CheckpointReader(const std::string& path, ChunkReads reads = ChunkReads::direct,
+                            IndexCheck check = IndexCheck::enforce);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/documents.h"
@@ -52,8 +53,8 @@ struct Chunk {
   uint64_t offset = 0;        // flat offset in the key
   uint32_t stored_bytes = 0;  // bytes as written to the file (after shuffle/compression)
   uint32_t flags = 0;         // kFilter* actually applied to this chunk
-  uint64_t checksum_stored = 0;   // XXH3-64 of the stored bytes
-  uint64_t checksum_logical = 0;  // XXH3-64 of the `length` logical elements' bytes
+  uint64_t checksum_stored = 0;   // XXH3-64 of the stored bytes, seeded (Index::checksum_seed)
+  uint64_t checksum_logical = 0;  // XXH3-64 of the `length` logical elements' bytes, seeded alike
 
   uint64_t hi() const { return offset + length; }
 };
@@ -63,8 +64,19 @@ struct Padding {
   uint64_t lo = 0, hi = 0;  // [lo, hi), flat elements
 };
 
+// What the index's own checksum (format 2.0 on: tables and documents) said when it was read.
+enum class IndexChecksum : uint8_t {
+  verified,  // recorded and equal to what was read (also: an index built in memory)
+  absent,    // the format version predates index checksums
+  mismatch,  // recorded and different, or missing where the format version requires one
+};
+
+std::string_view index_checksum_name(IndexChecksum c);  // "verified", "absent", "mismatch"
+
 struct Index {
   FormatVersion version = kFormatVersion;
+  IndexChecksum index_checksum = IndexChecksum::verified;
+  std::string index_checksum_detail;  // with `mismatch`: recorded and computed values, or what is missing
   std::string producer;  // "fpgather 0.1.0"
   Documents documents;
   std::vector<Key> keys;
@@ -78,6 +90,9 @@ struct Index {
   // The name of the file that run `run` is stored in, or "" where the run or its file is not in the
   // tables (validation reports those): for messages and listings, safe on any index.
   std::string run_file_name(uint32_t run) const;
+  // The seed of chunk c's checksums: chunk_seed(its key's name, its offset) where the version binds
+  // chunk checksums (ckpt/checksum.h), else 0 (also for a chunk whose run or key does not exist).
+  uint64_t checksum_seed(const Chunk& c) const;
   // Fills Chunk::key and Chunk::file from the runs (references out of range are left 0; validation
   // reports them).
   void link_chunks();

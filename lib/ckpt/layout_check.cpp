@@ -159,11 +159,17 @@ struct Ctx {
         }
   }
 
+  // Optimizer keys the layout does not imply; padding in any other key (weights and FP8 data are
+  // stored whole: padding there would be a param read back as zeros).
   void report_unexpected() {
     for (uint32_t k = 0; k < ix.keys.size(); ++k) {
       const std::string& name = ix.keys[k].name;
-      if (name.compare(0, kOptimizerPrefix.size(), kOptimizerPrefix) == 0 && !expected.count(k))
-        mismatch(name, 0, ix.keys[k].numel(), "", "optimizer-state key that the layout does not imply");
+      if (name.compare(0, kOptimizerPrefix.size(), kOptimizerPrefix) == 0) {
+        if (!expected.count(k)) mismatch(name, 0, ix.keys[k].numel(), "", "optimizer-state key that the layout does not imply");
+      } else {
+        for (const Range& r : padding_of[k])
+          mismatch(name, r.begin, r.end, "", "declared padding in a key stored whole (only optimizer state has gaps)");
+      }
     }
   }
 };

@@ -1,7 +1,8 @@
 // Layout self-consistency of a checkpoint's optimizer state (the hook of validate): given the layout
 // the index records and the state layout, every key the layout implies exists with the implied
 // extent, the declared padding equals the layout's alignment gaps, and every chunk was written by a
-// rank that owns that range. Keys under "optimizer/" that the layout does not imply are reported too.
+// rank that owns that range. Keys under "optimizer/" that the layout does not imply are reported too,
+// and so is declared padding in any other key (weights and FP8 data are stored whole).
 // Problems are layout_mismatch records naming key, range and file.
 #pragma once
 

@@ -17,6 +17,7 @@ std::string_view problem_kind_name(ProblemKind k) {
     case ProblemKind::truncated_file: return "truncated_file";
     case ProblemKind::layout_mismatch: return "layout_mismatch";
     case ProblemKind::version: return "version";
+    case ProblemKind::index_checksum: return "index_checksum";
   }
   return "unknown";
 }

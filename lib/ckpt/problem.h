@@ -21,6 +21,7 @@ enum class ProblemKind : uint8_t {
   truncated_file,   // a data file is shorter (or longer) than recorded
   layout_mismatch,  // keys, padding or ownership differ from what the recorded layout implies
   version,          // the index has a format version this reader cannot read
+  index_checksum,   // the index's tables or documents differ from its recorded checksum
 };
 
 std::string_view problem_kind_name(ProblemKind k);  // "gap", "out_of_bounds", ...

@@ -10,6 +10,7 @@
 
 #include "ckpt/key_names.h"
 #include "ckpt/param_state_map.h"
+#include "convert/export_files.h"
 #include "convert/quantize_model.h"
 #include "core/error.h"
 #include "core/float_codec.h"
@@ -19,6 +20,7 @@
 #include "fp8/recipe.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/validate.h"
 #include "formats/safetensors/index.h"
 #include "formats/safetensors/writer.h"
 
@@ -27,10 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // One output tensor and where its elements come from: pieces of checkpoint keys of dtype `src`
 // that tile [0, numel); F32 sources may be rounded to BF16 on the way.
@@ -178,57 +176,6 @@ std::map<std::string, std::string> export_metadata(const fpckpt::CheckpointReade
   return m;
 }
 
-// Output files and which tensors go where (see the header for OUT's forms).
-struct Files {
-  std::vector<std::string> paths;
-  std::vector<std::vector<size_t>> tensors;
-  std::string index_path;
-};
-
-Files plan_files(const std::vector<OutTensor>& tensors, const std::string& out, uint64_t max_shard) {
-  Files f;
-  std::vector<size_t> all(tensors.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  if (ends_with(out, ".safetensors")) {
-    f.paths = {out};
-    f.tensors = {all};
-    return f;
-  }
-  fs::path dir = out;
-  uint64_t total = 0;
-  for (const auto& t : tensors) total += t.bytes();
-  if (ends_with(out, ".json")) {
-    dir = fs::path(out).parent_path();
-    f.index_path = out;
-  } else if (total > max_shard) {
-    f.index_path = (dir / safetensors::kIndexFileName).string();
-  }
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw UsageError("OUT " + dir.string() + " is a file, not a directory");
-  fs::create_directories(dir, ec);
-  if (ec) throw FormatError("cannot create output directory " + dir.string() + ": " + ec.message());
-  if (f.index_path.empty()) {
-    f.paths = {(dir / "model.safetensors").string()};
-    f.tensors = {all};
-    return f;
-  }
-  // HF's rule: a shard closes before the tensor that would take it past the limit (a tensor larger
-  // than the limit gets a shard of its own).
-  uint64_t in_shard = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (f.tensors.empty() || (in_shard > 0 && in_shard + tensors[i].bytes() > max_shard)) {
-      f.tensors.emplace_back();
-      in_shard = 0;
-    }
-    f.tensors.back().push_back(i);
-    in_shard += tensors[i].bytes();
-  }
-  for (size_t s = 0; s < f.tensors.size(); ++s)
-    f.paths.push_back((dir / safetensors::shard_file_name(s, f.tensors.size())).string());
-  return f;
-}
-
 // Streams one tensor slab by slab: the slab is read (chunks in parallel) and converted while the
 // previous one is written by another thread, so reading and writing overlap.
 class Streamer {
@@ -331,7 +278,8 @@ uint64_t parse_byte_size(const std::string& text) {
 
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, const ExportOptions& o) {
   ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();
-  const fpckpt::CheckpointReader reader(checkpoint);
+  const auto opened = fpckpt::open_valid(checkpoint, "export it", o.validate);
+  const fpckpt::CheckpointReader& reader = *opened;
   const std::string& dir = reader.dir();
   const ckpt::ParamStateMap map = ckpt::ParamStateMap::from_index(reader.index(), dir);
   const std::optional<Fp8Export> fp8r = checkpoint_recipe(reader.index(), dir);
@@ -347,7 +295,9 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     for (uint32_t p = 0; p < params.size(); ++p)
       for (const std::string& s : map.states_of(p)) tensors.push_back(pl.state(params[p].name + "." + s, p, s, DType::F32));
 
-  const Files files = plan_files(tensors, out, o.max_shard_bytes);
+  std::vector<uint64_t> sizes;
+  for (const auto& t : tensors) sizes.push_back(t.bytes());
+  const ExportFiles files = plan_export_files(sizes, out, o.max_shard_bytes);
   const auto meta = export_metadata(reader, o, fp8r, map);
   std::vector<std::unique_ptr<safetensors::Writer>> writers;
   for (size_t f = 0; f < files.paths.size(); ++f) {

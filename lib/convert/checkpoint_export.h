@@ -45,6 +45,9 @@ struct ExportOptions {
   uint64_t slab_bytes = 64ull << 20;
   ThreadPool* pool = nullptr;
   bool progress = false;
+  // Refuse a checkpoint that fails validation's index checks (fpckpt::require_valid). false: the
+  // `--no-validate` salvage of what a broken checkpoint still holds (gaps still fail their reads).
+  bool validate = true;
 };
 
 struct ExportSummary {

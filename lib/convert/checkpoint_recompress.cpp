@@ -7,11 +7,13 @@
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/validate.h"
 
 namespace fpg::convert {
 
 RecompressSummary recompress_checkpoint(const std::string& src, const std::string& dst, const RecompressOptions& o) {
-  const fpckpt::CheckpointReader reader(src);
+  const auto opened = fpckpt::open_valid(src, "rewrite it");
+  const fpckpt::CheckpointReader& reader = *opened;
   const ckpt::Index& ix = reader.index();
   RecompressSummary s;
   s.source = reader.dir();

@@ -11,7 +11,10 @@
 #include "core/error.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/manifest_blob.h"
+#include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/recovery.h"
+#include "formats/fpckpt/validate.h"
 #include "formats/safetensors/fs_util.h"
 #include "train/safetensors_init.h"
 #include "train/state_documents.h"
@@ -28,7 +31,7 @@ using safetensors::join_path;
 // commit) and the log.
 struct Session {
   std::mutex mu;
-  std::string staging;
+  fpckpt::StagingDir staging;
   CheckpointLog log;
 };
 
@@ -44,15 +47,33 @@ void ensure_root(const std::string& root) {
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
+std::string without_trailing_slash(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+// The checkpoint roots to recover: --save, and --load where it names a root (not a checkpoint).
+std::vector<std::string> recovery_roots(const CheckpointOptions& c) {
+  std::vector<std::string> roots;
+  if (!c.save.empty()) roots.push_back(without_trailing_slash(c.save));
+  struct stat st {};
+  if (!c.load.empty() && stat(join_path(c.load, fpckpt::kIndexFile).c_str(), &st) != 0) {
+    const std::string load = without_trailing_slash(c.load);
+    if (roots.empty() || roots[0] != load) roots.push_back(load);
+  }
+  return roots;
+}
+
 void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, uint64_t steps_done,
           const RankStateAccess& rank, comm::Communicator& comm) {
   const uint32_t r = static_cast<uint32_t>(comm.rank());
   const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
   std::string staging;
   if (r == 0) {
-    staging = fpckpt::begin_staging(target);
+    fpckpt::StagingDir dir = fpckpt::begin_staging(target);
+    staging = dir.path();
     std::lock_guard<std::mutex> lock(session.mu);
-    session.staging = staging;
+    session.staging = std::move(dir);
   }
   staging = [&] {
     const auto all = comm.all_gather_bytes(r == 0 ? bytes_of(staging) : std::vector<uint8_t>{});
@@ -79,7 +100,7 @@ void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, u
     const ckpt::Index ix = fpckpt::merge_manifests(manifests, state_documents(rank, cursor, c.layout));
     fpckpt::commit(staging, target, ix);
     std::lock_guard<std::mutex> lock(session.mu);
-    session.staging.clear();
+    session.staging = fpckpt::StagingDir();
     fpckpt::update_latest(c.save, name);
     const auto removed = fpckpt::apply_retention(c.save, c.keep);
     session.log.saved.push_back(target);
@@ -114,10 +135,15 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
   if (!c.save.empty()) ensure_root(c.save);
 
   Session session;
+  // What killed saves left in the roots this run uses, before `latest` is read or a save begins.
+  for (const std::string& root : recovery_roots(c)) {
+    auto done = fpckpt::recover_root(root);
+    session.log.recovered.insert(session.log.recovered.end(), done.begin(), done.end());
+  }
   std::unique_ptr<fpckpt::CheckpointReader> reader;
   TrainCursor loaded;
   if (!c.load.empty()) {
-    reader = std::make_unique<fpckpt::CheckpointReader>(c.load);  // resolves `latest`
+    reader = fpckpt::open_valid(c.load, "resume from it");  // resolves `latest`
     loaded = saved_cursor(reader->index().documents, reader->dir());
     session.log.loaded = reader->dir();
     session.log.loaded_step = loaded.next_step;
@@ -142,7 +168,8 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
     out.train = train_run(hooks);
   } catch (...) {
     // Every rank thread has ended: nothing writes into the staging directory any more.
-    if (!session.staging.empty()) fpckpt::remove_tree(session.staging);
+    if (!session.staging.empty()) fpckpt::remove_tree(session.staging.path());
+    session.staging = fpckpt::StagingDir();
     throw;
   }
   out.checkpoints = std::move(session.log);

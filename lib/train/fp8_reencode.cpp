@@ -11,6 +11,7 @@
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/param_state_read.h"
 #include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/validate.h"
 #include "layout/layout_json.h"
 #include "pipeline/pipeline_layout.h"
 #include "train/run_from_documents.h"
@@ -40,7 +41,8 @@ std::string layout_json(const TrainOptions& o) {
 }  // namespace
 
 Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, const Fp8ReencodeOptions& o) {
-  const fpckpt::CheckpointReader reader(src);
+  const auto opened = fpckpt::open_valid(src, "re-encode it");
+  const fpckpt::CheckpointReader& reader = *opened;
   const std::string& dir = reader.dir();
   const ckpt::Documents& saved = reader.index().documents;
   const ckpt::ParamStateMap map = ckpt::ParamStateMap::from_index(reader.index(), dir);
@@ -68,7 +70,8 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
   ckpt::Documents documents;
   size_t fp8_params = 0;
   std::mutex mu;
-  const std::string staging = fpckpt::begin_staging(dst);
+  const fpckpt::StagingDir staging_dir = fpckpt::begin_staging(dst);
+  const std::string& staging = staging_dir.path();
   try {
     comm::run_ranks(static_cast<int>(dp), [&](comm::Communicator& comm) {
       ThreadPool pool(1);  // this rank's reads on its own thread (ranks run at once)

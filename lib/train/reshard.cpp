@@ -31,17 +31,9 @@ uint64_t source_chunk_bytes(const ckpt::Index& ix) {
 
 ReshardOutcome reshard(const ReshardRequest& q) {
   ReshardOutcome out;
-  fpckpt::ValidateOptions vo;
-  vo.pool = q.pool;
-  const fpckpt::ValidateReport rep = fpckpt::validate_checkpoint(q.source, vo);
-  out.source_dir = rep.dir;
-  if (!rep.problems.empty()) {
-    std::string msg = rep.dir + ": not a valid checkpoint (" + std::to_string(rep.problems.size()) +
-                      " problem(s), `fpgather validate` lists them); refusing to reshard it:";
-    for (size_t i = 0; i < rep.problems.size() && i < 3; ++i) msg += "\n  " + ckpt::to_string(rep.problems[i]);
-    throw FormatError(msg);
-  }
-  const fpckpt::CheckpointReader src(rep.dir);
+  const auto opened = fpckpt::open_valid(q.source, "reshard it");
+  const fpckpt::CheckpointReader& src = *opened;
+  out.source_dir = src.dir();
   out.target = plan_reshard(src.index(), src.dir(), q.options);
   fpckpt::ReshardRunOptions& ro = out.run_options;
   ro.write.compression = q.compression ? *q.compression : source_compression(src.index());

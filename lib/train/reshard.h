@@ -1,5 +1,5 @@
 // `fpgather reshard SRC DST --dp M ...` as a library: refuse an invalid source (index-only
-// validation: coverage, files, layout; FormatError, exit 3), plan (reshard_target.h), and unless
+// validation: index checksum, coverage, files, layout; fpckpt::InvalidCheckpoint, exit 1), plan (reshard_target.h), and unless
 // dry_run stream the plan into DST (formats/fpckpt/reshard.h), committed atomically.
 #pragma once
 

@@ -50,7 +50,7 @@ expect_exit 2 "${F[@]}" reshard run4 run5 --dp 5
 expect_in "$WORK/err" "--accumulation"
 cp -r run4/step-00000016 broken
 rm broken/rank-00002.h5
-expect_exit 3 "${F[@]}" reshard broken fixed --dp 2
+expect_exit 1 "${F[@]}" reshard broken fixed --dp 2
 expect_in "$WORK/err" "not a valid checkpoint"
 [ -e fixed ] && fail "a refused reshard left fixed behind"
 mkdir empty

@@ -18,7 +18,7 @@ expect_in "$WORK/out" "layout checked"
 for exp in "$CK"/expected/*.txt; do
   name=$(basename "$exp" .txt)
   args=(validate)
-  case $name in flipped-bit | rank-file-external-link) args+=(--data) ;; esac  # broken only in the data files
+  case $name in flipped-bit | swapped-keys | moved-chunk | rank-file-external-link) args+=(--data) ;; esac  # defects only data reveals
   "${F[@]}" "${args[@]}" "$CK/broken/$name" >"$WORK/out" 2>"$WORK/err"
   code=$?
   { echo "exit $code"; sed '$d' "$WORK/out"; } >"$WORK/got"
@@ -35,6 +35,21 @@ expect_exit 1 "${F[@]}" validate --json "$CK/broken/gap"
 expect_in "$WORK/out" '"kind": "gap"'
 expect_in "$WORK/out" '"lo": 128'
 expect_in "$WORK/out" '"hi": 160'
+expect_exit 1 "${F[@]}" validate --json "$CK/broken/edited-document"
+expect_in "$WORK/out" '"kind": "index_checksum"'
+expect_in "$WORK/out" '"index_checksum": "mismatch"'
+expect_exit 0 "${F[@]}" validate --json "$CK/golden-v2.0"
+expect_in "$WORK/out" '"index_checksum": "verified"'
+expect_in "$WORK/out" '"chunk_checksums_bound": true'
+# Format 1.0 still validates, with a note on what it cannot detect.
+expect_exit 0 "${F[@]}" validate --data "$CK/golden-v1.0"
+expect_in "$WORK/out" "note: format 1.0: no index checksum, chunk checksums not bound to key and offset"
+expect_exit 0 "${F[@]}" validate --json "$CK/golden-v1.0"
+expect_in "$WORK/out" '"index_checksum": "absent"'
+expect_in "$WORK/out" '"chunk_checksums_bound": false'
+# Swapped key names and moved chunks pass the index checks: only --data sees them (expected/ above).
+expect_exit 0 "${F[@]}" validate "$CK/broken/swapped-keys"
+expect_exit 0 "${F[@]}" validate "$CK/broken/moved-chunk"
 expect_exit 3 "${F[@]}" --json validate "$CK/broken/newer-version"
 expect_in "$WORK/out" '"kind": "version"'
 expect_in "$WORK/out" '"readable": false'

@@ -31,7 +31,9 @@ def load(ckpt):
     """Every key's data as {name: {lo: array}}, read through h5py only (the format as documented)."""
     with h5py.File(os.path.join(ckpt, "index.h5"), "r") as ix:
         check(ix.attrs["format"] in (b"fpgather checkpoint", "fpgather checkpoint"), "format attribute")
-        check(list(ix.attrs["format_version"])[0] == 1, "major version 1")
+        major = list(ix.attrs["format_version"])[0]
+        check(major in (1, 2), "major version 1 or 2")
+        check((major >= 2) == ("index_checksum" in ix.attrs), "index_checksum from format 2 on")
         names = ix["names"][()].tobytes()
         keys = ix["keys"][()]
         files = ix["files"][()]

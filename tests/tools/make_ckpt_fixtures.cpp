@@ -196,6 +196,73 @@ int main(int argc, char** argv) {
       const auto dir = make("missing-file", base());
       unlink((dir + "/" + fpckpt::rank_file_name(2)).c_str());
     }
+    {  // a data chunk of exp_avg turned into declared padding: the coverage holds, the layout does not
+      const auto dir = make("chunk-as-padding", base());
+      edit_index(dir, [&](ckpt::Index& ix) {
+        const long k = key_of(ix, exp_avg);
+        for (size_t c = 0; c < ix.chunks.size(); ++c)
+          if (ix.chunks[c].key == static_cast<uint32_t>(k) && ix.chunks[c].offset == 128) {
+            ix.padding.push_back({static_cast<uint32_t>(k), ix.chunks[c].offset, ix.chunks[c].hi()});
+            ix.chunks.erase(ix.chunks.begin() + static_cast<long>(c));
+            break;
+          }
+      });
+    }
+    {  // padding declared over data: exp_avg's [160, 170) is both
+      const auto dir = make("padding-over-data", base());
+      edit_index(dir, [&](ckpt::Index& ix) { ix.padding.push_back({static_cast<uint32_t>(key_of(ix, exp_avg)), 160, 170}); });
+    }
+    {  // a chunk record of exp_avg listed twice
+      const auto dir = make("duplicated-chunk", base());
+      edit_index(dir, [&](ckpt::Index& ix) {
+        const long k = key_of(ix, exp_avg);
+        for (size_t c = 0; c < ix.chunks.size(); ++c)
+          if (ix.chunks[c].key == static_cast<uint32_t>(k) && ix.chunks[c].offset == 128) {
+            ix.chunks.insert(ix.chunks.begin() + static_cast<long>(c), ix.chunks[c]);
+            break;
+          }
+      });
+    }
+    {  // the names of exp_avg and exp_avg_sq swapped in a resealed index: only the chunk checksums,
+       // bound to their key, notice (validate --data)
+      const auto dir = make("swapped-keys", base());
+      edit_index(dir, [&](ckpt::Index& ix) {
+        std::swap(ix.keys[key_of(ix, exp_avg)].name, ix.keys[key_of(ix, ckpt::bucket_state_key(0, 0, "exp_avg_sq"))].name);
+      });
+    }
+    {  // moved chunks: weight/x written as [0, 32) by rank 0 and [32, 64) by rank 1, then the two
+       // runs' places swapped in a resealed index; only the chunk checksums, bound to their offset,
+       // notice (validate --data). No layout: the layout check would see the ranks' ranges.
+      const std::string dir = b + "/moved-chunk";
+      fresh(dir);
+      {
+        auto o = base().write;
+        o.chunk_bytes = 64;
+        fpckpt::CheckpointWriter w(dir, o);
+        std::vector<float> v(64);
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+        for (uint32_t r = 0; r < 2; ++r) {
+          const uint32_t k = w.rank(r).declare({"weight/x", DType::F32, {64}, ckpt::KeyKind::weight});
+          w.rank(r).write(k, 32 * r, v.data() + 32 * r, 32);
+        }
+        w.commit();
+      }
+      edit_index(dir, [&](ckpt::Index& ix) {
+        for (auto& r : ix.runs) r.lo = 32 - r.lo;
+        for (auto& c : ix.chunks) c.offset = c.offset < 32 ? c.offset + 32 : c.offset - 32;
+      });
+    }
+    {  // an edited document, the index not resealed: the index checksum notices on every open
+      const auto dir = make("edited-document", base());
+      const std::string path = dir + "/" + fpckpt::kIndexFile;
+      std::string bytes = slurp(path);
+      const std::string was = "\"cursor\": 1792", now = "\"cursor\": 1793";
+      const size_t at = bytes.find(was);
+      if (at == std::string::npos || bytes.find(was, at + 1) != std::string::npos)
+        throw InternalError("fixture data document not found exactly once");
+      bytes.replace(at, was.size(), now);
+      spit(path, bytes);
+    }
     {  // a newer format version
       const auto dir = make("newer-version", base());
       edit_index(dir, [&](ckpt::Index& ix) { ix.version = {ckpt::kFormatVersion.major + 1, 0}; });

@@ -390,15 +390,15 @@ TEST_CASE("reshard refuses an invalid source and an existing target; leaves noth
   run(options(c, 2, 1), k);
   // An existing target: UsageError, the target untouched.
   REQUIRE_THROWS_AS(train::reshard(request(k.save, k.save, 1, c)), UsageError);
-  // A missing data file: index validation refuses it (FormatError, exit 3), and no target appears.
+  // A missing data file: index validation refuses it (InvalidCheckpoint, exit 1), and no target appears.
   const std::string dir = fpckpt::resolve_checkpoint(k.save);
   REQUIRE(unlink((dir + "/rank-00001.h5").c_str()) == 0);
   const std::string out = tmp.path + "/out";
   bool refused = false;
   try {
     train::reshard(request(k.save, out, 1, c));
-  } catch (const FormatError& e) {
-    refused = std::string(e.what()).find("not a valid checkpoint") != std::string::npos;
+  } catch (const fpckpt::InvalidCheckpoint& e) {
+    refused = e.code() == ExitCode::check_failed && std::string(e.what()).find("not a valid checkpoint") != std::string::npos;
   }
   REQUIRE(refused);
   struct stat st {};

@@ -2,22 +2,26 @@
 // bit (params with their FP8 scales and delayed histories, masters, optimizer states, step counts,
 // losses), across optimizers, both pipelines, every FP8 recipe, both state layouts, compression
 // none/zstd and DP 1/2/3; a run that saves equals one that does not; every saved checkpoint passes
-// `validate --data`; a resume reads each chunk once over all ranks. Also: refusals of another run's checkpoint, --keep, `latest`, and a crash in the
-// middle of a save.
+// `validate --data`; a resume reads each chunk once over all ranks. Also: refusals of another run's
+// checkpoint and of an invalid one, --keep, `latest`, a crash in the middle of a save, and one cut
+// short before `latest` was updated.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "catch.h"
 #include "core/error.h"
 #include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
 #include "pipeline_test_util.h"
@@ -354,4 +358,91 @@ TEST_CASE("a crash in the middle of a save leaves `latest` on the previous check
   const Outcome resumed = run(options(c, 4), load);
   require_same_steps(plain.steps, resumed.steps, 2);
   require_same_end(plain, resumed);
+}
+
+TEST_CASE("a checkpoint that fails validation is refused before anything is resumed", "[resume]") {
+  TempDir tmp("invalid");
+  const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "none", ckpt::StateLayout::bucket, "none", 2};
+  run(options(c, 2), ckpt_opts(c, tmp.path, 2));
+  const std::string dir = tmp.path + "/step-00000002", index = dir + "/" + fpckpt::kIndexFile;
+  const ckpt::Index good = fpckpt::read_index(index);
+  // Each edit resealed (the index checks catch it) but for the last one, whose index no longer
+  // matches its checksum.
+  // A data chunk of a key under `prefix` turned into declared padding: it would resume as zeros.
+  auto chunk_to_padding = [](const std::string& prefix) {
+    return [prefix](ckpt::Index& ix) {
+      for (size_t c = 0; c < ix.chunks.size(); ++c)
+        if (ix.keys[ix.chunks[c].key].name.rfind(prefix, 0) == 0) {
+          ix.padding.push_back({ix.chunks[c].key, ix.chunks[c].offset, ix.chunks[c].hi()});
+          ix.chunks.erase(ix.chunks.begin() + static_cast<long>(c));
+          return;
+        }
+      FAIL("no key under " << prefix);
+    };
+  };
+  const std::vector<std::pair<std::string, std::function<void(ckpt::Index&)>>> edits = {
+      {"layout_mismatch", chunk_to_padding("optimizer/")},
+      {"layout_mismatch", chunk_to_padding("weight/")},
+      {"overlap", [](ckpt::Index& ix) { ix.chunks.push_back(ix.chunks.back()); }},  // a duplicated chunk
+      {"overlap",  // padding declared over data
+       [](ckpt::Index& ix) { ix.padding.push_back({ix.chunks[0].key, ix.chunks[0].offset, ix.chunks[0].hi()}); }},
+  };
+  train::CheckpointOptions load;
+  load.load = tmp.path;
+  for (const auto& [kind, edit] : edits) {
+    ckpt::Index ix = good;
+    edit(ix);
+    unlink(index.c_str());
+    fpckpt::write_index(index, ix);
+    std::string msg;
+    try {
+      run(options(c, 4), load);
+    } catch (const fpckpt::InvalidCheckpoint& e) {
+      msg = e.what();
+    }
+    INFO(kind << ": " << msg);
+    REQUIRE(msg.find("not a valid checkpoint") != std::string::npos);
+    REQUIRE(msg.find("refusing to resume from it") != std::string::npos);
+    REQUIRE(msg.find(kind + " ") != std::string::npos);
+  }
+  // An edited data cursor: the index checksum refuses it.
+  unlink(index.c_str());
+  fpckpt::write_index(index, good);
+  {
+    std::ifstream in(index, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const size_t at = bytes.find("\"next_step\":2");
+    REQUIRE(at != std::string::npos);
+    bytes[at + 12] = '1';
+    std::ofstream(index, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  std::string msg;
+  try {
+    run(options(c, 4), load);
+  } catch (const fpckpt::InvalidCheckpoint& e) {
+    msg = e.what();
+  }
+  REQUIRE(msg.find("index_checksum") != std::string::npos);
+}
+
+TEST_CASE("a save cut short before `latest` is adopted, and the run saves on", "[resume]") {
+  TempDir tmp("adopt");
+  const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "none", ckpt::StateLayout::model, "zstd", 2};
+  run(options(c, 4), ckpt_opts(c, tmp.path, 2));
+  // As if killed between step 4's rename and the update of `latest`, beside a staging directory
+  // of a save killed earlier.
+  fpckpt::update_latest(tmp.path, "step-00000002");
+  const std::string stale = tmp.path + "/.step-00000003.tmp-00000000deadbeef";
+  REQUIRE(mkdir(stale.c_str(), 0755) == 0);
+  struct timeval old[2] = {{1, 0}, {1, 0}};
+  REQUIRE(utimes(stale.c_str(), old) == 0);
+  train::CheckpointOptions k = ckpt_opts(c, tmp.path, 2);
+  k.load = tmp.path;
+  const Outcome resumed = run(options(c, 6), k);
+  REQUIRE(resumed.log.loaded == tmp.path + "/step-00000004");
+  REQUIRE(resumed.log.saved == std::vector<std::string>{tmp.path + "/step-00000006"});
+  REQUIRE(resumed.log.recovered.size() == 2);
+  REQUIRE(entries(tmp.path) == std::vector<std::string>{"latest", "step-00000002", "step-00000004", "step-00000006"});
+  require_valid(tmp.path);
+  require_same_end(run(options(c, 6), {}), resumed);
 }

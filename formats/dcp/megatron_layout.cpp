@@ -1,0 +1,220 @@
+#include "formats/dcp/megatron_layout.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+
+#include "core/error.h"
+#include "layout/padding.h"
+
+namespace fpg::dcp {
+
+namespace {
+
+constexpr const char* kModulePrefix = "module.";
+
+uint64_t numel_of(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+std::string with_layer(const std::string& name, uint64_t layer) {
+  const size_t at = name.rfind("layers.") + 7;
+  return name.substr(0, at) + std::to_string(layer) + "." + name.substr(at);
+}
+
+std::string dtype_pair(DType p, DType g) {
+  return "(" + std::string(dtype_name(p)) + ", " + std::string(dtype_name(g)) + ")";
+}
+
+}  // namespace
+
+bool is_stacked_key(const std::string& key) {
+  const size_t at = key.rfind("layers.");
+  if (at == std::string::npos || (at > 0 && key[at - 1] != '.')) return false;
+  const size_t next = at + 7;
+  return next < key.size() && !std::isdigit(static_cast<unsigned char>(key[next]));
+}
+
+std::string strip_module_prefix(const std::string& key) {
+  return key.rfind(kModulePrefix, 0) == 0 ? key.substr(7) : key;
+}
+
+std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_keys) {
+  std::vector<const ModelKey*> before, stacked, after;
+  std::optional<uint64_t> layers;
+  for (const ModelKey& k : model_keys) {
+    if (!is_stacked_key(k.key)) {
+      (stacked.empty() ? before : after).push_back(&k);
+      continue;
+    }
+    if (k.shape.empty())
+      throw FormatError("model key '" + k.key + "' stacks layers but has no layer axis (shape [])");
+    if (layers && *layers != k.shape[0])
+      throw FormatError("model key '" + k.key + "' stacks " + std::to_string(k.shape[0]) + " layers, other keys " +
+                        std::to_string(*layers));
+    layers = k.shape[0];
+    stacked.push_back(&k);
+  }
+  std::vector<MegatronParam> out;
+  auto whole = [&](const ModelKey& k) {
+    out.push_back(MegatronParam{strip_module_prefix(k.key), k.key, std::nullopt, k.shape, k.dtype});
+  };
+  for (const ModelKey* k : before) whole(*k);
+  for (uint64_t i = 0; layers && i < *layers; ++i)
+    for (const ModelKey* k : stacked)
+      out.push_back(MegatronParam{with_layer(strip_module_prefix(k->key), i), k->key, i,
+                                  std::vector<uint64_t>(k->shape.begin() + 1, k->shape.end()), k->dtype});
+  for (const ModelKey* k : after) whole(*k);
+  return out;
+}
+
+std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& params,
+                                              const std::vector<StoredBuffer>& stored, uint32_t dp,
+                                              std::string& mismatch) {
+  if (dp == 0) throw UsageError("layout: dp must be at least 1");
+  RecoveredLayout r;
+  r.spec.name = "megatron";
+  for (const MegatronParam& p : params) {
+    model::Param sp;
+    sp.name = p.name;
+    sp.shape = p.shape.empty() ? std::vector<uint64_t>{1} : p.shape;
+    sp.dtype = p.dtype;
+    sp.role = sp.shape.size() == 2 ? model::Role::matrix : model::Role::vector;
+    r.spec.params.push_back(std::move(sp));
+  }
+  const bool grad_fp32 = std::all_of(stored.begin(), stored.end(), [](const StoredBuffer& b) {
+    return b.grad_dtype == DType::F32;
+  });
+
+  // Which stored buffer each param belongs to, and the members of each in registration order.
+  std::vector<std::vector<uint32_t>> members(stored.size());
+  for (uint32_t i = 0; i < params.size(); ++i) {
+    const DType grad = grad_fp32 ? DType::F32 : params[i].dtype;
+    auto it = std::find_if(stored.begin(), stored.end(), [&](const StoredBuffer& b) {
+      return b.param_dtype == params[i].dtype && b.grad_dtype == grad;
+    });
+    if (it == stored.end()) {
+      mismatch = "parameter " + params[i].name + " (" + std::string(dtype_name(params[i].dtype)) +
+                 ") belongs to no stored optimizer buffer " + dtype_pair(params[i].dtype, grad);
+      return std::nullopt;
+    }
+    members[static_cast<size_t>(it - stored.begin())].push_back(i);
+  }
+
+  // Walk each buffer's params in layout order (reverse registration), cutting buckets where the stored
+  // unpadded sizes say; every cut bounds the bucket size from above, every param that did not close a
+  // bucket bounds it from below.
+  uint64_t lo = 0, hi = std::numeric_limits<uint64_t>::max();
+  bool several = false;
+  for (size_t g = 0; g < stored.size(); ++g) {
+    const StoredBuffer& sb = stored[g];
+    const std::string where = "buffer " + std::to_string(g) + " " + dtype_pair(sb.param_dtype, sb.grad_dtype);
+    if (sb.numel.size() != sb.numel_unpadded.size()) {
+      mismatch = where + ": " + std::to_string(sb.numel.size()) + " per_bucket_numel entries but " +
+                 std::to_string(sb.numel_unpadded.size()) + " per_bucket_numel_unpadded";
+      return std::nullopt;
+    }
+    if (members[g].empty()) {
+      mismatch = where + ": no model parameter has this buffer's dtypes";
+      return std::nullopt;
+    }
+    several = several || sb.numel_unpadded.size() > 1;
+    size_t k = 0;
+    uint64_t bucket_start = 0, cursor = 0;
+    for (auto it = members[g].rbegin(); it != members[g].rend(); ++it) {
+      const MegatronParam& p = params[*it];
+      const uint64_t start = layout::pad_param_start(cursor);
+      const uint64_t end = start + numel_of(p.shape);
+      const bool last = std::next(it) == members[g].rend();
+      if (k >= sb.numel_unpadded.size()) {
+        mismatch = where + ": parameter " + p.name + " lies past the last stored bucket";
+        return std::nullopt;
+      }
+      const uint64_t rel = end - bucket_start;
+      const uint64_t want = sb.numel_unpadded[k];
+      if (rel < want && !last) {
+        lo = std::max(lo, rel);
+        cursor = end;
+        continue;
+      }
+      if (rel != want) {
+        mismatch = where + " bucket " + std::to_string(k) + ": stored numel_unpadded " + std::to_string(want) +
+                   ", but the recomputed layout " + (rel > want ? "puts parameter " + p.name + " across it at [" +
+                                                                      std::to_string(start - bucket_start) + ", " +
+                                                                      std::to_string(rel) + ")"
+                                                                : "ends the buffer at " + std::to_string(rel));
+        return std::nullopt;
+      }
+      if (!last) hi = std::min(hi, rel);
+      if (sb.numel[k] < want) {
+        mismatch = where + " bucket " + std::to_string(k) + ": per_bucket_numel " + std::to_string(sb.numel[k]) +
+                   " is smaller than numel_unpadded " + std::to_string(want);
+        return std::nullopt;
+      }
+      bucket_start += sb.numel[k];
+      cursor = bucket_start;
+      ++k;
+    }
+    if (k != sb.numel_unpadded.size()) {
+      mismatch = where + ": " + std::to_string(sb.numel_unpadded.size()) + " stored buckets, the parameters fill " +
+                 std::to_string(k);
+      return std::nullopt;
+    }
+  }
+  if (lo >= hi) {
+    mismatch = "no bucket size yields the stored buckets (a bucket closes at " + std::to_string(hi) +
+               " elements, another stays open at " + std::to_string(lo) + ")";
+    return std::nullopt;
+  }
+
+  // Bucket-end padding: lcm(dp, 128), or lcm(dp, 128, 2^16) for high NCCL bus bandwidth.
+  std::optional<bool> pad_for_nccl;
+  for (bool pad : {false, true}) {
+    const uint64_t d = layout::bucket_end_divisor(dp, pad);
+    bool fits = true;
+    for (const StoredBuffer& sb : stored)
+      for (size_t k = 0; k < sb.numel.size(); ++k) fits = fits && layout::round_up(sb.numel_unpadded[k], d) == sb.numel[k];
+    if (fits) {
+      pad_for_nccl = pad;
+      break;
+    }
+  }
+  if (!pad_for_nccl) {
+    mismatch = "the stored padded bucket sizes are multiples of neither lcm(dp, 128) = " +
+               std::to_string(layout::bucket_end_divisor(dp, false)) + " nor lcm(dp, 128, 65536) = " +
+               std::to_string(layout::bucket_end_divisor(dp, true)) + " at dp " + std::to_string(dp);
+    return std::nullopt;
+  }
+
+  layout::BucketedOptions opts;
+  opts.dp = dp;
+  opts.pad_for_nccl = *pad_for_nccl;
+  opts.grad_reduce_in_fp32 = grad_fp32;
+  if (several) {
+    r.bucket_size_lo = lo;
+    if (hi != std::numeric_limits<uint64_t>::max()) r.bucket_size_hi = hi;
+    opts.bucket_size = lo + 1;
+  }
+  r.layout = layout::build_bucketed_layout(r.spec, opts);
+
+  // The engine's buffers must be the stored ones, bucket for bucket.
+  for (const layout::Buffer& buf : r.layout.buffers) {
+    auto it = std::find_if(stored.begin(), stored.end(), [&](const StoredBuffer& b) {
+      return b.param_dtype == buf.key.param_dtype && b.grad_dtype == buf.key.grad_dtype;
+    });
+    const size_t g = static_cast<size_t>(it - stored.begin());
+    bool same = it != stored.end() && buf.buckets.size() == it->numel.size();
+    for (size_t k = 0; same && k < buf.buckets.size(); ++k)
+      same = buf.buckets[k].numel() == it->numel[k] && buf.buckets[k].numel_unpadded == it->numel_unpadded[k];
+    if (!same) {
+      mismatch = "the recomputed buffer " + layout::to_string(buf.key) + " does not reproduce the stored bucket sizes";
+      return std::nullopt;
+    }
+    r.gbuf.push_back(static_cast<uint32_t>(g));
+  }
+  return r;
+}
+
+}  // namespace fpg::dcp

@@ -1,0 +1,78 @@
+// Megatron-Core `torch_dist` checkpoints seen per parameter: the model keys unstacked into parameters in
+// registration order, and the distributed optimizer's `dp_reshardable` bucket keys mapped back to those
+// parameters by recomputing Megatron's buffer layout (layout/bucketed_layout.h) and checking it against
+// the stored per_bucket_numel / per_bucket_numel_unpadded (notes/megatron.md §1 and §4.3).
+//
+// Registration order. A DCP `.metadata` lists the model's keys in the order of Megatron's sharded
+// state dict, which follows module registration; per-layer parameters are stacked into one key per
+// sub-module along a prepended layer axis ("decoder.layers.mlp.linear_fc1.weight" of shape [L, …]).
+// The parameters in registration order are therefore: the unstacked keys before the first stacked
+// one, then for each layer i the stacked keys in metadata order, then the remaining unstacked keys.
+// The recovered layout is accepted only if it reproduces every stored bucket size; otherwise the
+// mismatch is reported and nothing is guessed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "layout/bucketed_layout.h"
+#include "model/model_spec.h"
+
+namespace fpg::dcp {
+
+// A model key of the checkpoint, as its metadata describes it.
+struct ModelKey {
+  std::string key;              // as stored, e.g. "module.decoder.layers.mlp.linear_fc1.weight"
+  DType dtype = DType::BF16;
+  std::vector<uint64_t> shape;  // global shape, the layer axis first when stacked
+};
+
+// One parameter: a whole model key, or one layer of a stacked key.
+struct MegatronParam {
+  std::string name;             // "decoder.layers.3.mlp.linear_fc1.weight": no "module." prefix
+  std::string key;              // the stored key
+  std::optional<uint64_t> layer;  // index along the stacked key's layer axis
+  std::vector<uint64_t> shape;  // the parameter's own shape (layer axis removed)
+  DType dtype = DType::BF16;
+};
+
+// Whether a stored model key stacks layers along its first axis: a "layers." not followed by a
+// layer index ("decoder.layers.mlp.…", not "decoder.layers.3.mlp.…").
+bool is_stacked_key(const std::string& key);
+
+// The key with a leading "module." (Megatron's DDP wrapper) removed.
+std::string strip_module_prefix(const std::string& key);
+
+// The parameters in registration order (see above). FormatError for a stacked key whose layer axis
+// disagrees with the other stacked keys or that has no axis to unstack.
+std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_keys);
+
+// One distributed-optimizer buffer as the checkpoint records it: its dtypes (the key's
+// "dtype_(torch.bfloat16, torch.float32)") and per bucket the padded and unpadded sizes.
+struct StoredBuffer {
+  DType param_dtype = DType::BF16;
+  DType grad_dtype = DType::F32;
+  std::vector<uint64_t> numel;           // per_bucket_numel
+  std::vector<uint64_t> numel_unpadded;  // per_bucket_numel_unpadded
+};
+
+struct RecoveredLayout {
+  model::ModelSpec spec;            // the parameters, registration order, named as MegatronParam::name
+  layout::BucketedLayout layout;    // Megatron's buffers recomputed with the inferred options
+  std::vector<uint32_t> gbuf;       // per layout buffer: the checkpoint's gbuf index
+  // The bucket sizes consistent with the stored buckets: (lo, hi], hi absent when unbounded; the
+  // layout uses lo + 1. Absent when every buffer is one bucket (bucket_size none also fits).
+  std::optional<uint64_t> bucket_size_lo, bucket_size_hi;
+};
+
+// Recomputes the layout of `params` (registration order) on `dp` ranks and checks it against the
+// stored buffers (in gbuf order). Returns the layout, or the first disagreement as a message naming
+// the buffer, bucket and sizes in `mismatch`.
+std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& params,
+                                              const std::vector<StoredBuffer>& stored, uint32_t dp,
+                                              std::string& mismatch);
+
+}  // namespace fpg::dcp

@@ -1,0 +1,26 @@
+// `fpgather convert CKPT OUT` for any checkpoint seen per parameter (ckpt::ParamSource: a PyTorch DCP
+// or Megatron torch_dist checkpoint, or fpgather's own): a safetensors export, streaming slab by slab
+// in bounded memory (two slabs), files placed as convert/export_files.h says and each committed
+// atomically (safetensors::Writer), the index last.
+//
+// Tensors, per parameter NAME in registration order:
+//   weights bf16 (default)  NAME: BF16; an F32 weight is rounded (RNE), a BF16 one copied.
+//   weights fp32            NAME: F32, the fp32 master where the checkpoint has one, else the weight.
+//   states                  NAME.master and NAME.<state> as stored (F32 in Megatron and DCP).
+// __metadata__: "format": "pt", "fpgather.source" (what was read), "fpgather.weights",
+// "fpgather.producer", and "fpgather.states" (comma-separated) with states.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ckpt/param_source.h"
+#include "convert/checkpoint_export.h"
+
+namespace fpg::convert {
+
+// UsageError for fp8 weights (only fpgather checkpoints hold FP8 parameters) or a parameter without
+// the tensor the weights option needs.
+ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
+
+}  // namespace fpg::convert
