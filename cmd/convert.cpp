@@ -24,6 +24,7 @@ struct ConvertArgs {
   std::string format = "e4m3";
   std::string include, exclude;
   bool no_pow2 = false, pow2 = false;
+  bool strict = false;
   std::string mx_scale = "rceil";
   std::string dtype = "bf16";
   // checkpoint input
@@ -167,6 +168,7 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
   }
   if (!a.compress.empty() || a.states || a.no_validate)
     throw UsageError("--compress, --states and --no-validate take a checkpoint; " + a.in + " is not one");
+  if (a.strict && a.fp8.empty()) throw UsageError("--strict belongs to quantizing a safetensors model with --fp8");
   if (a.fp8.empty() && !a.dequantize) throw UsageError("give --fp8 RECIPE or --dequantize (or a checkpoint as IN)");
   const auto t0 = std::chrono::steady_clock::now();
   convert::ConvertSummary s;
@@ -185,16 +187,34 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     if (!a.include.empty()) o.include = a.include;
     if (!a.exclude.empty()) o.exclude = a.exclude;
     o.progress = progress_enabled(g);
+    o.strict = a.strict;
     s = convert::quantize_model(a.in, a.out, o);
     what = "quantized";
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  uint64_t nonfinite = 0;
+  for (const auto& n : s.nonfinite) {
+    nonfinite += n.total();
+    std::fprintf(stderr,
+                 "fpgather: warning: tensor '%s' holds %llu non-finite values (%llu NaN, %llu +Inf, %llu -Inf): FP8 "
+                 "keeps NaN and turns +-Inf into +-max, and a scaling block holding an infinity gets scale 1\n",
+                 n.tensor.c_str(), static_cast<unsigned long long>(n.total()), static_cast<unsigned long long>(n.nan),
+                 static_cast<unsigned long long>(n.pos_inf), static_cast<unsigned long long>(n.neg_inf));
+  }
+  if (nonfinite)
+    std::fprintf(stderr, "fpgather: warning: %llu non-finite values in %zu tensors (--strict refuses them)\n",
+                 static_cast<unsigned long long>(nonfinite), s.nonfinite.size());
   if (g.json) {
     nlohmann::json j = {{"input", a.in},        {"output", a.out},         {"operation", what},
                         {"tensors_converted", s.quantized}, {"tensors_copied", s.copied},
                         {"bytes_in", s.bytes_in}, {"bytes_out", s.bytes_out}, {"files", s.files},
                         {"seconds", secs}};
-    if (!a.dequantize) j["recipe"] = a.fp8, j["format"] = a.format;
+    if (!a.dequantize) {
+      j["recipe"] = a.fp8, j["format"] = a.format;
+      j["nonfinite"] = nlohmann::json::array();
+      for (const auto& n : s.nonfinite)
+        j["nonfinite"].push_back({{"tensor", n.tensor}, {"nan", n.nan}, {"pos_inf", n.pos_inf}, {"neg_inf", n.neg_inf}});
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s %zu tensors, copied %zu; %.2f MB -> %.2f MB in %.2f s\n", what.c_str(), s.quantized, s.copied,
@@ -230,6 +250,9 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--exclude", args->exclude, "Regex: leave the tensors whose name it matches unchanged");
   cmd->add_flag("--no-pow2-scales", args->no_pow2, "blockwise: exact scales fp8_max/amax (DeepSeek-V3 style)");
   cmd->add_flag("--pow2-scales", args->pow2, "tensorwise: round scales down to powers of two");
+  cmd->add_flag("--strict", args->strict,
+                "--fp8 of a safetensors model: refuse (exit 3, nothing written) a tensor holding NaN or +-Inf, which "
+                "is otherwise quantized with a warning");
   cmd->add_option("--mx-scale", args->mx_scale, "mxfp8 scale rule: rceil (TE/cuBLAS, default) or floor (OCP)")
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype,

@@ -51,6 +51,12 @@ std::string flags_text(uint32_t f) {
   return s;
 }
 
+// The HDF5 chunk number of a chunk in its run's dataset (0 where the index gives the run no chunk grid:
+// validation reports that).
+uint64_t chunk_number(const ckpt::Chunk& ch, const ckpt::Run& run) {
+  return run.chunk_elems > 0 && ch.offset >= run.lo ? (ch.offset - run.lo) / run.chunk_elems : 0;
+}
+
 int inspect_key(const fpckpt::CheckpointReader& r, const std::string& name, bool json) {
   const ckpt::Index& ix = r.index();
   const long k = r.find_key(name);
@@ -66,9 +72,9 @@ int inspect_key(const fpckpt::CheckpointReader& r, const std::string& name, bool
     for (uint32_t c : r.chunks_of(k)) {
       const auto& ch = ix.chunks[c];
       const auto& run = ix.runs[ch.run];
-      j["chunks"].push_back({{"lo", ch.offset}, {"hi", ch.hi()}, {"file", ix.files[run.file].name},
+      j["chunks"].push_back({{"lo", ch.offset}, {"hi", ch.hi()}, {"file", ix.run_file_name(ch.run)},
                              {"dataset", "/" + std::to_string(run.dataset)},
-                             {"chunk", (ch.offset - run.lo) / run.chunk_elems}, {"stored_bytes", ch.stored_bytes},
+                             {"chunk", chunk_number(ch, run)}, {"stored_bytes", ch.stored_bytes},
                              {"encoding", flags_text(ch.flags)}, {"xxh3_stored", ch.checksum_stored},
                              {"xxh3_logical", ch.checksum_logical}});
     }
@@ -85,8 +91,8 @@ int inspect_key(const fpckpt::CheckpointReader& r, const std::string& name, bool
     const auto& ch = ix.chunks[c];
     const auto& run = ix.runs[ch.run];
     const std::string range = "[" + std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + ")";
-    const std::string loc = "/" + std::to_string(run.dataset) + "#" + std::to_string((ch.offset - run.lo) / run.chunk_elems);
-    std::printf("%-24s  %-16s  %-12s  %12u  %-12s  %016llx/%016llx\n", range.c_str(), ix.files[run.file].name.c_str(),
+    const std::string loc = "/" + std::to_string(run.dataset) + "#" + std::to_string(chunk_number(ch, run));
+    std::printf("%-24s  %-16s  %-12s  %12u  %-12s  %016llx/%016llx\n", range.c_str(), ix.run_file_name(ch.run).c_str(),
                 loc.c_str(), ch.stored_bytes, flags_text(ch.flags).c_str(),
                 static_cast<unsigned long long>(ch.checksum_stored), static_cast<unsigned long long>(ch.checksum_logical));
   }

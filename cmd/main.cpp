@@ -2,6 +2,7 @@
 // the documented exit codes (0 ok, 1 check failed, 2 usage, 3 input/output or format, 4 internal).
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 
 #include "cli.h"
@@ -19,6 +20,9 @@ bool progress_enabled(const GlobalOptions& global) {
 
 int main(int argc, char** argv) {
   using namespace fpg;
+  // A write past the file size limit (ulimit -f) then fails with EFBIG, which the save reports and
+  // cleans up after, instead of killing the process mid-save.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"fpgather: the data-parallel optimizer pipeline of large-model training, FP8 "
                "quantization, and the checkpoint tools around them."};
   app.set_version_flag("--version", std::string("fpgather ") + FPGATHER_VERSION);

@@ -187,7 +187,9 @@ std::string latest_name(const std::string& root) {
 std::string resolve_checkpoint(const std::string& path) {
   const std::string latest = join_path(path, kLatestFile);
   struct stat st {};
-  if (stat(latest.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return path;
+  if (lstat(latest.c_str(), &st) != 0) return path;
+  // Only a regular file is read: a FIFO would block, a symbolic link could name any file.
+  if (!S_ISREG(st.st_mode)) throw FormatError(latest + ": not a regular file");
   std::ifstream in(latest);
   std::string name;
   std::getline(in, name);

@@ -65,7 +65,8 @@ void update_latest(const std::string& root, const std::string& name);
 std::string latest_name(const std::string& root);
 
 // Where a checkpoint is expected: a directory holding `latest` stands for the checkpoint it names.
-// Returns the checkpoint directory; FormatError if `latest` names something that is not there.
+// Returns the checkpoint directory; FormatError if `latest` names something that is not there or is
+// not a regular file.
 std::string resolve_checkpoint(const std::string& path);
 
 // Keeps the `keep` newest complete checkpoints in ROOT (subdirectories holding index.h5, newest by

@@ -127,7 +127,14 @@ std::string read_string(hid_t obj, bool attribute, const std::string& path, cons
   Hid type = attribute ? checked(H5Aget_type(obj), H5Tclose, path, what) : checked(H5Dget_type(obj), H5Tclose, path, what);
   if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) > 0)
     throw FormatError(path + ": " + what + " is not a fixed-length string");
+  // One string, stored: a dataspace of several would overflow the buffer, and a string type of
+  // gigabytes over a few stored bytes would take all memory.
+  Hid space = attribute ? checked(H5Aget_space(obj), H5Sclose, path, what) : checked(H5Dget_space(obj), H5Sclose, path, what);
+  if (H5Sget_simple_extent_npoints(space) != 1) throw FormatError(path + ": " + what + " is not a single string");
   const size_t size = H5Tget_size(type);
+  if (!attribute && size > H5Dget_storage_size(obj))
+    throw FormatError(path + ": " + what + " declares a string of " + std::to_string(size) + " bytes but stores " +
+                      std::to_string(H5Dget_storage_size(obj)));
   std::string buf(size, '\0');
   Hid mem(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mem, size);
@@ -139,13 +146,30 @@ std::string read_string(hid_t obj, bool attribute, const std::string& path, cons
   return buf;
 }
 
-template <class Rec>
-std::vector<Rec> read_table(hid_t file, const std::string& path, const char* name, hid_t type) {
-  Hid ds = checked(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, path, std::string("open table /") + name);
-  Hid space = checked(H5Dget_space(ds), H5Sclose, path, std::string("/") + name);
-  if (H5Sget_simple_extent_ndims(space) != 1) throw FormatError(path + ": /" + std::string(name) + " is not 1-D");
+// The number of records of the 1-D table `ds`, once it is sure that they are stored: a dataspace of
+// 2^40 records over a few bytes of storage would otherwise take all memory to read. A table that
+// passes through a filter may expand, at most as much as deflate (HDF5's strongest standard
+// filter, about 1032:1) allows.
+hsize_t table_length(hid_t ds, const std::string& path, const std::string& object) {
+  Hid space = checked(H5Dget_space(ds), H5Sclose, path, object);
+  if (H5Sget_simple_extent_ndims(space) != 1) throw FormatError(path + ": " + object + " is not 1-D");
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
+  Hid ftype = checked(H5Dget_type(ds), H5Tclose, path, object);
+  Hid dcpl = checked(H5Dget_create_plist(ds), H5Pclose, path, object);
+  const size_t record = std::max<size_t>(1, H5Tget_size(ftype));
+  const uint64_t stored = H5Dget_storage_size(ds);
+  const uint64_t expansion = H5Pget_nfilters(dcpl) > 0 ? 1100 : 1;
+  if (n > 0 && (n > UINT64_MAX / record || n * record / expansion > stored))
+    throw FormatError(path + ": " + object + " declares " + std::to_string(n) + " records of " + std::to_string(record) +
+                      " bytes but stores " + std::to_string(stored) + " bytes");
+  return n;
+}
+
+template <class Rec>
+std::vector<Rec> read_table(hid_t file, const std::string& path, const char* name, hid_t type) {
+  Hid ds = open_own_dataset(file, name, path, std::string("table /") + name);
+  const hsize_t n = table_length(ds, path, std::string("table /") + name);
   Hid ftype = checked(H5Dget_type(ds), H5Tclose, path, std::string("/") + name);
   if (H5Tget_size(ftype) != sizeof(Rec) && H5Tget_class(ftype) == H5T_COMPOUND)
     throw FormatError(path + ": /" + std::string(name) + " has " + std::to_string(H5Tget_size(ftype)) +
@@ -265,7 +289,7 @@ void write_index(const std::string& path, const ckpt::Index& ix) {
     hdf5_init();
     Hid fcpl = checked(H5Pcreate(H5P_FILE_CREATE), H5Pclose, path, "property list");
     H5Pset_obj_track_times(fcpl, 0);
-    Hid file = checked(H5Fcreate(path.c_str(), H5F_ACC_EXCL, fcpl, H5P_DEFAULT), H5Fclose, path, "create index");
+    OutputFile file(checked(H5Fcreate(path.c_str(), H5F_ACC_EXCL, fcpl, H5P_DEFAULT), H5Fclose, path, "create index"), path);
     write_string_attr(file, path, "format", kFormatMagic);
     {
       const uint32_t v[2] = {ix.version.major, ix.version.minor};
@@ -307,7 +331,7 @@ void write_index(const std::string& path, const ckpt::Index& ix) {
     write_table(file, path, "runs", run_type(), runs.data(), runs.size());
     write_table(file, path, "chunks", chunk_type(), chunks.data(), chunks.size());
     write_table(file, path, "padding", pad_type(), pads.data(), pads.size());
-    if (H5Fclose(file.release()) < 0) hdf5_fail(path, "close index");
+    file.close();
   }
   fsync_file(path);
 }
@@ -334,11 +358,7 @@ ckpt::Index read_index(const std::string& path) {
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     hdf5_init();
-    if (H5Fis_hdf5(path.c_str()) <= 0) {
-      H5Eclear2(H5E_DEFAULT);
-      throw FormatError(path + ": not an HDF5 file (a checkpoint index is expected here)");
-    }
-    Hid file = checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, path, "open index");
+    Hid file = open_checkpoint_file(path);
     if (H5Aexists(file, "format") <= 0) throw FormatError(path + ": not an fpgather checkpoint index (no `format` attribute)");
     {
       Hid a = checked(H5Aopen(file, "format", H5P_DEFAULT), H5Aclose, path, "attribute format");
@@ -373,18 +393,17 @@ ckpt::Index read_index(const std::string& path) {
       sealed = true;
     }
     if (H5Lexists(file, "documents", H5P_DEFAULT) > 0) {
-      Hid g = checked(H5Gopen2(file, "documents", H5P_DEFAULT), H5Gclose, path, "open /documents");
+      Hid g = open_own_group(file, "documents", path, "/documents");
       std::vector<std::string> doc_names;
       H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_doc, &doc_names);
       for (const auto& n : doc_names) {
-        Hid ds = checked(H5Dopen2(g, n.c_str(), H5P_DEFAULT), H5Dclose, path, "open /documents/" + n);
+        Hid ds = open_own_dataset(g, n, path, "/documents/" + n);
         ix.documents.set_unchecked(n, read_string(ds, false, path, "/documents/" + n));
       }
     }
     {
-      Hid ds = checked(H5Dopen2(file, "names", H5P_DEFAULT), H5Dclose, path, "open /names");
-      Hid space(H5Dget_space(ds), H5Sclose);
-      names.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+      Hid ds = open_own_dataset(file, "names", path, "/names");
+      names.resize(static_cast<size_t>(table_length(ds, path, "/names")));
       if (!names.empty() && H5Dread(ds, H5T_NATIVE_CHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, names.data()) < 0)
         hdf5_fail(path, "read /names");
     }

@@ -14,7 +14,7 @@ namespace fpg::fpckpt {
 
 struct RankWriter::H5 {
   std::string path;
-  Hid file;
+  OutputFile file;
   std::unique_ptr<ChunkPipeline> chunks;  // ended before the file is closed
 };
 
@@ -30,10 +30,16 @@ RankWriter::RankWriter(std::string dir, uint32_t rank, WriteOptions opts) : dir_
 }
 
 RankWriter::~RankWriter() {
-  if (h5_) h5_->chunks.reset();  // waits for the chunks in flight
-  if (h5_ && h5_->file.valid()) {
+  if (h5_ && h5_->file.is_open()) {
+    // Abandoned mid-save (an exception): nothing more of this file may fail to be written, not the
+    // chunks still in flight nor the datasets' and the file's closing (OutputFile).
     std::lock_guard<std::mutex> lock(hdf5_mutex());
-    h5_->file.reset();
+    divert_writes(h5_->file);
+  }
+  if (h5_) h5_->chunks.reset();  // waits for the chunks in flight
+  if (h5_ && h5_->file.is_open()) {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    h5_->file.abandon();
     // A writer abandoned mid-save (an exception) ends here. Leave this thread no error records
     // (HDF5 notes the unregistered zstd filter even when all goes well): a thread-safe HDF5 does not
     // free them when the thread ends and complains at exit ("infinite loop closing library").
@@ -78,7 +84,9 @@ void RankWriter::open_file() {
   hdf5_init();
   Hid fcpl = checked(H5Pcreate(H5P_FILE_CREATE), H5Pclose, h5_->path, "property list");
   H5Pset_obj_track_times(fcpl, 0);
-  h5_->file = checked(H5Fcreate(h5_->path.c_str(), H5F_ACC_EXCL, fcpl, H5P_DEFAULT), H5Fclose, h5_->path, "create data file");
+  h5_->file = OutputFile(
+      checked(H5Fcreate(h5_->path.c_str(), H5F_ACC_EXCL, fcpl, H5P_DEFAULT), H5Fclose, h5_->path, "create data file"),
+      h5_->path);
   int vfd = -1;
   void* handle = nullptr;
   if (H5Fget_vfd_handle(h5_->file, H5P_DEFAULT, &handle) >= 0 && handle) vfd = *static_cast<int*>(handle);
@@ -215,7 +223,7 @@ RankManifest RankWriter::finish() {
     h5_->chunks.reset();
     {
       std::lock_guard<std::mutex> lock(hdf5_mutex());
-      if (H5Fclose(h5_->file.release()) < 0) hdf5_fail(h5_->path, "close data file");
+      h5_->file.close();
       H5Eclear2(H5E_DEFAULT);  // closing flushes the zstd-filtered layouts: "filter not registered" again
     }
     fsync_file(h5_->path);

@@ -1,6 +1,7 @@
 #include "formats/fpckpt/reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/hdf5_util.h"
 #include "formats/fpckpt/index_file.h"
+#include "formats/safetensors/fs_util.h"
 
 namespace fpg::fpckpt {
 
@@ -20,6 +22,7 @@ struct CheckpointReader::Handles {
   std::unordered_map<uint32_t, Hid> files;     // by file index; invalid Hid = failed to open
   std::unordered_map<uint32_t, Hid> datasets;  // by run index
   std::unordered_map<uint32_t, std::string> file_errors;
+  std::unordered_map<uint32_t, std::string> dataset_errors;  // by run index
   std::unordered_map<uint32_t, uint64_t> base;  // by file index: the user block's size (addresses start there)
 };
 
@@ -44,17 +47,21 @@ constexpr bool kDirectReads = true;
 #else
 constexpr bool kDirectReads = false;
 #endif
+
+// A FormatError's message without its leading "<path>: ": chunk errors are reported under the file.
+std::string without_path(const std::string& message, const std::string& path) {
+  const std::string prefix = path + ": ";
+  return message.compare(0, prefix.size(), prefix) == 0 ? message.substr(prefix.size()) : message;
+}
 }  // namespace
 
 CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads, IndexCheck check)
     : reads_(kDirectReads ? reads : ChunkReads::hdf5), h5_(std::make_unique<Handles>()), where_(std::make_unique<Where>()) {
   dir_ = resolve_checkpoint(path);
   const std::string index_path = dir_ + "/" + kIndexFile;
-  if (FILE* f = std::fopen(index_path.c_str(), "rb")) {
-    std::fclose(f);
-  } else {
+  struct stat st {};
+  if (lstat(index_path.c_str(), &st) != 0 && errno == ENOENT)
     throw FormatError(dir_ + ": not a checkpoint (no " + std::string(kIndexFile) + ")");
-  }
   index_ = read_index(index_path);
   if (check == IndexCheck::enforce && index_.index_checksum == ckpt::IndexChecksum::mismatch)
     throw IndexChecksumError(index_path + ": the index does not match its checksum (" + index_.index_checksum_detail +
@@ -85,25 +92,32 @@ CheckpointReader::~CheckpointReader() {
 
 long CheckpointReader::find_key(const std::string& name) const { return index_.find_key(name); }
 
+std::string CheckpointReader::chunk_file(uint32_t c) const {
+  const std::string name = c < index_.chunks.size() ? index_.run_file_name(index_.chunks[c].run) : "";
+  return name.empty() ? dir_ : dir_ + "/" + name;
+}
+
 std::string CheckpointReader::dataset_of(uint32_t c, int64_t& dataset) const {
   const ckpt::Chunk& ch = index_.chunks[c];
   if (ch.run >= index_.runs.size()) return "chunk names no run";
   const ckpt::Run& run = index_.runs[ch.run];
   if (run.file >= index_.files.size()) return "run names no file";
   hdf5_init();
+  const std::string path = dir_ + "/" + index_.files[run.file].name;
   auto fit = h5_->files.find(run.file);
   if (fit == h5_->files.end()) {
-    const std::string path = dir_ + "/" + index_.files[run.file].name;
-    Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-    // hdf5_error() also clears what opening left on this thread's error stack even when it worked:
-    // records left on a pool thread that outlives the library make HDF5 complain at exit.
-    if (!f.valid()) {
-      h5_->file_errors[run.file] = "cannot open: " + hdf5_error();
-    } else {
+    Hid f;
+    try {
+      f = open_checkpoint_file(path);
+    } catch (const FormatError& e) {
+      h5_->file_errors[run.file] = without_path(e.what(), path);
+    }
+    if (f.valid()) {
       hsize_t userblock = 0;
       Hid fcpl(H5Fget_create_plist(f), H5Pclose);
       if (fcpl.valid()) H5Pget_userblock(fcpl, &userblock);
       h5_->base[run.file] = userblock;
+      // Records left on a pool thread that outlives the library make HDF5 complain when it is closed.
       H5Eclear2(H5E_DEFAULT);
     }
     fit = h5_->files.emplace(run.file, std::move(f)).first;
@@ -112,11 +126,22 @@ std::string CheckpointReader::dataset_of(uint32_t c, int64_t& dataset) const {
   auto dit = h5_->datasets.find(ch.run);
   if (dit == h5_->datasets.end()) {
     const std::string name = std::to_string(run.dataset);
-    Hid d(H5Dopen2(fit->second, name.c_str(), H5P_DEFAULT), H5Dclose);
+    Hid d;
+    std::string error;
+    if (H5Lexists(fit->second, name.c_str(), H5P_DEFAULT) <= 0) {
+      error = "dataset /" + name + " not found";
+    } else {
+      try {
+        d = open_own_dataset(fit->second, name, path, "dataset /" + name);
+      } catch (const FormatError& e) {
+        error = without_path(e.what(), path);
+      }
+    }
     H5Eclear2(H5E_DEFAULT);
+    if (!d.valid()) h5_->dataset_errors[ch.run] = error;
     dit = h5_->datasets.emplace(ch.run, std::move(d)).first;
   }
-  if (!dit->second.valid()) return "dataset /" + std::to_string(run.dataset) + " not found";
+  if (!dit->second.valid()) return h5_->dataset_errors[ch.run];
   if (run.chunk_elems == 0 || ch.offset < run.lo) return "chunk outside its run";
   dataset = dit->second.get();
   return "";
@@ -215,8 +240,12 @@ std::string CheckpointReader::read_stored_direct(uint32_t c, std::vector<uint8_t
     if (loc.state != 1) return loc.state == 2 ? where_->errors[c] : "chunk not located";
     auto fit = where_->fds.find(run.file);
     if (fit == where_->fds.end()) {
-      const int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (f < 0) where_->fd_errors[run.file] = std::string("cannot open: ") + std::strerror(errno);
+      int f = -1;
+      try {
+        f = safetensors::open_regular_file(path, false);
+      } catch (const FormatError& e) {
+        where_->fd_errors[run.file] = without_path(e.what(), path);
+      }
       fit = where_->fds.emplace(run.file, f).first;
     }
     fd = fit->second;
@@ -244,6 +273,14 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
   if (!err.empty()) return err;
   const ckpt::Chunk& ch = index_.chunks[c];
   const ckpt::Run& run = index_.runs[ch.run];
+  // Readers copy out the key's elements: a run of another element type would be read past its end.
+  if (run.key >= index_.keys.size()) return "run names no key";
+  if (run.dtype != index_.keys[run.key].dtype)
+    return "stored as " + std::string(dtype_name(run.dtype)) + ", the key is " + std::string(dtype_name(index_.keys[run.key].dtype));
+  // The decoded chunk is sized by its length: never more than its run's chunks hold.
+  if (ch.length > run.chunk_elems)
+    return "chunk of " + std::to_string(ch.length) + " elements in a run of " + std::to_string(run.chunk_elems) +
+           "-element chunks";
   const uint64_t seed = index_.checksum_seed(ch);
   auto mismatch = [&](const char* what) {
     return std::string(what) + " do not match their checksum" + (seed ? " for this key and offset" : "");
@@ -308,7 +345,7 @@ void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, T
     const ckpt::Chunk& ch = index_.chunks[c];
     const std::string err = verify_chunk(c, scratch, stored, logical);
     if (!err.empty())
-      throw FormatError(dir_ + "/" + index_.files[index_.runs[ch.run].file].name + ": key '" + k.name + "' [" +
+      throw FormatError(chunk_file(c) + ": key '" + k.name + "' [" +
                         std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + "): " + err);
     const uint64_t a = std::max(lo, ch.offset), b = std::min(hi, ch.hi());
     std::memcpy(dst + (a - lo) * elem, logical.data() + (a - ch.offset) * elem, (b - a) * elem);

@@ -54,6 +54,9 @@ class CheckpointReader {
   std::string verify_chunk(uint32_t c, ckpt::CodecScratch& scratch, std::vector<uint8_t>& stored,
                            std::vector<uint8_t>& logical) const;
 
+  // The file holding chunk c, for messages: "<dir>/<file>", or "<dir>" where its run names no file.
+  std::string chunk_file(uint32_t c) const;
+
   // The chunks of `key` sorted by offset (indices into index().chunks).
   const std::vector<uint32_t>& chunks_of(uint32_t key) const { return by_key_[key]; }
 

@@ -65,7 +65,7 @@ class ChunkSource {
       std::vector<uint8_t>& buf = keep ? *keep : logical;
       const std::string err = r_.verify_chunk(c, scratch, stored, buf);
       if (!err.empty())
-        throw FormatError(r_.dir() + "/" + ix.files[ix.runs[ch.run].file].name + ": key '" + k.name + "' [" +
+        throw FormatError(r_.chunk_file(c) + ": key '" + k.name + "' [" +
                           std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + "): " + err);
       copy_out(ch, buf, lo, hi, elem, out);
       decoded_ += 1;

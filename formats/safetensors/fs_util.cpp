@@ -1,6 +1,7 @@
 #include "formats/safetensors/fs_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,48 @@ std::string join_path(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
+std::string io_error_text(int err) {
+  switch (err) {
+    case ENOSPC: return "no space left on device";
+    case EFBIG: return "file size limit exceeded";
+    case EDQUOT: return "disk quota exceeded";
+    default: return std::strerror(err);
+  }
+}
+
+namespace {
+const char* file_kind(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a file";
+}
+}  // namespace
+
+int open_regular_file(const std::string& path, bool follow_symlinks) {
+  struct stat before {};
+  if ((follow_symlinks ? ::stat(path.c_str(), &before) : ::lstat(path.c_str(), &before)) != 0)
+    throw FormatError(path + ": cannot open: " + std::strerror(errno));
+  if (!S_ISREG(before.st_mode)) throw FormatError(path + ": not a regular file (" + file_kind(before.st_mode) + ")");
+  // O_NONBLOCK: should a FIFO take the file's place after the check, opening it returns at once.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_symlinks ? 0 : O_NOFOLLOW));
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ELOOP) throw FormatError(path + ": not a regular file (a symbolic link)");
+    throw FormatError(path + ": cannot open: " + std::strerror(e));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != before.st_dev || st.st_ino != before.st_ino) {
+    ::close(fd);
+    throw FormatError(path + ": changed while it was being opened");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 void pwrite_all(int fd, const std::string& path, uint64_t offset, const void* data, uint64_t size) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint64_t done = 0;
@@ -33,7 +76,7 @@ void pwrite_all(int fd, const std::string& path, uint64_t offset, const void* da
     if (n <= 0) {
       const int e = n < 0 ? errno : EIO;
       throw FormatError(path + ": write of bytes [" + std::to_string(offset + done) + ", " +
-                        std::to_string(offset + size) + ") failed: " + std::strerror(e));
+                        std::to_string(offset + size) + ") failed: " + io_error_text(e));
     }
     done += static_cast<uint64_t>(n);
   }
@@ -59,14 +102,14 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && (errno != EEXIST || attempt >= 16))
       throw FormatError(path + ": cannot create a temporary file in " + dir + ": " +
-                        std::strerror(errno));
+                        io_error_text(errno));
   }
   try {
     pwrite_all(fd, tmp, 0, contents.data(), contents.size());
-    if (::fsync(fd) != 0) throw FormatError(tmp + ": fsync failed: " + std::strerror(errno));
+    if (::fsync(fd) != 0) throw FormatError(tmp + ": fsync failed: " + io_error_text(errno));
     const int rc = ::close(fd);
     fd = -1;
-    if (rc != 0) throw FormatError(tmp + ": close failed: " + std::strerror(errno));
+    if (rc != 0) throw FormatError(tmp + ": close failed: " + io_error_text(errno));
     if (::rename(tmp.c_str(), path.c_str()) != 0)
       throw FormatError(path + ": cannot rename " + tmp + " into place: " + std::strerror(errno));
   } catch (...) {

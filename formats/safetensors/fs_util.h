@@ -1,4 +1,4 @@
-// Small POSIX file helpers shared by the safetensors writer and the index writer.
+// Small POSIX file helpers shared by the safetensors reader and writer and the checkpoint files.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,17 @@ namespace fpg::safetensors {
 // ("dir", "name") of a path; dir is "." for a bare name.
 std::pair<std::string, std::string> split_path(const std::string& path);
 std::string join_path(const std::string& dir, const std::string& name);
+
+// What a failed read or write's errno means, in the words a user acts on: ENOSPC "no space left on
+// device", EFBIG "file size limit exceeded" (RLIMIT_FSIZE, or the file system's largest file),
+// EDQUOT "disk quota exceeded", otherwise strerror().
+std::string io_error_text(int err);
+
+// Opens an existing regular file read-only (O_CLOEXEC). Anything else is refused before it is
+// opened: opening a FIFO blocks until a writer comes, opening a device can act on it. With
+// `follow_symlinks` false a symbolic link is refused too (O_NOFOLLOW). The opened file is checked
+// to be the one inspected. FormatError "<path>: not a regular file (a FIFO)" and the like.
+int open_regular_file(const std::string& path, bool follow_symlinks);
 
 // pwrite until done (short writes, EINTR); throws fpg::FormatError naming `path` and the range.
 void pwrite_all(int fd, const std::string& path, uint64_t offset, const void* data, uint64_t size);

@@ -10,21 +10,19 @@
 #include <utility>
 
 #include "core/error.h"
+#include "formats/safetensors/fs_util.h"
 
 namespace fpg::safetensors {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FormatError(path + ": cannot open: " + std::strerror(errno));
+  // Symbolic links are followed (a Hugging Face cache's snapshot links to its blobs); FIFOs and
+  // devices are refused before they are opened.
+  const int fd = open_regular_file(path, true);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
     throw FormatError(path + ": cannot stat: " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw FormatError(path + ": not a regular file");
   }
   size_ = static_cast<uint64_t>(st.st_size);
   if (size_ > 0) {

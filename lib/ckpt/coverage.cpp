@@ -24,10 +24,6 @@ std::string file_of(const Index& ix, uint32_t file) {
   return file < ix.files.size() ? ix.files[file].name : std::string();
 }
 
-std::string run_file(const Index& ix, uint32_t run) {
-  return run < ix.runs.size() ? file_of(ix, ix.runs[run].file) : std::string();
-}
-
 }  // namespace
 
 std::vector<Problem> check_index(const Index& ix) {
@@ -137,10 +133,10 @@ std::vector<Problem> check_index(const Index& ix) {
   // The sweep: per key, a cursor that every interval must start at.
   auto describe = [&](uint32_t source) {
     if (source & kPadBit) return std::string("declared padding");
-    return "a chunk in " + run_file(ix, ix.chunks[source].run);
+    return "a chunk in " + ix.run_file_name(ix.chunks[source].run);
   };
   auto file_of_source = [&](uint32_t source) {
-    return (source & kPadBit) ? std::string() : run_file(ix, ix.chunks[source].run);
+    return (source & kPadBit) ? std::string() : ix.run_file_name(ix.chunks[source].run);
   };
   size_t i = 0;
   for (uint32_t k = 0; k < nk; ++k) {
@@ -203,9 +199,13 @@ std::vector<Problem> check_files(const Index& ix, const std::string& dir) {
       p.kind = ProblemKind::missing_file;
       p.message = "file name is not a plain name inside the checkpoint";
       out.push_back(p);
-    } else if (stat((dir + "/" + fe.name).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    } else if (lstat((dir + "/" + fe.name).c_str(), &st) != 0) {
       p.kind = ProblemKind::missing_file;
       p.message = "data file not found" + more;
+      out.push_back(p);
+    } else if (!S_ISREG(st.st_mode)) {  // a symbolic link, FIFO or device is never read
+      p.kind = ProblemKind::missing_file;
+      p.message = "data file is not a regular file" + more;
       out.push_back(p);
     } else if (static_cast<uint64_t>(st.st_size) != fe.size) {
       p.kind = ProblemKind::truncated_file;

@@ -19,6 +19,11 @@ long Index::find_key(const std::string& name) const {
   return -1;
 }
 
+std::string Index::run_file_name(uint32_t run) const {
+  if (run >= runs.size() || runs[run].file >= files.size()) return "";
+  return files[runs[run].file].name;
+}
+
 uint64_t Index::checksum_seed(const Chunk& c) const {
   if (!binds_chunk_checksums(version) || c.run >= runs.size() || runs[c.run].key >= keys.size()) return 0;
   return chunk_seed(keys[runs[c.run].key].name, c.offset);

@@ -87,6 +87,9 @@ struct Index {
 
   // Index of the key named `name`, or -1. Linear; callers that look up many build a map.
   long find_key(const std::string& name) const;
+  // The name of the file that run `run` is stored in, or "" where the run or its file is not in the
+  // tables (validation reports those): for messages and listings, safe on any index.
+  std::string run_file_name(uint32_t run) const;
   // The seed of chunk c's checksums: chunk_seed(its key's name, its offset) where the version binds
   // chunk checksums (ckpt/checksum.h), else 0 (also for a chunk whose run or key does not exist).
   uint64_t checksum_seed(const Chunk& c) const;

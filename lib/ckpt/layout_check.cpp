@@ -41,7 +41,7 @@ struct Ctx {
     return m;
   }
 
-  const std::string& file_name(uint32_t chunk) const { return ix.files[ix.runs[ix.chunks[chunk].run].file].name; }
+  std::string file_name(uint32_t chunk) const { return ix.run_file_name(ix.chunks[chunk].run); }
   bool rank_of(uint32_t chunk, uint32_t& rank) const {
     const uint32_t f = ix.runs[ix.chunks[chunk].run].file;
     if (f >= ix.files.size()) return false;

@@ -35,7 +35,13 @@ std::optional<std::vector<ViewedState>> bucket_state_view(const Index& ix) {
           const auto it = key_of.find(bucket_state_key(b, slot.bucket, s));
           if (it == key_of.end()) return std::nullopt;
           const KeyKind kind_of = s == "master" ? KeyKind::master : KeyKind::optimizer_state;
-          out.push_back({{model_state_key(slot.name, s), DType::F32, spec.params.at(slot.param).shape, kind_of},
+          const model::Param& param = spec.params.at(slot.param);
+          // Documents that place a state outside its bucket key do not describe this index.
+          const uint64_t extent = ix.keys[it->second].numel();
+          if (slot.world.begin < bucket.world.begin || slot.world.begin - bucket.world.begin > extent ||
+              param.numel() > extent - (slot.world.begin - bucket.world.begin))
+            return std::nullopt;
+          out.push_back({{model_state_key(slot.name, s), DType::F32, param.shape, kind_of},
                          it->second,
                          slot.world.begin - bucket.world.begin});
         }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/error.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
@@ -31,8 +32,13 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
   // Each run by the rank that wrote it, in pieces on its chunk grid.
   std::vector<uint8_t> buf;
   std::vector<long> first_rank(ix.keys.size(), -1);
-  for (const ckpt::Run& run : ix.runs) {
-    const uint32_t rank = ix.files.at(run.file).rank;
+  for (size_t r = 0; r < ix.runs.size(); ++r) {
+    const ckpt::Run& run = ix.runs[r];
+    if (run.file >= ix.files.size() || run.key >= ix.keys.size())
+      throw FormatError(s.source + ": run " + std::to_string(r) + " names " +
+                        (run.key >= ix.keys.size() ? "key #" + std::to_string(run.key) : "file #" + std::to_string(run.file)) +
+                        ", which the index does not hold");
+    const uint32_t rank = ix.files[run.file].rank;
     if (first_rank[run.key] < 0) first_rank[run.key] = rank;
     fpckpt::RankWriter& rw = w.rank(rank);
     const uint32_t key = rw.declare(ix.keys[run.key]);
@@ -51,6 +57,8 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
   }
   // Declared padding, by a rank that stores data of the key (rank 0 for a key of padding only).
   for (const ckpt::Padding& p : ix.padding) {
+    if (p.key >= ix.keys.size())
+      throw FormatError(s.source + ": padding names key #" + std::to_string(p.key) + ", which the index does not hold");
     fpckpt::RankWriter& rw = w.rank(first_rank[p.key] < 0 ? 0 : static_cast<uint32_t>(first_rank[p.key]));
     rw.declare_padding(rw.declare(ix.keys[p.key]), p.lo, p.hi);
   }

@@ -1,6 +1,8 @@
 #include "convert/quantize_model.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstring>
 #include <regex>
 
@@ -79,8 +81,36 @@ uint64_t rows_per_slab(const fp8::Plan& p, size_t elem_bytes) {
   return std::max(block_rows, rows / block_rows * block_rows);
 }
 
+// NaN, +Inf and -Inf among the values of a tensor, counted slab by slab from the pool's threads.
+struct NonFiniteCount {
+  std::atomic<uint64_t> nan{0}, pos_inf{0}, neg_inf{0};
+  // `values` as SlabInput gives them: fp32, or raw bf16 bits where the recipe takes bf16.
+  void add(const void* values, uint64_t n, fp8::Input input) {
+    uint64_t a = 0, p = 0, m = 0;
+    auto count = [&](bool is_nan, bool negative) { is_nan ? ++a : negative ? ++m : ++p; };
+    if (input == fp8::Input::bf16) {
+      const auto* v = static_cast<const uint16_t*>(values);
+      for (uint64_t i = 0; i < n; ++i)
+        if ((v[i] & 0x7F80u) == 0x7F80u) count((v[i] & 0x7Fu) != 0, (v[i] & 0x8000u) != 0);
+    } else {
+      const auto* v = static_cast<const float*>(values);
+      for (uint64_t i = 0; i < n; ++i)
+        if (!std::isfinite(v[i])) count(std::isnan(v[i]), std::signbit(v[i]));
+    }
+    if (a) nan += a;
+    if (p) pos_inf += p;
+    if (m) neg_inf += m;
+  }
+};
+
+std::string nonfinite_text(const NonFinite& f) {
+  std::string s = std::to_string(f.total()) + " non-finite values (";
+  s += std::to_string(f.nan) + " NaN, " + std::to_string(f.pos_inf) + " +Inf, " + std::to_string(f.neg_inf) + " -Inf)";
+  return s;
+}
+
 void quantize_one(const safetensors::Model& model, const Chosen& c, safetensors::Writer& w, ThreadPool& pool,
-                  Progress& progress) {
+                  Progress& progress, NonFiniteCount& found) {
   const auto& entry = model.tensors()[c.entry];
   const auto& t = *entry.info;
   const fp8::Plan& plan = c.plan;
@@ -102,8 +132,9 @@ void quantize_one(const safetensors::Model& model, const Chosen& c, safetensors:
       uint64_t r0, nrows;
       slab_range(s, r0, nrows);
       std::vector<float> scratch;
-      fp8::partial_amax(plan, r0 * plan.K, nrows * plan.K, src.values(r0 * plan.K, nrows * plan.K, scratch),
-                        partial[s]);
+      const void* v = src.values(r0 * plan.K, nrows * plan.K, scratch);
+      found.add(v, nrows * plan.K, plan.input);
+      fp8::partial_amax(plan, r0 * plan.K, nrows * plan.K, v, partial[s]);
     });
     fp8::AmaxGrid amax(plan);
     for (const auto& g : partial) amax.combine(g);
@@ -136,7 +167,9 @@ void quantize_one(const safetensors::Model& model, const Chosen& c, safetensors:
       std::vector<uint8_t> out(count);
       fp8::AmaxGrid amax;
       fp8::Scales scales;
-      fp8::quantize_into(sub, src.values(start, count, scratch), out.data(), nullptr, amax, scales);
+      const void* v = src.values(start, count, scratch);
+      found.add(v, count, plan.input);
+      fp8::quantize_into(sub, v, out.data(), nullptr, amax, scales);
       w.write(data_idx, start, out.data(), count);
       const uint64_t cell0 = r0 / block_rows * plan.grid.cols;
       if (mx)
@@ -188,8 +221,16 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
         output.copy_tensor(f, entry, pool, progress);
         ++summary.copied;
       } else {
-        quantize_one(model, chosen[chosen_of[i]], output.writer(f), pool, progress);
+        NonFiniteCount found;
+        quantize_one(model, chosen[chosen_of[i]], output.writer(f), pool, progress, found);
         ++summary.quantized;
+        const NonFinite nf{entry.info->name, found.nan, found.pos_inf, found.neg_inf};
+        if (nf.total() == 0) continue;
+        // Refused before the output is committed: the files under their temporary names go.
+        if (opt.strict)
+          throw FormatError(model.path() + ": tensor '" + nf.tensor + "' holds " + nonfinite_text(nf) +
+                            ", which FP8 cannot hold; --strict refuses to quantize it");
+        summary.nonfinite.push_back(nf);
       }
     }
     for (const auto& t : output.writer(f).tensors()) summary.bytes_out += t.nbytes();

@@ -10,13 +10,15 @@
 //                   blockwise-1x128  F32 [M, ceil(K/128)]
 //                   mxfp8            F8_E8M0 [M, K/32], compact, rowwise
 // Values are quantized from the stored values as they are (F32 and BF16 directly; F16 widened to
-// fp32 exactly). Other tensors are copied byte for byte. __metadata__ keeps IN's entries and records
+// fp32 exactly). FP8 has no infinity and an infinite amax leaves no meaningful scale, so NaN and
+// +-Inf inputs are counted per tensor (ConvertSummary::nonfinite) and, with `strict`, refused. Other tensors are copied byte for byte. __metadata__ keeps IN's entries and records
 // the recipe under the keys "fpgather.fp8.*" (kMetadata* below), which --dequantize reads back.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -38,6 +40,7 @@ struct QuantizeModelOptions {
   std::optional<std::string> exclude;  // removes matching tensors from the choice
   ThreadPool* pool = nullptr;          // null: the global pool
   bool progress = false;
+  bool strict = false;                 // a chosen tensor holding NaN or +-Inf is a FormatError, nothing written
 };
 
 struct DequantizeModelOptions {
@@ -46,7 +49,15 @@ struct DequantizeModelOptions {
   bool progress = false;
 };
 
+// The non-finite inputs of one quantized tensor.
+struct NonFinite {
+  std::string tensor;
+  uint64_t nan = 0, pos_inf = 0, neg_inf = 0;
+  uint64_t total() const { return nan + pos_inf + neg_inf; }
+};
+
 struct ConvertSummary {
+  std::vector<NonFinite> nonfinite;  // quantized tensors holding NaN or +-Inf, in output order
   size_t quantized = 0;     // tensors quantized (or dequantized)
   size_t copied = 0;        // tensors copied unchanged
   uint64_t bytes_in = 0;    // tensor bytes read
@@ -55,7 +66,8 @@ struct ConvertSummary {
 };
 
 // Throws UsageError (exit 2) for a recipe a chosen tensor cannot take, naming it, before anything is
-// written; FormatError (exit 3) for unreadable input or a failed write.
+// written; FormatError (exit 3) for unreadable input, a failed write or, with `strict`, non-finite
+// input (naming the tensor and the counts; no output is left).
 ConvertSummary quantize_model(const std::string& in, const std::string& out, const QuantizeModelOptions& opt);
 ConvertSummary dequantize_model(const std::string& in, const std::string& out, const DequantizeModelOptions& opt);
 

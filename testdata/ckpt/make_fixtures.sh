@@ -14,7 +14,7 @@ mkdir -p "$here/expected"
 for dir in "$here"/broken/*/; do
   name=$(basename "$dir")
   args=(validate)
-  case $name in flipped-bit | swapped-keys | moved-chunk) args+=(--data) ;; esac  # defects only data reveals
+  case $name in flipped-bit | swapped-keys | moved-chunk | rank-file-external-link) args+=(--data) ;; esac  # defects only data reveals
   set +e
   "$build/fpgather" --no-progress "${args[@]}" "$dir" >"$here/expected/$name.out"
   code=$?

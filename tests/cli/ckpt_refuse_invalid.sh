@@ -11,7 +11,8 @@ cd "$WORK" || exit 1
 
 for exp in "$CK"/expected/*.txt; do
   name=$(basename "$exp" .txt)
-  case $name in flipped-bit | swapped-keys | moved-chunk | newer-version) continue ;; esac  # data-only, unreadable
+  case $name in flipped-bit | swapped-keys | moved-chunk | rank-file-external-link) continue ;; esac  # data-only
+  [ "$(head -1 "$exp")" = "exit 1" ] || continue  # unreadable (a newer version, the hostile ones: ckpt_hostile.sh)
   first=$(sed -n 2p "$exp")  # the first problem line validate prints
   expect_exit 1 "${F[@]}" train --steps 9 --load "$CK/broken/$name"
   expect_in "$WORK/err" "refusing to resume from it:"

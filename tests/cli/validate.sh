@@ -18,7 +18,7 @@ expect_in "$WORK/out" "layout checked"
 for exp in "$CK"/expected/*.txt; do
   name=$(basename "$exp" .txt)
   args=(validate)
-  case $name in flipped-bit | swapped-keys | moved-chunk) args+=(--data) ;; esac  # defects only data reveals
+  case $name in flipped-bit | swapped-keys | moved-chunk | rank-file-external-link) args+=(--data) ;; esac  # defects only data reveals
   "${F[@]}" "${args[@]}" "$CK/broken/$name" >"$WORK/out" 2>"$WORK/err"
   code=$?
   { echo "exit $code"; sed '$d' "$WORK/out"; } >"$WORK/got"

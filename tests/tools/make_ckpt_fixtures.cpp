@@ -1,8 +1,11 @@
 // Writes testdata/ckpt: valid checkpoints through the C++ API, and deliberately broken ones (each a
 // valid checkpoint with one defect) whose expected `fpgather validate` diagnostics tests/cli/validate.sh
-// checks. Run by testdata/ckpt/make_fixtures.sh; rerunnable (everything but the golden checkpoint is
+// checks, the hostile ones among them pointing at files in outside/ (tests/tools/hostile_ckpt.h).
+// Run by testdata/ckpt/make_fixtures.sh; rerunnable (everything but the golden checkpoint is
 // rewritten). The golden checkpoint golden-v<major>.<minor> is written only if absent: it is kept
 // forever so that future readers prove they still read this version.
+//   fpgather_make_ckpt_fixtures TESTDATA/ckpt
+//   fpgather_make_ckpt_fixtures --hostile KIND CHECKPOINT OUTSIDE_DIR   (one hostile edit, for tests)
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
 #include "tools/ckpt_fixture.h"
+#include "tools/hostile_ckpt.h"
 
 using namespace fpg;
 
@@ -67,8 +71,19 @@ long key_of(const ckpt::Index& ix, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--hostile") {
+    try {
+      const std::string dir = fpckpt::resolve_checkpoint(argv[3]);
+      testing::write_outside_files(argv[4], dir);
+      testing::make_hostile(argv[2], dir, argv[4]);
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "make_ckpt_fixtures: %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s TESTDATA/ckpt\n", argv[0]);
+    std::fprintf(stderr, "usage: %s TESTDATA/ckpt\n       %s --hostile KIND CHECKPOINT OUTSIDE_DIR\n", argv[0], argv[0]);
     return 2;
   }
   const std::string root = argv[1];
@@ -157,25 +172,18 @@ int main(int argc, char** argv) {
           }
       });
     }
-    {  // a flipped bit inside one stored chunk of exp_avg_sq (found by its bytes: no HDF5 needed here)
+    {  // a flipped bit inside one stored chunk of exp_avg_sq
       const auto dir = make("flipped-bit", base());
       fpckpt::CheckpointReader r(dir);
       const ckpt::Index& ix = r.index();
       const long k = key_of(ix, ckpt::bucket_state_key(0, 0, "exp_avg_sq"));
-      const uint32_t c = r.chunks_of(static_cast<uint32_t>(k)).at(2);
-      ckpt::CodecScratch scratch;
-      std::vector<uint8_t> stored, logical;
-      if (!r.verify_chunk(c, scratch, stored, logical).empty()) throw InternalError("fixture chunk unreadable");
-      // A whole chunk stored raw comes back as its logical bytes (verify_chunk takes it without a copy).
-      const std::vector<uint8_t>& raw = stored.size() == ix.chunks[c].stored_bytes ? stored : logical;
-      if (raw.size() != ix.chunks[c].stored_bytes) throw InternalError("fixture chunk bytes not returned");
-      const std::string file = dir + "/" + ix.files[ix.runs[ix.chunks[c].run].file].name;
+      const ckpt::Chunk& ch = ix.chunks.at(r.chunks_of(static_cast<uint32_t>(k)).at(2));
+      const ckpt::Run& run = ix.runs.at(ch.run);
+      const std::string file = dir + "/" + ix.files.at(run.file).name;
+      const uint64_t at = testing::stored_chunk_offset(file, run.dataset, ch.offset - run.lo);
       std::string bytes = slurp(file);
-      const std::string needle(raw.begin(), raw.end());
-      const size_t at = bytes.find(needle);
-      if (at == std::string::npos || bytes.find(needle, at + 1) != std::string::npos)
-        throw InternalError("fixture chunk bytes not found exactly once");
-      bytes[at + raw.size() / 2] ^= 0x10;
+      if (at + ch.stored_bytes > bytes.size()) throw InternalError("fixture chunk outside its file");
+      bytes[at + ch.stored_bytes / 2] ^= 0x10;
       spit(file, bytes);
     }
     {  // a truncated file
@@ -258,6 +266,15 @@ int main(int argc, char** argv) {
     {  // a newer format version
       const auto dir = make("newer-version", base());
       edit_index(dir, [&](ckpt::Index& ix) { ix.version = {ckpt::kFormatVersion.major + 1, 0}; });
+    }
+    // Hostile checkpoints: each the base with one crafted reference; outside/ holds what they point at.
+    mkdir((root + "/outside").c_str(), 0755);
+    auto small = base();
+    small.dp = 2;  // two data files: the crafted references need no more
+    for (const std::string& kind : testing::hostile_kinds()) {
+      const std::string dir = make(kind, small);
+      if (kind == testing::hostile_kinds().front()) testing::write_outside_files(root + "/outside", dir);
+      testing::make_hostile(kind, dir, "../../outside");
     }
     std::printf("checkpoint fixtures written under %s\n", root.c_str());
     return 0;

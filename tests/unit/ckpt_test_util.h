@@ -46,9 +46,7 @@ inline std::vector<float> mixed_state(size_t n, size_t stretch, uint32_t seed, i
 }
 
 // A file size limit standing in for a full disk: writes past `bytes` fail with EFBIG (SIGXFSZ is
-// ignored, not fatal). lift() restores the limit and the handler; it must run before a writer that
-// failed closes its file (an H5Fclose that fails leaves the file open in HDF5, which then crashes
-// closing it again at exit), so the tests call it inside the writer's scope.
+// ignored, not fatal). The limit and the handler are restored when it goes out of scope.
 class FileSizeLimit {
  public:
   explicit FileSizeLimit(rlim_t bytes) {
@@ -58,16 +56,14 @@ class FileSizeLimit {
     small.rlim_cur = bytes;
     set_ = setrlimit(RLIMIT_FSIZE, &small) == 0;
   }
-  ~FileSizeLimit() { lift(); }
-  FileSizeLimit(const FileSizeLimit&) = delete;
-  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-  bool set() const { return set_; }
-  void lift() {
+  ~FileSizeLimit() {
     if (!set_) return;
     setrlimit(RLIMIT_FSIZE, &old_);
     std::signal(SIGXFSZ, handler_);
-    set_ = false;
   }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+  bool set() const { return set_; }
 
  private:
   rlimit old_{};
@@ -76,17 +72,15 @@ class FileSizeLimit {
 };
 
 // Saves `state` as key "k" of rank 0, uncompressed (raw chunks of 4000 bytes, written from the
-// caller's bytes when `borrowed`), in writes of 10000 elements, while `limit` holds; lifts it inside
-// the writer's scope. Returns the save's FormatError message ("" if it committed).
-inline std::string save_under_limit(const std::string& dir, const std::vector<float>& state, TaskQueue& tasks,
-                                    bool borrowed, FileSizeLimit& limit) {
-  std::string message;
+// caller's bytes when `borrowed`), in writes of 10000 elements. Returns the save's FormatError
+// message ("" if it committed); the writer is gone, its files closed or abandoned, on return.
+inline std::string save_state(const std::string& dir, const std::vector<float>& state, TaskQueue& tasks, bool borrowed) {
   fpckpt::WriteOptions wo;
   wo.compression = ckpt::parse_compression("none");
   wo.chunk_bytes = 4000;
   wo.tasks = &tasks;
-  fpckpt::CheckpointWriter w(dir, wo);
   try {
+    fpckpt::CheckpointWriter w(dir, wo);
     auto& rw = w.rank(0);
     const uint32_t k = rw.declare({"k", DType::F32, {state.size()}, ckpt::KeyKind::optimizer_state});
     for (uint64_t at = 0; at < state.size(); at += 10000) {
@@ -95,10 +89,9 @@ inline std::string save_under_limit(const std::string& dir, const std::vector<fl
     }
     w.commit();
   } catch (const FormatError& e) {
-    message = e.what();
+    return e.what();
   }
-  limit.lift();  // before the abandoned writer closes its file
-  return message;
+  return "";
 }
 
 }  // namespace fpg::test
