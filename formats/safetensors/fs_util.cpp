@@ -79,9 +79,6 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   fsync_directory(dir);
 }
 
-}  // namespace fpg::safetensors
-
-namespace fpg::safetensors {
 namespace {
 
 // Opens a regular file for reading (FormatError otherwise) and returns its descriptor and size.

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"
+#include "fp8/stacked.h"
 #include "formats/safetensors/model.h"
 #include "formats/safetensors/writer.h"
 #include "safetensors_test_util.h"
@@ -186,4 +187,40 @@ TEST_CASE("convert --expert-dims: only the tensors it matches stack experts", "[
 
   o.expert_dims = "(";
   CHECK_THROWS_AS(convert::quantize_model(kInput, tmp.file("bad.safetensors"), o), UsageError);
+}
+
+TEST_CASE("fp8 stacked plans: shapes, refusals, fragments across matrices", "[fp8][experts]") {
+  const fp8::Recipe r = fp8::Recipe::blockwise_128x128();
+  const fp8::StackedPlan p = fp8::make_stacked_plan(r, fp8::Input::f32, {2, 3, 130, 200}, 2, "w");
+  CHECK(p.matrices() == 6);
+  CHECK(p.cells() == 6 * 4);
+  CHECK(fp8::scale_inv_shape(p) == std::vector<uint64_t>{2, 3, 2, 2});
+  const fp8::StackedPlan whole = fp8::make_stacked_plan(r, fp8::Input::f32, {2, 3, 130, 200}, 0, "w");
+  CHECK(fp8::scale_inv_shape(whole) == std::vector<uint64_t>{7, 2});  // one matrix [780, 200]
+  CHECK_THROWS_AS(fp8::make_stacked_plan(r, fp8::Input::f32, {130, 200}, 1, "w"), UsageError);
+  CHECK_THROWS_AS(fp8::make_stacked_plan(fp8::Recipe::mxfp8(), fp8::Input::f32, {2, 4, 33}, 1, "w"), UsageError);
+
+  // Three experts [3, 5, 64], 1x128 scales: any fragment dequantizes as the matrices do alone.
+  const fp8::Recipe r1 = fp8::Recipe::blockwise_1x128();
+  const fp8::StackedPlan s = fp8::make_stacked_plan(r1, fp8::Input::f32, {3, 5, 64}, 1, "e");
+  std::vector<float> x(3 * 5 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37 % 101) - 50) * (i < 320 ? 1e-3f : 10.0f);
+  std::vector<uint8_t> q(x.size());
+  std::vector<float> scale_inv;
+  for (uint64_t m = 0; m < 3; ++m) {
+    const fp8::QuantizedTensor t = fp8::quantize_tensor(r1, fp8::Input::f32, {5, 64}, x.data() + m * 320, "e");
+    std::memcpy(q.data() + m * 320, t.data.data(), 320);
+    scale_inv.insert(scale_inv.end(), t.scales.scale_inv.begin(), t.scales.scale_inv.end());
+  }
+  fp8::ScaleView view;
+  view.scale_inv = scale_inv.data();
+  std::vector<float> all(x.size()), part(x.size());
+  fp8::dequantize_stacked(s, view, 0, x.size(), q.data(), all.data());
+  fp8::dequantize_stacked(s, view, 300, 400, q.data() + 300, part.data());  // spans all three matrices
+  CHECK(std::memcmp(all.data() + 300, part.data(), 400 * 4) == 0);
+  for (uint64_t m = 0; m < 3; ++m) {
+    const std::vector<float> want =
+        fp8::dequantize_tensor(r1, {5, 64}, q.data() + m * 320, reinterpret_cast<const uint8_t*>(scale_inv.data() + m * 5));
+    CHECK(std::memcmp(want.data(), all.data() + m * 320, 320 * 4) == 0);
+  }
 }
