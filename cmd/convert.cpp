@@ -160,8 +160,8 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
   if (convert::is_checkpoint(a.in)) {
     if (a.dequantize) throw UsageError("--dequantize takes a safetensors model; " + a.in + " is a checkpoint");
     if (a.pow2 || a.no_pow2 || !a.include.empty() || !a.exclude.empty() || !a.expert_dims.empty())
-      throw UsageError("--include, --exclude, --expert-dims and --(no-)pow2-scales quantize safetensors models; " + a.in +
-                       " is a checkpoint (--fp8 re-encodes it with train's recipe defaults)");
+      throw UsageError("--include, --exclude, --expert-dims and --(no-)pow2-scales quantize safetensors models; " +
+                       a.in + " is a checkpoint (--fp8 re-encodes it with train's recipe defaults)");
     if ((!a.fp8.empty() || !a.compress.empty()) && a.states)
       throw UsageError("--states belongs to an export; --compress and --fp8 write a checkpoint");
     if ((!a.fp8.empty() || !a.compress.empty()) && a.no_validate)

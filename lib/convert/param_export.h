@@ -24,9 +24,10 @@ namespace fpg::convert {
 ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
 
 // The same tensors as a plain PyTorch DCP directory OUT (`convert … --to dcp`), one rank, one chunk per
-// tensor, committed atomically (an existing OUT is refused, or with opt.force replaced whole): "model.NAME" for each weight and, with states,
-// "optimizer.state.NAME.master" and "optimizer.state.NAME.<state>" — what
-// torch.distributed.checkpoint.load fills into {"model": {NAME: …}, "optimizer": {"state": {NAME: {…}}}}.
+// tensor, committed atomically (an existing OUT is refused, or with opt.force replaced whole):
+// "model.NAME" for each weight and, with states, "optimizer.state.NAME.master" and
+// "optimizer.state.NAME.<state>" — what torch.distributed.checkpoint.load fills into
+// {"model": {NAME: …}, "optimizer": {"state": {NAME: {…}}}}.
 ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
 
 }  // namespace fpg::convert

@@ -219,8 +219,8 @@ TEST_CASE("fp8 stacked plans: shapes, refusals, fragments across matrices", "[fp
   fp8::dequantize_stacked(s, view, 300, 400, q.data() + 300, part.data());  // spans all three matrices
   CHECK(std::memcmp(all.data() + 300, part.data(), 400 * 4) == 0);
   for (uint64_t m = 0; m < 3; ++m) {
-    const std::vector<float> want =
-        fp8::dequantize_tensor(r1, {5, 64}, q.data() + m * 320, reinterpret_cast<const uint8_t*>(scale_inv.data() + m * 5));
+    const auto* scales = reinterpret_cast<const uint8_t*>(scale_inv.data() + m * 5);
+    const std::vector<float> want = fp8::dequantize_tensor(r1, {5, 64}, q.data() + m * 320, scales);
     CHECK(std::memcmp(want.data(), all.data() + m * 320, 320 * 4) == 0);
   }
 }
