@@ -22,7 +22,8 @@ struct ConvertArgs {
   std::string fp8;
   bool dequantize = false;
   std::string format = "e4m3";
-  std::string include, exclude;
+  std::string include, exclude, expert_dims;
+  bool force = false;
   bool no_pow2 = false, pow2 = false;
   bool strict = false;
   std::string mx_scale = "rceil";
@@ -62,6 +63,7 @@ int run_recompress(const ConvertArgs& a, const GlobalOptions& g) {
   convert::RecompressOptions o;
   o.compression = ckpt::parse_compression(a.compress);
   o.progress = progress_enabled(g);
+  o.force = a.force;
   const convert::RecompressSummary s = convert::recompress_checkpoint(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {
@@ -95,6 +97,7 @@ int run_reencode_fp8(const ConvertArgs& a, const GlobalOptions& g) {
   train::Fp8ReencodeOptions o;
   o.fp8 = train_fp8_config(a);
   o.compression = ckpt::parse_compression(a.compress.empty() ? "zstd:1" : a.compress);
+  o.force = a.force;
   const train::Fp8ReencodeSummary s = train::reencode_fp8(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {
@@ -120,6 +123,8 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
   o.max_shard_bytes = convert::parse_byte_size(a.max_shard_size);
   o.progress = progress_enabled(g);
   o.validate = !a.no_validate;
+  o.force = a.force;
+  o.inputs = {a.in};
   convert::ExportSummary s;
   if (a.to == "dcp") s = convert::export_params_dcp(convert::open_params(a.in, "export it", o.validate)->params(), a.out, o);
   else if (convert::is_dcp_checkpoint(a.in))
@@ -148,16 +153,16 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     throw UsageError("--to dcp is an export: --fp8, --compress and --dequantize do not apply");
   if (convert::is_dcp_checkpoint(a.in)) {
     if (a.dequantize || !a.fp8.empty() || !a.compress.empty() || a.pow2 || a.no_pow2 || !a.include.empty() ||
-        !a.exclude.empty())
+        !a.exclude.empty() || !a.expert_dims.empty())
       throw UsageError(a.in + " is a PyTorch DCP / Megatron torch_dist checkpoint: it exports to safetensors "
                        "(--dtype bf16|fp32, --states, --max-shard-size); quantize the export with --fp8");
     return run_export(a, g);
   }
   if (convert::is_checkpoint(a.in)) {
     if (a.dequantize) throw UsageError("--dequantize takes a safetensors model; " + a.in + " is a checkpoint");
-    if (a.pow2 || a.no_pow2 || !a.include.empty() || !a.exclude.empty())
-      throw UsageError("--include, --exclude and --(no-)pow2-scales quantize safetensors models; " + a.in +
-                       " is a checkpoint (--fp8 re-encodes it with train's recipe defaults)");
+    if (a.pow2 || a.no_pow2 || !a.include.empty() || !a.exclude.empty() || !a.expert_dims.empty())
+      throw UsageError("--include, --exclude, --expert-dims and --(no-)pow2-scales quantize safetensors models; " +
+                       a.in + " is a checkpoint (--fp8 re-encodes it with train's recipe defaults)");
     if ((!a.fp8.empty() || !a.compress.empty()) && a.states)
       throw UsageError("--states belongs to an export; --compress and --fp8 write a checkpoint");
     if ((!a.fp8.empty() || !a.compress.empty()) && a.no_validate)
@@ -169,6 +174,8 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
   if (!a.compress.empty() || a.states || a.no_validate)
     throw UsageError("--compress, --states and --no-validate take a checkpoint; " + a.in + " is not one");
   if (a.strict && a.fp8.empty()) throw UsageError("--strict belongs to quantizing a safetensors model with --fp8");
+  if (a.dequantize && !a.expert_dims.empty())
+    throw UsageError("--expert-dims quantizes; --dequantize reads the expert dimensions off each scale's shape");
   if (a.fp8.empty() && !a.dequantize) throw UsageError("give --fp8 RECIPE or --dequantize (or a checkpoint as IN)");
   const auto t0 = std::chrono::steady_clock::now();
   convert::ConvertSummary s;
@@ -179,6 +186,7 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     else if (a.dtype == "fp32") o.dtype = DType::F32;
     else throw UsageError("--dtype must be bf16 or fp32, not '" + a.dtype + "'");
     o.progress = progress_enabled(g);
+    o.force = a.force;
     s = convert::dequantize_model(a.in, a.out, o);
     what = "dequantized";
   } else {
@@ -186,6 +194,8 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     o.recipe = recipe_from(a);
     if (!a.include.empty()) o.include = a.include;
     if (!a.exclude.empty()) o.exclude = a.exclude;
+    if (!a.expert_dims.empty()) o.expert_dims = a.expert_dims;
+    o.force = a.force;
     o.progress = progress_enabled(g);
     o.strict = a.strict;
     s = convert::quantize_model(a.in, a.out, o);
@@ -236,9 +246,13 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "root holding `latest`)")
       ->required();
   cmd->add_option("OUT", args->out,
-                  "Output: a .safetensors file, an index .json, or a directory; with --compress or --fp8 a new "
-                  "checkpoint")
+                  "Output: a .safetensors file, an index .json, or a directory (model.safetensors, or shards and "
+                  "an index, beside IN's config and tokenizer files); with --compress or --fp8 a new checkpoint. "
+                  "Never over an existing OUT without --force")
       ->required();
+  cmd->add_flag("--force", args->force,
+                "Replace an existing OUT: the new output is written beside it and swapped in whole, leaving no "
+                "file of the old one");
   auto* fp8 = cmd->add_option("--fp8", args->fp8,
                                "Recipe: tensorwise, blockwise (128x128), blockwise-1x128, mxfp8; of a checkpoint: "
                                "re-encode it as `train --fp8` would run (also delayed, none)");
@@ -248,6 +262,9 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--include", args->include,
                   "Regex: quantize the floating tensors whose name it matches (default: those of rank >= 2)");
   cmd->add_option("--exclude", args->exclude, "Regex: leave the tensors whose name it matches unchanged");
+  cmd->add_option("--expert-dims", args->expert_dims,
+                  "Regex: the tensors whose leading dimensions (all but the last two) stack experts, each "
+                  "quantized with scales of its own (default: every tensor of rank >= 3; '^$' for none)");
   cmd->add_flag("--no-pow2-scales", args->no_pow2, "blockwise: exact scales fp8_max/amax (DeepSeek-V3 style)");
   cmd->add_flag("--pow2-scales", args->pow2, "tensorwise: round scales down to powers of two");
   cmd->add_flag("--strict", args->strict,

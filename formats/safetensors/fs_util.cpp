@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "core/error.h"
 
@@ -118,6 +119,85 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
     throw;
   }
   fsync_directory(dir);
+}
+
+namespace {
+
+// Opens a regular file for reading (FormatError otherwise) and returns its descriptor and size.
+int open_regular(const std::string& path, uint64_t& size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FormatError(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw FormatError(path + ": not a regular file");
+  }
+  size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+// read() until `size` bytes or end of file; returns the bytes read.
+uint64_t read_some(int fd, const std::string& path, void* data, uint64_t size) {
+  auto* p = static_cast<uint8_t*>(data);
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, p + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw FormatError(path + ": read failed: " + std::strerror(errno));
+    if (n == 0) break;
+    done += static_cast<uint64_t>(n);
+  }
+  return done;
+}
+
+}  // namespace
+
+void copy_file(const std::string& from, const std::string& to) {
+  uint64_t size = 0;
+  const int in = open_regular(from, size);
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (out < 0) {
+    const int e = errno;
+    ::close(in);
+    throw FormatError(to + ": cannot create: " + std::strerror(e));
+  }
+  try {
+    std::vector<uint8_t> buf(1 << 20);
+    uint64_t offset = 0;
+    while (const uint64_t n = read_some(in, from, buf.data(), buf.size())) {
+      pwrite_all(out, to, offset, buf.data(), n);
+      offset += n;
+    }
+    if (::fsync(out) != 0) throw FormatError(to + ": fsync failed: " + std::strerror(errno));
+  } catch (...) {
+    ::close(in);
+    ::close(out);
+    ::unlink(to.c_str());
+    throw;
+  }
+  ::close(in);
+  if (::close(out) != 0) {
+    ::unlink(to.c_str());
+    throw FormatError(to + ": close failed: " + std::strerror(errno));
+  }
+}
+
+std::string read_small_file(const std::string& path, uint64_t limit) {
+  uint64_t size = 0;
+  const int fd = open_regular(path, size);
+  std::string text;
+  try {
+    if (size > limit)
+      throw FormatError(path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
+                        " read here");
+    text.resize(size);
+    text.resize(read_some(fd, path, text.data(), size));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return text;
 }
 
 }  // namespace fpg::safetensors

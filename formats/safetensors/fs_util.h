@@ -32,4 +32,11 @@ void fsync_directory(const std::string& dir);
 // fsync of the directory. Throws fpg::FormatError; never leaves the temporary file behind.
 void write_file_atomic(const std::string& path, const std::string& contents);
 
+// Copies the regular file `from` (symlinks followed) to the new file `to`, fsynced. Throws
+// fpg::FormatError naming the file; removes a partial `to`.
+void copy_file(const std::string& from, const std::string& to);
+
+// The contents of the regular file `path`, at most `limit` bytes (FormatError beyond, naming it).
+std::string read_small_file(const std::string& path, uint64_t limit);
+
 }  // namespace fpg::safetensors

@@ -21,7 +21,6 @@
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
-#include "formats/safetensors/index.h"
 #include "formats/safetensors/writer.h"
 
 namespace fpg::convert {
@@ -296,40 +295,29 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
       for (const std::string& s : map.states_of(p)) tensors.push_back(pl.state(params[p].name + "." + s, p, s, DType::F32));
 
   std::vector<uint64_t> sizes;
-  for (const auto& t : tensors) sizes.push_back(t.bytes());
-  const ExportFiles files = plan_export_files(sizes, out, o.max_shard_bytes);
-  const auto meta = export_metadata(reader, o, fp8r, map);
-  std::vector<std::unique_ptr<safetensors::Writer>> writers;
-  for (size_t f = 0; f < files.paths.size(); ++f) {
-    std::vector<safetensors::TensorSpec> specs;
-    for (size_t i : files.tensors[f]) specs.push_back(tensors[i].spec);
-    writers.push_back(std::make_unique<safetensors::Writer>(files.paths[f], specs, meta));
+  std::vector<safetensors::TensorSpec> specs;
+  uint64_t total = 0;
+  for (const auto& t : tensors) {
+    sizes.push_back(t.bytes());
+    specs.push_back(t.spec);
+    total += t.bytes();
   }
+  const ExportFiles files = plan_export_files(sizes, out, o.max_shard_bytes);
+  std::vector<std::string> inputs = o.inputs;
+  inputs.insert(inputs.end(), {checkpoint, dir});
+  ExportOutput output(out, files, o.force, inputs, specs, export_metadata(reader, o, fp8r, map));
 
   ExportSummary sum;
   sum.checkpoint = dir;
-  uint64_t total = 0;
-  for (const auto& t : tensors) total += t.bytes();
   Progress progress("export", total, o.progress);
   {
     Streamer st(reader, pool, o.slab_bytes, progress);
-    for (size_t f = 0; f < files.paths.size(); ++f)
-      for (size_t i : files.tensors[f]) st.stream(tensors[i], *writers[f]);
+    for (size_t f = 0; f < files.names.size(); ++f)
+      for (size_t i : files.tensors[f]) st.stream(tensors[i], output.writer(f));
     st.finish();
     sum.bytes_read = st.bytes_read;
   }
-  for (auto& w : writers) {
-    w->commit();
-    sum.files.push_back(w->path());
-  }
-  if (!files.index_path.empty()) {
-    safetensors::ShardIndex index;
-    for (size_t f = 0; f < writers.size(); ++f)
-      for (const auto& t : writers[f]->tensors()) index.weight_map[t.name] = fs::path(files.paths[f]).filename().string();
-    index.total_size = total;
-    safetensors::write_index(files.index_path, index);
-    sum.files.push_back(files.index_path);
-  }
+  sum.files = output.commit();
   sum.tensors = tensors.size();
   sum.bytes_written = total;
   return sum;

@@ -20,9 +20,10 @@
 //
 // OUT: a path ending in ".safetensors" is one file; one ending in ".json" is an index whose shards
 // (model-0000i-of-0000n.safetensors, cut at max_shard_bytes) go in its directory; anything else is a
-// directory (created) receiving model.safetensors, or shards and model.safetensors.index.json when
-// the tensors exceed max_shard_bytes. Every file is written under a temporary name and renamed when
-// the whole export is complete, the index last.
+// directory receiving model.safetensors, or shards and model.safetensors.index.json when the
+// tensors exceed max_shard_bytes. Every file is written into a staging directory beside OUT and the
+// whole export put in place when complete (convert/staged_output.h): an existing OUT is refused
+// unless `force`, and then replaced whole.
 //
 // Memory: two slabs of slab_bytes (one being read, one being written) plus the checkpoint reader's
 // per-thread chunk buffers, whatever the checkpoint's size.
@@ -48,6 +49,10 @@ struct ExportOptions {
   // Refuse a checkpoint that fails validation's index checks (fpckpt::require_valid). false: the
   // `--no-validate` salvage of what a broken checkpoint still holds (gaps still fail their reads).
   bool validate = true;
+  bool force = false;  // replace an existing OUT
+  // Paths the export reads besides the checkpoint export_checkpoint opens (for export_params: what
+  // the ParamSource was opened from): OUT may never be, hold or replace one.
+  std::vector<std::string> inputs;
 };
 
 struct ExportSummary {
@@ -65,7 +70,7 @@ bool is_checkpoint(const std::string& path);
 uint64_t parse_byte_size(const std::string& text);
 
 // UsageError for options the checkpoint cannot serve (fp8 weights from a checkpoint without FP8
-// params, an OUT that is a directory holding a file), FormatError for an unreadable checkpoint.
+// params) or an OUT that may not be written, FormatError for an unreadable checkpoint.
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, const ExportOptions& opt);
 
 }  // namespace fpg::convert

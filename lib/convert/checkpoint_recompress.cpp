@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "convert/staged_output.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
@@ -22,7 +23,8 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
   wo.compression = o.compression;
   wo.chunk_bytes = o.chunk_bytes;
   wo.pool = o.pool;
-  fpckpt::CheckpointWriter w(dst, wo);
+  StagedOutput staged(dst, OutputKind::directory, o.force, {src, reader.dir()});
+  fpckpt::CheckpointWriter w(staged.staged_dir(), wo);
   w.documents() = ix.documents;
 
   uint64_t total = 0;
@@ -63,6 +65,7 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
     rw.declare_padding(rw.declare(ix.keys[p.key]), p.lo, p.hi);
   }
   const ckpt::Index out = w.commit();
+  staged.commit();
   s.keys = out.keys.size();
   for (const auto& c : out.chunks) s.stored_bytes_out += c.stored_bytes;
   return s;

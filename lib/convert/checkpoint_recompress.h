@@ -3,7 +3,8 @@
 // (`fpgather diff CKPT DST` is equal). Runs longer than piece_bytes are cut into runs of at most
 // piece_bytes (on the source's chunk grid), so memory is one piece plus the writer's and reader's
 // per-thread chunk buffers, whatever the checkpoint's size. DST is committed atomically
-// (formats/fpckpt/commit.h); it must not exist.
+// (formats/fpckpt/commit.h); an existing DST is refused, or with `force` replaced whole
+// (convert/staged_output.h).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@ struct RecompressOptions {
   uint64_t piece_bytes = 64ull << 20;  // largest read/write unit
   ThreadPool* pool = nullptr;
   bool progress = false;
+  bool force = false;  // replace an existing DST
 };
 
 struct RecompressSummary {

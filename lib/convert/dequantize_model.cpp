@@ -1,10 +1,10 @@
 // `fpgather convert IN OUT --dequantize`: every FP8 tensor NAME with a NAME_scale_inv becomes BF16
-// or F32 again; the scale tensors are dropped and the other tensors copied.
+// or F32 again (per-expert scales included, fp8_pair.h); the scale tensors are dropped, the other
+// tensors copied, and a carried config.json loses its quantization_config.
 #include <algorithm>
 #include <cstring>
 
 #include "convert/fp8_pair.h"
-#include "convert/model_files.h"
 #include "convert/model_output.h"
 #include "convert/quantize_model.h"
 #include "core/error.h"
@@ -22,16 +22,15 @@ bool is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
 struct Pair {
   size_t data;   // entry of NAME
   size_t scale;  // entry of NAME_scale_inv
-  fp8::Plan plan;
+  fp8::StackedPlan plan;
 };
 
 void dequantize_one(const safetensors::Model& model, const Pair& pair, DType dtype, safetensors::Writer& w,
                     ThreadPool& pool, Progress& progress) {
   const auto& data = model.tensors()[pair.data];
   const auto& scale = model.tensors()[pair.scale];
-  const fp8::Plan& p = pair.plan;
+  const fp8::StackedPlan& p = pair.plan;
   const Fp8PairScales scales(p, model.data(scale));
-  const fp8::ScaleView& view = scales.view;
   const size_t idx = w.index(data.info->name);
   const size_t out_bytes = dtype == DType::F32 ? 4 : 2;
   const uint64_t n = p.numel();
@@ -41,7 +40,7 @@ void dequantize_one(const safetensors::Model& model, const Pair& pair, DType dty
   pool.parallel_for(slabs, [&](size_t s) {
     const uint64_t start = s * slab, count = std::min(slab, n - start);
     std::vector<float> values(count);
-    fp8::dequantize_fragment(p, view, start, count, q + start, values.data());
+    fp8::dequantize_stacked(p, scales.view, start, count, q + start, values.data());
     if (dtype == DType::F32) {
       w.write(idx, start * 4, values.data(), count * 4);
     } else {
@@ -83,7 +82,7 @@ ConvertSummary dequantize_model(const std::string& in_path, const std::string& o
     it = it->first.rfind("fpgather.fp8.", 0) == 0 ? meta.erase(it) : std::next(it);
   meta[kMetadataProducer] = std::string("fpgather ") + FPGATHER_VERSION;
 
-  ModelOutput output(model, plan_output_files(model, out), meta);
+  ModelOutput output(model, out, opt.force, meta, "");
   const auto& files = output.layout().files;
   for (size_t f = 0; f < files.size(); ++f)
     for (size_t i : files[f].tensors) {

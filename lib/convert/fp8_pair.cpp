@@ -7,29 +7,48 @@
 #include "fp8/quantize.h"
 
 namespace fpg::convert {
+namespace {
 
-fp8::Plan fp8_pair_plan(const safetensors::Model& model, const safetensors::TensorInfo& data,
-                        const safetensors::TensorInfo& scale) {
+bool is_prefix(const std::vector<uint64_t>& prefix, const std::vector<uint64_t>& of) {
+  return prefix.size() <= of.size() && std::equal(prefix.begin(), prefix.end(), of.begin());
+}
+
+// Expert dimensions a scale of `scale_rank` implies for a matrix grid of `grid_rank` (0 or 2);
+// none when it cannot be (the shape check below then names the mismatch).
+size_t expert_dims_of(size_t scale_rank, size_t grid_rank, size_t data_rank) {
+  if (scale_rank < grid_rank) return 0;
+  const size_t k = scale_rank - grid_rank;
+  return k > 0 && k + 2 > data_rank ? 0 : k;
+}
+
+}  // namespace
+
+fp8::StackedPlan fp8_pair_plan(const safetensors::Model& model, const safetensors::TensorInfo& data,
+                               const safetensors::TensorInfo& scale) {
   fp8::Recipe r;
   r.format = data.dtype == DType::F8_E4M3 ? fp8::Format::e4m3 : fp8::Format::e5m2;
+  const size_t rank = data.shape.size(), srank = scale.shape.size();
   const auto& meta = model.metadata();
   const auto recorded = meta.find(kMetadataRecipe);
   if (recorded != meta.end()) {
     const auto s = fp8::parse_scaling(recorded->second);
     if (!s) throw FormatError(model.path() + ": unknown " + kMetadataRecipe + " '" + recorded->second + "'");
-    r.scaling = *s;
+    r.scaling = *s == fp8::Scaling::delayed ? fp8::Scaling::tensorwise : *s;  // one scale either way
   } else if (scale.dtype == DType::F8_E8M0) {
     r.scaling = fp8::Scaling::mxfp8;
-  } else if (scale.shape.empty()) {
+  } else if (is_prefix(scale.shape, data.shape) && (srank == 0 || srank + 2 <= rank)) {
     r.scaling = fp8::Scaling::tensorwise;
   } else {
-    const fp8::Plan p128 = fp8::make_plan(fp8::Recipe::blockwise_128x128(r.format), fp8::Input::f32, data.shape, data.name);
+    const size_t k = expert_dims_of(srank, 2, rank);
+    const fp8::StackedPlan p128 = fp8::make_stacked_plan(fp8::Recipe::blockwise_128x128(r.format), fp8::Input::f32,
+                                                         data.shape, k, data.name);
     r.scaling = fp8::scale_inv_shape(p128) == scale.shape ? fp8::Scaling::blockwise_128x128
                                                           : fp8::Scaling::blockwise_1x128;
   }
-  if (r.scaling == fp8::Scaling::delayed) r.scaling = fp8::Scaling::tensorwise;  // one scale either way
-  const fp8::Plan p = fp8::make_plan(r, fp8::Input::f32, data.shape, data.name);
-  if (fp8::scale_inv_shape(p) != scale.shape || fp8::scale_inv_dtype(p) != scale.dtype)
+  const bool per_tensor = r.scaling == fp8::Scaling::tensorwise;
+  const size_t k = expert_dims_of(srank, per_tensor ? 0 : 2, rank);
+  const fp8::StackedPlan p = fp8::make_stacked_plan(r, fp8::Input::f32, data.shape, k, data.name);
+  if (fp8::scale_inv_shape(p) != scale.shape || fp8::scale_inv_dtype(p.matrix) != scale.dtype)
     throw FormatError(model.path() + ": tensor '" + scale.name + "' has dtype " +
                       std::string(dtype_name(scale.dtype)) + " and a shape that " +
                       std::string(fp8::scaling_name(r.scaling)) + " scales of '" + data.name +
@@ -37,13 +56,13 @@ fp8::Plan fp8_pair_plan(const safetensors::Model& model, const safetensors::Tens
   return p;
 }
 
-Fp8PairScales::Fp8PairScales(const fp8::Plan& plan, const uint8_t* scale_bytes) {
-  if (plan.recipe.scaling == fp8::Scaling::mxfp8) {
+Fp8PairScales::Fp8PairScales(const fp8::StackedPlan& plan, const uint8_t* scale_bytes) {
+  if (plan.matrix.recipe.scaling == fp8::Scaling::mxfp8) {
     view.e8m0 = scale_bytes;
     return;
   }
-  scale_inv.resize(plan.grid.size());
-  std::memcpy(scale_inv.data(), scale_bytes, scale_inv.size() * 4);
+  scale_inv.resize(plan.cells());
+  if (!scale_inv.empty()) std::memcpy(scale_inv.data(), scale_bytes, scale_inv.size() * 4);
   view.scale_inv = scale_inv.data();
 }
 

@@ -1,5 +1,6 @@
-// The output side of a safetensors conversion: one Writer per output file, declared up front, filled
-// by the conversion, then committed together (every file renamed into place, the index last).
+// The output side of a safetensors conversion: OUT's files planned (model_files.h) and staged
+// (staged_output.h), one Writer per file declared up front and filled by the conversion, the model
+// directory's other files carried over, then everything committed together.
 #pragma once
 
 #include <map>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "convert/model_files.h"
+#include "convert/staged_output.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "formats/safetensors/model.h"
@@ -17,26 +19,38 @@ namespace fpg::convert {
 
 class ModelOutput {
  public:
-  ModelOutput(const safetensors::Model& in, OutputLayout layout, std::map<std::string, std::string> metadata);
+  // Plans and stages OUT: UsageError for an OUT that exists (without force) or would replace an
+  // input. A directory or index OUT of a model directory gets its companion files
+  // (model_dir_files.h), config.json with `quantization_config` (JSON text) set, or removed when
+  // empty; not when OUT's directory is IN's own (they are there already, and IN is never written).
+  ModelOutput(const safetensors::Model& in, const std::string& out, bool force,
+              std::map<std::string, std::string> metadata, const std::string& quantization_config);
 
   const OutputLayout& layout() const { return layout_; }
 
   // Declares an output tensor of file `file` (before open()).
   void declare(size_t file, safetensors::TensorSpec spec);
-  // Creates every file under its temporary name. Nothing exists under a final name until commit().
+  // Creates every file in the staging directory. Nothing is under OUT until commit().
   void open();
   safetensors::Writer& writer(size_t file) { return *writers_.at(file); }
 
   // Copies input tensor `entry` unchanged into file `file`, in slabs spread over the pool.
   void copy_tensor(size_t file, const safetensors::Model::Entry& entry, ThreadPool& pool, Progress& progress);
 
-  // Renames every file into place, then writes the index (when there is one); returns the paths.
+  // Completes every file, writes the index (when there is one), puts the output in place; returns
+  // the final paths, the index last.
   std::vector<std::string> commit();
 
  private:
+  void carry_companions(const std::string& quantization_config);
+
   const safetensors::Model& in_;
   OutputLayout layout_;
   std::map<std::string, std::string> metadata_;
+  StagedOutput staged_;
+  std::vector<std::string> paths_;       // staged path of each file of layout_
+  std::string index_path_;               // staged path of the index, or empty
+  std::vector<std::string> companions_;  // final paths of the carried files
   std::vector<std::vector<safetensors::TensorSpec>> specs_;
   std::vector<std::unique_ptr<safetensors::Writer>> writers_;
 };

@@ -7,12 +7,12 @@
 #include <memory>
 
 #include "convert/export_files.h"
+#include "convert/staged_output.h"
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/progress.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/torch_dtype.h"
-#include "formats/safetensors/index.h"
 #include "formats/safetensors/writer.h"
 
 namespace fpg::convert {
@@ -97,9 +97,11 @@ std::string dcp_key(const ckpt::ParamTensor& t, const std::string& exported_name
 ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
   const std::vector<Planned> tensors = plan(src, o);
   std::vector<uint64_t> sizes;
+  std::vector<safetensors::TensorSpec> specs;
   uint64_t total = 0;
   for (const auto& t : tensors) {
     sizes.push_back(t.bytes());
+    specs.push_back(t.spec);
     total += t.bytes();
   }
   const ExportFiles files = plan_export_files(sizes, out, o.max_shard_bytes);
@@ -117,25 +119,21 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     for (const auto& r : roles) list += "," + r;
     meta["fpgather.states"] = list;
   }
-  std::vector<std::unique_ptr<safetensors::Writer>> writers;
-  for (size_t f = 0; f < files.paths.size(); ++f) {
-    std::vector<safetensors::TensorSpec> specs;
-    for (size_t i : files.tensors[f]) specs.push_back(tensors[i].spec);
-    writers.push_back(std::make_unique<safetensors::Writer>(files.paths[f], specs, meta));
-  }
+  ExportOutput output(out, files, o.force, o.inputs, specs, meta);
 
   ExportSummary sum;
   sum.checkpoint = src.describe();
   Progress progress("export", total, o.progress);
   std::vector<uint8_t> in_buf, out_buf;
-  for (size_t f = 0; f < files.paths.size(); ++f)
+  for (size_t f = 0; f < files.names.size(); ++f)
     for (size_t i : files.tensors[f]) {
       const Planned& t = tensors[i];
       const ckpt::ParamTensor& st = src.tensors()[t.source];
       const uint64_t n = st.numel();
       const uint64_t elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
       const uint64_t slab = std::max<uint64_t>(1, o.slab_bytes / std::max<uint64_t>(elem, 4));
-      const size_t w = writers[f]->index(t.spec.name);
+      safetensors::Writer& writer = output.writer(f);
+      const size_t w = writer.index(t.spec.name);
       const uint64_t out_elem = dtype_bits(t.spec.dtype) / 8;
       for (uint64_t lo = 0; lo < n; lo += slab) {
         const uint64_t hi = std::min(n, lo + slab);
@@ -144,23 +142,11 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
         sum.bytes_read += in_buf.size();
         out_buf.resize((hi - lo) * out_elem);
         convert_elements(in_buf.data(), st.dtype, out_buf.data(), t.spec.dtype, hi - lo);
-        writers[f]->write(w, lo * out_elem, out_buf.data(), out_buf.size());
+        writer.write(w, lo * out_elem, out_buf.data(), out_buf.size());
         progress.advance(out_buf.size());
       }
     }
-  for (auto& w : writers) {
-    w->commit();
-    sum.files.push_back(w->path());
-  }
-  if (!files.index_path.empty()) {
-    safetensors::ShardIndex index;
-    for (size_t f = 0; f < writers.size(); ++f)
-      for (const auto& t : writers[f]->tensors())
-        index.weight_map[t.name] = std::filesystem::path(files.paths[f]).filename().string();
-    index.total_size = total;
-    safetensors::write_index(files.index_path, index);
-    sum.files.push_back(files.index_path);
-  }
+  sum.files = output.commit();
   sum.tensors = tensors.size();
   sum.bytes_written = total;
   return sum;
@@ -168,7 +154,8 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
 
 ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
   const std::vector<Planned> tensors = plan(src, o);
-  dcp::DcpWriter w(out);
+  StagedOutput staged(out, OutputKind::directory, o.force, o.inputs);
+  dcp::DcpWriter w(staged.staged_dir());
   for (const Planned& t : tensors) {
     const dcp::TorchDType* dtype = dcp::find_torch_dtype(dcp::torch_dtype_name(t.spec.dtype));
     if (!dtype) throw UsageError(t.spec.name + ": dtype " + std::string(dtype_name(t.spec.dtype)) + " has no torch dtype");
@@ -198,7 +185,8 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     w.rank(0).write_tensor(dcp_key(st, t.spec.name), std::vector<uint64_t>(t.spec.shape.size(), 0), t.spec.shape, fill);
   }
   w.commit();
-  sum.files = {out};
+  staged.commit();
+  sum.files = {staged.dir()};
   sum.tensors = tensors.size();
   sum.bytes_written = total;
   return sum;

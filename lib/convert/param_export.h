@@ -1,7 +1,7 @@
 // `fpgather convert CKPT OUT` for any checkpoint seen per parameter (ckpt::ParamSource: a PyTorch DCP
 // or Megatron torch_dist checkpoint, or fpgather's own): a safetensors export, streaming slab by slab
-// in bounded memory (two slabs), files placed as convert/export_files.h says and each committed
-// atomically (safetensors::Writer), the index last.
+// in bounded memory (two slabs), files placed as convert/export_files.h says and the whole output
+// put in place at the end (convert/staged_output.h; an existing OUT only with opt.force).
 //
 // Tensors, per parameter NAME in registration order:
 //   weights bf16 (default)  NAME: BF16; an F32 weight is rounded (RNE), a BF16 one copied.
@@ -24,9 +24,10 @@ namespace fpg::convert {
 ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
 
 // The same tensors as a plain PyTorch DCP directory OUT (`convert … --to dcp`), one rank, one chunk per
-// tensor, committed atomically: "model.NAME" for each weight and, with states,
-// "optimizer.state.NAME.master" and "optimizer.state.NAME.<state>" — what
-// torch.distributed.checkpoint.load fills into {"model": {NAME: …}, "optimizer": {"state": {NAME: {…}}}}.
+// tensor, committed atomically (an existing OUT is refused, or with opt.force replaced whole):
+// "model.NAME" for each weight and, with states, "optimizer.state.NAME.master" and
+// "optimizer.state.NAME.<state>" — what torch.distributed.checkpoint.load fills into
+// {"model": {NAME: …}, "optimizer": {"state": {NAME: {…}}}}.
 ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
 
 }  // namespace fpg::convert

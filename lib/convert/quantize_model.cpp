@@ -6,13 +6,14 @@
 #include <cstring>
 #include <regex>
 
-#include "convert/model_files.h"
+#include "convert/model_dir_files.h"
 #include "convert/model_output.h"
 #include "convert/slab_input.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "fp8/quantize.h"
 #include "fp8/shard.h"
+#include "fp8/stacked.h"
 #include "formats/safetensors/model.h"
 
 namespace fpg::convert {
@@ -31,13 +32,21 @@ std::regex compile_regex(const std::string& pattern, const char* option) {
 // A tensor chosen for quantization, with the plan that checked the recipe can take it.
 struct Chosen {
   size_t entry;
-  fp8::Plan plan;
+  fp8::StackedPlan plan;
 };
 
+// Leading dimensions of `t` that stack matrices: all but the last two of a tensor of rank >= 3, when
+// the regex (or, without one, the rank) says it is stacked.
+size_t expert_dims_of(const safetensors::TensorInfo& t, const std::optional<std::regex>& stacked) {
+  if (t.shape.size() < 3) return 0;
+  return !stacked || std::regex_search(t.name, *stacked) ? t.shape.size() - 2 : 0;
+}
+
 std::vector<Chosen> choose_tensors(const safetensors::Model& model, const QuantizeModelOptions& opt) {
-  std::optional<std::regex> include, exclude;
+  std::optional<std::regex> include, exclude, stacked;
   if (opt.include) include = compile_regex(*opt.include, "--include");
   if (opt.exclude) exclude = compile_regex(*opt.exclude, "--exclude");
+  if (opt.expert_dims) stacked = compile_regex(*opt.expert_dims, "--expert-dims");
   for (const auto& e : model.tensors()) {
     const auto& t = *e.info;
     if ((t.dtype == DType::F8_E4M3 || t.dtype == DType::F8_E5M2) && model.find(t.name + kScaleSuffix))
@@ -56,9 +65,24 @@ std::vector<Chosen> choose_tensors(const safetensors::Model& model, const Quanti
                        "' in " + model.path() + ": is the model quantized already?");
     // make_plan names the tensor and the reason when the recipe cannot take it (exit 2).
     const fp8::Input input = t.dtype == DType::BF16 ? fp8::Input::bf16 : fp8::Input::f32;
-    chosen.push_back({i, fp8::make_plan(opt.recipe, input, t.shape, t.name)});
+    chosen.push_back({i, fp8::make_stacked_plan(opt.recipe, input, t.shape, expert_dims_of(t, stacked), t.name)});
   }
   return chosen;
+}
+
+// The modules whose 2-D (or larger) floating ".weight" stays in high precision: what the
+// quantization_config tells loaders not to convert.
+std::vector<std::string> unquantized_modules(const safetensors::Model& model, const std::vector<int>& chosen_of) {
+  static const std::string kWeight = ".weight";
+  std::vector<std::string> names;
+  for (size_t i = 0; i < model.size(); ++i) {
+    const auto& t = *model.tensors()[i].info;
+    if (chosen_of[i] >= 0 || !quantizable_dtype(t.dtype) || t.shape.size() < 2 || t.name.size() <= kWeight.size() ||
+        t.name.compare(t.name.size() - kWeight.size(), kWeight.size(), kWeight) != 0)
+      continue;
+    names.push_back(t.name.substr(0, t.name.size() - kWeight.size()));
+  }
+  return names;
 }
 
 std::map<std::string, std::string> output_metadata(const safetensors::Model& model, const fp8::Recipe& r) {
@@ -74,7 +98,7 @@ std::map<std::string, std::string> output_metadata(const safetensors::Model& mod
 }
 
 // Rows per slab: about kSlabBytes of input, a multiple of the recipe's block height so no block
-// straddles two slabs (each slab then quantizes as a tensor of its own, bit-identical to the whole).
+// straddles two slabs (each slab then quantizes as a matrix of its own, bit-identical to the whole).
 uint64_t rows_per_slab(const fp8::Plan& p, size_t elem_bytes) {
   const uint64_t block_rows = p.recipe.scaling == fp8::Scaling::blockwise_128x128 ? 128 : 1;
   uint64_t rows = std::max<uint64_t>(1, kSlabBytes / std::max<uint64_t>(1, p.K * elem_bytes));
@@ -109,69 +133,80 @@ std::string nonfinite_text(const NonFinite& f) {
   return s;
 }
 
+// Work is cut into units of (matrix, slab of its rows); unit u is slab u % slabs of matrix u / slabs.
+struct Units {
+  uint64_t matrices = 0, slabs = 0, rows = 0, M = 0, K = 0;
+  uint64_t count() const { return matrices * slabs; }
+  uint64_t matrix(uint64_t u) const { return u / slabs; }
+  uint64_t row0(uint64_t u) const { return u % slabs * rows; }
+  uint64_t nrows(uint64_t u) const { return std::min(rows, M - row0(u)); }
+  // Flat element of the tensor where unit u starts.
+  uint64_t start(uint64_t u) const { return matrix(u) * M * K + row0(u) * K; }
+};
+
 void quantize_one(const safetensors::Model& model, const Chosen& c, safetensors::Writer& w, ThreadPool& pool,
                   Progress& progress, NonFiniteCount& found) {
   const auto& entry = model.tensors()[c.entry];
   const auto& t = *entry.info;
-  const fp8::Plan& plan = c.plan;
+  const fp8::Plan& plan = c.plan.matrix;
   const size_t data_idx = w.index(t.name);
   const size_t scale_idx = w.index(t.name + kScaleSuffix);
   const SlabInput src(model.data(entry), t.dtype);
-  const uint64_t rows = rows_per_slab(plan, src.stored_bytes());
-  const uint64_t slabs = plan.K == 0 ? 0 : (plan.M + rows - 1) / rows;
-  auto slab_range = [&](size_t s, uint64_t& r0, uint64_t& nrows) {
-    r0 = s * rows;
-    nrows = std::min(rows, plan.M - r0);
-  };
+  Units units;
+  units.matrices = c.plan.matrices();
+  units.M = plan.M;
+  units.K = plan.K;
+  units.rows = rows_per_slab(plan, src.stored_bytes());
+  units.slabs = plan.K == 0 ? 0 : (plan.M + units.rows - 1) / units.rows;
+  const uint64_t cells = plan.grid.size();  // scale cells of one matrix
 
   std::vector<uint8_t> scale_bytes;
   if (plan.recipe.scaling == fp8::Scaling::tensorwise) {
-    // One scale from the whole tensor's amax: an amax pass, then the cast pass.
-    std::vector<fp8::AmaxGrid> partial(slabs, fp8::AmaxGrid(plan));
-    pool.parallel_for(slabs, [&](size_t s) {
-      uint64_t r0, nrows;
-      slab_range(s, r0, nrows);
+    // One scale per matrix from its whole amax: an amax pass, then the cast pass.
+    std::vector<fp8::AmaxGrid> partial(units.count(), fp8::AmaxGrid(plan));
+    pool.parallel_for(units.count(), [&](size_t u) {
+      const uint64_t count = units.nrows(u) * plan.K;
       std::vector<float> scratch;
-      const void* v = src.values(r0 * plan.K, nrows * plan.K, scratch);
-      found.add(v, nrows * plan.K, plan.input);
-      fp8::partial_amax(plan, r0 * plan.K, nrows * plan.K, v, partial[s]);
+      const void* v = src.values(units.start(u), count, scratch);
+      found.add(v, count, plan.input);
+      fp8::partial_amax(plan, units.row0(u) * plan.K, count, v, partial[u]);
     });
-    fp8::AmaxGrid amax(plan);
-    for (const auto& g : partial) amax.combine(g);
-    const fp8::Scales scales = fp8::compute_scales(plan, amax);
-    pool.parallel_for(slabs, [&](size_t s) {
-      uint64_t r0, nrows;
-      slab_range(s, r0, nrows);
-      const uint64_t start = r0 * plan.K, count = nrows * plan.K;
+    std::vector<fp8::Scales> scales(units.matrices);
+    scale_bytes.resize(units.matrices * 4);
+    for (uint64_t m = 0; m < units.matrices; ++m) {
+      fp8::AmaxGrid amax(plan);
+      for (uint64_t s = 0; s < units.slabs; ++s) amax.combine(partial[m * units.slabs + s]);
+      scales[m] = fp8::compute_scales(plan, amax);
+      std::memcpy(scale_bytes.data() + m * 4, scales[m].scale_inv.data(), 4);
+    }
+    pool.parallel_for(units.count(), [&](size_t u) {
+      const uint64_t count = units.nrows(u) * plan.K;
       std::vector<float> scratch;
       std::vector<uint8_t> out(count);
-      fp8::cast_fragment(plan, scales.view(), start, count, src.values(start, count, scratch), out.data(), nullptr);
-      w.write(data_idx, start, out.data(), count);
+      fp8::cast_fragment(plan, scales[units.matrix(u)].view(), units.row0(u) * plan.K, count,
+                         src.values(units.start(u), count, scratch), out.data(), nullptr);
+      w.write(data_idx, units.start(u), out.data(), count);
       progress.advance(count * src.stored_bytes());
     });
-    scale_bytes.resize(4);
-    std::memcpy(scale_bytes.data(), scales.scale_inv.data(), 4);
   } else {
-    // Blocks lie inside a slab: each slab is quantized as a tensor of its own and its scale rows are
-    // placed at its first grid row.
+    // Blocks lie inside a slab: each slab is quantized as a matrix of its own and its scale rows are
+    // placed at its first grid row, in its matrix's grid.
     const bool mx = plan.recipe.scaling == fp8::Scaling::mxfp8;
     const uint64_t block_rows = plan.recipe.scaling == fp8::Scaling::blockwise_128x128 ? 128 : 1;
     const size_t scale_size = mx ? 1 : 4;
-    scale_bytes.resize(plan.grid.size() * scale_size);
-    pool.parallel_for(slabs, [&](size_t s) {
-      uint64_t r0, nrows;
-      slab_range(s, r0, nrows);
-      const uint64_t start = r0 * plan.K, count = nrows * plan.K;
+    scale_bytes.resize(units.matrices * cells * scale_size);
+    pool.parallel_for(units.count(), [&](size_t u) {
+      const uint64_t nrows = units.nrows(u), count = nrows * plan.K;
       const fp8::Plan sub = fp8::make_plan(plan.recipe, plan.input, nrows, plan.K, t.name);
       std::vector<float> scratch;
       std::vector<uint8_t> out(count);
       fp8::AmaxGrid amax;
       fp8::Scales scales;
-      const void* v = src.values(start, count, scratch);
+      const void* v = src.values(units.start(u), count, scratch);
       found.add(v, count, plan.input);
       fp8::quantize_into(sub, v, out.data(), nullptr, amax, scales);
-      w.write(data_idx, start, out.data(), count);
-      const uint64_t cell0 = r0 / block_rows * plan.grid.cols;
+      w.write(data_idx, units.start(u), out.data(), count);
+      const uint64_t cell0 = units.matrix(u) * cells + units.row0(u) / block_rows * plan.grid.cols;
       if (mx)
         std::memcpy(scale_bytes.data() + cell0, scales.e8m0.data(), scales.e8m0.size());
       else
@@ -179,7 +214,7 @@ void quantize_one(const safetensors::Model& model, const Chosen& c, safetensors:
       progress.advance(count * src.stored_bytes());
     });
   }
-  w.write(scale_idx, 0, scale_bytes.data(), scale_bytes.size());
+  if (!scale_bytes.empty()) w.write(scale_idx, 0, scale_bytes.data(), scale_bytes.size());
 }
 
 }  // namespace
@@ -196,7 +231,8 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
   std::vector<int> chosen_of(model.size(), -1);
   for (size_t c = 0; c < chosen.size(); ++c) chosen_of[chosen[c].entry] = static_cast<int>(c);
 
-  ModelOutput output(model, plan_output_files(model, out), output_metadata(model, opt.recipe));
+  ModelOutput output(model, out, opt.force, output_metadata(model, opt.recipe),
+                     quantization_config(opt.recipe, unquantized_modules(model, chosen_of)));
   ConvertSummary summary;
   const auto& files = output.layout().files;
   for (size_t f = 0; f < files.size(); ++f) {
@@ -206,9 +242,9 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
         output.declare(f, {t.name, t.dtype, t.shape});
         continue;
       }
-      const fp8::Plan& p = chosen[chosen_of[i]].plan;
+      const fp8::StackedPlan& p = chosen[chosen_of[i]].plan;
       output.declare(f, {t.name, fp8::data_dtype(opt.recipe.format), t.shape});
-      output.declare(f, {t.name + kScaleSuffix, fp8::scale_inv_dtype(p), fp8::scale_inv_shape(p)});
+      output.declare(f, {t.name + kScaleSuffix, fp8::scale_inv_dtype(p.matrix), fp8::scale_inv_shape(p)});
     }
   }
   output.open();

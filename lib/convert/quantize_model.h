@@ -3,16 +3,25 @@
 // megabytes per thread plus the scale tensor being built), use the thread pool, and write every output
 // file under a temporary name that is renamed only when the whole model is complete.
 //
-// Output of a quantized tensor NAME (M = product of the leading dimensions, K = the last):
+// Output of a quantized tensor NAME of shape [E..., R, C] whose leading dimensions E... stack
+// matrices (MoE experts; fp8/stacked.h): by default every tensor of rank >= 3, with `expert_dims`
+// the tensors whose name it matches (all their dimensions but the last two). Each [R, C] matrix is
+// quantized on its own:
 //   NAME            F8_E4M3 or F8_E5M2, NAME's shape
-//   NAME_scale_inv  tensorwise       F32 []
-//                   blockwise        F32 [ceil(M/128), ceil(K/128)]     (128x128 blocks)
-//                   blockwise-1x128  F32 [M, ceil(K/128)]
-//                   mxfp8            F8_E8M0 [M, K/32], compact, rowwise
+//   NAME_scale_inv  tensorwise       F32 [E...]                       ([] for a matrix)
+//                   blockwise        F32 [E..., ceil(R/128), ceil(C/128)]  (128x128 blocks)
+//                   blockwise-1x128  F32 [E..., R, ceil(C/128)]
+//                   mxfp8            F8_E8M0 [E..., R, C/32], compact, rowwise
+// A tensor that stacks nothing (rank <= 2, or not matched) is one matrix [M, K] with M the product
+// of its leading dimensions and K the last, and has the scales above without E....
 // Values are quantized from the stored values as they are (F32 and BF16 directly; F16 widened to
 // fp32 exactly). FP8 has no infinity and an infinite amax leaves no meaningful scale, so NaN and
 // +-Inf inputs are counted per tensor (ConvertSummary::nonfinite) and, with `strict`, refused. Other tensors are copied byte for byte. __metadata__ keeps IN's entries and records
 // the recipe under the keys "fpgather.fp8.*" (kMetadata* below), which --dequantize reads back.
+//
+// OUT is placed as convert/model_output.h says: never over an existing OUT without `force`; a
+// model directory's other files carried over, config.json with a quantization_config
+// (model_dir_files.h), which --dequantize removes again.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +47,9 @@ struct QuantizeModelOptions {
   std::optional<std::string> include;  // ECMAScript regex searched in names; chooses among floating
                                        // tensors of any rank (default: floating tensors of rank >= 2)
   std::optional<std::string> exclude;  // removes matching tensors from the choice
+  std::optional<std::string> expert_dims;  // ECMAScript regex: the tensors that stack matrices along
+                                           // all but their last two dimensions (default: rank >= 3)
+  bool force = false;                  // replace an existing OUT
   ThreadPool* pool = nullptr;          // null: the global pool
   bool progress = false;
   bool strict = false;                 // a chosen tensor holding NaN or +-Inf is a FormatError, nothing written
@@ -45,6 +57,7 @@ struct QuantizeModelOptions {
 
 struct DequantizeModelOptions {
   DType dtype = DType::BF16;           // BF16 or F32
+  bool force = false;                  // replace an existing OUT
   ThreadPool* pool = nullptr;
   bool progress = false;
 };
@@ -65,9 +78,9 @@ struct ConvertSummary {
   std::vector<std::string> files;  // output files, index last when there is one
 };
 
-// Throws UsageError (exit 2) for a recipe a chosen tensor cannot take, naming it, before anything is
-// written; FormatError (exit 3) for unreadable input, a failed write or, with `strict`, non-finite
-// input (naming the tensor and the counts; no output is left).
+// Throws UsageError (exit 2) for a recipe a chosen tensor cannot take, naming it, or an OUT that
+// may not be written, before anything is written; FormatError (exit 3) for unreadable input, a failed
+// write or, with `strict`, non-finite input (naming the tensor and the counts; no output is left).
 ConvertSummary quantize_model(const std::string& in, const std::string& out, const QuantizeModelOptions& opt);
 ConvertSummary dequantize_model(const std::string& in, const std::string& out, const DequantizeModelOptions& opt);
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ckpt/param_state_map.h"
+#include "convert/staged_output.h"
 #include "comm/group.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -70,7 +71,9 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
   ckpt::Documents documents;
   size_t fp8_params = 0;
   std::mutex mu;
-  const fpckpt::StagingDir staging_dir = fpckpt::begin_staging(dst);
+  convert::StagedOutput out(dst, convert::OutputKind::directory, o.force, {src, dir});
+  const std::string target = out.staged_dir();
+  const fpckpt::StagingDir staging_dir = fpckpt::begin_staging(target);
   const std::string& staging = staging_dir.path();
   try {
     comm::run_ranks(static_cast<int>(dp), [&](comm::Communicator& comm) {
@@ -109,11 +112,12 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
       if (doc_json(documents, name) != doc_json(saved, name))
         throw FormatError(dir + ": document '" + std::string(name) +
                           "' of the rebuilt run differs from the saved one; cannot re-encode");
-    fpckpt::commit(staging, dst, fpckpt::merge_manifests(manifests, documents));
+    fpckpt::commit(staging, target, fpckpt::merge_manifests(manifests, documents));
   } catch (...) {
     fpckpt::remove_tree(staging);
     throw;
   }
+  out.commit();
   return {dir, dst, static_cast<uint64_t>(step), fp8_params};
 }
 

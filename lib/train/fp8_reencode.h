@@ -7,8 +7,9 @@
 // with delayed scaling, TE's initial state (scale 1) after that first cast recorded its amax in
 // the history. The optimizer states and the step are then read into the rank states,
 // and the ranks save in the checkpoint's state layout with the train save code, committed
-// atomically. So DST equals the checkpoint `train --init <fp32 export of CKPT> --fp8 RECIPE` would
-// save at step 0, with CKPT's optimizer states, step and data cursor.
+// atomically (an existing DST is refused, or with `force` replaced whole). So DST equals the
+// checkpoint `train --init <fp32 export of CKPT> --fp8 RECIPE` would save at step 0, with CKPT's
+// optimizer states, step and data cursor.
 //
 // Before DST is committed, the documents of the rebuilt run are compared with CKPT's (model,
 // optimizer, data, rng must be equal; fp8 and the layout's FP8 buffers may differ), so a rebuild
@@ -29,6 +30,7 @@ struct Fp8ReencodeOptions {
   pipeline::Fp8Config fp8;         // the new FP8 config (enabled = false: bf16 params)
   ckpt::Compression compression;   // of DST (default zstd:1, as train)
   uint64_t chunk_bytes = 4ull << 20;
+  bool force = false;              // replace an existing DST (convert/staged_output.h)
 };
 
 struct Fp8ReencodeSummary {

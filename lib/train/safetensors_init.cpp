@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/shape.h"
-#include "fp8/shard.h"
+#include "fp8/stacked.h"
 
 namespace fpg::train {
 namespace {
@@ -70,9 +70,9 @@ void SafetensorsInit::fill(uint32_t param, float* out) const {
   const uint8_t* src = model_.data(e);
   if (scale_[param]) {
     const auto& s = *scale_[param];
-    const fp8::Plan p = convert::fp8_pair_plan(model_, t, *s.info);
+    const fp8::StackedPlan p = convert::fp8_pair_plan(model_, t, *s.info);
     const convert::Fp8PairScales scales(p, model_.data(s));
-    fp8::dequantize_fragment(p, scales.view, 0, n, src, out);
+    fp8::dequantize_stacked(p, scales.view, 0, n, src, out);
     return;
   }
   if (t.dtype == DType::F32) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Interop: files written by `fpgather convert` are opened by the official safetensors reader, and
 their FP8 bytes and scales equal an independent NumPy + ml_dtypes implementation of each recipe
-(notes/fp8.md §2.1, §3, §4.2) applied to the stored values. Dequantized files are checked the same way.
+(notes/fp8.md §2.1, §3, §4.2) applied to the stored values; a tensor of rank >= 3 is quantized per
+expert (each [R, C] matrix on its own, scales stacked [E..., ...]). Dequantized files are checked the
+same way.
 
 Run by ctest with FPGATHER (the binary) and TESTDATA set; exits 77 (skipped) without numpy,
 ml_dtypes or safetensors.
@@ -116,6 +118,25 @@ def reference(x, shape, recipe, fmt, input_is_bf16):
     raise ValueError(recipe)
 
 
+def reference_stacked(x, shape, recipe, fmt, input_is_bf16):
+    """Rank >= 3: every [R, C] matrix of the leading (expert) dimensions on its own, scales stacked."""
+    if len(shape) < 3:
+        return reference(x, shape, recipe, fmt, input_is_bf16)
+    mats = [reference(m, shape[-2:], recipe, fmt, input_is_bf16) for m in x.reshape(-1, *shape[-2:])]
+    q = np.stack([m[0] for m in mats]).reshape(shape)
+    s = np.stack([m[1] for m in mats])
+    return q, s.reshape(list(shape[:-2]) + list(s.shape[1:]))
+
+
+def dequant_multiplier(gs, recipe, m, k):
+    """float(q) is multiplied by this [m, k] array (one matrix's scales)."""
+    if recipe == "tensorwise":
+        return gs.reshape(())
+    if recipe == "mxfp8":
+        return expand((gs.view(np.uint8).astype(np.uint32) << 23).view(F32), 1, 32, m, k)
+    return expand(gs, 128 if recipe == "blockwise" else 1, 128, m, k)
+
+
 def main():
     src = load_file(MODEL)
     dtypes = {n: ("BF16" if a.dtype == ml_dtypes.bfloat16 else str(a.dtype)) for n, a in src.items()}
@@ -137,7 +158,7 @@ def main():
                         if not np.array_equal(got[name].view(np.uint8), arr.view(np.uint8)):
                             print(f"FAIL {recipe}/{fmt} {name}: copied tensor changed"); failures += 1
                         continue
-                    q, s = reference(to_f32(arr), list(arr.shape), recipe, fmt, dtypes[name] == "BF16")
+                    q, s = reference_stacked(to_f32(arr), list(arr.shape), recipe, fmt, dtypes[name] == "BF16")
                     gq = got[name].view(np.uint8).reshape(q.shape)
                     gs = got[name + "_scale_inv"]
                     gs = gs.view(np.uint8) if recipe == "mxfp8" else gs
@@ -159,16 +180,16 @@ def main():
                     if name + "_scale_inv" not in got:
                         continue
                     fp8dt = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
-                    qv = to_f32(got[name].view(fp8dt)).reshape(-1, arr.shape[-1])
                     gs = got[name + "_scale_inv"]
-                    m, k = qv.shape
-                    if recipe == "tensorwise":
-                        mult = gs.reshape(())
-                    elif recipe == "mxfp8":
-                        mult = expand((gs.view(np.uint8).astype(np.uint32) << 23).view(F32), 1, 32, m, k)
+                    if arr.ndim >= 3:  # per expert: matrices [R, C], scales [E, ...]
+                        qm = to_f32(got[name].view(fp8dt)).reshape(-1, *arr.shape[-2:])
+                        sm = gs.reshape(qm.shape[0], *gs.shape[arr.ndim - 2:])
                     else:
-                        mult = expand(gs, 128 if recipe == "blockwise" else 1, 128, m, k)
-                    want = (qv * mult).astype(F32).astype(ml_dtypes.bfloat16)
+                        qm = to_f32(got[name].view(fp8dt)).reshape(1, -1, arr.shape[-1])
+                        sm = gs.reshape(1, *gs.shape)
+                    m, k = qm.shape[1:]
+                    want = np.stack([qm[e] * dequant_multiplier(sm[e], recipe, m, k) for e in range(qm.shape[0])])
+                    want = want.astype(F32).astype(ml_dtypes.bfloat16)
                     if back[name].dtype != ml_dtypes.bfloat16 or not np.array_equal(
                             back[name].reshape(want.shape).view(np.uint16), want.view(np.uint16)):
                         print(f"FAIL dequantize {recipe}/{fmt} {name}"); failures += 1

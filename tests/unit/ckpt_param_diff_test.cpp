@@ -60,6 +60,7 @@ TEST_CASE("export_params writes what the checkpoint export writes", "[ckpt][para
     convert::ExportOptions o;
     o.weights = weights;
     o.states = true;
+    o.force = true;  // the second pass replaces the first pass's files
     const std::string a = tmp.path + "/a.safetensors", b = tmp.path + "/b.safetensors";
     convert::export_checkpoint(valid("dp2-bucket"), a, o);
     fpckpt::CheckpointReader r(valid("dp2-bucket"));
