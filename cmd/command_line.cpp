@@ -111,7 +111,7 @@ std::optional<std::string> check_names(const CLI::App& app, const std::vector<st
         const std::string where = cur == &app ? "" : command_path(cur).substr(app.get_name().size() + 1) + ": ";
         return where + "unknown option '" + name + "'" + did_you_mean(name, long_option_names(cur), command_path(cur));
       }
-      if (opt != nullptr && opt->get_type_size() != 0 && name.size() == word.size()) ++i;  // its value
+      if (opt != nullptr && opt->get_expected_max() > 0 && name.size() == word.size()) ++i;  // its value
       continue;
     }
     const auto subs = subcommands_of(cur);

@@ -49,7 +49,7 @@ CommandInfo describe(const CLI::App* app, const CLI::App* root) {
       if (info.names.empty()) continue;
       seen.insert(seen.end(), info.names.begin(), info.names.end());
       info.description = o->get_description();
-      if (o->get_type_size() != 0) info.value = o->get_type_name().empty() ? "VALUE" : o->get_type_name();
+      if (o->get_expected_max() > 0) info.value = o->get_type_name().empty() ? "VALUE" : o->get_type_name();
       info.repeatable = o->get_expected_max() > 1 || o->get_multi_option_policy() == CLI::MultiOptionPolicy::TakeAll;
       c.options.push_back(info);
     }
@@ -150,7 +150,8 @@ std::string zsh_script(const std::vector<CommandInfo>& commands) {
   for (auto c = commands.rbegin(); c != commands.rend(); ++c) {
     s << "\n" << zsh_function(c->path) << "() {\n";
     if (!c->subcommands.empty()) s << "  local curcontext=$curcontext state line\n";
-    s << "  _arguments -s -S" << (c->subcommands.empty() ? "" : " -C");
+    // -C -A '-*': with subcommands, what follows the subcommand's name is the subcommand's to complete
+    s << "  _arguments -s -S" << (c->subcommands.empty() ? "" : " -C -A '-*'");
     for (const auto& o : c->options)
       for (const auto& n : o.names) {
         s << " \\\n    '" << (o.repeatable ? "*" : "") << n << (o.value.empty() || n.size() == 2 ? "" : "=") << "["

@@ -136,12 +136,12 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   const train::StepCallback on_step = [&](const train::StepMetrics& m) {
     if (first_step) progress.resume_at(m.step), first_step = false;  // m.step > 0 after --load
     if (metrics) metrics->write(m);
+    progress.advance(1);
     if (a.log_every && ((m.step + 1) % a.log_every == 0 || m.step + 1 == a.steps))
       write_above_progress([&] {
         std::fprintf(stderr, "step %llu/%llu loss %.6f grad_norm %.4g%s\n", static_cast<unsigned long long>(m.step + 1),
                      static_cast<unsigned long long>(a.steps), m.loss, m.grad_norm, m.skipped ? " (skipped)" : "");
       });
-    progress.advance(1);
   };
   train::CheckpointedResult cr;
   if (cuda)

@@ -36,12 +36,16 @@ std::string byte_count(uint64_t done, uint64_t total) {
   size_t u = 0;
   while (u + 1 < sizeof units / sizeof *units && static_cast<double>(total) >= scale * 1000) scale *= 1000, ++u;
   char buf[64];
-  if (u == 0)
-    std::snprintf(buf, sizeof buf, "%llu/%llu B", static_cast<unsigned long long>(done),
+  // done padded to the total's width, so that the bar keeps its length
+  if (u == 0) {
+    const int w = std::snprintf(nullptr, 0, "%llu", static_cast<unsigned long long>(total));
+    std::snprintf(buf, sizeof buf, "%*llu/%llu B", w, static_cast<unsigned long long>(done),
                   static_cast<unsigned long long>(total));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f/%.1f %s", static_cast<double>(done) / scale,
+  } else {
+    const int w = std::snprintf(nullptr, 0, "%.1f", static_cast<double>(total) / scale);
+    std::snprintf(buf, sizeof buf, "%*.1f/%.1f %s", w, static_cast<double>(done) / scale,
                   static_cast<double>(total) / scale, units[u]);
+  }
   return buf;
 }
 
@@ -122,9 +126,13 @@ std::string Progress::render(uint64_t done, uint64_t resumed, double elapsed, in
   done = std::min(done, total_);
   resumed = std::min(resumed, done);
   const double frac = total_ ? static_cast<double>(done) / static_cast<double>(total_) : 1.0;
-  const std::string count = unit_ == ProgressUnit::steps
-                                ? std::to_string(done) + "/" + std::to_string(total_) + " steps"
-                                : byte_count(done, total_);
+  std::string count;
+  if (unit_ == ProgressUnit::steps) {  // done padded to the total's width, so that the bar keeps its length
+    const std::string all = std::to_string(total_), now = std::to_string(done);
+    count = std::string(all.size() - now.size(), ' ') + now + "/" + all + " steps";
+  } else {
+    count = byte_count(done, total_);
+  }
   char percent[16];
   std::snprintf(percent, sizeof percent, "%3d%%", static_cast<int>(frac * 100));
   // The time left at this run's mean rate so far; unknown until something is done.
