@@ -1,7 +1,5 @@
 // fpgather: entry point. Parses the global options, dispatches to a subcommand and maps errors to
 // the documented exit codes (0 ok, 1 check failed, 2 usage, 3 input/output or format, 4 internal).
-#include <unistd.h>
-
 #include <cstdio>
 
 #include "cli.h"

@@ -19,8 +19,9 @@ enum class ProgressUnit { bytes, steps };
 // True when stderr is a terminal that can redraw a line (not TERM=dumb).
 bool progress_terminal();
 
-// Runs `write` (which prints whole lines on stdout or stderr) with the progress line erased, then draws
-// the bar again under what it printed. Just runs `write` when no bar is shown.
+// Runs `write` (which prints whole lines on stdout or stderr, and must not log: the terminal line is held)
+// with the progress line erased, then draws the bar again under what it printed. Just runs `write` when
+// no bar is shown.
 void write_above_progress(const std::function<void()>& write);
 
 class Progress {
