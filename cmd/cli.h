@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace fpg::cli {
 
@@ -27,6 +29,15 @@ void register_diff(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_train(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_step(CLI::App& app, const GlobalOptions& global, Runner& run);
+// `fpgather completion bash|zsh`: the shell's completion script, generated from `app` (completion.cpp).
+void register_completion(CLI::App& app, Runner& run);
+
+// After every subcommand is registered (command_line.cpp): subcommands fall through to the global
+// options, help shows defaults as they are, and parse errors are printed as "fpgather: …" lines.
+void set_conventions(CLI::App& app);
+// The message for a mistyped subcommand or long option in `args` (argv without the program name), with
+// the nearest known name when one is close: "'inpsect' is not a command; did you mean 'inspect'?".
+std::optional<std::string> check_names(const CLI::App& app, const std::vector<std::string>& args);
 
 // True when progress bars may be drawn: stderr is a terminal and --no-progress was not given.
 bool progress_enabled(const GlobalOptions& global);

@@ -24,7 +24,6 @@ struct InspectArgs {
   std::string path;
   bool keys = false;
   std::string key;
-  bool json = false;
 };
 
 bool is_checkpoint(const std::string& path) {
@@ -183,8 +182,8 @@ int inspect_checkpoint(const InspectArgs& a, bool json) {
 }
 
 int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
-  if (is_checkpoint(a.path)) return inspect_checkpoint(a, g.json || a.json);
-  if (dcp::is_dcp_directory(a.path)) return inspect_dcp(a.path, a.keys, a.key, g.json || a.json);
+  if (is_checkpoint(a.path)) return inspect_checkpoint(a, g.json);
+  if (dcp::is_dcp_directory(a.path)) return inspect_dcp(a.path, a.keys, a.key, g.json);
   if (a.keys || !a.key.empty()) throw UsageError(a.path + ": --keys and --key apply to checkpoints");
   const auto model = safetensors::Model::open(a.path);
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
@@ -195,7 +194,7 @@ int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
     d.second += e.info->nbytes();
     numel += e.info->numel;
   }
-  if (g.json || a.json) {
+  if (g.json) {
     nlohmann::json j;
     j["path"] = a.path;
     j["format"] = "safetensors";
@@ -256,7 +255,6 @@ void register_inspect(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "(or one holding `latest`), or a DCP / Megatron torch_dist directory (holding .metadata)")->required();
   cmd->add_flag("--keys", args->keys, "Checkpoint: list every key");
   cmd->add_option("--key", args->key, "Checkpoint: one key's chunks and padding");
-  cmd->add_flag("--json", args->json, "Print as JSON (same as the global --json)");
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_inspect(*args, global); }; });
 }
 

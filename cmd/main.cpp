@@ -6,16 +6,31 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 
 namespace fpg::cli {
 
-bool progress_enabled(const GlobalOptions& global) {
-  return !global.no_progress && isatty(fileno(stderr));
+bool progress_enabled(const GlobalOptions& global) { return !global.no_progress && progress_terminal(); }
+
+namespace {
+
+// `fpgather --version`: the version, then what this build holds, one "name: version" a line.
+std::string version_text() {
+  std::string text = std::string("fpgather ") + FPGATHER_VERSION + " (" + build_compiler() + ")";
+  auto line = [&text](const std::string& name, const std::string& version) {
+    text += "\n" + name + ":" + std::string(name.size() < 14 ? 14 - name.size() : 1, ' ') +
+            (version.empty() ? "not built" : version);
+  };
+  for (const auto& c : build_components()) line(c.name, c.version);
+  line("CLI11", CLI11_VERSION);
+  return text;
 }
 
+}  // namespace
 }  // namespace fpg::cli
 
 int main(int argc, char** argv) {
@@ -24,15 +39,16 @@ int main(int argc, char** argv) {
   // cleans up after, instead of killing the process mid-save.
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"fpgather: the data-parallel optimizer pipeline of large-model training, FP8 "
-               "quantization, and the checkpoint tools around them."};
-  app.set_version_flag("--version", std::string("fpgather ") + FPGATHER_VERSION);
+               "quantization, and the checkpoint tools around them.",
+               "fpgather"};
+  app.set_version_flag("--version", cli::version_text, "Print the version and the build's features and libraries");
   app.require_subcommand(1);
   cli::GlobalOptions global;
   app.add_option("--log-level", global.log_level,
                  "trace, debug, info, warn (default), error or off; also env FPGATHER_LOG");
   app.add_flag("--json", global.json, "Print results as JSON on stdout");
   app.add_option("--threads", global.threads, "Worker threads (default: one per hardware thread)");
-  app.add_flag("--no-progress", global.no_progress, "Never draw progress bars");
+  app.add_flag("--no-progress", global.no_progress, "Never draw progress bars (drawn only when stderr is a terminal)");
 
   cli::Runner run;
   cli::register_train(app, global, run);
@@ -43,7 +59,13 @@ int main(int argc, char** argv) {
   cli::register_validate(app, global, run);
   cli::register_diff(app, global, run);
   cli::register_reshard(app, global, run);
+  cli::register_completion(app, run);
+  cli::set_conventions(app);
 
+  if (const auto wrong = cli::check_names(app, std::vector<std::string>(argv + 1, argv + argc))) {
+    std::fprintf(stderr, "fpgather: %s\n", wrong->c_str());
+    return static_cast<int>(ExitCode::usage);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

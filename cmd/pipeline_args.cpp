@@ -1,7 +1,11 @@
 #include "pipeline_args.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "fp8/recipe.h"
@@ -37,22 +41,60 @@ fp8::Recipe recipe_from(const PipelineArgs& a) {
   }
 }
 
+// "0.001; lion 0.0003, muon 0.003": a default that depends on --optimizer, as `value` gives it for each
+// optimizer (with --scalar-optimizer adamw, and muon with lion where that differs), the most common first.
+std::string per_optimizer(DefaultsFn defaults, const std::function<std::string(const HyperDefaults&)>& value) {
+  using optim::OptimizerKind;
+  std::vector<std::pair<std::string, std::string>> by;  // optimizer, value
+  for (auto k : {OptimizerKind::adamw, OptimizerKind::adam, OptimizerKind::lion, OptimizerKind::muon})
+    by.emplace_back(optim::optimizer_name(k), value(defaults(k, optim::ScalarOptimizer::adamw)));
+  const std::string muon_lion = value(defaults(OptimizerKind::muon, optim::ScalarOptimizer::lion));
+  if (muon_lion != by.back().second) by.emplace_back("muon with lion", muon_lion);
+  std::string common = by.front().second;
+  size_t most = 0;
+  for (const auto& [name, v] : by) {
+    const auto n = static_cast<size_t>(std::count_if(by.begin(), by.end(), [&](const auto& e) { return e.second == v; }));
+    if (n > most) most = n, common = v;
+  }
+  std::string others;
+  for (const auto& [name, v] : by)
+    if (v != common) others += (others.empty() ? "" : ", ") + name + " " + v;
+  return others.empty() ? common : common + "; " + others;
+}
+
+std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
 }  // namespace
 
-void add_optimizer_options(CLI::App* cmd, PipelineArgs& a) {
+void add_optimizer_options(CLI::App* cmd, PipelineArgs& a, DefaultsFn defaults) {
+  const auto lr = per_optimizer(defaults, [](const HyperDefaults& d) { return number(d.lr); });
+  const auto wd = per_optimizer(defaults, [](const HyperDefaults& d) { return number(d.weight_decay); });
+  const auto betas = per_optimizer(defaults, [](const HyperDefaults& d) { return number(d.beta1) + "," + number(d.beta2); });
+  const auto clip = per_optimizer(defaults, [](const HyperDefaults& d) { return number(d.clip_grad); });
+  const char* adjust = defaults(optim::OptimizerKind::muon, optim::ScalarOptimizer::adamw).muon_adjust ==
+                               optim::MuonLrAdjust::original
+                           ? "original"
+                           : "match_rms_adamw";
   cmd->add_option("--optimizer", a.optimizer, "adamw, adam, lion or muon")->capture_default_str();
   cmd->add_option("--scalar-optimizer", a.scalar_optimizer,
                   "With muon: the optimizer of vectors, embeddings and the output head (adamw or lion)")
       ->capture_default_str();
-  cmd->add_option("--lr", a.lr, "Learning rate (shared by Muon and its scalar optimizer)");
-  cmd->add_option("--betas", a.betas, "B1,B2 of Adam/AdamW/Lion (and muon's scalar optimizer)");
-  cmd->add_option("--eps", a.eps, "Adam/AdamW epsilon (default 1e-8)");
-  cmd->add_option("--weight-decay", a.weight_decay, "Weight decay (AdamW/Lion/Muon decoupled, Adam L2)");
+  cmd->add_option("--lr", a.lr, "Learning rate, shared by Muon and its scalar optimizer (default " + lr + ")");
+  cmd->add_option("--betas", a.betas,
+                  "B1,B2 of Adam/AdamW/Lion and of muon's scalar optimizer (default " + betas + ")");
+  cmd->add_option("--eps", a.eps, "Adam/AdamW epsilon (default 1e-08)");
+  cmd->add_option("--weight-decay", a.weight_decay,
+                  "Weight decay: AdamW/Lion/Muon decoupled, Adam L2 (default " + wd + ")");
   cmd->add_option("--momentum", a.momentum, "Muon momentum (default 0.95)");
-  cmd->add_flag("--nesterov,!--no-nesterov", a.nesterov, "Muon: Nesterov momentum (default on)");
+  cmd->add_flag("--nesterov,!--no-nesterov", a.nesterov, "Muon: Nesterov momentum, or plain (default: Nesterov)");
   cmd->add_option("--ns-steps", a.ns_steps, "Muon: Newton-Schulz iterations")->capture_default_str();
-  cmd->add_option("--adjust-lr", a.adjust_lr, "Muon: original or match_rms_adamw");
-  cmd->add_option("--clip-grad", a.clip_grad, "Clip the global gradient norm to this; 0: no clipping");
+  cmd->add_option("--adjust-lr", a.adjust_lr, std::string("Muon: original or match_rms_adamw (default ") + adjust + ")");
+  cmd->add_option("--clip-grad", a.clip_grad,
+                  "Clip the global gradient norm to this; 0: no clipping (default " + clip + ")");
 }
 
 void add_distributed_options(CLI::App* cmd, PipelineArgs& a) {
@@ -90,7 +132,7 @@ pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defau
   const HyperDefaults d = defaults(*opt, *scalar);
   c.lr = a.lr.value_or(d.lr);
   c.weight_decay = a.weight_decay.value_or(d.weight_decay);
-  c.eps = a.eps.value_or(1e-8);
+  c.eps = a.eps.value_or(1e-8);  // --eps help says so
   c.beta1 = d.beta1;
   c.beta2 = d.beta2;
   if (!a.betas.empty()) {
@@ -101,7 +143,7 @@ pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defau
   }
   c.clip_grad = a.clip_grad.value_or(d.clip_grad);
   if (a.clip_grad && *a.clip_grad < 0) throw UsageError("--clip-grad must be non-negative");
-  c.muon_momentum = a.momentum.value_or(0.95);
+  c.muon_momentum = a.momentum.value_or(0.95);  // --momentum help says so
   c.muon_nesterov = a.nesterov;
   c.muon_ns_steps = a.ns_steps;
   c.muon_adjust_lr = d.muon_adjust;

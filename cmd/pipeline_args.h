@@ -41,8 +41,8 @@ struct PipelineArgs {
 };
 
 // --optimizer, --scalar-optimizer, --lr, --betas, --eps, --weight-decay, --momentum,
-// --nesterov/--no-nesterov, --ns-steps, --adjust-lr, --clip-grad.
-void add_optimizer_options(CLI::App* cmd, PipelineArgs& a);
+// --nesterov/--no-nesterov, --ns-steps, --adjust-lr, --clip-grad; their help shows the command's defaults.
+void add_optimizer_options(CLI::App* cmd, PipelineArgs& a, DefaultsFn defaults);
 // --dp, --comm, --dist-opt, --fp8, --fp8-format, --mx-scale, --amax-history, --amax-algo, --bucket-size,
 // --pad-for-nccl.
 void add_distributed_options(CLI::App* cmd, PipelineArgs& a);

@@ -24,9 +24,8 @@ struct ReshardArgs {
   std::string dist_opt, ckpt_layout, bucket_size, compress;
   bool pad = false, no_pad = false;
   uint64_t accumulation = 0, chunk_bytes = 0;
-  size_t threads = 0;
   std::string to;
-  bool dry_run = false, json = false;
+  bool dry_run = false;
 };
 
 std::string describe(const train::RecordedRun& r) {
@@ -92,7 +91,7 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
   const auto t0 = std::chrono::steady_clock::now();
   const app::MegatronReshardSummary s = app::reshard_megatron(a.src, a.dst, o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (g.json || a.json) {
+  if (g.json) {
     nlohmann::json j = {{"source", a.src}, {"target", a.dst}, {"dry_run", a.dry_run}, {"from", s.source_form},
                         {"to", s.target_form}, {"dp", o.dp}, {"keys", s.keys}, {"chunks", s.chunks},
                         {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
@@ -126,7 +125,6 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
 }
 
 int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
-  if (a.threads) ThreadPool::set_global_threads(a.threads);
   if (dcp::is_dcp_directory(a.src)) return run_reshard_megatron(a, g);
   if (!a.to.empty()) throw UsageError("--to applies to Megatron torch_dist checkpoints; " + a.src + " is not one");
   train::ReshardRequest q;
@@ -142,7 +140,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   const ckpt::PlanSummary& s = out.summary;
   const fpckpt::ReshardRunOptions& ro = out.run_options;
   const fpckpt::CheckpointReader src(out.source_dir);
-  const bool json = g.json || a.json;
+  const bool json = g.json;
   const std::string resume = "fpgather train --load " + a.dst + " --dp " + std::to_string(t.target.dp) +
                              " --accumulation " + std::to_string(t.target.accumulation) + " --dist-opt " +
                              pipeline::dist_opt_name(t.target.config.dist_opt);
@@ -240,12 +238,10 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "Micro-batches per rank per step of the resumed run (default: keep the global batch)");
   cmd->add_option("--compress", a->compress, "zstd[:LEVEL][+shuffle] or none (default: the source's filters)");
   cmd->add_option("--chunk-bytes", a->chunk_bytes, "Target chunk size in bytes (default: the source's)");
-  cmd->add_option("--threads", a->threads, "Worker threads (default: the global --threads)");
   cmd->add_option("--to", a->to,
                   "Megatron torch_dist: the optimizer form to write, dp_reshardable or fully_reshardable "
                   "(default: the source's)");
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan (keys, bytes read and written, files, peak memory) only");
-  cmd->add_flag("--json", a->json, "Print the result or plan as JSON (same as the global --json)");
   cmd->callback([a, &global, &run] { run = [a, &global] { return run_reshard(*a, global); }; });
 }
 

@@ -76,7 +76,7 @@ void register_step(CLI::App& app, const GlobalOptions& global, Runner& run) {
       ->required();
   cmd->add_option("--grads", args->grads, "G.safetensors: one fp32 gradient per param, same names")->required();
   cmd->add_option("--out", args->out, "OUT.safetensors: updated params (fp32 masters), state and step")->required();
-  add_optimizer_options(cmd, args->pipe);
+  add_optimizer_options(cmd, args->pipe, step_defaults);
   add_distributed_options(cmd, args->pipe);
   cmd->get_option("--optimizer")->required()->default_str("");  // a replay must say which update it replays
   cmd->add_option("--scalar-params", args->scalar_params,

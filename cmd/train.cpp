@@ -131,13 +131,17 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   const bool reporter = comm::launcher_rank() <= 0;
   std::unique_ptr<train::MetricsFile> metrics;
   if (!a.metrics.empty() && reporter) metrics = std::make_unique<train::MetricsFile>(a.metrics);
-  Progress progress("train", a.steps, reporter && progress_enabled(g));
+  Progress progress("train", a.steps, reporter && progress_enabled(g), ProgressUnit::steps);
+  bool first_step = true;
   const train::StepCallback on_step = [&](const train::StepMetrics& m) {
+    if (first_step) progress.resume_at(m.step), first_step = false;  // m.step > 0 after --load
     if (metrics) metrics->write(m);
     progress.advance(1);
     if (a.log_every && ((m.step + 1) % a.log_every == 0 || m.step + 1 == a.steps))
-      std::fprintf(stderr, "step %llu/%llu loss %.6f grad_norm %.4g%s\n", static_cast<unsigned long long>(m.step + 1),
-                   static_cast<unsigned long long>(a.steps), m.loss, m.grad_norm, m.skipped ? " (skipped)" : "");
+      write_above_progress([&] {
+        std::fprintf(stderr, "step %llu/%llu loss %.6f grad_norm %.4g%s\n", static_cast<unsigned long long>(m.step + 1),
+                     static_cast<unsigned long long>(a.steps), m.loss, m.grad_norm, m.skipped ? " (skipped)" : "");
+      });
   };
   train::CheckpointedResult cr;
   if (cuda)
@@ -146,6 +150,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     cr = train::train_with_checkpoints(o, ckpt, {}, on_step);
   const train::TrainResult& r = cr.train;
   const train::CheckpointLog& log = cr.checkpoints;
+  progress.finish();  // before the summary: nothing is drawn after it
   if (metrics) metrics->close();
   if (!r.has_rank0) return 0;
 
@@ -202,7 +207,7 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   args->pipe.dp = 2;
   auto* cmd = app.add_subcommand("train", "Train the built-in network through the distributed-optimizer pipeline");
   cmd->add_option("--model", args->model, "Preset (tiny, small, base, 1b) or a JSON spec file")->capture_default_str();
-  add_optimizer_options(cmd, args->pipe);
+  add_optimizer_options(cmd, args->pipe, train_defaults);
   add_distributed_options(cmd, args->pipe);
   auto* comm_opt = cmd->get_option("--comm");
   cmd->add_option("--device", args->device,

@@ -18,17 +18,16 @@ namespace {
 struct ValidateArgs {
   std::string path;
   bool data = false;
-  bool json = false;
 };
 
 int run_validate(const ValidateArgs& a, const GlobalOptions& g) {
-  if (dcp::is_dcp_directory(a.path)) return validate_dcp(a.path, a.data, g.json || a.json);
+  if (dcp::is_dcp_directory(a.path)) return validate_dcp(a.path, a.data, g.json);
   fpckpt::ValidateOptions o;
   o.data = a.data;
   o.progress = progress_enabled(g);
   const auto rep = fpckpt::validate_checkpoint(a.path, o);
   const int code = !rep.readable ? static_cast<int>(ExitCode::io) : rep.problems.empty() ? 0 : 1;
-  if (g.json || a.json) {
+  if (g.json) {
     nlohmann::json j = {{"path", rep.dir},
                         {"format_version", ckpt::to_string(rep.version)},
                         {"readable", rep.readable},
@@ -73,7 +72,6 @@ void register_validate(CLI::App& app, const GlobalOptions& global, Runner& run) 
   auto* cmd = app.add_subcommand("validate", "Check a checkpoint's index checksum, coverage, files, layout and (--data) chunk checksums");
   cmd->add_option("CKPT", args->path, "A checkpoint directory, a directory holding `latest`, or a PyTorch DCP / Megatron torch_dist directory")->required();
   cmd->add_flag("--data", args->data, "Also re-read every chunk, verify its checksums and decode it");
-  cmd->add_flag("--json", args->json, "Print the report as JSON (same as the global --json)");
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_validate(*args, global); }; });
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what fpgather needs to build and test on Debian 12 / Ubuntu 24.04: the system packages
 # (compiler, CMake, HDF5, CLI11, fmt, spdlog, Catch2, zstd, zlib, xxHash, OpenBLAS, nlohmann-json, OpenMPI
-# for the mpi communicator and its tests) and a
+# for the mpi communicator and its tests, zsh for the completion test) and a
 # Python virtual environment in .venv for the interop tests (numpy, ml_dtypes, safetensors, h5py).
 # Idempotent and quiet: packages already present are not reinstalled. Run as root or with sudo.
 # Set FPGATHER_NO_VENV=1 to skip the Python environment (the interop tests then report "skipped").
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libhdf5-dev hdf5-tools libcli11-dev libfmt-dev
           libspdlog-dev catch2 libzstd-dev zlib1g-dev libxxhash-dev libopenblas-dev nlohmann-json3-dev
-          python3 python3-venv man-db groff-base libopenmpi-dev openmpi-bin)
+          python3 python3-venv man-db groff-base libopenmpi-dev openmpi-bin zsh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,8 +5,21 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/progress.h"
 
 namespace fpg {
+namespace {
+
+// Log lines share the terminal with the progress bar: each is written with the bar erased, and the bar
+// is drawn again below it.
+class ProgressAwareSink final : public spdlog::sinks::stderr_color_sink_mt {
+ public:
+  void log(const spdlog::details::log_msg& msg) override {
+    write_above_progress([&] { spdlog::sinks::stderr_color_sink_mt::log(msg); });
+  }
+};
+
+}  // namespace
 
 void init_logging(const std::string& requested) {
   std::string level = requested;
@@ -19,7 +32,8 @@ void init_logging(const std::string& requested) {
   if (lvl == spdlog::level::off && level != "off")
     throw UsageError("unknown log level '" + level + "' (trace, debug, info, warn, error, off)");
   spdlog::drop("fpgather");
-  auto logger = spdlog::stderr_color_mt("fpgather");
+  auto logger = std::make_shared<spdlog::logger>("fpgather", std::make_shared<ProgressAwareSink>());
+  spdlog::register_logger(logger);
   logger->set_pattern("fpgather: %^%l%$: %v");
   logger->set_level(lvl);
   spdlog::set_default_logger(logger);

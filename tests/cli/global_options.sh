@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Global options and exit codes of the fpgather binary.
+# Global options and exit codes of the fpgather binary; the global options work the same before and
+# after the subcommand, for every subcommand.
 source "$(dirname "$0")/common.sh"
 
 expect_exit 0 "$FPGATHER" --version
@@ -13,4 +14,51 @@ expect_in "$WORK/err" "unknown log level"
 FPGATHER_LOG=chatty expect_exit 2 "$FPGATHER" inspect "$TESTDATA/models/tiny-llama.safetensors"
 expect_exit 3 "$FPGATHER" inspect "$WORK/does-not-exist.safetensors"
 expect_in "$WORK/err" "does-not-exist.safetensors"
+
+# Before or after the subcommand: the same run, the same output (timings masked).
+CK="$TESTDATA/ckpt/valid"
+MODEL="$TESTDATA/models/tiny-llama.safetensors"
+mask() {
+  if [ -n "${MASK_ALL:-}" ]; then sed -E 's/-?[0-9][0-9.e+-]*/N/g' "$1"; return; fi  # measurements
+  sed -E 's/"(seconds|step_time_ms|[a-z_]*_s|[a-z_]*_ms)": [0-9.e+-]+/"\1": T/; s/"(forward_backward|reduce_scatter|optimizer|copy_back|gather|decode)": [0-9.e+-]+/"\1": T/' "$1"
+}
+# same_both_ways GLOBAL... -- SUBCOMMAND ARGS...: exit 0 and equal stdout with GLOBAL before and after.
+same_both_ways() {
+  local global=() rest
+  while [ "$1" != -- ]; do global+=("$1"); shift; done
+  shift
+  expect_exit 0 "$FPGATHER" "${global[@]}" "$@"
+  mask "$WORK/out" >"$WORK/before"
+  rest=("$@")
+  # after every word of the subcommand's command line (bench quantize: after quantize)
+  expect_exit 0 "$FPGATHER" "${rest[@]}" "${global[@]}"
+  mask "$WORK/out" >"$WORK/after"
+  cmp -s "$WORK/before" "$WORK/after" || { fail "${global[*]} before and after '$*' differ"; diff "$WORK/before" "$WORK/after" | head -5 >&2; }
+  grep -q '^{' "$WORK/before" || [[ " ${global[*]} " != *" --json "* ]] || fail "--json $*: no JSON"
+}
+same_both_ways --json --no-progress -- train --model tiny --steps 2
+same_both_ways --json -- train --print-layout
+same_both_ways --json --threads 2 -- inspect "$MODEL"
+same_both_ways --json -- inspect "$CK/dp2-model"
+same_both_ways --json --no-progress -- validate "$CK/dp2-model"
+same_both_ways --json -- diff "$CK/dp2-model" "$CK/dp4-model"
+expect_exit 0 "$FPGATHER" --no-progress train --model tiny --steps 2 --save "$WORK/run"
+same_both_ways --json --threads 3 -- reshard "$WORK/run" "$WORK/never-written" --dp 1 --dry-run
+expect_in "$WORK/after" '"threads": 3'   # --threads after reshard is the global one
+same_both_ways --json --log-level error -- convert "$MODEL" "$WORK/q.safetensors" --fp8 tensorwise
+MASK_ALL=1 same_both_ways --json -- bench quantize --rows 64 --cols 256 --recipe tensorwise --input fp32 \
+  --thread-counts 1 --min-seconds 0.01
+expect_exit 0 "$FPGATHER" --no-progress completion bash
+expect_exit 0 "$FPGATHER" completion zsh --no-progress
+# A global option after the subcommand takes effect: a bad log level is refused there too.
+expect_exit 2 "$FPGATHER" inspect "$MODEL" --log-level chatty
+expect_in "$WORK/err" "unknown log level"
+# Given twice, before and after: the flag is simply on.
+expect_exit 0 "$FPGATHER" --json inspect "$MODEL" --json
+grep -q '^{' "$WORK/out" || fail "--json twice: no JSON"
+# The subcommands have no --json or --threads of their own any more: one meaning, the global one.
+for sub in inspect validate reshard; do
+  "$FPGATHER" "$sub" --help >"$WORK/out"
+  grep -qE '^  --(json|threads)' "$WORK/out" && fail "$sub --help lists its own --json or --threads"
+done
 finish

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cmake --install puts the binary, man pages, library, headers and CMake package in a prefix, and a
+# cmake --install puts the binary, man pages, shell completions, library, headers and CMake package in a prefix, and a
 # separate project builds against it with find_package(fpgather).
 source "$(dirname "$0")/common.sh"
 : "${BUILD:?BUILD must name the build directory}"
@@ -7,10 +7,16 @@ expect_exit 0 cmake --install "$BUILD" --prefix "$WORK/prefix"
 for f in bin/fpgather share/man/man1/fpgather.1 share/man/man1/fpgather-convert.1 share/man/man1/fpgather-train.1 \
          share/man/man1/fpgather-step.1 \
          include/fpgather/fp8/quantize.h include/fpgather/formats/safetensors/reader.h \
-         lib/cmake/fpgather/fpgatherConfig.cmake; do
+         lib/cmake/fpgather/fpgatherConfig.cmake \
+         share/bash-completion/completions/fpgather share/zsh/site-functions/_fpgather; do
   [ -e "$WORK/prefix/$f" ] || fail "install lacks $f"
 done
 expect_exit 0 "$WORK/prefix/bin/fpgather" --version
+# the installed completion scripts are what the installed binary generates
+expect_exit 0 "$WORK/prefix/bin/fpgather" completion bash
+cmp -s "$WORK/out" "$WORK/prefix/share/bash-completion/completions/fpgather" || fail "installed bash completion differs"
+expect_exit 0 "$WORK/prefix/bin/fpgather" completion zsh
+cmp -s "$WORK/out" "$WORK/prefix/share/zsh/site-functions/_fpgather" || fail "installed zsh completion differs"
 expect_exit 0 cmake -S "$SRC/tests/install/consumer" -B "$WORK/consumer" -DCMAKE_PREFIX_PATH="$WORK/prefix" \
   -DCMAKE_BUILD_TYPE=Release
 expect_exit 0 cmake --build "$WORK/consumer"

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The progress display on a terminal (a pseudo-terminal of a given width, stdout and stderr on it as
+# in a shell): the bar is drawn on its own line, no output line carries any of it, it fits the width,
+# and the screen's last line is clean at the end. No bar when stderr is not a terminal or with
+# --no-progress, before or after the subcommand.
+source "$(dirname "$0")/common.sh"
+command -v python3 >/dev/null || { echo "no python3: skipped"; exit 77; }
+
+# on_terminal COLUMNS ARGS...: runs fpgather ARGS on a pseudo-terminal COLUMNS wide; what the terminal
+# received goes to $WORK/tty (bytes), the exit code is returned.
+on_terminal() {
+  python3 - "$@" <<'PY'
+import fcntl, os, pty, struct, sys, termios
+cols, argv = int(sys.argv[1]), [os.environ["FPGATHER"]] + sys.argv[2:]
+pid, fd = pty.fork()
+if pid == 0:  # the child: its stdin, stdout and stderr are the terminal
+    fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+    os.environ["TERM"] = "xterm"
+    os.execv(argv[0], argv)
+out = b""
+while True:
+    try:
+        chunk = os.read(fd, 65536)
+    except OSError:  # the child has exited and closed the terminal
+        break
+    if not chunk:
+        break
+    out += chunk
+_, status = os.waitpid(pid, 0)
+open(os.path.join(os.environ["WORK"], "tty"), "wb").write(out)
+sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128)
+PY
+}
+
+# check_screen COLUMNS LABEL: what $WORK/tty shows. Replays \r, \n and ESC[K as a terminal does; fails
+# when a finished line holds bar text, when the last line is not empty, or when a drawn bar is wider
+# than COLUMNS - 1. Prints the finished lines to $WORK/lines.
+check_screen() {
+  python3 - "$@" <<'PY' || fail "screen check ($1 columns)"
+import os, re, sys
+cols, label = int(sys.argv[1]), sys.argv[2]
+raw = open(os.path.join(os.environ["WORK"], "tty"), "rb").read().decode("utf-8", "replace")
+bar = re.compile(r"\[[#.]*\]|\d+/\d+ steps|ETA \S+")
+lines, line, col = [], "", 0
+i = 0
+while i < len(raw):
+    c = raw[i]
+    if c == "\r":
+        col = 0
+    elif c == "\n":
+        lines.append(line); line, col = "", 0
+    elif raw.startswith("\x1b[K", i):
+        line = line[:col]; i += 2
+    else:
+        line = line[:col] + c + line[col + 1:]; col += 1
+    i += 1
+ok = True
+for l in lines:
+    if bar.search(l):
+        print(f"an output line holds bar text: {l!r}", file=sys.stderr); ok = False
+if line:
+    print(f"the last screen line is not clean: {line!r}", file=sys.stderr); ok = False
+for seg in re.split(r"[\r\n]", raw.replace("\x1b[K", "")):
+    if seg.startswith(label + " ") and len(seg) > cols - 1:
+        print(f"a bar wider than {cols - 1} columns: {seg!r}", file=sys.stderr); ok = False
+open(os.path.join(os.environ["WORK"], "lines"), "w").write("\n".join(lines) + "\n")
+sys.exit(0 if ok else 1)
+PY
+}
+
+export WORK
+TRAIN=(train --model tiny --dp 2 --steps 400 --log-every 200)
+
+on_terminal 60 "${TRAIN[@]}" || fail "train on a terminal: exit $?"
+grep -qaE 'train \[[#.]+\] +[0-9]+/400 steps +[0-9]+%  ETA [0-9:]+' "$WORK/tty" || fail "no bar was drawn (60 columns)"
+check_screen 60 train
+for n in 200 400; do
+  grep -qE "^step $n/400 loss [0-9.]+ grad_norm" "$WORK/lines" || fail "the log line of step $n is not a line of its own"
+done
+grep -qE '^trained tiny \(' "$WORK/lines" || fail "the summary is not a line of its own"
+grep -qE '^step [0-9.]+ ms \(median\)' "$WORK/lines" || fail "the timing line is not a line of its own"
+
+# Narrow: the bar gives way first, then the time left; nothing wraps.
+on_terminal 30 "${TRAIN[@]}" || fail "train on a 30-column terminal: exit $?"
+grep -qaE 'train +[0-9]+/400 steps' "$WORK/tty" || fail "nothing drawn at 30 columns"
+check_screen 30 train
+
+# JSON on stdout, bar on stderr, both on the terminal: the JSON's lines stay clean too.
+on_terminal 80 --json train --model tiny --dp 2 --steps 400 || fail "--json train on a terminal: exit $?"
+check_screen 80 train
+grep -q '"final_loss"' "$WORK/lines" || fail "--json: no JSON"
+
+# No bar: --no-progress before or after the subcommand, or stderr not a terminal.
+for args in "--no-progress ${TRAIN[*]}" "${TRAIN[*]} --no-progress"; do
+  read -r -a argv <<<"$args"
+  on_terminal 60 "${argv[@]}" || fail "$args: exit $?"
+  grep -qa 'ETA' "$WORK/tty" && fail "a bar with $args"
+  check_screen 60 train
+done
+"$FPGATHER" "${TRAIN[@]}" >"$WORK/out" 2>"$WORK/err" || fail "train with stderr in a file"
+grep -qa $'\r\|ETA' "$WORK/err" && fail "a bar drawn into a file"
+grep -q "^step 400/400 loss" "$WORK/err" || fail "the log lines lack in the file"
+finish
