@@ -45,7 +45,7 @@ same_both_ways --json -- diff "$CK/dp2-model" "$CK/dp4-model"
 expect_exit 0 "$FPGATHER" --no-progress train --model tiny --steps 2 --save "$WORK/run"
 same_both_ways --json --threads 3 -- reshard "$WORK/run" "$WORK/never-written" --dp 1 --dry-run
 expect_in "$WORK/after" '"threads": 3'   # --threads after reshard is the global one
-same_both_ways --json --log-level error -- convert "$MODEL" "$WORK/q.safetensors" --fp8 tensorwise
+same_both_ways --json --log-level error -- convert "$MODEL" "$WORK/q.safetensors" --fp8 tensorwise --force
 MASK_ALL=1 same_both_ways --json -- bench quantize --rows 64 --cols 256 --recipe tensorwise --input fp32 \
   --thread-counts 1 --min-seconds 0.01
 expect_exit 0 "$FPGATHER" --no-progress completion bash
