@@ -262,7 +262,12 @@ herr_t collect_doc(hid_t, const char* name, const H5L_info_t*, void* data) {
 }
 }  // namespace
 
-ckpt::Index read_index(const std::string& path) {
+namespace {
+
+// The index in the HDF5 file that `open` returns (called with the HDF5 mutex held); `path` names it
+// in messages.
+template <class Open>
+ckpt::Index read_index_with(const std::string& path, Open open) {
   ckpt::Index ix;
   std::vector<char> names;
   std::vector<FileRec> files;
@@ -274,11 +279,7 @@ ckpt::Index read_index(const std::string& path) {
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     hdf5_init();
-    if (H5Fis_hdf5(path.c_str()) <= 0) {
-      H5Eclear2(H5E_DEFAULT);
-      throw FormatError(path + ": not an HDF5 file (a checkpoint index is expected here)");
-    }
-    Hid file = checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, path, "open index");
+    Hid file = open();
     if (H5Aexists(file, "format") <= 0) throw FormatError(path + ": not an fpgather checkpoint index (no `format` attribute)");
     {
       Hid a = checked(H5Aopen(file, "format", H5P_DEFAULT), H5Aclose, path, "attribute format");
@@ -376,6 +377,28 @@ ckpt::Index read_index(const std::string& path) {
   for (size_t i = 0; i < pads.size(); ++i) ix.padding[i] = {pads[i].key, pads[i].lo, pads[i].hi};
   ix.link_chunks();
   return ix;
+}
+
+}  // namespace
+
+ckpt::Index read_index(const std::string& path) {
+  return read_index_with(path, [&] {
+    if (H5Fis_hdf5(path.c_str()) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      throw FormatError(path + ": not an HDF5 file (a checkpoint index is expected here)");
+    }
+    return checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, path, "open index");
+  });
+}
+
+ckpt::Index read_index_image(const std::string& name, const void* data, size_t size) {
+  return read_index_with(name, [&] {
+    // The core driver without a backing store: HDF5 reads its copy of the image and never the disk.
+    Hid fapl = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, name, "property list");
+    if (H5Pset_fapl_core(fapl, 64 * 1024, 0) < 0 || H5Pset_file_image(fapl, const_cast<void*>(data), size) < 0)
+      hdf5_fail(name, "file image");
+    return checked(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl), H5Fclose, name, "open index");
+  });
 }
 
 }  // namespace fpg::fpckpt

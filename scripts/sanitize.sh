@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The unit and CLI tests under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer:
+# builds fpgather, the unit tests and the tools the CLI tests run in build-asan/ (clang; see
+# scripts/sanitizer-build.sh), then runs ctest without the gpu and interop labels. A sanitizer report
+# aborts the process that made it, so the test that hit it fails.
+#   scripts/sanitize.sh [ctest arguments...]
+# cli.install is left out: it links a separate project, built without sanitizers, against the
+# instrumented library, which cannot link.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/sanitizer-build.sh
+start=$SECONDS
+configure_sanitizer_build
+cmake --build "$FPGATHER_ASAN_BUILD" -j"$(nproc)" \
+  --target fpgather_cli fpgather_tests fpgather_make_step_files fpgather_comm_mpi_check
+built=$SECONDS
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+ctest --test-dir "$FPGATHER_ASAN_BUILD" -j2 -LE 'gpu|interop' -E '^cli\.install$' --output-on-failure "$@"
+echo "sanitize: built in $((built - start)) s, tests ran in $((SECONDS - built)) s"
