@@ -121,12 +121,24 @@ void write_string_attr(hid_t obj, const std::string& path, const char* name, con
   if (H5Awrite(a, type, buf.data()) < 0) hdf5_fail(path, std::string("write attribute ") + name);
 }
 
+// A dataset or attribute must store exactly `n` elements of `elem` bytes: what is read is then bounded
+// by the bytes the file holds (its dataspace and type alone can claim any size, and an unwritten
+// dataset reads as fill values).
+void check_stored(hsize_t stored, uint64_t n, size_t elem, const std::string& path, const std::string& what) {
+  if (elem == 0 || n > UINT64_MAX / elem || n * elem != stored)
+    throw FormatError(path + ": " + what + " stores " + std::to_string(stored) + " bytes for " + std::to_string(n) +
+                      " elements of " + std::to_string(elem) + " bytes");
+}
+
 // A fixed-length string (attribute or dataset), trailing NULs dropped.
 std::string read_string(hid_t obj, bool attribute, const std::string& path, const std::string& what) {
   Hid type = attribute ? checked(H5Aget_type(obj), H5Tclose, path, what) : checked(H5Dget_type(obj), H5Tclose, path, what);
   if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) > 0)
     throw FormatError(path + ": " + what + " is not a fixed-length string");
   const size_t size = H5Tget_size(type);
+  Hid space = attribute ? checked(H5Aget_space(obj), H5Sclose, path, what) : checked(H5Dget_space(obj), H5Sclose, path, what);
+  if (H5Sget_simple_extent_npoints(space) != 1) throw FormatError(path + ": " + what + " is not a single string");
+  check_stored(attribute ? H5Aget_storage_size(obj) : H5Dget_storage_size(obj), 1, size, path, what);
   std::string buf(size, '\0');
   Hid mem(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mem, size);
@@ -146,9 +158,14 @@ std::vector<Rec> read_table(hid_t file, const std::string& path, const char* nam
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
   Hid ftype = checked(H5Dget_type(ds), H5Tclose, path, std::string("/") + name);
-  if (H5Tget_size(ftype) != sizeof(Rec) && H5Tget_class(ftype) == H5T_COMPOUND)
+  if (H5Tget_size(ftype) != sizeof(Rec))
     throw FormatError(path + ": /" + std::string(name) + " has " + std::to_string(H5Tget_size(ftype)) +
                       "-byte records, expected " + std::to_string(sizeof(Rec)));
+  // The records are read as written, without a conversion: HDF5's conversion of a hostile compound
+  // type reads out of bounds (1.10.8).
+  if (H5Tequal(ftype, type) <= 0)
+    throw FormatError(path + ": /" + std::string(name) + " does not have the record type this format defines");
+  check_stored(H5Dget_storage_size(ds), n, sizeof(Rec), path, std::string("/") + name);
   std::vector<Rec> out(n);
   if (n > 0 && H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     hdf5_fail(path, std::string("read /") + name);
@@ -317,9 +334,14 @@ ckpt::Index read_index_with(const std::string& path, Open open) {
     }
     {
       Hid ds = checked(H5Dopen2(file, "names", H5P_DEFAULT), H5Dclose, path, "open /names");
-      Hid space(H5Dget_space(ds), H5Sclose);
-      names.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
-      if (!names.empty() && H5Dread(ds, H5T_NATIVE_CHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, names.data()) < 0)
+      Hid space = checked(H5Dget_space(ds), H5Sclose, path, "/names");
+      Hid ftype = checked(H5Dget_type(ds), H5Tclose, path, "/names");
+      const hssize_t n = H5Sget_simple_extent_npoints(space);
+      if (n < 0) hdf5_fail(path, "/names");
+      if (H5Tequal(ftype, H5T_STD_U8LE) <= 0) throw FormatError(path + ": /names is not an array of bytes");
+      check_stored(H5Dget_storage_size(ds), static_cast<uint64_t>(n), 1, path, "/names");
+      names.resize(static_cast<size_t>(n));
+      if (!names.empty() && H5Dread(ds, H5T_STD_U8LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, names.data()) < 0)
         hdf5_fail(path, "read /names");
     }
     files = read_table<FileRec>(file, path, "files", file_type());

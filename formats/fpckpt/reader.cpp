@@ -311,9 +311,11 @@ void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, T
     const uint32_t c = todo[i];
     const ckpt::Chunk& ch = index_.chunks[c];
     const std::string err = verify_chunk(c, scratch, stored, logical);
-    if (!err.empty())
-      throw FormatError(dir_ + "/" + index_.files[index_.runs[ch.run].file].name + ": key '" + k.name + "' [" +
-                        std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + "): " + err);
+    if (!err.empty()) {
+      const uint32_t file = index_.runs[ch.run].file;  // out of range when err says the run names no file
+      throw FormatError((file < index_.files.size() ? dir_ + "/" + index_.files[file].name : dir_) + ": key '" +
+                        k.name + "' [" + std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + "): " + err);
+    }
     const uint64_t a = std::max(lo, ch.offset), b = std::min(hi, ch.hi());
     std::memcpy(dst + (a - lo) * elem, logical.data() + (a - ch.offset) * elem, (b - a) * elem);
   });
