@@ -62,7 +62,7 @@ fork=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
 # Whether the report of rerunning finding $2 with target $1 shows HDF5's code before fpgather's.
 in_hdf5() (
   set +o pipefail  # the rerun fails, as a finding does
-  "$1" "$2" 2>&1 | grep -E '^ +#[0-9]+ ' |
+  ASAN_OPTIONS=$ASAN_OPTIONS:malloc_context_size=30 "$1" "$2" 2>&1 | grep -E '^ +#[0-9]+ ' |
     grep -m1 -E 'libhdf5|/(formats|lib|cmd|tests)/[^ ]+\.(cpp|h):' | grep -q libhdf5
 )
 
