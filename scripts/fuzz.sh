@@ -9,8 +9,10 @@
 # TARGET: fuzz_safetensors_header, fuzz_ckpt_index_image, fuzz_ckpt_index_tables (default: every
 # fuzz_* target built). Per target, in build-asan/fuzz/TARGET/: corpus/ (kept between runs: what the
 # fuzzer found interesting), seeds/ (remade each run), log, and the reproducer of any finding
-# (crash-*, leak-*, timeout-*, oom-*); rerun one with `build-asan/tests/fuzz/TARGET FILE`.
+# (crash-*, leak-*, timeout-*, oom-*); rerun one with `build-asan/tests/fuzz/TARGET FILE`. Targets
+# reading through HDF5 keep findings in HDF5's own code apart, in hdf5/ (see hdf5_targets below).
 # Prints executions, seconds and executions per second per target; exits 1 if any target failed.
+# FPGATHER_ASAN_BUILD names another build directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/sanitizer-build.sh
