@@ -61,42 +61,36 @@ int inspect_key(const fpckpt::CheckpointReader& r, const std::string& name, bool
   const long k = r.find_key(name);
   if (k < 0) throw UsageError(r.dir() + ": no key named '" + name + "' (see inspect --keys)");
   const ckpt::Key& key = ix.keys[k];
-  std::vector<const ckpt::Padding*> pads;
-  for (const auto& p : ix.padding)
-    if (p.key == static_cast<uint32_t>(k)) pads.push_back(&p);
+  const fpckpt::KeyDetail d = fpckpt::describe_key(ix, static_cast<uint32_t>(k));
   if (json) {
     nlohmann::json j = {{"key", key.name}, {"kind", ckpt::kind_name(key.kind)}, {"dtype", dtype_name(key.dtype)},
                         {"shape", key.shape}, {"numel", key.numel()}, {"chunks", nlohmann::json::array()},
                         {"padding", nlohmann::json::array()}};
-    for (uint32_t c : r.chunks_of(k)) {
-      const auto& ch = ix.chunks[c];
-      const auto& run = ix.runs[ch.run];
-      j["chunks"].push_back({{"lo", ch.offset}, {"hi", ch.hi()}, {"file", ix.run_file_name(ch.run)},
-                             {"dataset", "/" + std::to_string(run.dataset)},
-                             {"chunk", chunk_number(ch, run)}, {"stored_bytes", ch.stored_bytes},
-                             {"encoding", flags_text(ch.flags)}, {"xxh3_stored", ch.checksum_stored},
-                             {"xxh3_logical", ch.checksum_logical}});
+    for (const auto& c : d.chunks) {
+      j["chunks"].push_back({{"lo", c.lo}, {"hi", c.hi}, {"file", c.file},
+                             {"dataset", "/" + std::to_string(c.dataset)},
+                             {"chunk", c.chunk ? nlohmann::json(*c.chunk) : nlohmann::json()},
+                             {"stored_bytes", c.stored_bytes}, {"encoding", flags_text(c.flags)},
+                             {"xxh3_stored", c.checksum_stored}, {"xxh3_logical", c.checksum_logical}});
     }
-    for (const auto* p : pads) j["padding"].push_back({{"lo", p->lo}, {"hi", p->hi}});
+    for (const auto& [lo, hi] : d.padding) j["padding"].push_back({{"lo", lo}, {"hi", hi}});
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   std::printf("%s: %s %s %s, %llu elements, %zu chunks, %zu padding intervals\n", key.name.c_str(),
               std::string(ckpt::kind_name(key.kind)).c_str(), std::string(dtype_name(key.dtype)).c_str(),
-              shape_string(key.shape).c_str(), static_cast<unsigned long long>(key.numel()), r.chunks_of(k).size(),
-              pads.size());
+              shape_string(key.shape).c_str(), static_cast<unsigned long long>(key.numel()), d.chunks.size(),
+              d.padding.size());
   std::printf("%-24s  %-16s  %-12s  %12s  %-12s  %s\n", "range", "file", "location", "stored", "encoding", "xxh3 stored/logical");
-  for (uint32_t c : r.chunks_of(k)) {
-    const auto& ch = ix.chunks[c];
-    const auto& run = ix.runs[ch.run];
-    const std::string range = "[" + std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + ")";
-    const std::string loc = "/" + std::to_string(run.dataset) + "#" + std::to_string(chunk_number(ch, run));
-    std::printf("%-24s  %-16s  %-12s  %12u  %-12s  %016llx/%016llx\n", range.c_str(), ix.run_file_name(ch.run).c_str(),
-                loc.c_str(), ch.stored_bytes, flags_text(ch.flags).c_str(),
-                static_cast<unsigned long long>(ch.checksum_stored), static_cast<unsigned long long>(ch.checksum_logical));
+  for (const auto& c : d.chunks) {
+    const std::string range = "[" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + ")";
+    const std::string loc = "/" + std::to_string(c.dataset) + "#" + (c.chunk ? std::to_string(*c.chunk) : "?");
+    std::printf("%-24s  %-16s  %-12s  %12u  %-12s  %016llx/%016llx\n", range.c_str(), c.file.empty() ? "?" : c.file.c_str(),
+                loc.c_str(), c.stored_bytes, flags_text(c.flags).c_str(),
+                static_cast<unsigned long long>(c.checksum_stored), static_cast<unsigned long long>(c.checksum_logical));
   }
-  for (const auto* p : pads)
-    std::printf("[%llu, %llu)  padding\n", static_cast<unsigned long long>(p->lo), static_cast<unsigned long long>(p->hi));
+  for (const auto& [lo, hi] : d.padding)
+    std::printf("[%llu, %llu)  padding\n", static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
   return 0;
 }
 

@@ -122,6 +122,15 @@ void write_string_attr(hid_t obj, const std::string& path, const char* name, con
   if (H5Awrite(a, type, buf.data()) < 0) hdf5_fail(path, std::string("write attribute ") + name);
 }
 
+// A dataset or attribute must store exactly `n` elements of `elem` bytes: what is read is then bounded
+// by the bytes the file holds (its dataspace and type alone can claim any size, and an unwritten
+// dataset reads as fill values).
+void check_stored(hsize_t stored, uint64_t n, size_t elem, const std::string& path, const std::string& what) {
+  if (elem == 0 || n > UINT64_MAX / elem || n * elem != stored)
+    throw FormatError(path + ": " + what + " stores " + std::to_string(stored) + " bytes for " + std::to_string(n) +
+                      " elements of " + std::to_string(elem) + " bytes");
+}
+
 // A fixed-length string (attribute or dataset), trailing NULs dropped.
 std::string read_string(hid_t obj, bool attribute, const std::string& path, const std::string& what) {
   Hid type = attribute ? checked(H5Aget_type(obj), H5Tclose, path, what) : checked(H5Dget_type(obj), H5Tclose, path, what);
@@ -132,9 +141,7 @@ std::string read_string(hid_t obj, bool attribute, const std::string& path, cons
   Hid space = attribute ? checked(H5Aget_space(obj), H5Sclose, path, what) : checked(H5Dget_space(obj), H5Sclose, path, what);
   if (H5Sget_simple_extent_npoints(space) != 1) throw FormatError(path + ": " + what + " is not a single string");
   const size_t size = H5Tget_size(type);
-  if (!attribute && size > H5Dget_storage_size(obj))
-    throw FormatError(path + ": " + what + " declares a string of " + std::to_string(size) + " bytes but stores " +
-                      std::to_string(H5Dget_storage_size(obj)));
+  check_stored(attribute ? H5Aget_storage_size(obj) : H5Dget_storage_size(obj), 1, size, path, what);
   std::string buf(size, '\0');
   Hid mem(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mem, size);
@@ -171,9 +178,14 @@ std::vector<Rec> read_table(hid_t file, const std::string& path, const char* nam
   Hid ds = open_own_dataset(file, name, path, std::string("table /") + name);
   const hsize_t n = table_length(ds, path, std::string("table /") + name);
   Hid ftype = checked(H5Dget_type(ds), H5Tclose, path, std::string("/") + name);
-  if (H5Tget_size(ftype) != sizeof(Rec) && H5Tget_class(ftype) == H5T_COMPOUND)
+  if (H5Tget_size(ftype) != sizeof(Rec))
     throw FormatError(path + ": /" + std::string(name) + " has " + std::to_string(H5Tget_size(ftype)) +
                       "-byte records, expected " + std::to_string(sizeof(Rec)));
+  // The records are read as written, without a conversion: HDF5's conversion of a hostile compound
+  // type reads out of bounds (1.10.8).
+  if (H5Tequal(ftype, type) <= 0)
+    throw FormatError(path + ": /" + std::string(name) + " does not have the record type this format defines");
+  check_stored(H5Dget_storage_size(ds), n, sizeof(Rec), path, std::string("/") + name);
   std::vector<Rec> out(n);
   if (n > 0 && H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     hdf5_fail(path, std::string("read /") + name);
@@ -343,7 +355,12 @@ herr_t collect_doc(hid_t, const char* name, const H5L_info_t*, void* data) {
 }
 }  // namespace
 
-ckpt::Index read_index(const std::string& path) {
+namespace {
+
+// The index in the HDF5 file that `open` returns (called with the HDF5 mutex held); `path` names it
+// in messages.
+template <class Open>
+ckpt::Index read_index_with(const std::string& path, Open open) {
   ckpt::Index ix;
   Tables t;
   std::vector<char>& names = t.names;
@@ -358,7 +375,7 @@ ckpt::Index read_index(const std::string& path) {
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     hdf5_init();
-    Hid file = open_checkpoint_file(path);
+    Hid file = open();
     if (H5Aexists(file, "format") <= 0) throw FormatError(path + ": not an fpgather checkpoint index (no `format` attribute)");
     {
       Hid a = checked(H5Aopen(file, "format", H5P_DEFAULT), H5Aclose, path, "attribute format");
@@ -403,8 +420,14 @@ ckpt::Index read_index(const std::string& path) {
     }
     {
       Hid ds = open_own_dataset(file, "names", path, "/names");
-      names.resize(static_cast<size_t>(table_length(ds, path, "/names")));
-      if (!names.empty() && H5Dread(ds, H5T_NATIVE_CHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, names.data()) < 0)
+      Hid space = checked(H5Dget_space(ds), H5Sclose, path, "/names");
+      Hid ftype = checked(H5Dget_type(ds), H5Tclose, path, "/names");
+      const hssize_t n = H5Sget_simple_extent_npoints(space);
+      if (n < 0) hdf5_fail(path, "/names");
+      if (H5Tequal(ftype, H5T_STD_U8LE) <= 0) throw FormatError(path + ": /names is not an array of bytes");
+      check_stored(H5Dget_storage_size(ds), static_cast<uint64_t>(n), 1, path, "/names");
+      names.resize(static_cast<size_t>(n));
+      if (!names.empty() && H5Dread(ds, H5T_STD_U8LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, names.data()) < 0)
         hdf5_fail(path, "read /names");
     }
     files = read_table<FileRec>(file, path, "files", file_type());
@@ -471,6 +494,22 @@ ckpt::Index read_index(const std::string& path) {
   for (size_t i = 0; i < pads.size(); ++i) ix.padding[i] = {pads[i].key, pads[i].lo, pads[i].hi};
   ix.link_chunks();
   return ix;
+}
+
+}  // namespace
+
+ckpt::Index read_index(const std::string& path) {
+  return read_index_with(path, [&] { return open_checkpoint_file(path); });
+}
+
+ckpt::Index read_index_image(const std::string& name, const void* data, size_t size) {
+  return read_index_with(name, [&] {
+    // The core driver without a backing store: HDF5 reads its copy of the image and never the disk.
+    Hid fapl = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, name, "property list");
+    if (H5Pset_fapl_core(fapl, 64 * 1024, 0) < 0 || H5Pset_file_image(fapl, const_cast<void*>(data), size) < 0)
+      hdf5_fail(name, "file image");
+    return checked(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl), H5Fclose, name, "open index");
+  });
 }
 
 }  // namespace fpg::fpckpt

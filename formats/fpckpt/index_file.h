@@ -5,6 +5,7 @@
 // compound or integer datasets. 40 bytes per chunk, names stored once.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "ckpt/index.h"
@@ -36,6 +37,10 @@ void write_index(const std::string& path, const ckpt::Index& index);
 // The index checksum is checked and its outcome left in Index::index_checksum: refusing a mismatch is
 // the caller's choice (CheckpointReader refuses it unless asked to report it).
 ckpt::Index read_index(const std::string& path);
+
+// read_index of the bytes of an index.h5 held in memory (HDF5's core driver; no file is opened);
+// `name` stands for the file in messages. For the fuzzer of the index reader (tests/fuzz).
+ckpt::Index read_index_image(const std::string& name, const void* data, size_t size);
 
 // Stable on-disk dtype codes (the table in fpgather-format(5)); never reorder.
 uint8_t dtype_code(DType t);

@@ -66,6 +66,17 @@ CheckpointReader::CheckpointReader(const std::string& path, ChunkReads reads, In
   if (check == IndexCheck::enforce && index_.index_checksum == ckpt::IndexChecksum::mismatch)
     throw IndexChecksumError(index_path + ": the index does not match its checksum (" + index_.index_checksum_detail +
                              "): it was changed after it was written (`fpgather validate` reports it)");
+  index_read();
+}
+
+CheckpointReader::CheckpointReader(std::string dir, ckpt::Index index, ChunkReads reads)
+    : dir_(std::move(dir)), index_(std::move(index)), reads_(kDirectReads ? reads : ChunkReads::hdf5),
+      h5_(std::make_unique<Handles>()), where_(std::make_unique<Where>()) {
+  index_read();
+}
+
+void CheckpointReader::index_read() {
+  const std::string index_path = dir_ + "/" + kIndexFile;
   for (const auto& f : index_.files)
     if (!ckpt::valid_file_name(f.name)) throw FormatError(index_path + ": file name '" + f.name + "' is not a plain name");
   by_key_.resize(index_.keys.size());

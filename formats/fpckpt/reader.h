@@ -36,6 +36,10 @@ class CheckpointReader {
   // IndexChecksumError) if the index is missing, unreadable or (with `enforce`) altered.
   explicit CheckpointReader(const std::string& path, ChunkReads reads = ChunkReads::direct,
                             IndexCheck check = IndexCheck::enforce);
+  // A reader of an index already in memory, whose data files are looked for in `dir` (the fuzzer
+  // of the index reader gives it a directory that does not exist). FormatError for a file name that
+  // is not a plain name.
+  CheckpointReader(std::string dir, ckpt::Index index, ChunkReads reads = ChunkReads::direct);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
@@ -69,6 +73,8 @@ class CheckpointReader {
   ChunkReads chunk_reads() const { return reads_; }
 
  private:
+  // Checks the index's file names and builds the per-key, per-run and padding lists.
+  void index_read();
   // Raw stored bytes of chunk c; "" or the error.
   std::string read_stored(uint32_t c, std::vector<uint8_t>& stored) const;
   std::string read_stored_hdf5(uint32_t c, std::vector<uint8_t>& stored) const;

@@ -1,5 +1,6 @@
 #include "formats/fpckpt/summary.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/documents.h"
@@ -84,6 +85,29 @@ Summary summarize(const ckpt::Index& ix) {
   s.runs = ix.runs.size();
   s.compression_ratio = s.total.stored_bytes ? static_cast<double>(s.total.logical_bytes) / s.total.stored_bytes : 1.0;
   return s;
+}
+
+KeyDetail describe_key(const ckpt::Index& ix, uint32_t key) {
+  KeyDetail d;
+  for (const auto& ch : ix.chunks) {
+    if (ch.run >= ix.runs.size() || ix.runs[ch.run].key != key) continue;
+    const ckpt::Run& run = ix.runs[ch.run];
+    ChunkRow row;
+    row.lo = ch.offset;
+    row.hi = ch.hi();
+    if (run.file < ix.files.size()) row.file = ix.files[run.file].name;
+    row.dataset = run.dataset;
+    if (run.chunk_elems > 0 && ch.offset >= run.lo) row.chunk = (ch.offset - run.lo) / run.chunk_elems;
+    row.stored_bytes = ch.stored_bytes;
+    row.flags = ch.flags;
+    row.checksum_stored = ch.checksum_stored;
+    row.checksum_logical = ch.checksum_logical;
+    d.chunks.push_back(std::move(row));
+  }
+  std::stable_sort(d.chunks.begin(), d.chunks.end(), [](const ChunkRow& a, const ChunkRow& b) { return a.lo < b.lo; });
+  for (const auto& p : ix.padding)
+    if (p.key == key) d.padding.emplace_back(p.lo, p.hi);
+  return d;
 }
 
 }  // namespace fpg::fpckpt

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/index.h"
@@ -35,5 +37,24 @@ struct Summary {
 };
 
 Summary summarize(const ckpt::Index& index);
+
+// One chunk of a key as `inspect --key` lists it.
+struct ChunkRow {
+  uint64_t lo = 0, hi = 0;
+  std::string file;               // the data file; "" when the run names no file in the table
+  uint32_t dataset = 0;
+  std::optional<uint64_t> chunk;  // HDF5 chunk number; none for a run of 0-element chunks or a chunk before its run
+  uint32_t stored_bytes = 0, flags = 0;
+  uint64_t checksum_stored = 0, checksum_logical = 0;
+};
+
+struct KeyDetail {
+  std::vector<ChunkRow> chunks;                        // by offset
+  std::vector<std::pair<uint64_t, uint64_t>> padding;  // [lo, hi), index order
+};
+
+// The chunks and declared padding of key `key` (< index.keys.size()) as the index records them. Any
+// index is listed, however broken (validate says what is wrong with it): no field is trusted.
+KeyDetail describe_key(const ckpt::Index& index, uint32_t key);
 
 }  // namespace fpg::fpckpt

@@ -118,7 +118,8 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
   for (uint32_t p = 0; p < P; ++p) {
     const OptimizerKind k = kind_of(spec.params[p], o.pipeline);
     keys[p] = pipeline::state_keys(k);
-    for (const auto& [key, v] : f.params[p].state) {
+    for (const auto& entry : f.params[p].state) {
+      const std::string& key = entry.first;  // a structured binding cannot be captured in C++17
       const bool kept = std::any_of(keys[p].begin(), keys[p].end(), [&](const char* s) { return key == s; });
       if (!kept)
         throw UsageError("state tensor '" + f.params[p].name + "." + key + "': " + optim::optimizer_name(k) +

@@ -171,7 +171,9 @@ int main(int argc, char** argv) {
     const std::pair<const char*, Scenario> scenarios[] = {
         {"gathers", gathers}, {"reductions", reductions}, {"blobs", blobs}, {"mismatch", mismatch}};
     int failures = 0, rank = -1;
-    for (const auto& [name, fn] : scenarios) {
+    for (const auto& scenario : scenarios) {
+      const char* name = scenario.first;
+      const Scenario& fn = scenario.second;  // a structured binding cannot be captured in C++17
       std::vector<Bytes> want(static_cast<size_t>(n));
       try {
         fpg::comm::run_ranks(n, [&](Communicator& c) { fn(c, want[static_cast<size_t>(c.rank())]); });
