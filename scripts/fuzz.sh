@@ -6,7 +6,7 @@
 #     --smoke    60 s per target (what CI runs; the default)
 #     --time S   S seconds per target
 #     --runs N   N executions per target
-# TARGET: fuzz_safetensors_header, fuzz_ckpt_index_image, fuzz_ckpt_index_tables (default: every
+# TARGET: fuzz_safetensors_header, fuzz_ckpt_index_image, fuzz_ckpt_index_tables, fuzz_dcp_metadata (default: every
 # fuzz_* target built). Per target, in build-asan/fuzz/TARGET/: corpus/ (kept between runs: what the
 # fuzzer found interesting), seeds/ (remade each run), log, and the reproducer of any finding
 # (crash-*, leak-*, timeout-*, oom-*); rerun one with `build-asan/tests/fuzz/TARGET FILE`. Targets
@@ -50,6 +50,9 @@ make_seeds() {
     fuzz_ckpt_index_tables)
       find testdata/ckpt -name index.h5 -print0 | sort -z |
         xargs -0 "$bin/fpgather_fuzz_index_seeds" "$out" 2>/dev/null >/dev/null ;;
+    fuzz_dcp_metadata)
+      while IFS= read -r f; do cp "$f" "$out/metadata-$((i++))"; done < <(
+        find testdata/dcp testdata/megatron -name .metadata -o -name '*.metadata' | sort) ;;
   esac
 }
 
