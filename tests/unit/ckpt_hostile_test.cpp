@@ -141,7 +141,9 @@ TEST_CASE("ckpt hostile: objects outside the checkpoint are refused, naming them
       {"document-array", "/documents/model is not a single string"},
       {"huge-table", "table /chunks declares 1099511627776 records of 40 bytes but stores 0 bytes"},
   };
-  for (const auto& [name, what] : cases) {
+  for (const auto& c : cases) {
+    const auto& name = c.first;  // a structured binding cannot be captured in C++17
+    const auto& what = c.second;
     const std::string e = error_of([&] { fpckpt::CheckpointReader r(kBroken + name); });
     INFO(e);
     CHECK(contains(e, kBroken + name + "/index.h5: " + what));
