@@ -24,6 +24,7 @@ const std::string kIndexClass = std::string(kMetaModule) + "MetadataIndex";
 const std::string kStorageMetaClass = std::string(kMetaModule) + "StorageMeta";
 const std::string kMemFormatClass = std::string(kMetaModule) + "_MEM_FORMAT_ENCODING";
 const std::string kStorageInfoClass = "torch.distributed.checkpoint.filesystem._StorageInfo";
+const std::string kSizeClass = "torch.Size";
 
 std::string key_field(const std::string& parent, const std::string& key) {
   return parent + "[" + safetensors::quote_name(key) + "]";
@@ -57,24 +58,56 @@ class Path {
   const std::string* key_ = nullptr;
 };
 
-// A storage_data lookup key, (fqn, chunk offsets), as views into the decoded metadata.
-struct StorageKey {
-  std::string_view fqn;
-  const std::vector<uint64_t>* offsets;  // null for a bytes entry
-  bool operator==(const StorageKey& o) const {
-    if (fqn != o.fqn || (offsets == nullptr) != (o.offsets == nullptr)) return false;
-    return offsets == nullptr || *offsets == *o.offsets;
-  }
-};
-struct StorageKeyHash {
-  size_t operator()(const StorageKey& k) const {
-    size_t h = std::hash<std::string_view>()(k.fqn);
-    if (k.offsets) {
-      h ^= 0x9e3779b97f4a7c15ULL;
-      for (uint64_t o : *k.offsets) h = (h ^ std::hash<uint64_t>()(o)) * 0x100000001b3ULL;
+// Storage entries by (fqn, chunk offsets): an open-addressing table of storage indices (no
+// allocation per entry), filled in file order so that the last of repeated keys wins, as in Python's dict.
+class StorageIndex {
+ public:
+  explicit StorageIndex(const std::vector<StorageEntry>& storage, uint64_t* duplicates) : storage_(storage) {
+    size_t cap = 16;
+    while (cap < 2 * storage.size()) cap *= 2;
+    mask_ = cap - 1;
+    slots_.assign(cap, kEmpty);
+    hashes_.resize(storage.size());
+    for (size_t i = 0; i < storage.size(); ++i) {
+      const StorageEntry& s = storage[i];
+      const std::vector<uint64_t>* offsets = s.chunk_offsets ? &*s.chunk_offsets : nullptr;
+      const uint64_t h = hash(s.fqn, offsets);
+      hashes_[i] = h;
+      uint32_t& slot = find_slot(h, s.fqn, offsets);
+      if (slot != kEmpty) ++*duplicates;
+      slot = static_cast<uint32_t>(i);
     }
-    return h;
   }
+  int64_t find(std::string_view fqn, const std::vector<uint64_t>* offsets) {
+    const uint32_t slot = find_slot(hash(fqn, offsets), fqn, offsets);
+    return slot == kEmpty ? kNoStorage : static_cast<int64_t>(slot);
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  static uint64_t hash(std::string_view fqn, const std::vector<uint64_t>* offsets) {
+    uint64_t h = std::hash<std::string_view>()(fqn);
+    if (offsets) {
+      h ^= 0x9e3779b97f4a7c15ULL;
+      for (uint64_t o : *offsets) h = (h ^ o) * 0x100000001b3ULL;
+    }
+    return h ^ (h >> 29);
+  }
+  // The slot holding the key, or the empty slot where it belongs.
+  uint32_t& find_slot(uint64_t h, std::string_view fqn, const std::vector<uint64_t>* offsets) {
+    for (size_t at = h & mask_;; at = (at + 1) & mask_) {
+      uint32_t& slot = slots_[at];
+      if (slot == kEmpty) return slot;
+      const StorageEntry& s = storage_[slot];
+      if (hashes_[slot] == h && s.fqn == fqn && s.chunk_offsets.has_value() == (offsets != nullptr) &&
+          (!offsets || *s.chunk_offsets == *offsets))
+        return slot;
+    }
+  }
+  const std::vector<StorageEntry>& storage_;
+  size_t mask_ = 0;
+  std::vector<uint32_t> slots_;
+  std::vector<uint64_t> hashes_;
 };
 
 class Decoder {
@@ -95,8 +128,16 @@ class Decoder {
     }
   }
 
+  // `cls` is one of the class name constants above.
   bool is_object(Ref r, const std::string& cls) const {
-    return d_.kind(r) == PKind::object && d_.text(r) == cls;
+    if (d_.kind(r) != PKind::object) return false;
+    // The objects of a class share its name's text id: compare the name once per id.
+    const uint32_t id = d_.text_id(r);
+    for (const auto& [name, known] : known_classes_)
+      if (known == id) return name == &cls;
+    if (d_.text(r) != cls) return false;
+    if (known_classes_.size() < kKnownClasses) known_classes_.push_back({&cls, id});
+    return true;
   }
   void expect_object(Ref r, const std::string& cls, const Path& field) const {
     if (!is_object(r, cls)) throw err(field, "expected " + cls + ", found " + d_.type_name(r));
@@ -145,7 +186,7 @@ class Decoder {
   }
   // A sequence of ints: torch.Size(tuple) as DCP writes it, or a plain tuple or list.
   Ref int_seq(Ref r, const Path& field) const {
-    if (is_object(r, "torch.Size")) {
+    if (is_object(r, kSizeClass)) {
       const Ref a = d_.args(r);
       if (d_.size(a) != 1) throw err(field, "torch.Size built with " + std::to_string(d_.size(a)) + " arguments");
       r = d_.item(a, 0);
@@ -180,9 +221,11 @@ class Decoder {
   void planner_data(Ref r);
   void resolve_storage();
 
+  static constexpr size_t kKnownClasses = 32;
   const PickleDocument& d_;
   Metadata& m_;
   std::set<std::string> noted_;
+  mutable std::vector<std::pair<const std::string*, uint32_t>> known_classes_;
 };
 
 void Decoder::properties(Ref r, const Path& field, TensorMeta& t) {
@@ -410,29 +453,15 @@ void Decoder::planner_data(Ref r) {
   }
 }
 
-// Storage entries by (fqn, chunk offsets): the last of repeated keys wins, as in Python's dict.
 void Decoder::resolve_storage() {
-  std::unordered_map<StorageKey, int64_t, StorageKeyHash> where;
-  where.reserve(m_.storage.size());
-  for (size_t i = 0; i < m_.storage.size(); ++i) {
-    const StorageEntry& s = m_.storage[i];
-    const StorageKey key{s.fqn, s.chunk_offsets ? &*s.chunk_offsets : nullptr};
-    auto [it, fresh] = where.emplace(key, static_cast<int64_t>(i));
-    if (!fresh) {
-      it->second = static_cast<int64_t>(i);
-      ++m_.duplicate_storage_keys;
-    }
-  }
+  if (m_.storage.size() >= UINT32_MAX) throw err(Path("storage_data"), "has more entries than are supported");
+  StorageIndex where(m_.storage, &m_.duplicate_storage_keys);
   for (Entry& e : m_.entries) {
     if (!e.is_tensor) {
-      const auto it = where.find(StorageKey{e.fqn, nullptr});
-      if (it != where.end()) e.storage = it->second;
+      e.storage = where.find(e.fqn, nullptr);
       continue;
     }
-    for (ChunkMeta& c : e.tensor.chunks) {
-      const auto it = where.find(StorageKey{e.fqn, &c.offsets});
-      if (it != where.end()) c.storage = it->second;
-    }
+    for (ChunkMeta& c : e.tensor.chunks) c.storage = where.find(e.fqn, &c.offsets);
   }
 }
 
