@@ -146,6 +146,28 @@ TEST_CASE("box coverage: issue cap and work budget", "[dcp][validate]") {
   CHECK(full.issues.empty());
 }
 
+TEST_CASE("box coverage: row-major runs that tile are recognised before any sweep", "[dcp][validate]") {
+  // With no work budget the sweep stops at once, so a result that did not exceed it came from the
+  // one-pass check of runs.
+  auto by_runs = [](const V& shape, const std::vector<Box>& boxes) {
+    const CoverageResult r = check_box_coverage(shape, boxes, 100, 0);
+    return !r.budget_exceeded && r.issues.empty();
+  };
+  // Row blocks of a matrix, in any order, with a zero-volume chunk; runs inside rows and across them.
+  CHECK(by_runs({6, 4}, {{{4, 0}, {2, 4}}, {{0, 0}, {3, 4}}, {{6, 0}, {0, 4}}, {{3, 0}, {1, 4}}}));
+  CHECK(by_runs({2, 4}, {{{0, 0}, {1, 2}}, {{0, 2}, {1, 2}}, {{1, 0}, {1, 4}}}));
+  CHECK(by_runs({2, 3, 4}, {{{0, 0, 0}, {1, 3, 4}}, {{1, 1, 0}, {1, 2, 4}}, {{1, 0, 0}, {1, 1, 4}}}));
+  CHECK(by_runs({}, {{{}, {}}}));
+  // Column shards are not runs, and runs that leave a gap or overlap do not tile: the sweep decides
+  // and names the boxes.
+  CHECK_FALSE(by_runs({3, 4}, {{{0, 0}, {3, 1}}, {{0, 1}, {3, 3}}}));
+  CHECK(issues({3, 4}, {{{0, 0}, {3, 1}}, {{0, 1}, {3, 3}}}).empty());
+  CHECK_FALSE(by_runs({10}, {{{0}, {4}}, {{5}, {5}}}));
+  CHECK(issues({10}, {{{0}, {4}}, {{5}, {5}}}) == std::vector<std::string>{"gap [4:5]"});
+  CHECK(issues({4, 2}, {{{0, 0}, {3, 2}}, {{2, 0}, {2, 2}}}) == std::vector<std::string>{"overlap 0,1 [2:3, 0:2]"});
+  CHECK(issues({4, 2}, {{{0, 0}, {1, 2}}, {{1, 0}, {2, 2}}}) == std::vector<std::string>{"gap [3:4, 0:2]"});
+}
+
 TEST_CASE("dcp metadata: a hand-built pickle decodes; fields of the wrong type are named", "[dcp][metadata]") {
   const Metadata m = parse_string(metadata_pickle({8}, {{{0}, {4}}, {{4}, {4}}}, true));
   REQUIRE(m.entries.size() == 1);
