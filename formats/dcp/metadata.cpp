@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "formats/safetensors/format.h"
@@ -58,56 +60,85 @@ class Path {
   const std::string* key_ = nullptr;
 };
 
-// Storage entries by (fqn, chunk offsets): an open-addressing table of storage indices (no
-// allocation per entry), filled in file order so that the last of repeated keys wins, as in Python's dict.
+// Storage entries by (fqn, chunk offsets), where the last of repeated keys wins, as in Python's dict.
+// Entries are grouped by fqn in file order (a run of entries of one fqn costs one string compare
+// each); within a group, offsets that increase in file order (as writers store row-sharded chunks)
+// are unique and are matched to a key's chunks by a cursor that follows them, with a binary search
+// where the chunk order departs from it. Other groups are sorted first, repeats counted, the last kept.
 class StorageIndex {
  public:
-  explicit StorageIndex(const std::vector<StorageEntry>& storage, uint64_t* duplicates) : storage_(storage) {
-    size_t cap = 16;
-    while (cap < 2 * storage.size()) cap *= 2;
-    mask_ = cap - 1;
-    slots_.assign(cap, kEmpty);
-    hashes_.resize(storage.size());
+  StorageIndex(const std::vector<StorageEntry>& storage, uint64_t* duplicates) : storage_(storage) {
+    // Each group's entries, in file order: chunked (with offsets) and unchunked (bytes items).
+    uint32_t group = 0;
     for (size_t i = 0; i < storage.size(); ++i) {
-      const StorageEntry& s = storage[i];
-      const std::vector<uint64_t>* offsets = s.chunk_offsets ? &*s.chunk_offsets : nullptr;
-      const uint64_t h = hash(s.fqn, offsets);
-      hashes_[i] = h;
-      uint32_t& slot = find_slot(h, s.fqn, offsets);
-      if (slot != kEmpty) ++*duplicates;
-      slot = static_cast<uint32_t>(i);
+      const std::string_view fqn = storage[i].fqn;
+      if (i == 0 || fqn != std::string_view(storage[i - 1].fqn)) {
+        group = by_fqn_.emplace(fqn, static_cast<uint32_t>(groups_.size())).first->second;
+        if (group == groups_.size()) groups_.emplace_back();
+      }
+      Group& g = groups_[group];
+      (storage[i].chunk_offsets ? g.chunked : g.unchunked).push_back(static_cast<uint32_t>(i));
+    }
+    for (Group& g : groups_) {
+      if (g.unchunked.size() > 1) *duplicates += g.unchunked.size() - 1;
+      bool increasing = true;
+      for (size_t j = 1; increasing && j < g.chunked.size(); ++j)
+        increasing = offsets(g.chunked[j - 1]) < offsets(g.chunked[j]);
+      if (increasing) continue;
+      // Sort by offsets, then by file order; keep the last of each run of equal offsets.
+      std::stable_sort(g.chunked.begin(), g.chunked.end(),
+                       [&](uint32_t a, uint32_t b) { return offsets(a) < offsets(b); });
+      std::vector<uint32_t> kept;
+      for (size_t j = 0; j < g.chunked.size(); ++j) {
+        if (j + 1 < g.chunked.size() && offsets(g.chunked[j]) == offsets(g.chunked[j + 1])) {
+          ++*duplicates;
+          continue;
+        }
+        kept.push_back(g.chunked[j]);
+      }
+      g.chunked = std::move(kept);
     }
   }
-  int64_t find(std::string_view fqn, const std::vector<uint64_t>* offsets) {
-    const uint32_t slot = find_slot(hash(fqn, offsets), fqn, offsets);
-    return slot == kEmpty ? kNoStorage : static_cast<int64_t>(slot);
+
+  // The storage index of a bytes item `fqn`, or kNoStorage.
+  int64_t find_bytes(std::string_view fqn) const {
+    const Group* g = group(fqn);
+    return g && !g->unchunked.empty() ? g->unchunked.back() : kNoStorage;
+  }
+
+  // Storage indices of the chunks of tensor `fqn`, in their order (kNoStorage where none).
+  void find_chunks(std::string_view fqn, std::vector<ChunkMeta>& chunks) const {
+    const Group* g = group(fqn);
+    size_t cursor = 0;
+    for (ChunkMeta& c : chunks) {
+      c.storage = kNoStorage;
+      if (!g || g->chunked.empty()) continue;
+      if (cursor < g->chunked.size() && offsets(g->chunked[cursor]) == c.offsets) {
+        c.storage = g->chunked[cursor++];
+        continue;
+      }
+      const auto it = std::lower_bound(g->chunked.begin(), g->chunked.end(), c.offsets,
+                                       [&](uint32_t a, const std::vector<uint64_t>& o) { return offsets(a) < o; });
+      if (it != g->chunked.end() && offsets(*it) == c.offsets) {
+        c.storage = *it;
+        cursor = static_cast<size_t>(it - g->chunked.begin()) + 1;
+      }
+    }
   }
 
  private:
-  static constexpr uint32_t kEmpty = UINT32_MAX;
-  static uint64_t hash(std::string_view fqn, const std::vector<uint64_t>* offsets) {
-    uint64_t h = std::hash<std::string_view>()(fqn);
-    if (offsets) {
-      h ^= 0x9e3779b97f4a7c15ULL;
-      for (uint64_t o : *offsets) h = (h ^ o) * 0x100000001b3ULL;
-    }
-    return h ^ (h >> 29);
-  }
-  // The slot holding the key, or the empty slot where it belongs.
-  uint32_t& find_slot(uint64_t h, std::string_view fqn, const std::vector<uint64_t>* offsets) {
-    for (size_t at = h & mask_;; at = (at + 1) & mask_) {
-      uint32_t& slot = slots_[at];
-      if (slot == kEmpty) return slot;
-      const StorageEntry& s = storage_[slot];
-      if (hashes_[slot] == h && s.fqn == fqn && s.chunk_offsets.has_value() == (offsets != nullptr) &&
-          (!offsets || *s.chunk_offsets == *offsets))
-        return slot;
-    }
+  struct Group {
+    std::vector<uint32_t> chunked;    // sorted by offsets, unique
+    std::vector<uint32_t> unchunked;  // file order; the last one counts
+  };
+  const std::vector<uint64_t>& offsets(uint32_t i) const { return *storage_[i].chunk_offsets; }
+  const Group* group(std::string_view fqn) const {
+    const auto it = by_fqn_.find(fqn);
+    return it == by_fqn_.end() ? nullptr : &groups_[it->second];
   }
   const std::vector<StorageEntry>& storage_;
-  size_t mask_ = 0;
-  std::vector<uint32_t> slots_;
-  std::vector<uint64_t> hashes_;
+  std::vector<Group> groups_;
+  std::unordered_map<std::string_view, uint32_t> by_fqn_;
 };
 
 class Decoder {
@@ -455,13 +486,12 @@ void Decoder::planner_data(Ref r) {
 
 void Decoder::resolve_storage() {
   if (m_.storage.size() >= UINT32_MAX) throw err(Path("storage_data"), "has more entries than are supported");
-  StorageIndex where(m_.storage, &m_.duplicate_storage_keys);
+  const StorageIndex where(m_.storage, &m_.duplicate_storage_keys);
   for (Entry& e : m_.entries) {
-    if (!e.is_tensor) {
-      e.storage = where.find(e.fqn, nullptr);
-      continue;
-    }
-    for (ChunkMeta& c : e.tensor.chunks) c.storage = where.find(e.fqn, &c.offsets);
+    if (e.is_tensor)
+      where.find_chunks(e.fqn, e.tensor.chunks);
+    else
+      e.storage = where.find_bytes(e.fqn);
   }
 }
 
