@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -49,9 +50,14 @@ class PickleDocument {
   size_t node_count() const { return nodes_.size(); }
 
   Kind kind(Ref r) const { return nodes_[r].kind; }
-  bool as_bool(Ref r) const { return nodes_[r].num.i != 0; }
-  int64_t as_int(Ref r) const { return nodes_[r].num.i; }
-  double as_float(Ref r) const { return nodes_[r].num.f; }
+  bool as_bool(Ref r) const { return bits(r) != 0; }
+  int64_t as_int(Ref r) const { return static_cast<int64_t>(bits(r)); }
+  double as_float(Ref r) const {
+    double f;
+    const uint64_t b = bits(r);
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  }
   // str, bytes and bytearray: the text; global: "module.name"; object: its class or function's name.
   const std::string& text(Ref r) const { return strings_[nodes_[r].text]; }
   // An id of the text: nodes with equal ids have equal text (objects share their class's), though
@@ -99,9 +105,9 @@ class PickleDocument {
   friend class PickleMachine;
   friend PickleDocument read_pickle(const std::string&, const uint8_t*, size_t, const AllowList&,
                                     const PickleLimits&);
-  // 24 bytes. Children of every container (tuple, list, dict as k0, v0, k1, v1, ..., set,
+  // 16 bytes. Children of every container (tuple, list, dict as k0, v0, k1, v1, ..., set,
   // frozenset) are pool_[a, a + b); an object's are a = args and b = BUILD state (when has_state); a
-  // persistent id's is a.
+  // persistent id's is a; a bool's, int's or float's 64 bits are b:a.
   struct Node {
     Kind kind = Kind::none;
     uint8_t role = 0;       // global and object: the GlobalRole of the name
@@ -109,11 +115,8 @@ class PickleDocument {
     uint32_t text = 0;      // index into strings_
     Ref a = 0;
     Ref b = 0;
-    union {
-      int64_t i;
-      double f;
-    } num{0};
   };
+  uint64_t bits(Ref r) const { return uint64_t{nodes_[r].b} << 32 | nodes_[r].a; }
   const Ref* kids(Ref r) const { return pool_.data() + nodes_[r].a; }
   std::string file_;
   PickleLimits limits_;
