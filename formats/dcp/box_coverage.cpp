@@ -147,15 +147,9 @@ bool tiles_as_runs(const std::vector<uint64_t>& shape, const std::vector<BoxView
     uint64_t volume = 1;
     for (size_t d = 0; d < n; ++d) volume *= b.sizes[d];  // inside the tensor, so at most numel
     if (volume == 0) continue;
-    // A run: whole extents after some dimension k, size 1 before it.
-    size_t k = n;
-    while (k > 0 && b.offsets[k - 1] == 0 && b.sizes[k - 1] == shape[k - 1]) --k;
-    k = k > 0 ? k - 1 : 0;
+    if (!is_row_major_run(shape, b.offsets, b.sizes)) return false;
     uint64_t lo = 0;
-    for (size_t d = 0; d < n; ++d) {
-      if (d < k && b.sizes[d] != 1) return false;
-      lo = lo * shape[d] + b.offsets[d];  // inside the tensor, so below numel
-    }
+    for (size_t d = 0; d < n; ++d) lo = lo * shape[d] + b.offsets[d];  // inside the tensor, so below numel
     runs.emplace_back(lo, lo + volume);
   }
   if (!std::is_sorted(runs.begin(), runs.end())) std::sort(runs.begin(), runs.end());
@@ -168,6 +162,15 @@ bool tiles_as_runs(const std::vector<uint64_t>& shape, const std::vector<BoxView
 }
 
 }  // namespace
+
+bool is_row_major_run(const std::vector<uint64_t>& shape, const uint64_t* offsets, const uint64_t* sizes) {
+  size_t k = shape.size();
+  while (k > 0 && offsets[k - 1] == 0 && sizes[k - 1] == shape[k - 1]) --k;
+  // Dimensions from k on are whole; k - 1 may be partial; those before it must have size 1.
+  for (size_t d = 0; d + 1 < k; ++d)
+    if (sizes[d] != 1) return false;
+  return true;
+}
 
 CoverageResult check_box_coverage(const std::vector<uint64_t>& shape, const std::vector<BoxView>& boxes,
                                   size_t max_issues, uint64_t work_budget) {

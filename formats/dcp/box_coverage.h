@@ -39,6 +39,10 @@ struct CoverageResult {
   bool budget_exceeded = false;       // the sweep stopped; `issues` is then what volume alone shows
 };
 
+// Whether a box inside `shape` (shape.size() offsets and sizes) is one run of the row-major order:
+// size 1 in the dimensions before some k, the whole extent in those after it.
+bool is_row_major_run(const std::vector<uint64_t>& shape, const uint64_t* offsets, const uint64_t* sizes);
+
 // `boxes` must each have shape.size() offsets and sizes and lie inside `shape` (validate.h reports
 // those that do not and leaves them out). Boxes of zero volume cover nothing and are ignored.
 // Boxes that are each one run of the row-major order (row-sharded chunks, the usual case) and tile

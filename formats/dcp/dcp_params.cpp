@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "formats/dcp/box_coverage.h"
 
 namespace fpg::dcp {
 
@@ -316,6 +317,15 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       last += (ch.offsets[d] + (ch.sizes[d] ? ch.sizes[d] - 1 : 0)) * stride[d];
     }
     if (empty || first >= B || last + 1 <= A) continue;
+    if (cache_.entry != s.entry || cache_.chunk != c) r_.prefetch(e, c + 1);  // loads while this one is read
+    if (A <= first && last < B && is_row_major_run(size, ch.offsets.data(), ch.sizes.data()) &&
+        (cache_.entry != s.entry || cache_.chunk != c)) {
+      // A chunk that is one run of the key, wanted whole: read in place.
+      const uint64_t n = last + 1 - first;
+      r_.read_chunk(e, c, dst + (first - A) * elem, n * elem);
+      copied += n;
+      continue;
+    }
     if (cache_.entry != s.entry || cache_.chunk != c) {
       cache_.entry = SIZE_MAX;
       cache_.bytes.resize(r_.chunk_bytes(e, c));

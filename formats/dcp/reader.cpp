@@ -182,6 +182,18 @@ void Reader::read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_by
   c.read(dst);
 }
 
+void Reader::prefetch(const Entry& e, size_t chunk) const {
+  constexpr uint64_t kLarge = uint64_t{1} << 20;
+  if (!e.is_tensor || chunk >= e.tensor.chunks.size() || e.tensor.chunks[chunk].storage == kNoStorage) return;
+  const StorageEntry& s = metadata_.storage[static_cast<size_t>(e.tensor.chunks[chunk].storage)];
+  if (s.length < kLarge || !CheckpointDir::is_plain_name(s.relative_path)) return;
+  try {
+    files_.open(s.relative_path)->will_need(s.offset, s.length);
+  } catch (const FormatError&) {
+    // A hint only: the read itself reports the file.
+  }
+}
+
 std::vector<uint8_t> Reader::read_bytes(const Entry& e) const {
   const FileRangeSource src = item_source(storage(e));
   return src.read_vector(0, src.size());

@@ -51,12 +51,8 @@ std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) 
   return out;
 }
 
-// Converts n elements of `from` into `to` (BF16 or F32 targets; same dtype copies).
+// Converts n elements of `from` into `to` (BF16 or F32 targets, from another dtype).
 void convert_elements(const uint8_t* src, DType from, uint8_t* dst, DType to, uint64_t n) {
-  if (from == to) {
-    std::memcpy(dst, src, dtype_bytes(from, n));
-    return;
-  }
   for (uint64_t i = 0; i < n; ++i) {
     float v = 0;
     switch (from) {
@@ -125,10 +121,14 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
         in_buf.resize((hi - lo) * elem);
         src.read(t.source, lo, hi, in_buf.data());
         sum.bytes_read += in_buf.size();
-        out_buf.resize((hi - lo) * out_elem);
-        convert_elements(in_buf.data(), st.dtype, out_buf.data(), t.spec.dtype, hi - lo);
-        writers[f]->write(w, lo * out_elem, out_buf.data(), out_buf.size());
-        progress.advance(out_buf.size());
+        const std::vector<uint8_t>* out = &in_buf;  // written as read when the dtype is kept
+        if (st.dtype != t.spec.dtype) {
+          out_buf.resize((hi - lo) * out_elem);
+          convert_elements(in_buf.data(), st.dtype, out_buf.data(), t.spec.dtype, hi - lo);
+          out = &out_buf;
+        }
+        writers[f]->write(w, lo * out_elem, out->data(), out->size());
+        progress.advance(out->size());
       }
     }
   for (auto& w : writers) {
