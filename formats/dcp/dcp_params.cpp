@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "formats/dcp/box_coverage.h"
 
 namespace fpg::dcp {
@@ -305,6 +306,14 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * size[d];
   auto* dst = static_cast<uint8_t*>(out);
   uint64_t copied = 0;
+  // Chunks that are one run of the key and wanted whole are read straight into `out`, several at
+  // once on the thread pool; the others pass through the cached chunk.
+  struct Whole {
+    size_t chunk;
+    uint64_t at, n;  // elements: where in `out`, how many
+  };
+  std::vector<Whole> whole;
+  size_t last_chunk = SIZE_MAX;
   std::lock_guard<std::mutex> lock(cache_mu_);
   for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
     const ChunkMeta& ch = e.tensor.chunks[c];
@@ -317,13 +326,11 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       last += (ch.offsets[d] + (ch.sizes[d] ? ch.sizes[d] - 1 : 0)) * stride[d];
     }
     if (empty || first >= B || last + 1 <= A) continue;
-    if (cache_.entry != s.entry || cache_.chunk != c) r_.prefetch(e, c + 1);  // loads while this one is read
+    last_chunk = c;
     if (A <= first && last < B && is_row_major_run(size, ch.offsets.data(), ch.sizes.data()) &&
         (cache_.entry != s.entry || cache_.chunk != c)) {
-      // A chunk that is one run of the key, wanted whole: read in place.
-      const uint64_t n = last + 1 - first;
-      r_.read_chunk(e, c, dst + (first - A) * elem, n * elem);
-      copied += n;
+      whole.push_back({c, first - A, last + 1 - first});
+      copied += last + 1 - first;
       continue;
     }
     if (cache_.entry != s.entry || cache_.chunk != c) {
@@ -351,6 +358,10 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       }
     }
   }
+  if (last_chunk != SIZE_MAX) r_.prefetch(e, last_chunk + 1);  // the next read's, loading meanwhile
+  ThreadPool::global().parallel_for(whole.size(), [&](size_t i) {
+    r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
+  });
   if (copied < B - A)
     throw FormatError(r_.dir() + ": key '" + e.fqn + "' elements [" + std::to_string(A) + ", " + std::to_string(B) +
                       ") are not all stored (" + std::to_string(B - A - copied) + " missing)");

@@ -15,8 +15,11 @@
 //   parameter's shape are its optimizer states.
 //
 // Every tensor is a flat range of one stored key (a layer of a stacked key, or a parameter's place in a
-// bucket), read chunk by chunk; the chunk last read is kept, so sequential reads decode each stored
-// item once. Memory: the largest stored chunk, twice.
+// bucket), read chunk by chunk. A chunk that is one row-major run of its key and lies wholly inside
+// the range read goes straight into the caller's buffer, several such chunks at once on the global
+// thread pool, and the chunk after the range is asked of the disk ahead of the next read; any other
+// chunk is read whole and kept, so sequential reads decode each stored item once. Memory: the
+// largest stored chunk, twice.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <memory>
 
 #include "convert/export_files.h"
@@ -106,7 +107,19 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   ExportSummary sum;
   sum.checkpoint = src.describe();
   Progress progress("export", total, o.progress);
-  std::vector<uint8_t> in_buf, out_buf;
+  // Two slabs: one is written by a background task while the next is read (and converted).
+  struct Slab {
+    std::vector<uint8_t> in, converted;
+  };
+  Slab slabs[2];
+  size_t slot = 0;
+  std::future<void> writing;  // the write of the other slab
+  uint64_t writing_bytes = 0;
+  auto finish_write = [&] {
+    if (!writing.valid()) return;
+    writing.get();
+    progress.advance(writing_bytes);
+  };
   for (size_t f = 0; f < files.paths.size(); ++f)
     for (size_t i : files.tensors[f]) {
       const Planned& t = tensors[i];
@@ -118,19 +131,25 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
       const uint64_t out_elem = dtype_bits(t.spec.dtype) / 8;
       for (uint64_t lo = 0; lo < n; lo += slab) {
         const uint64_t hi = std::min(n, lo + slab);
-        in_buf.resize((hi - lo) * elem);
-        src.read(t.source, lo, hi, in_buf.data());
-        sum.bytes_read += in_buf.size();
-        const std::vector<uint8_t>* out = &in_buf;  // written as read when the dtype is kept
+        Slab& b = slabs[slot];
+        b.in.resize((hi - lo) * elem);
+        src.read(t.source, lo, hi, b.in.data());
+        sum.bytes_read += b.in.size();
+        const std::vector<uint8_t>* out = &b.in;  // written as read when the dtype is kept
         if (st.dtype != t.spec.dtype) {
-          out_buf.resize((hi - lo) * out_elem);
-          convert_elements(in_buf.data(), st.dtype, out_buf.data(), t.spec.dtype, hi - lo);
-          out = &out_buf;
+          b.converted.resize((hi - lo) * out_elem);
+          convert_elements(b.in.data(), st.dtype, b.converted.data(), t.spec.dtype, hi - lo);
+          out = &b.converted;
         }
-        writers[f]->write(w, lo * out_elem, out->data(), out->size());
-        progress.advance(out->size());
+        finish_write();
+        safetensors::Writer* writer = writers[f].get();
+        writing = std::async(std::launch::async,
+                             [writer, w, at = lo * out_elem, out] { writer->write(w, at, out->data(), out->size()); });
+        writing_bytes = out->size();
+        slot ^= 1;
       }
     }
+  finish_write();
   for (auto& w : writers) {
     w->commit();
     sum.files.push_back(w->path());
