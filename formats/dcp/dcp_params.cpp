@@ -295,6 +295,25 @@ void DcpParams::map_plain() {
   }
 }
 
+void DcpParams::prefetch_after(size_t t, size_t entry, size_t chunk) const {
+  constexpr uint64_t kWindow = uint64_t{32} << 20;
+  constexpr size_t kMaxChunks = 16;
+  const Metadata& md = r_.metadata();
+  uint64_t asked = 0;
+  for (size_t n = 0; n < kMaxChunks && asked < kWindow; ++n) {
+    while (++chunk >= md.entries[entry].tensor.chunks.size()) {
+      // The key's chunks are done: go on with the next tensor's key.
+      while (++t < sources_.size() && sources_[t].entry == entry) {
+      }
+      if (t >= sources_.size()) return;
+      entry = sources_[t].entry;
+      chunk = SIZE_MAX;  // wraps to chunk 0
+    }
+    asked += r_.chunk_bytes(md.entries[entry], chunk);
+    r_.prefetch(md.entries[entry], chunk);
+  }
+}
+
 void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   const Source& s = sources_.at(t);
   const Entry& e = r_.metadata().entries[s.entry];
@@ -358,7 +377,7 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       }
     }
   }
-  if (last_chunk != SIZE_MAX) r_.prefetch(e, last_chunk + 1);  // the next read's, loading meanwhile
+  if (last_chunk != SIZE_MAX) prefetch_after(t, s.entry, last_chunk);
   ThreadPool::global().parallel_for(whole.size(), [&](size_t i) {
     r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
   });

@@ -17,7 +17,7 @@
 // Every tensor is a flat range of one stored key (a layer of a stacked key, or a parameter's place in a
 // bucket), read chunk by chunk. A chunk that is one row-major run of its key and lies wholly inside
 // the range read goes straight into the caller's buffer, several such chunks at once on the global
-// thread pool, and the chunk after the range is asked of the disk ahead of the next read; any other
+// thread pool, and the chunks after the range are asked of the disk ahead of the next reads; any other
 // chunk is read whole and kept, so sequential reads decode each stored item once. Memory: the
 // largest stored chunk, twice.
 #pragma once
@@ -83,6 +83,9 @@ class DcpParams : public ckpt::ParamSource {
   void map_megatron();
   void map_plain();
   void map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries);
+  // Asks the disk for what reads after this one will want: the chunks after `chunk` of `entry`,
+  // then those of the following tensors' keys, up to a window (large items only: Reader::prefetch).
+  void prefetch_after(size_t t, size_t entry, size_t chunk) const;
 
   const Reader& r_;
   bool megatron_ = false;
