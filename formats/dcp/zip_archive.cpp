@@ -1,11 +1,10 @@
 #include "formats/dcp/zip_archive.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
+#include "formats/dcp/crc32.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -36,18 +35,6 @@ std::string hex32(uint32_t v) {
 }
 
 }  // namespace
-
-uint32_t crc32_update(uint32_t crc, const void* data, uint64_t size) {
-  auto* p = static_cast<const Bytef*>(data);
-  uLong c = crc;
-  while (size > 0) {
-    const uInt n = static_cast<uInt>(std::min<uint64_t>(size, uint64_t{1} << 30));
-    c = ::crc32(c, p, n);
-    p += n;
-    size -= n;
-  }
-  return static_cast<uint32_t>(c);
-}
 
 ZipArchive::ZipArchive(const ByteSource& source) : source_(source) {
   const std::string& src = source.name();
