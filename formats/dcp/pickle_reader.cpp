@@ -1,13 +1,12 @@
 #include "formats/dcp/pickle_reader.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "core/error.h"
+#include "formats/dcp/huge_pages.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -33,17 +32,6 @@ constexpr uint8_t PROTO = 0x80, NEWOBJ = 0x81, EXT1 = 0x82, EXT2 = 0x83, EXT4 = 
 }  // namespace op
 
 namespace {
-
-// The node and pool arrays of a large pickle are reserved at once and filled front to back: backing
-// them with huge pages (a hint; where transparent huge pages are on for madvise) spares a page fault
-// per 4 KiB.
-template <class T>
-void prefer_huge_pages(const std::vector<T>& v) {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const auto begin = reinterpret_cast<uintptr_t>(v.data());
-  const uintptr_t lo = (begin + kHuge - 1) & ~(kHuge - 1), hi = (begin + v.capacity() * sizeof(T)) & ~(kHuge - 1);
-  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-}
 
 constexpr Ref kUnset = std::numeric_limits<Ref>::max();
 
@@ -797,8 +785,8 @@ PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t 
                       std::to_string(limits.max_bytes) + " accepted");
   doc.nodes_.reserve(std::min<size_t>(size / 8 + 16, limits.max_nodes));
   doc.pool_.reserve(size / 8 + 16);
-  prefer_huge_pages(doc.nodes_);
-  prefer_huge_pages(doc.pool_);
+  prefer_huge_pages(doc.nodes_.data(), doc.nodes_.capacity() * sizeof(PickleDocument::Node));
+  prefer_huge_pages(doc.pool_.data(), doc.pool_.capacity() * sizeof(Ref));
   PickleMachine machine(doc, data, size, allow);
   machine.run();
   return doc;

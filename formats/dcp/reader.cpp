@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "formats/dcp/huge_pages.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -53,9 +54,12 @@ Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir)
   if (f->size() > limits.max_bytes)
     throw FormatError(f->path() + ": " + std::to_string(f->size()) + " bytes, larger than the " +
                       std::to_string(limits.max_bytes) + " accepted");
-  std::vector<uint8_t> bytes(static_cast<size_t>(f->size()));
-  f->read(0, bytes.data(), bytes.size());
-  metadata_ = parse_metadata(f->path(), bytes.data(), bytes.size(), limits);
+  // Not zero-filled: the read fills it.
+  const auto size = static_cast<size_t>(f->size());
+  const std::unique_ptr<uint8_t[]> bytes(new uint8_t[size]);
+  prefer_huge_pages(bytes.get(), size);
+  f->read(0, bytes.get(), size);
+  metadata_ = parse_metadata(f->path(), bytes.get(), size, limits);
   megatron_ = read_megatron_metadata(files_);
 }
 
