@@ -6,7 +6,7 @@
 #     validate and the fp32 export of each, with each phase's peak RSS; scripts/bench_dcp_torch.py
 #     times torch on the same files (FileSystemReader.read_metadata, _validate_global_plan); the
 #     ratios are torch's median over ours.
-#  2. export: checkpoints of $EXPORT_GB GB in $CHUNK_MIB MiB chunks (16 keys, 8 ranks). $ROUNDS
+#  2. export: checkpoints of $EXPORT_GB GB in $CHUNK_MIB MiB chunks (keys of 16 chunks, 8 ranks). $ROUNDS
 #     rounds, each: the page cache dropped, a plain file of the export's size read with dd (the disk's
 #     cold-read rate); dropped again, the checkpoint's data files read with cat (the same bytes as the
 #     checkpoint lays them out); dropped again, the export (`bench dcp --export-reps 1`, written to
@@ -16,7 +16,7 @@
 # Usage: scripts/bench-dcp.sh [WORK_DIR]   (default /tmp/fpgather-bench-dcp, removed at the end)
 # Environment: FPGATHER (default build/fpgather), PYTHON with torch (default python3; the torch figures
 # are left out when it has none), META_CHUNKS ("100000 1000000"), EXPORT_GB ("0.5 2"), CHUNK_MIB (8),
-# REPS (metadata and validate repetitions, 3), ROUNDS (3), EXPORT_OUT (/dev/shm), RESULTS (where the
+# REPS (metadata and validate repetitions, 3), ROUNDS (5), EXPORT_OUT (/dev/shm), RESULTS (where the
 # figures go as JSON, default ./bench-dcp-results.json), KEEP=1 keeps WORK_DIR.
 # Dropping the page cache needs root (/proc/sys/vm/drop_caches); otherwise each file is evicted with
 # `dd iflag=nocache`.
@@ -29,7 +29,7 @@ META_CHUNKS=${META_CHUNKS:-"100000 1000000"}
 EXPORT_GB=${EXPORT_GB:-"0.5 2"}
 CHUNK_MIB=${CHUNK_MIB:-8}
 REPS=${REPS:-3}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 EXPORT_OUT=${EXPORT_OUT:-/dev/shm}
 WORK=${1:-/tmp/fpgather-bench-dcp}
 RESULTS=${RESULTS:-$PWD/bench-dcp-results.json}
@@ -85,7 +85,8 @@ done
 for gb in $EXPORT_GB; do
   chunks=$(python3 -c "import math; print(math.ceil($gb * 1e9 / ($CHUNK_MIB << 20)))")
   ck="$WORK/export-$gb"
-  "$FPGATHER" --json bench dcp-make "$ck" --chunks "$chunks" --keys $((chunks < 16 ? chunks : 16)) --ranks 8 \
+  # Keys of 16 chunks (larger than the export's 64 MiB slabs) at every size: only their number grows.
+  "$FPGATHER" --json bench dcp-make "$ck" --chunks "$chunks" --keys $((chunks / 16 > 0 ? chunks / 16 : 1)) --ranks 8 \
     --chunk-bytes $((CHUNK_MIB * 1048576)) >"$R/make-export-$gb.json"
   bytes=$(python3 -c "import json; print(json.load(open('$R/make-export-$gb.json'))['tensor_bytes'])")
   head -c "$bytes" /dev/urandom >"$WORK/plain.bin"
@@ -132,11 +133,14 @@ for n in meta:
     res["metadata"].append(row)
 
 print("\n== memory of the metadata (bytes per chunk) and of the tiny-chunk export ==")
-print(f"{'chunks':>9} {'ours held':>10} {'ours peak':>10} {'torch held':>11} {'export peak MiB':>16} {'export s':>9}")
+print(f"{'chunks':>9} {'ours held':>10} {'ours peak':>10} {'torch held':>11} {'torch peak':>11} "
+      f"{'export peak MiB':>16} {'export s':>9}")
 for row in res["metadata"]:
-    o, t = row["ours"], row.get("torch")
+    o, t = row["ours"], row.get("torch") or {}
+    nan = float("nan")
     print(f"{o['chunks']:>9} {o['metadata_resident_bytes_per_chunk']:>10.0f} {o['open_peak_bytes_per_chunk']:>10.0f} "
-          f"{(t['metadata_resident_bytes_per_chunk'] if t else float('nan')):>11.0f} "
+          f"{t.get('metadata_resident_bytes_per_chunk', nan):>11.0f} "
+          f"{t.get('metadata_peak_bytes_per_chunk') or nan:>11.0f} "
           f"{o['export']['timing']['peak_rss']/MiB:>16.1f} {o['export']['timing']['median_s']:>9.2f}")
 
 print("\n== export read rate, cold cache, to tmpfs (GB/s; medians over rounds) ==")

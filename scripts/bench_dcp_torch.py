@@ -2,7 +2,8 @@
 """torch's side of `fpgather bench dcp` (scripts/bench-dcp.sh): on the same checkpoint, the time torch
 takes to read its .metadata (FileSystemReader.read_metadata: pickle.load of the file) and to validate
 it (torch.distributed.checkpoint.default_planner._validate_global_plan, as DefaultSavePlanner's
-_create_global_plan calls it), medians of --reps, and the memory the loaded metadata holds.
+_create_global_plan calls it), medians of --reps, and the memory the loaded metadata holds (and the
+peak while loading it).
 
 _validate_global_plan(global_plan, metadata) reads only len(global_plan) from the plan (the volume
 rule applies when more than one rank saved): it is given one SavePlan per rank data file of the
@@ -21,12 +22,23 @@ import sys
 import time
 
 
-def rss_bytes():
+def rss_bytes(field="VmRSS"):
+    """VmRSS (resident now) or VmHWM (the peak since the last reset_peak) in bytes."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def reset_peak():
+    """Resets VmHWM to the current RSS (Linux: 5 into /proc/self/clear_refs); False where refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def timed(reps, fn):
@@ -67,9 +79,11 @@ def main():
             gc.enable()
 
     gc.collect()
+    peak_reset = reset_peak()
     before = rss_bytes()
     md = read()
     held = rss_bytes() - before
+    peak = rss_bytes("VmHWM") - before
 
     read_s, read_cpu = timed(a.reps, read)
     read_nogc_s, read_nogc_cpu = timed(a.reps, read_without_gc)
@@ -102,6 +116,8 @@ def main():
             "validate_errors": errors[-1],
             "metadata_resident_bytes": held,
             "metadata_resident_bytes_per_chunk": held / chunks if chunks else 0,
+            "metadata_peak_bytes": peak if peak_reset else None,
+            "metadata_peak_bytes_per_chunk": peak / chunks if peak_reset and chunks else None,
         },
         sys.stdout,
         indent=2,

@@ -52,8 +52,12 @@ std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) 
   return out;
 }
 
-// Converts n elements of `from` into `to` (BF16 or F32 targets, from another dtype).
+// Converts n elements of `from` into `to` (BF16 or F32 targets; same dtype copies).
 void convert_elements(const uint8_t* src, DType from, uint8_t* dst, DType to, uint64_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, dtype_bytes(from, n));
+    return;
+  }
   for (uint64_t i = 0; i < n; ++i) {
     float v = 0;
     switch (from) {
