@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <map>
 #include <regex>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "formats/dcp/box_coverage.h"
 
 namespace fpg::dcp {
@@ -326,7 +326,7 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   auto* dst = static_cast<uint8_t*>(out);
   uint64_t copied = 0;
   // Chunks that are one run of the key and wanted whole are read straight into `out`, several at
-  // once on the thread pool; the others pass through the cached chunk.
+  // once; the others pass through the cached chunk.
   struct Whole {
     size_t chunk;
     uint64_t at, n;  // elements: where in `out`, how many
@@ -378,9 +378,19 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
     }
   }
   if (last_chunk != SIZE_MAX) prefetch_after(t, s.entry, last_chunk);
-  ThreadPool::global().parallel_for(whole.size(), [&](size_t i) {
+  // Reads of whole chunks wait on the disk more than they compute: up to kReaders at once, whatever
+  // the thread pool's size, keep it busy.
+  constexpr size_t kReaders = 8;
+  const size_t readers = std::min(kReaders, whole.size());
+  std::vector<std::future<void>> reading;
+  for (size_t k = 1; k < readers; ++k)
+    reading.push_back(std::async(std::launch::async, [&, k] {
+      for (size_t i = k; i < whole.size(); i += readers)
+        r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
+    }));
+  for (size_t i = 0; i < whole.size(); i += std::max<size_t>(readers, 1))
     r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
-  });
+  for (auto& f : reading) f.get();
   if (copied < B - A)
     throw FormatError(r_.dir() + ": key '" + e.fqn + "' elements [" + std::to_string(A) + ", " + std::to_string(B) +
                       ") are not all stored (" + std::to_string(B - A - copied) + " missing)");

@@ -16,10 +16,10 @@
 //
 // Every tensor is a flat range of one stored key (a layer of a stacked key, or a parameter's place in a
 // bucket), read chunk by chunk. A chunk that is one row-major run of its key and lies wholly inside
-// the range read goes straight into the caller's buffer, several such chunks at once on the global
-// thread pool, and the chunks after the range are asked of the disk ahead of the next reads; any other
-// chunk is read whole and kept, so sequential reads decode each stored item once. Memory: the
-// largest stored chunk, twice.
+// the range read goes straight into the caller's buffer, up to 8 such reads in flight at once (they
+// wait on the disk more than they compute), and the chunks after the range are asked of the disk
+// ahead of the next reads; any other chunk is read whole and kept, so sequential reads decode each
+// stored item once. Memory: the largest stored chunk, twice.
 #pragma once
 
 #include <cstdint>
