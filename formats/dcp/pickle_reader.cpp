@@ -146,12 +146,12 @@ class PickleMachine {
     }
     return new_number(Kind::integer, static_cast<uint64_t>(v));
   }
-  void reserve_pool(size_t n) {
+  void check_pool(size_t n) {
     if (doc_.pool_.size() + n >= kUnset) fail("holds more container items than 32-bit indices address");
   }
   // A tuple or frozenset: immutable, its items known at once.
   Ref new_seq(Kind k, const Ref* kids, size_t n) {
-    reserve_pool(n);
+    check_pool(n);
     const Ref r = new_node(k);
     PickleDocument::Node& nd = doc_.nodes_[r];
     nd.a = static_cast<Ref>(doc_.pool_.size());
@@ -181,12 +181,15 @@ class PickleMachine {
   }
   void extend(Ref c, const Ref* items, size_t n) {
     if (n == 0) return;
-    reserve_pool(n);
+    check_pool(n);
     PickleDocument::Node& nd = node(c);
     const auto end = static_cast<Ref>(doc_.pool_.size());
     if (nd.b != kUnset && segments_[nd.b].start + segments_[nd.b].count == end) {
       segments_[nd.b].count += static_cast<Ref>(n);
     } else {
+      // Interleaved growth of many containers makes a segment per batch: bounded like the values.
+      if (segments_.size() >= doc_.limits_.max_nodes)
+        fail("grows its containers in more than " + std::to_string(doc_.limits_.max_nodes) + " pieces");
       const auto s = static_cast<Ref>(segments_.size());
       segments_.push_back({end, static_cast<Ref>(n), kUnset});
       if (nd.b == kUnset) nd.a = s;
@@ -222,7 +225,7 @@ class PickleMachine {
       } else if (segments_[nd.a].next == kUnset) {
         nd.a = segments_[nd.a].start;
       } else {
-        reserve_pool(n);
+        check_pool(n);
         const auto start = static_cast<Ref>(doc_.pool_.size());
         doc_.pool_.reserve(doc_.pool_.size() + n);
         for (Ref s = nd.a; s != kUnset; s = segments_[s].next)
