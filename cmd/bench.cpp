@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/export_bench.h"
+#include "cmd/bench/dcp_commands.h"
 #include "bench/comm_bench.h"
 #include "bench/gpu_optim_bench.h"
 #include "bench/gpu_quantize_bench.h"
@@ -523,6 +524,8 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   go->add_option("--warmup", gargs->warmup, "Untimed launches before timing")->capture_default_str();
   go->add_option("--iters", gargs->iters, "Timed launches (the median is reported)")->capture_default_str();
   go->callback([gargs, &global, &run] { run = [gargs, &global] { return run_bench_gpu_optim(*gargs, global); }; });
+
+  register_bench_dcp(*cmd, global, run);
 }
 
 }  // namespace fpg::cli

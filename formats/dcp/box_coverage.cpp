@@ -10,7 +10,7 @@ namespace {
 
 class Sweep {
  public:
-  Sweep(const std::vector<uint64_t>& shape, const std::vector<Box>& boxes, size_t max_issues, uint64_t budget,
+  Sweep(const std::vector<uint64_t>& shape, const std::vector<BoxView>& boxes, size_t max_issues, uint64_t budget,
         CoverageResult& out)
       : shape_(shape), boxes_(boxes), max_issues_(max_issues), budget_(budget), out_(out) {}
 
@@ -123,7 +123,7 @@ class Sweep {
   }
 
   const std::vector<uint64_t>& shape_;
-  const std::vector<Box>& boxes_;
+  const std::vector<BoxView>& boxes_;
   size_t max_issues_;
   uint64_t budget_;
   CoverageResult& out_;
@@ -131,18 +131,58 @@ class Sweep {
   std::set<std::pair<size_t, size_t>> pairs_;
 };
 
+// Whether the boxes of nonzero volume are each one run of the row-major order and together tile the
+// tensor: runs sorted by start, each starting where the previous ends, from 0 to numel. False says
+// nothing (the sweep decides).
+bool tiles_as_runs(const std::vector<uint64_t>& shape, const std::vector<BoxView>& boxes) {
+  const size_t n = shape.size();
+  uint64_t numel = 1;
+  for (uint64_t d : shape) {
+    if (d != 0 && numel > UINT64_MAX / d) return false;
+    numel *= d;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  runs.reserve(boxes.size());
+  for (const BoxView& b : boxes) {
+    uint64_t volume = 1;
+    for (size_t d = 0; d < n; ++d) volume *= b.sizes[d];  // inside the tensor, so at most numel
+    if (volume == 0) continue;
+    if (!is_row_major_run(shape, b.offsets, b.sizes)) return false;
+    uint64_t lo = 0;
+    for (size_t d = 0; d < n; ++d) lo = lo * shape[d] + b.offsets[d];  // inside the tensor, so below numel
+    runs.emplace_back(lo, lo + volume);
+  }
+  if (!std::is_sorted(runs.begin(), runs.end())) std::sort(runs.begin(), runs.end());
+  uint64_t at = 0;
+  for (const auto& [lo, hi] : runs) {
+    if (lo != at) return false;
+    at = hi;
+  }
+  return at == numel;
+}
+
 }  // namespace
 
-CoverageResult check_box_coverage(const std::vector<uint64_t>& shape, const std::vector<Box>& boxes,
+bool is_row_major_run(const std::vector<uint64_t>& shape, const uint64_t* offsets, const uint64_t* sizes) {
+  size_t k = shape.size();
+  while (k > 0 && offsets[k - 1] == 0 && sizes[k - 1] == shape[k - 1]) --k;
+  // Dimensions from k on are whole; k - 1 may be partial; those before it must have size 1.
+  for (size_t d = 0; d + 1 < k; ++d)
+    if (sizes[d] != 1) return false;
+  return true;
+}
+
+CoverageResult check_box_coverage(const std::vector<uint64_t>& shape, const std::vector<BoxView>& boxes,
                                   size_t max_issues, uint64_t work_budget) {
   CoverageResult out;
+  // A tensor with a zero dimension has nothing to cover.
+  if (std::any_of(shape.begin(), shape.end(), [](uint64_t s) { return s == 0; })) return out;
+  if (tiles_as_runs(shape, boxes)) return out;
   std::vector<uint32_t> ids;
   ids.reserve(boxes.size());
   for (size_t i = 0; i < boxes.size(); ++i)
-    if (std::none_of(boxes[i].sizes.begin(), boxes[i].sizes.end(), [](uint64_t s) { return s == 0; }))
+    if (std::none_of(boxes[i].sizes, boxes[i].sizes + shape.size(), [](uint64_t s) { return s == 0; }))
       ids.push_back(static_cast<uint32_t>(i));
-  // A tensor with a zero dimension has nothing to cover.
-  if (std::any_of(shape.begin(), shape.end(), [](uint64_t s) { return s == 0; })) return out;
   Sweep sweep(shape, boxes, max_issues, work_budget, out);
   try {
     if (shape.empty())
@@ -153,6 +193,14 @@ CoverageResult check_box_coverage(const std::vector<uint64_t>& shape, const std:
     out.budget_exceeded = true;
   }
   return out;
+}
+
+CoverageResult check_box_coverage(const std::vector<uint64_t>& shape, const std::vector<Box>& boxes,
+                                  size_t max_issues, uint64_t work_budget) {
+  std::vector<BoxView> views;
+  views.reserve(boxes.size());
+  for (const Box& b : boxes) views.push_back({b.offsets.data(), b.sizes.data()});
+  return check_box_coverage(shape, views, max_issues, work_budget);
 }
 
 }  // namespace fpg::dcp

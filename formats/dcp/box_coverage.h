@@ -20,6 +20,12 @@ struct Box {
   std::vector<uint64_t> sizes;
 };
 
+// A box whose offsets and sizes (shape.size() of each) live elsewhere, e.g. in a ChunkMeta.
+struct BoxView {
+  const uint64_t* offsets;
+  const uint64_t* sizes;
+};
+
 struct CoverageIssue {
   enum class Kind : uint8_t { gap, overlap } kind = Kind::gap;
   Box box;          // the uncovered box, or the first box where the two chunks overlap
@@ -33,8 +39,16 @@ struct CoverageResult {
   bool budget_exceeded = false;       // the sweep stopped; `issues` is then what volume alone shows
 };
 
+// Whether a box inside `shape` (shape.size() offsets and sizes) is one run of the row-major order:
+// size 1 in the dimensions before some k, the whole extent in those after it.
+bool is_row_major_run(const std::vector<uint64_t>& shape, const uint64_t* offsets, const uint64_t* sizes);
+
 // `boxes` must each have shape.size() offsets and sizes and lie inside `shape` (validate.h reports
 // those that do not and leaves them out). Boxes of zero volume cover nothing and are ignored.
+// Boxes that are each one run of the row-major order (row-sharded chunks, the usual case) and tile
+// the tensor are recognised in one pass over them sorted by start, before any sweep.
+CoverageResult check_box_coverage(const std::vector<uint64_t>& shape, const std::vector<BoxView>& boxes,
+                                  size_t max_issues = 100, uint64_t work_budget = uint64_t{1} << 27);
 CoverageResult check_box_coverage(const std::vector<uint64_t>& shape, const std::vector<Box>& boxes,
                                   size_t max_issues = 100, uint64_t work_budget = uint64_t{1} << 27);
 

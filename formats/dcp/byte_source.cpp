@@ -41,6 +41,10 @@ FileRangeSource::FileRangeSource(std::shared_ptr<const DataFile> file, uint64_t 
   name_ = range_name(*file_, offset, length);
 }
 
+void FileRangeSource::will_need(uint64_t offset, uint64_t len) const {
+  if (offset < length_) file_->will_need(offset_ + offset, std::min(len, length_ - offset));
+}
+
 void FileRangeSource::read(uint64_t offset, void* dst, uint64_t len) const {
   check_range(*this, offset, len);
   file_->read(offset_ + offset, dst, len);

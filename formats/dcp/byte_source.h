@@ -20,6 +20,8 @@ class ByteSource {
   virtual void read(uint64_t offset, void* dst, uint64_t len) const = 0;
   // Names the source in messages: "ckpt/__0_0.distcp [4096, 5673)".
   virtual const std::string& name() const = 0;
+  // A hint that [offset, offset + len) will be read soon (files start reading it in the background).
+  virtual void will_need(uint64_t /*offset*/, uint64_t /*len*/) const {}
 
   // The whole of [offset, offset + len) in a new buffer.
   std::vector<uint8_t> read_vector(uint64_t offset, uint64_t len) const;
@@ -48,6 +50,7 @@ class FileRangeSource final : public ByteSource {
   uint64_t size() const override { return length_; }
   void read(uint64_t offset, void* dst, uint64_t len) const override;
   const std::string& name() const override { return name_; }
+  void will_need(uint64_t offset, uint64_t len) const override;
   uint64_t file_offset() const { return offset_; }
 
  private:

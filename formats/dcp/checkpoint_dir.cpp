@@ -31,6 +31,12 @@ DataFile::~DataFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void DataFile::will_need(uint64_t offset, uint64_t len) const {
+  if (offset < size_ && len > 0)
+    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(std::min(len, size_ - offset)),
+                    POSIX_FADV_WILLNEED);
+}
+
 void DataFile::read(uint64_t offset, void* dst, uint64_t len) const {
   auto* out = static_cast<uint8_t*>(dst);
   uint64_t done = 0;

@@ -27,6 +27,9 @@ class DataFile {
   // Reads exactly [offset, offset + len); throws fpg::FormatError naming the file and range on an
   // I/O error or when the file is shorter than it was at open.
   void read(uint64_t offset, void* dst, uint64_t len) const;
+  // Asks the OS to start reading [offset, offset + len) into the page cache in the background (a
+  // hint: errors are ignored), so that a read of it soon after does not wait for the disk.
+  void will_need(uint64_t offset, uint64_t len) const;
 
  private:
   int fd_;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <map>
 #include <regex>
 
 #include "core/error.h"
+#include "formats/dcp/box_coverage.h"
 
 namespace fpg::dcp {
 
@@ -293,6 +295,25 @@ void DcpParams::map_plain() {
   }
 }
 
+void DcpParams::prefetch_after(size_t t, size_t entry, size_t chunk) const {
+  constexpr uint64_t kWindow = uint64_t{32} << 20;
+  constexpr size_t kMaxChunks = 16;
+  const Metadata& md = r_.metadata();
+  uint64_t asked = 0;
+  for (size_t n = 0; n < kMaxChunks && asked < kWindow; ++n) {
+    while (++chunk >= md.entries[entry].tensor.chunks.size()) {
+      // The key's chunks are done: go on with the next tensor's key.
+      while (++t < sources_.size() && sources_[t].entry == entry) {
+      }
+      if (t >= sources_.size()) return;
+      entry = sources_[t].entry;
+      chunk = SIZE_MAX;  // wraps to chunk 0
+    }
+    asked += r_.chunk_bytes(md.entries[entry], chunk);
+    r_.prefetch(md.entries[entry], chunk);
+  }
+}
+
 void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   const Source& s = sources_.at(t);
   const Entry& e = r_.metadata().entries[s.entry];
@@ -304,6 +325,14 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * size[d];
   auto* dst = static_cast<uint8_t*>(out);
   uint64_t copied = 0;
+  // Chunks that are one run of the key and wanted whole are read straight into `out`, several at
+  // once; the others pass through the cached chunk.
+  struct Whole {
+    size_t chunk;
+    uint64_t at, n;  // elements: where in `out`, how many
+  };
+  std::vector<Whole> whole;
+  size_t last_chunk = SIZE_MAX;
   std::lock_guard<std::mutex> lock(cache_mu_);
   for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
     const ChunkMeta& ch = e.tensor.chunks[c];
@@ -316,6 +345,13 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       last += (ch.offsets[d] + (ch.sizes[d] ? ch.sizes[d] - 1 : 0)) * stride[d];
     }
     if (empty || first >= B || last + 1 <= A) continue;
+    last_chunk = c;
+    if (A <= first && last < B && is_row_major_run(size, ch.offsets.data(), ch.sizes.data()) &&
+        (cache_.entry != s.entry || cache_.chunk != c)) {
+      whole.push_back({c, first - A, last + 1 - first});
+      copied += last + 1 - first;
+      continue;
+    }
     if (cache_.entry != s.entry || cache_.chunk != c) {
       cache_.entry = SIZE_MAX;
       cache_.bytes.resize(r_.chunk_bytes(e, c));
@@ -341,6 +377,20 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       }
     }
   }
+  if (last_chunk != SIZE_MAX) prefetch_after(t, s.entry, last_chunk);
+  // Reads of whole chunks wait on the disk more than they compute: up to kReaders at once, whatever
+  // the thread pool's size, keep it busy.
+  constexpr size_t kReaders = 8;
+  const size_t readers = std::min(kReaders, whole.size());
+  std::vector<std::future<void>> reading;
+  for (size_t k = 1; k < readers; ++k)
+    reading.push_back(std::async(std::launch::async, [&, k] {
+      for (size_t i = k; i < whole.size(); i += readers)
+        r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
+    }));
+  for (size_t i = 0; i < whole.size(); i += std::max<size_t>(readers, 1))
+    r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
+  for (auto& f : reading) f.get();
   if (copied < B - A)
     throw FormatError(r_.dir() + ": key '" + e.fqn + "' elements [" + std::to_string(A) + ", " + std::to_string(B) +
                       ") are not all stored (" + std::to_string(B - A - copied) + " missing)");

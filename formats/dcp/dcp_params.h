@@ -15,8 +15,11 @@
 //   parameter's shape are its optimizer states.
 //
 // Every tensor is a flat range of one stored key (a layer of a stacked key, or a parameter's place in a
-// bucket), read chunk by chunk; the chunk last read is kept, so sequential reads decode each stored
-// item once. Memory: the largest stored chunk, twice.
+// bucket), read chunk by chunk. A chunk that is one row-major run of its key and lies wholly inside
+// the range read goes straight into the caller's buffer, up to 8 such reads in flight at once (they
+// wait on the disk more than they compute), and the chunks after the range are asked of the disk
+// ahead of the next reads; any other chunk is read whole and kept, so sequential reads decode each
+// stored item once. Memory: the largest stored chunk, twice.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +83,9 @@ class DcpParams : public ckpt::ParamSource {
   void map_megatron();
   void map_plain();
   void map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries);
+  // Asks the disk for what reads after this one will want: the chunks after `chunk` of `entry`,
+  // then those of the following tensors' keys, up to a window (large items only: Reader::prefetch).
+  void prefetch_after(size_t t, size_t entry, size_t chunk) const;
 
   const Reader& r_;
   bool megatron_ = false;

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "formats/safetensors/format.h"
@@ -24,6 +26,7 @@ const std::string kIndexClass = std::string(kMetaModule) + "MetadataIndex";
 const std::string kStorageMetaClass = std::string(kMetaModule) + "StorageMeta";
 const std::string kMemFormatClass = std::string(kMetaModule) + "_MEM_FORMAT_ENCODING";
 const std::string kStorageInfoClass = "torch.distributed.checkpoint.filesystem._StorageInfo";
+const std::string kSizeClass = "torch.Size";
 
 std::string key_field(const std::string& parent, const std::string& key) {
   return parent + "[" + safetensors::quote_name(key) + "]";
@@ -57,24 +60,85 @@ class Path {
   const std::string* key_ = nullptr;
 };
 
-// A storage_data lookup key, (fqn, chunk offsets), as views into the decoded metadata.
-struct StorageKey {
-  std::string_view fqn;
-  const std::vector<uint64_t>* offsets;  // null for a bytes entry
-  bool operator==(const StorageKey& o) const {
-    if (fqn != o.fqn || (offsets == nullptr) != (o.offsets == nullptr)) return false;
-    return offsets == nullptr || *offsets == *o.offsets;
-  }
-};
-struct StorageKeyHash {
-  size_t operator()(const StorageKey& k) const {
-    size_t h = std::hash<std::string_view>()(k.fqn);
-    if (k.offsets) {
-      h ^= 0x9e3779b97f4a7c15ULL;
-      for (uint64_t o : *k.offsets) h = (h ^ std::hash<uint64_t>()(o)) * 0x100000001b3ULL;
+// Storage entries by (fqn, chunk offsets), where the last of repeated keys wins, as in Python's dict.
+// Entries are grouped by fqn in file order (a run of entries of one fqn costs one string compare
+// each); within a group, offsets that increase in file order (as writers store row-sharded chunks)
+// are unique and are matched to a key's chunks by a cursor that follows them, with a binary search
+// where the chunk order departs from it. Other groups are sorted first, repeats counted, the last kept.
+class StorageIndex {
+ public:
+  StorageIndex(const std::vector<StorageEntry>& storage, uint64_t* duplicates) : storage_(storage) {
+    // Each group's entries, in file order: chunked (with offsets) and unchunked (bytes items).
+    uint32_t group = 0;
+    for (size_t i = 0; i < storage.size(); ++i) {
+      const std::string_view fqn = storage[i].fqn;
+      if (i == 0 || fqn != std::string_view(storage[i - 1].fqn)) {
+        group = by_fqn_.emplace(fqn, static_cast<uint32_t>(groups_.size())).first->second;
+        if (group == groups_.size()) groups_.emplace_back();
+      }
+      Group& g = groups_[group];
+      (storage[i].chunk_offsets ? g.chunked : g.unchunked).push_back(static_cast<uint32_t>(i));
     }
-    return h;
+    for (Group& g : groups_) {
+      if (g.unchunked.size() > 1) *duplicates += g.unchunked.size() - 1;
+      bool increasing = true;
+      for (size_t j = 1; increasing && j < g.chunked.size(); ++j)
+        increasing = offsets(g.chunked[j - 1]) < offsets(g.chunked[j]);
+      if (increasing) continue;
+      // Sort by offsets, then by file order; keep the last of each run of equal offsets.
+      std::stable_sort(g.chunked.begin(), g.chunked.end(),
+                       [&](uint32_t a, uint32_t b) { return offsets(a) < offsets(b); });
+      std::vector<uint32_t> kept;
+      for (size_t j = 0; j < g.chunked.size(); ++j) {
+        if (j + 1 < g.chunked.size() && offsets(g.chunked[j]) == offsets(g.chunked[j + 1])) {
+          ++*duplicates;
+          continue;
+        }
+        kept.push_back(g.chunked[j]);
+      }
+      g.chunked = std::move(kept);
+    }
   }
+
+  // The storage index of a bytes item `fqn`, or kNoStorage.
+  int64_t find_bytes(std::string_view fqn) const {
+    const Group* g = group(fqn);
+    return g && !g->unchunked.empty() ? g->unchunked.back() : kNoStorage;
+  }
+
+  // Storage indices of the chunks of tensor `fqn`, in their order (kNoStorage where none).
+  void find_chunks(std::string_view fqn, std::vector<ChunkMeta>& chunks) const {
+    const Group* g = group(fqn);
+    size_t cursor = 0;
+    for (ChunkMeta& c : chunks) {
+      c.storage = kNoStorage;
+      if (!g || g->chunked.empty()) continue;
+      if (cursor < g->chunked.size() && offsets(g->chunked[cursor]) == c.offsets) {
+        c.storage = g->chunked[cursor++];
+        continue;
+      }
+      const auto it = std::lower_bound(g->chunked.begin(), g->chunked.end(), c.offsets,
+                                       [&](uint32_t a, const std::vector<uint64_t>& o) { return offsets(a) < o; });
+      if (it != g->chunked.end() && offsets(*it) == c.offsets) {
+        c.storage = *it;
+        cursor = static_cast<size_t>(it - g->chunked.begin()) + 1;
+      }
+    }
+  }
+
+ private:
+  struct Group {
+    std::vector<uint32_t> chunked;    // sorted by offsets, unique
+    std::vector<uint32_t> unchunked;  // file order; the last one counts
+  };
+  const std::vector<uint64_t>& offsets(uint32_t i) const { return *storage_[i].chunk_offsets; }
+  const Group* group(std::string_view fqn) const {
+    const auto it = by_fqn_.find(fqn);
+    return it == by_fqn_.end() ? nullptr : &groups_[it->second];
+  }
+  const std::vector<StorageEntry>& storage_;
+  std::vector<Group> groups_;
+  std::unordered_map<std::string_view, uint32_t> by_fqn_;
 };
 
 class Decoder {
@@ -95,8 +159,16 @@ class Decoder {
     }
   }
 
+  // `cls` is one of the class name constants above.
   bool is_object(Ref r, const std::string& cls) const {
-    return d_.kind(r) == PKind::object && d_.text(r) == cls;
+    if (d_.kind(r) != PKind::object) return false;
+    // The objects of a class share its name's text id: compare the name once per id.
+    const uint32_t id = d_.text_id(r);
+    for (const auto& [name, known] : known_classes_)
+      if (known == id) return name == &cls;
+    if (d_.text(r) != cls) return false;
+    if (known_classes_.size() < kKnownClasses) known_classes_.push_back({&cls, id});
+    return true;
   }
   void expect_object(Ref r, const std::string& cls, const Path& field) const {
     if (!is_object(r, cls)) throw err(field, "expected " + cls + ", found " + d_.type_name(r));
@@ -145,7 +217,7 @@ class Decoder {
   }
   // A sequence of ints: torch.Size(tuple) as DCP writes it, or a plain tuple or list.
   Ref int_seq(Ref r, const Path& field) const {
-    if (is_object(r, "torch.Size")) {
+    if (is_object(r, kSizeClass)) {
       const Ref a = d_.args(r);
       if (d_.size(a) != 1) throw err(field, "torch.Size built with " + std::to_string(d_.size(a)) + " arguments");
       r = d_.item(a, 0);
@@ -180,9 +252,11 @@ class Decoder {
   void planner_data(Ref r);
   void resolve_storage();
 
+  static constexpr size_t kKnownClasses = 32;
   const PickleDocument& d_;
   Metadata& m_;
   std::set<std::string> noted_;
+  mutable std::vector<std::pair<const std::string*, uint32_t>> known_classes_;
 };
 
 void Decoder::properties(Ref r, const Path& field, TensorMeta& t) {
@@ -410,29 +484,14 @@ void Decoder::planner_data(Ref r) {
   }
 }
 
-// Storage entries by (fqn, chunk offsets): the last of repeated keys wins, as in Python's dict.
 void Decoder::resolve_storage() {
-  std::unordered_map<StorageKey, int64_t, StorageKeyHash> where;
-  where.reserve(m_.storage.size());
-  for (size_t i = 0; i < m_.storage.size(); ++i) {
-    const StorageEntry& s = m_.storage[i];
-    const StorageKey key{s.fqn, s.chunk_offsets ? &*s.chunk_offsets : nullptr};
-    auto [it, fresh] = where.emplace(key, static_cast<int64_t>(i));
-    if (!fresh) {
-      it->second = static_cast<int64_t>(i);
-      ++m_.duplicate_storage_keys;
-    }
-  }
+  if (m_.storage.size() >= UINT32_MAX) throw err(Path("storage_data"), "has more entries than are supported");
+  const StorageIndex where(m_.storage, &m_.duplicate_storage_keys);
   for (Entry& e : m_.entries) {
-    if (!e.is_tensor) {
-      const auto it = where.find(StorageKey{e.fqn, nullptr});
-      if (it != where.end()) e.storage = it->second;
-      continue;
-    }
-    for (ChunkMeta& c : e.tensor.chunks) {
-      const auto it = where.find(StorageKey{e.fqn, &c.offsets});
-      if (it != where.end()) c.storage = it->second;
-    }
+    if (e.is_tensor)
+      where.find_chunks(e.fqn, e.tensor.chunks);
+    else
+      e.storage = where.find_bytes(e.fqn);
   }
 }
 

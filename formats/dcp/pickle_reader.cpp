@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "formats/dcp/huge_pages.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -91,10 +92,12 @@ class PickleMachine {
   }
 
   size_t remaining() const { return n_ - pos_; }
+  [[noreturn, gnu::noinline, gnu::cold]] void overrun(uint64_t k, const char* what) const {
+    fail(std::string(what) + " of " + std::to_string(k) + " bytes runs past the end (" + std::to_string(remaining()) +
+         " left)");
+  }
   const uint8_t* take(uint64_t k, const char* what) {
-    if (k > remaining())
-      fail(std::string(what) + " of " + std::to_string(k) + " bytes runs past the end (" +
-           std::to_string(remaining()) + " left)");
+    if (k > remaining()) overrun(k, what);
     const uint8_t* q = p_ + pos_;
     pos_ += static_cast<size_t>(k);
     return q;
@@ -129,42 +132,109 @@ class PickleMachine {
     doc_.strings_.push_back(std::move(s));
     return r;
   }
+  Ref new_number(Kind k, uint64_t bits) {
+    const Ref r = new_node(k);
+    doc_.nodes_[r].a = static_cast<Ref>(bits);
+    doc_.nodes_[r].b = static_cast<Ref>(bits >> 32);
+    return r;
+  }
   Ref new_int(int64_t v) {
     if (v >= 0 && v < 256) {
       Ref& cached = small_ints_[v];
-      if (cached == kUnset) {
-        cached = new_node(Kind::integer);
-        doc_.nodes_[cached].num.i = v;
-      }
+      if (cached == kUnset) cached = new_number(Kind::integer, static_cast<uint64_t>(v));
       return cached;
     }
-    const Ref r = new_node(Kind::integer);
-    doc_.nodes_[r].num.i = v;
-    return r;
+    return new_number(Kind::integer, static_cast<uint64_t>(v));
   }
-  Ref new_seq(Kind k, std::vector<Ref> kids) {
+  void check_pool(size_t n) {
+    if (doc_.pool_.size() + n >= kUnset) fail("holds more container items than 32-bit indices address");
+  }
+  // A tuple or frozenset: immutable, its items known at once.
+  Ref new_seq(Kind k, const Ref* kids, size_t n) {
+    check_pool(n);
     const Ref r = new_node(k);
-    PickleDocument::Node& n = doc_.nodes_[r];
-    if (PickleDocument::pooled(k)) {
-      if (doc_.pool_.size() + kids.size() >= kUnset) fail("holds more tuple items than 32-bit indices address");
-      n.a = static_cast<Ref>(doc_.pool_.size());
-      n.b = static_cast<Ref>(kids.size());
-      doc_.pool_.insert(doc_.pool_.end(), kids.begin(), kids.end());
-    } else {
-      n.a = static_cast<Ref>(doc_.lists_.size());
-      doc_.lists_.push_back(std::move(kids));
-    }
+    PickleDocument::Node& nd = doc_.nodes_[r];
+    nd.a = static_cast<Ref>(doc_.pool_.size());
+    nd.b = static_cast<Ref>(n);
+    doc_.pool_.insert(doc_.pool_.end(), kids, kids + n);
     return r;
   }
   Ref empty_tuple() {
-    if (empty_tuple_ == kUnset) empty_tuple_ = new_seq(Kind::tuple, {});
+    if (empty_tuple_ == kUnset) empty_tuple_ = new_seq(Kind::tuple, nullptr, 0);
     return empty_tuple_;
   }
-  // The children of a list, dict or set, which APPEND, SETITEM and ADDITEMS extend.
-  std::vector<Ref>& items_of(Ref r) { return doc_.lists_[doc_.nodes_[r].a]; }
+
+  // A list, dict or set grows by APPEND(S), SETITEM(S) and ADDITEMS while the machine runs: each
+  // growth appends its items to the pool as a segment chained to the container's last one (or
+  // extends that segment when it ends the pool, as consecutive batches do), with no allocation of
+  // its own; finish() then lays each chain out contiguously. Until then a container's node holds
+  // a = first segment, b = last segment (kUnset: none) and text = its item count.
+  struct Segment {
+    Ref start, count, next;
+  };
+  static bool mutable_container(Kind k) { return k == Kind::list || k == Kind::dict || k == Kind::set; }
+  Ref new_container(Kind k) {
+    const Ref r = new_node(k);
+    node(r).a = node(r).b = kUnset;
+    containers_.push_back(r);
+    return r;
+  }
+  void extend(Ref c, const Ref* items, size_t n) {
+    if (n == 0) return;
+    check_pool(n);
+    PickleDocument::Node& nd = node(c);
+    const auto end = static_cast<Ref>(doc_.pool_.size());
+    if (nd.b != kUnset && segments_[nd.b].start + segments_[nd.b].count == end) {
+      segments_[nd.b].count += static_cast<Ref>(n);
+    } else {
+      // Interleaved growth of many containers makes a segment per batch: bounded like the values.
+      if (segments_.size() >= doc_.limits_.max_nodes)
+        fail("grows its containers in more than " + std::to_string(doc_.limits_.max_nodes) + " pieces");
+      const auto s = static_cast<Ref>(segments_.size());
+      segments_.push_back({end, static_cast<Ref>(n), kUnset});
+      if (nd.b == kUnset) nd.a = s;
+      else segments_[nd.b].next = s;
+      nd.b = s;
+    }
+    nd.text += static_cast<Ref>(n);  // below kUnset with the pool
+    doc_.pool_.insert(doc_.pool_.end(), items, items + n);
+  }
+  // Items of a container (mutable or not) while the machine runs.
   std::vector<Ref> copy_items(Ref r) const {
-    const Ref* k = doc_.kids(r);
-    return std::vector<Ref>(k, k + doc_.size(r));
+    const PickleDocument::Node& nd = doc_.nodes_[r];
+    if (!mutable_container(nd.kind)) return std::vector<Ref>(doc_.kids(r), doc_.kids(r) + nd.b);
+    std::vector<Ref> out;
+    out.reserve(nd.text);
+    for (Ref s = nd.a; s != kUnset; s = segments_[s].next)
+      out.insert(out.end(), doc_.pool_.begin() + segments_[s].start,
+                 doc_.pool_.begin() + segments_[s].start + segments_[s].count);
+    return out;
+  }
+  // Entries of a dict or items of any container while the machine runs.
+  size_t count(Ref r) const {
+    const PickleDocument::Node& nd = doc_.nodes_[r];
+    if (!mutable_container(nd.kind)) return nd.b;
+    return nd.text / (nd.kind == Kind::dict ? 2 : 1);
+  }
+  void finish() {
+    for (const Ref c : containers_) {
+      PickleDocument::Node& nd = node(c);
+      const Ref n = nd.text;
+      if (nd.a == kUnset) {
+        nd.a = 0;
+      } else if (segments_[nd.a].next == kUnset) {
+        nd.a = segments_[nd.a].start;
+      } else {
+        check_pool(n);
+        const auto start = static_cast<Ref>(doc_.pool_.size());
+        doc_.pool_.reserve(doc_.pool_.size() + n);
+        for (Ref s = nd.a; s != kUnset; s = segments_[s].next)
+          for (Ref i = 0; i < segments_[s].count; ++i) doc_.pool_.push_back(doc_.pool_[segments_[s].start + i]);
+        nd.a = start;
+      }
+      nd.b = n;
+      nd.text = 0;
+    }
   }
   PickleDocument::Node& node(Ref r) { return doc_.nodes_[r]; }
 
@@ -180,20 +250,24 @@ class PickleMachine {
     if (stack_.size() <= floor()) fail("stack underflow");
     return stack_.back();
   }
-  std::vector<Ref> pop_mark() {
+  // Pops the last mark; the items above it are stack_[at, end), which the caller consumes and drops.
+  size_t pop_mark() {
     if (marks_.empty()) fail("needs a MARK and there is none");
     const size_t at = marks_.back();
     marks_.pop_back();
-    std::vector<Ref> items(stack_.begin() + static_cast<std::ptrdiff_t>(at), stack_.end());
-    stack_.resize(at);
-    return items;
+    return at;
+  }
+  // The container below the items of a mark popped at `at`.
+  Ref below_mark(size_t at) {
+    if (at <= floor()) fail("stack underflow");
+    return stack_[at - 1];
   }
 
   void memo_put(uint64_t idx) {
     const Ref v = top();
     if (idx >= memo_.size()) {
       if (idx > 2 * doc_.nodes_.size() + 1024) fail("memo index " + std::to_string(idx) + " is out of range");
-      memo_.resize(static_cast<size_t>(idx) + 1, kUnset);
+      memo_.resize(std::max<size_t>(static_cast<size_t>(idx) + 1, 2 * memo_.size()), kUnset);
     }
     if (memo_[idx] == kUnset) ++memo_count_;
     memo_[idx] = v;
@@ -271,6 +345,8 @@ class PickleMachine {
   std::vector<Ref> memo_;
   uint64_t memo_count_ = 0;
   std::vector<Ref> small_ints_ = std::vector<Ref>(256, kUnset);  // BININT1 values, shared
+  std::vector<Segment> segments_;
+  std::vector<Ref> containers_;  // every list, dict and set, for finish()
   Ref none_ = kUnset, true_ = kUnset, false_ = kUnset, empty_tuple_ = kUnset;
 };
 
@@ -281,7 +357,14 @@ void PickleMachine::reduce() {
     fail("REDUCE calls a " + doc_.type_name(callable) + " (only allow-listed globals are called)");
   const std::string& name = doc_.text(callable);
   expect_tuple(args, "REDUCE", callable);
-  const std::vector<Ref> a = copy_items(args);
+  // The argument tuple's items, read in place (by index: the pool may grow below).
+  struct Args {
+    const std::vector<Ref>& pool;
+    size_t at, n;
+    size_t size() const { return n; }
+    bool empty() const { return n == 0; }
+    Ref operator[](size_t i) const { return pool[at + i]; }
+  } const a{doc_.pool_, doc_.nodes_[args].a, doc_.nodes_[args].b};
   auto bad_args = [&]() { fail("REDUCE of '" + name + "' with unexpected arguments"); };
   switch (doc_.role(callable)) {
     case GlobalRole::constant:
@@ -292,17 +375,23 @@ void PickleMachine::reduce() {
       return;
     case GlobalRole::ordered_dict:
       if (!a.empty()) bad_args();
-      push(new_seq(Kind::dict, {}));
+      push(new_container(Kind::dict));
       return;
     case GlobalRole::make_set:
     case GlobalRole::make_frozenset: {
-      const Kind k = doc_.role(callable) == GlobalRole::make_set ? Kind::set : Kind::frozenset;
-      if (a.empty()) {
-        push(new_seq(k, {}));
-        return;
+      const bool set = doc_.role(callable) == GlobalRole::make_set;
+      std::vector<Ref> items;
+      if (!a.empty()) {
+        if (a.size() != 1 || doc_.kind(a[0]) != Kind::list) bad_args();
+        items = copy_items(a[0]);
       }
-      if (a.size() != 1 || doc_.kind(a[0]) != Kind::list) bad_args();
-      push(new_seq(k, copy_items(a[0])));
+      if (set) {
+        const Ref r = new_container(Kind::set);
+        extend(r, items.data(), items.size());
+        push(r);
+      } else {
+        push(new_seq(Kind::frozenset, items.data(), items.size()));
+      }
       return;
     }
     case GlobalRole::make_bytes:
@@ -357,7 +446,7 @@ void PickleMachine::reduce() {
 void PickleMachine::newobj(bool ex) {
   if (ex) {
     const Ref kwargs = pop();
-    if (doc_.kind(kwargs) != Kind::dict || doc_.size(kwargs) != 0)
+    if (doc_.kind(kwargs) != Kind::dict || count(kwargs) != 0)
       fail("NEWOBJ_EX with keyword arguments is not supported");
   }
   const Ref args = pop();
@@ -397,6 +486,7 @@ void PickleMachine::run() {
         if (remaining() != 0)
           fail("STOP is followed by " + std::to_string(remaining()) + " more bytes");
         doc_.root_ = r;
+        finish();
         return;
       }
       case op::NONE:
@@ -406,10 +496,7 @@ void PickleMachine::run() {
       case op::NEWTRUE:
       case op::NEWFALSE: {
         Ref& cached = c == op::NEWTRUE ? true_ : false_;
-        if (cached == kUnset) {
-          cached = new_node(Kind::boolean);
-          node(cached).num.i = c == op::NEWTRUE;
-        }
+        if (cached == kUnset) cached = new_number(Kind::boolean, c == op::NEWTRUE);
         push(cached);
         break;
       }
@@ -433,9 +520,7 @@ void PickleMachine::run() {
         const uint8_t* q = take(8, "BINFLOAT");
         uint64_t bits = 0;
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | q[i];  // big-endian
-        const Ref r = new_node(Kind::floating);
-        std::memcpy(&node(r).num.f, &bits, 8);
-        push(r);
+        push(new_number(Kind::floating, bits));
         break;
       }
       case op::SHORT_BINUNICODE: text_op(Kind::str, le(1, "SHORT_BINUNICODE"), true); break;
@@ -447,68 +532,64 @@ void PickleMachine::run() {
       case op::BYTEARRAY8: text_op(Kind::bytearray, le(8, "BYTEARRAY8"), false); break;
 
       case op::EMPTY_TUPLE: push(empty_tuple()); break;
-      case op::TUPLE: push(new_seq(Kind::tuple, pop_mark())); break;
+      case op::TUPLE:
+      case op::FROZENSET: {
+        const size_t at = pop_mark();
+        const Ref r = new_seq(c == op::TUPLE ? Kind::tuple : Kind::frozenset, stack_.data() + at, stack_.size() - at);
+        stack_.resize(at);
+        push(r);
+        break;
+      }
       case op::TUPLE1:
       case op::TUPLE2:
       case op::TUPLE3: {
         const size_t k = static_cast<size_t>(c - op::TUPLE1) + 1;
-        std::vector<Ref> items(k);
-        for (size_t i = k; i-- > 0;) items[i] = pop();
-        push(new_seq(Kind::tuple, std::move(items)));
+        if (stack_.size() < floor() + k) fail("stack underflow");
+        const Ref r = new_seq(Kind::tuple, stack_.data() + stack_.size() - k, k);
+        stack_.resize(stack_.size() - k);
+        push(r);
         break;
       }
-      case op::EMPTY_LIST: push(new_seq(Kind::list, {})); break;
-      case op::LIST: push(new_seq(Kind::list, pop_mark())); break;
-      case op::APPEND: {
-        const Ref v = pop();
-        const Ref l = top();
-        if (doc_.kind(l) != Kind::list) fail("APPEND to a " + doc_.type_name(l));
-        items_of(l).push_back(v);
-        break;
-      }
-      case op::APPENDS: {
-        std::vector<Ref> items = pop_mark();
-        const Ref l = top();
-        if (doc_.kind(l) != Kind::list) fail("APPENDS to a " + doc_.type_name(l));
-        auto& kids = items_of(l);
-        kids.insert(kids.end(), items.begin(), items.end());
-        break;
-      }
-      case op::EMPTY_DICT: push(new_seq(Kind::dict, {})); break;
+      case op::EMPTY_LIST: push(new_container(Kind::list)); break;
+      case op::EMPTY_DICT: push(new_container(Kind::dict)); break;
+      case op::EMPTY_SET: push(new_container(Kind::set)); break;
+      case op::LIST:
       case op::DICT: {
-        std::vector<Ref> items = pop_mark();
-        if (items.size() % 2) fail("DICT with an odd number of items");
-        push(new_seq(Kind::dict, std::move(items)));
+        const size_t at = pop_mark();
+        if (c == op::DICT && (stack_.size() - at) % 2) fail("DICT with an odd number of items");
+        const Ref r = new_container(c == op::LIST ? Kind::list : Kind::dict);
+        extend(r, stack_.data() + at, stack_.size() - at);
+        stack_.resize(at);
+        push(r);
         break;
       }
+      case op::APPEND:
       case op::SETITEM: {
-        const Ref v = pop();
-        const Ref k = pop();
-        const Ref d = top();
-        if (doc_.kind(d) != Kind::dict) fail("SETITEM on a " + doc_.type_name(d));
-        items_of(d).push_back(k);
-        items_of(d).push_back(v);
+        const size_t k = c == op::APPEND ? 1 : 2;
+        if (stack_.size() < floor() + k + 1) fail("stack underflow");
+        const Ref target = stack_[stack_.size() - k - 1];
+        const Kind want = c == op::APPEND ? Kind::list : Kind::dict;
+        if (doc_.kind(target) != want)
+          fail(std::string(c == op::APPEND ? "APPEND to a " : "SETITEM on a ") + doc_.type_name(target));
+        extend(target, stack_.data() + stack_.size() - k, k);
+        stack_.resize(stack_.size() - k);
         break;
       }
-      case op::SETITEMS: {
-        std::vector<Ref> items = pop_mark();
-        if (items.size() % 2) fail("SETITEMS with an odd number of items");
-        const Ref d = top();
-        if (doc_.kind(d) != Kind::dict) fail("SETITEMS on a " + doc_.type_name(d));
-        auto& kids = items_of(d);
-        kids.insert(kids.end(), items.begin(), items.end());
-        break;
-      }
-      case op::EMPTY_SET: push(new_seq(Kind::set, {})); break;
+      case op::APPENDS:
+      case op::SETITEMS:
       case op::ADDITEMS: {
-        std::vector<Ref> items = pop_mark();
-        const Ref s = top();
-        if (doc_.kind(s) != Kind::set) fail("ADDITEMS to a " + doc_.type_name(s));
-        auto& kids = items_of(s);
-        kids.insert(kids.end(), items.begin(), items.end());
+        const size_t at = pop_mark();
+        const size_t n = stack_.size() - at;
+        if (c == op::SETITEMS && n % 2) fail("SETITEMS with an odd number of items");
+        const Ref target = below_mark(at);
+        const Kind want = c == op::APPENDS ? Kind::list : c == op::SETITEMS ? Kind::dict : Kind::set;
+        if (doc_.kind(target) != want)
+          fail(std::string(c == op::APPENDS ? "APPENDS to a " : c == op::SETITEMS ? "SETITEMS on a " : "ADDITEMS to a ") +
+               doc_.type_name(target));
+        extend(target, stack_.data() + at, n);
+        stack_.resize(at);
         break;
       }
-      case op::FROZENSET: push(new_seq(Kind::frozenset, pop_mark())); break;
 
       case op::MARK:
         if (marks_.size() >= doc_.limits_.max_depth)
@@ -519,9 +600,9 @@ void PickleMachine::run() {
         if (stack_.size() > floor())
           stack_.pop_back();
         else
-          pop_mark();
+          stack_.resize(pop_mark());
         break;
-      case op::POP_MARK: pop_mark(); break;
+      case op::POP_MARK: stack_.resize(pop_mark()); break;
       case op::DUP: push(top()); break;
 
       case op::BINPUT: memo_put(le(1, "BINPUT")); break;
@@ -592,18 +673,6 @@ void PickleMachine::run() {
   }
 }
 
-size_t PickleDocument::size(Ref r) const {
-  const Node& n = nodes_[r];
-  switch (n.kind) {
-    case Kind::tuple:
-    case Kind::frozenset: return n.b;
-    case Kind::list:
-    case Kind::set: return lists_[n.a].size();
-    case Kind::dict: return lists_[n.a].size() / 2;
-    default: return 0;
-  }
-}
-
 std::optional<Ref> PickleDocument::find(Ref dict, std::string_view key) const {
   if (kind(dict) != Kind::dict) return std::nullopt;
   for (size_t i = size(dict); i-- > 0;) {
@@ -611,12 +680,6 @@ std::optional<Ref> PickleDocument::find(Ref dict, std::string_view key) const {
     if (nodes_[k].kind == Kind::str && strings_[nodes_[k].text] == key) return value(dict, i);
   }
   return std::nullopt;
-}
-
-std::optional<Ref> PickleDocument::state(Ref obj) const {
-  const Node& n = nodes_[obj];
-  if (!n.has_state) return std::nullopt;
-  return n.b;
 }
 
 std::string PickleDocument::type_name(Ref r) const {
@@ -724,6 +787,9 @@ PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t 
     throw FormatError(file + ": pickle of " + std::to_string(size) + " bytes is larger than the " +
                       std::to_string(limits.max_bytes) + " accepted");
   doc.nodes_.reserve(std::min<size_t>(size / 8 + 16, limits.max_nodes));
+  doc.pool_.reserve(size / 8 + 16);
+  prefer_huge_pages(doc.nodes_.data(), doc.nodes_.capacity() * sizeof(PickleDocument::Node));
+  prefer_huge_pages(doc.pool_.data(), doc.pool_.capacity() * sizeof(Ref));
   PickleMachine machine(doc, data, size, allow);
   machine.run();
   return doc;

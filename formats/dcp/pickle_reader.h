@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -49,15 +50,33 @@ class PickleDocument {
   size_t node_count() const { return nodes_.size(); }
 
   Kind kind(Ref r) const { return nodes_[r].kind; }
-  bool as_bool(Ref r) const { return nodes_[r].num.i != 0; }
-  int64_t as_int(Ref r) const { return nodes_[r].num.i; }
-  double as_float(Ref r) const { return nodes_[r].num.f; }
+  bool as_bool(Ref r) const { return bits(r) != 0; }
+  int64_t as_int(Ref r) const { return static_cast<int64_t>(bits(r)); }
+  double as_float(Ref r) const {
+    double f;
+    const uint64_t b = bits(r);
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  }
   // str, bytes and bytearray: the text; global: "module.name"; object: its class or function's name.
   const std::string& text(Ref r) const { return strings_[nodes_[r].text]; }
+  // An id of the text: nodes with equal ids have equal text (objects share their class's), though
+  // equal text may come with distinct ids. Lets a decoder recognise a class name once, not per object.
+  uint32_t text_id(Ref r) const { return nodes_[r].text; }
   GlobalRole role(Ref r) const { return static_cast<GlobalRole>(nodes_[r].role); }
 
   // tuple, list, set, frozenset: element count; dict: entry count.
-  size_t size(Ref r) const;
+  size_t size(Ref r) const {
+    const Node& n = nodes_[r];
+    switch (n.kind) {
+      case Kind::tuple:
+      case Kind::frozenset:
+      case Kind::list:
+      case Kind::set: return n.b;
+      case Kind::dict: return n.b / 2;
+      default: return 0;
+    }
+  }
   Ref item(Ref seq, size_t i) const { return kids(seq)[i]; }
   Ref key(Ref dict, size_t i) const { return kids(dict)[2 * i]; }
   Ref value(Ref dict, size_t i) const { return kids(dict)[2 * i + 1]; }
@@ -65,7 +84,10 @@ class PickleDocument {
   std::optional<Ref> find(Ref dict, std::string_view key) const;
   // object: its argument tuple; its BUILD state, if any.
   Ref args(Ref obj) const { return nodes_[obj].a; }
-  std::optional<Ref> state(Ref obj) const;
+  std::optional<Ref> state(Ref obj) const {
+    if (!nodes_[obj].has_state) return std::nullopt;
+    return nodes_[obj].b;
+  }
   // persistent_id: the id value.
   Ref persistent_id(Ref r) const { return nodes_[r].a; }
 
@@ -83,9 +105,9 @@ class PickleDocument {
   friend class PickleMachine;
   friend PickleDocument read_pickle(const std::string&, const uint8_t*, size_t, const AllowList&,
                                     const PickleLimits&);
-  // 24 bytes. Children: a tuple's or frozenset's (immutable, built at once) are pool_[a, a + b); a
-  // list's, dict's (k0, v0, k1, v1, ...) or set's are lists_[a]; an object's are a = args and
-  // b = BUILD state (when has_state); a persistent id's is a.
+  // 16 bytes. Children of every container (tuple, list, dict as k0, v0, k1, v1, ..., set,
+  // frozenset) are pool_[a, a + b); an object's are a = args and b = BUILD state (when has_state); a
+  // persistent id's is a; a bool's, int's or float's 64 bits are b:a.
   struct Node {
     Kind kind = Kind::none;
     uint8_t role = 0;       // global and object: the GlobalRole of the name
@@ -93,22 +115,14 @@ class PickleDocument {
     uint32_t text = 0;      // index into strings_
     Ref a = 0;
     Ref b = 0;
-    union {
-      int64_t i;
-      double f;
-    } num{0};
   };
-  static bool pooled(Kind k) { return k == Kind::tuple || k == Kind::frozenset; }
-  const Ref* kids(Ref r) const {
-    const Node& n = nodes_[r];
-    return pooled(n.kind) ? pool_.data() + n.a : lists_[n.a].data();
-  }
+  uint64_t bits(Ref r) const { return uint64_t{nodes_[r].b} << 32 | nodes_[r].a; }
+  const Ref* kids(Ref r) const { return pool_.data() + nodes_[r].a; }
   std::string file_;
   PickleLimits limits_;
   std::vector<Node> nodes_;
   std::vector<std::string> strings_;
   std::vector<Ref> pool_;
-  std::vector<std::vector<Ref>> lists_;
   Ref root_ = 0;
 };
 

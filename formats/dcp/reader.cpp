@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "formats/dcp/huge_pages.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -53,9 +54,12 @@ Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir)
   if (f->size() > limits.max_bytes)
     throw FormatError(f->path() + ": " + std::to_string(f->size()) + " bytes, larger than the " +
                       std::to_string(limits.max_bytes) + " accepted");
-  std::vector<uint8_t> bytes(static_cast<size_t>(f->size()));
-  f->read(0, bytes.data(), bytes.size());
-  metadata_ = parse_metadata(f->path(), bytes.data(), bytes.size(), limits);
+  // Not zero-filled: the read fills it.
+  const auto size = static_cast<size_t>(f->size());
+  const std::unique_ptr<uint8_t[]> bytes(new uint8_t[size]);
+  prefer_huge_pages(bytes.get(), size);
+  f->read(0, bytes.get(), size);
+  metadata_ = parse_metadata(f->path(), bytes.get(), size, limits);
   megatron_ = read_megatron_metadata(files_);
 }
 
@@ -180,6 +184,18 @@ void Reader::read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_by
     throw FormatError(c.name() + ": " + chunk_name(e, chunk) + " is stored with shape " + shape_string(c.shape()) +
                       ", the metadata's chunk has sizes " + shape_string(e.tensor.chunks[chunk].sizes));
   c.read(dst);
+}
+
+void Reader::prefetch(const Entry& e, size_t chunk) const {
+  constexpr uint64_t kLarge = uint64_t{1} << 20;
+  if (!e.is_tensor || chunk >= e.tensor.chunks.size() || e.tensor.chunks[chunk].storage == kNoStorage) return;
+  const StorageEntry& s = metadata_.storage[static_cast<size_t>(e.tensor.chunks[chunk].storage)];
+  if (s.length < kLarge || !CheckpointDir::is_plain_name(s.relative_path)) return;
+  try {
+    files_.open(s.relative_path)->will_need(s.offset, s.length);
+  } catch (const FormatError&) {
+    // A hint only: the read itself reports the file.
+  }
 }
 
 std::vector<uint8_t> Reader::read_bytes(const Entry& e) const {

@@ -99,6 +99,10 @@ class Reader {
   // the key and the chunk otherwise, or on a CRC mismatch.
   void read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_bytes) const;
 
+  // Hints that chunk `chunk` of `e` will be read soon: a large item (1 MiB or more) starts loading
+  // from disk in the background. Does nothing for other chunks, or where the chunk has no storage.
+  void prefetch(const Entry& e, size_t chunk) const;
+
   // The raw bytes of a bytes entry's item.
   std::vector<uint8_t> read_bytes(const Entry& e) const;
   // A bytes entry decoded as the torch.save'd object it holds (tensors inside read into tensor

@@ -60,16 +60,16 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
   const bool overflow = numel_overflows(t.size);
   if (overflow)
     out.push_back({ProblemKind::shape, e.fqn, 0, 0, "", "size " + shape_string(t.size) + " overflows 64 bits"});
-  std::vector<Box> boxes;
+  std::vector<BoxView> boxes;
   std::vector<size_t> chunk_of;
   boxes.reserve(t.chunks.size());
   chunk_of.reserve(t.chunks.size());
+  auto chunk = [](size_t i) { return "chunk " + std::to_string(i); };
   for (size_t i = 0; i < t.chunks.size(); ++i) {
     const ChunkMeta& c = t.chunks[i];
-    const std::string chunk = "chunk " + std::to_string(i);
     if (c.offsets.size() != nd || c.sizes.size() != nd) {
       out.push_back({ProblemKind::shape, e.fqn, 0, 0, file_of(m, c),
-                     chunk + " has offsets " + shape_string(c.offsets) + " and sizes " + shape_string(c.sizes) +
+                     chunk(i) + " has offsets " + shape_string(c.offsets) + " and sizes " + shape_string(c.sizes) +
                          " for a " + std::to_string(nd) + "-dimensional tensor of size " + shape_string(t.size)});
       continue;
     }
@@ -77,14 +77,14 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
     for (size_t d = 0; d < nd; ++d) inside = inside && c.offsets[d] <= t.size[d] && c.sizes[d] <= t.size[d] - c.offsets[d];
     if (c.storage == kNoStorage)
       out.push_back(box_problem(ProblemKind::missing_file, e, c.offsets, c.sizes, "",
-                                chunk + " " + box_string(c.offsets, c.sizes) + " has no storage_data entry"));
+                                chunk(i) + " " + box_string(c.offsets, c.sizes) + " has no storage_data entry"));
     if (!inside) {
       out.push_back(box_problem(ProblemKind::out_of_bounds, e, c.offsets, c.sizes, file_of(m, c),
-                                chunk + " " + box_string(c.offsets, c.sizes) + " lies outside the tensor's size " +
+                                chunk(i) + " " + box_string(c.offsets, c.sizes) + " lies outside the tensor's size " +
                                     shape_string(t.size)));
       continue;
     }
-    boxes.push_back({c.offsets, c.sizes});
+    boxes.push_back({c.offsets.data(), c.sizes.data()});
     chunk_of.push_back(i);
   }
   if (overflow) return;
@@ -110,9 +110,9 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
   if (cov.budget_exceeded) {
     // The exact search stopped; DCP's own rule still applies.
     u128 volume = 0;
-    for (const Box& b : boxes) {
+    for (const BoxView& b : boxes) {
       u128 v = 1;
-      for (uint64_t s : b.sizes) v *= s;
+      for (size_t d = 0; d < nd; ++d) v *= b.sizes[d];
       volume += v;
     }
     const u128 numel = t.numel();
@@ -148,30 +148,50 @@ std::vector<Problem> check_metadata(const Metadata& m) {
 }
 
 std::vector<Problem> check_storage(const Metadata& m, const CheckpointDir& dir) {
+  // Each file is checked and opened once, at its first entry; entries mostly come file by file, so
+  // the file of the previous entry is tried before the map.
+  struct FileCheck {
+    size_t first = 0;   // its first storage entry
+    uint64_t items = 0;
+    std::string refused;  // why the file cannot be used ("" when it can)
+    uint64_t size = 0;
+  };
   std::vector<Problem> out;
-  std::map<std::string, std::vector<size_t>> by_file;
-  for (size_t i = 0; i < m.storage.size(); ++i) by_file[m.storage[i].relative_path].push_back(i);
-  for (const auto& [path, entries] : by_file) {
-    const std::string& first_key = m.storage[entries.front()].fqn;
-    const std::string items = std::to_string(entries.size()) + (entries.size() == 1 ? " item" : " items");
-    if (!CheckpointDir::is_plain_name(path)) {
-      out.push_back({ProblemKind::missing_file, first_key, 0, 0, path,
-                     "relative_path of " + items + " is not a plain file name inside the checkpoint directory; refused"});
-      continue;
+  std::map<std::string, FileCheck> files;
+  FileCheck* last = nullptr;
+  const std::string* last_path = nullptr;
+  for (size_t i = 0; i < m.storage.size(); ++i) {
+    const StorageEntry& s = m.storage[i];
+    if (!last || *last_path != s.relative_path) {
+      auto [it, fresh] = files.try_emplace(s.relative_path);
+      last = &it->second;
+      last_path = &it->first;
+      if (fresh) {
+        last->first = i;
+        if (!CheckpointDir::is_plain_name(s.relative_path)) {
+          last->refused = "is not a plain file name inside the checkpoint directory; refused";
+        } else {
+          try {
+            last->size = dir.open(s.relative_path)->size();
+          } catch (const FormatError& ex) {
+            last->refused = ex.what();
+          }
+        }
+      }
     }
-    std::shared_ptr<const DataFile> f;
-    try {
-      f = dir.open(path);
-    } catch (const FormatError& ex) {
-      out.push_back({ProblemKind::missing_file, first_key, 0, 0, path, items + ": " + ex.what()});
-      continue;
-    }
-    for (size_t i : entries) {
-      const StorageEntry& s = m.storage[i];
-      if (s.offset > f->size() || s.length > f->size() - s.offset)
-        out.push_back({ProblemKind::truncated_file, s.fqn, s.offset, clamp64(static_cast<u128>(s.offset) + s.length), path,
-                       "stored item runs past the end of the file (" + std::to_string(f->size()) + " bytes)"});
-    }
+    ++last->items;
+    if (last->refused.empty() && (s.offset > last->size || s.length > last->size - s.offset))
+      out.push_back({ProblemKind::truncated_file, s.fqn, s.offset, clamp64(static_cast<u128>(s.offset) + s.length),
+                     s.relative_path, "stored item runs past the end of the file (" + std::to_string(last->size) + " bytes)"});
+  }
+  for (const auto& [path, f] : files) {
+    if (f.refused.empty()) continue;
+    const std::string items = std::to_string(f.items) + (f.items == 1 ? " item" : " items");
+    const std::string& first_key = m.storage[f.first].fqn;
+    if (!CheckpointDir::is_plain_name(path))
+      out.push_back({ProblemKind::missing_file, first_key, 0, 0, path, "relative_path of " + items + " " + f.refused});
+    else
+      out.push_back({ProblemKind::missing_file, first_key, 0, 0, path, items + ": " + f.refused});
   }
   return out;
 }

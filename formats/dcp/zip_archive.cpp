@@ -1,11 +1,10 @@
 #include "formats/dcp/zip_archive.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
+#include "formats/dcp/crc32.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -36,18 +35,6 @@ std::string hex32(uint32_t v) {
 }
 
 }  // namespace
-
-uint32_t crc32_update(uint32_t crc, const void* data, uint64_t size) {
-  auto* p = static_cast<const Bytef*>(data);
-  uLong c = crc;
-  while (size > 0) {
-    const uInt n = static_cast<uInt>(std::min<uint64_t>(size, uint64_t{1} << 30));
-    c = ::crc32(c, p, n);
-    p += n;
-    size -= n;
-  }
-  return static_cast<uint32_t>(c);
-}
 
 ZipArchive::ZipArchive(const ByteSource& source) : source_(source) {
   const std::string& src = source.name();
@@ -200,8 +187,17 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 }
 
 void ZipArchive::read(const ZipEntry& entry, void* dst) const {
-  source_.read(entry.data_offset, dst, entry.size);
-  const uint32_t crc = crc32_update(0, dst, entry.size);
+  // Block by block, so the CRC reads each block while it is still in the CPU's cache; a large entry
+  // is asked for whole first, so the disk reads ahead of the blocks.
+  constexpr uint64_t kBlock = uint64_t{1} << 20;
+  if (entry.size > kBlock) source_.will_need(entry.data_offset, entry.size);
+  auto* out = static_cast<uint8_t*>(dst);
+  uint32_t crc = 0;
+  for (uint64_t at = 0; at < entry.size; at += kBlock) {
+    const uint64_t n = std::min(kBlock, entry.size - at);
+    source_.read(entry.data_offset + at, out + at, n);
+    crc = crc32_update(crc, out + at, n);
+  }
   if (crc != entry.crc32)
     throw FormatError(source_.name() + ": zip entry " + safetensors::quote_name(entry.name) +
                       " has CRC-32 " + hex32(crc) + ", the directory records " + hex32(entry.crc32));

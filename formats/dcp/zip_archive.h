@@ -48,7 +48,4 @@ class ZipArchive {
   std::map<std::string, size_t, std::less<>> by_name_;
 };
 
-// zlib's CRC-32 of `size` bytes continuing from `crc` (0 to start).
-uint32_t crc32_update(uint32_t crc, const void* data, uint64_t size);
-
 }  // namespace fpg::dcp

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "formats/dcp/crc32.h"
 #include "formats/dcp/zip_archive.h"
 
 namespace fpg::dcp {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 
@@ -124,7 +125,19 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   ExportSummary sum;
   sum.checkpoint = src.describe();
   Progress progress("export", total, o.progress);
-  std::vector<uint8_t> in_buf, out_buf;
+  // Two slabs: one is written by a background task while the next is read (and converted).
+  struct Slab {
+    std::vector<uint8_t> in, converted;
+  };
+  Slab slabs[2];
+  size_t slot = 0;
+  std::future<void> writing;  // the write of the other slab
+  uint64_t writing_bytes = 0;
+  auto finish_write = [&] {
+    if (!writing.valid()) return;
+    writing.get();
+    progress.advance(writing_bytes);
+  };
   for (size_t f = 0; f < files.names.size(); ++f)
     for (size_t i : files.tensors[f]) {
       const Planned& t = tensors[i];
@@ -137,15 +150,25 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
       const uint64_t out_elem = dtype_bits(t.spec.dtype) / 8;
       for (uint64_t lo = 0; lo < n; lo += slab) {
         const uint64_t hi = std::min(n, lo + slab);
-        in_buf.resize((hi - lo) * elem);
-        src.read(t.source, lo, hi, in_buf.data());
-        sum.bytes_read += in_buf.size();
-        out_buf.resize((hi - lo) * out_elem);
-        convert_elements(in_buf.data(), st.dtype, out_buf.data(), t.spec.dtype, hi - lo);
-        writer.write(w, lo * out_elem, out_buf.data(), out_buf.size());
-        progress.advance(out_buf.size());
+        Slab& b = slabs[slot];
+        b.in.resize((hi - lo) * elem);
+        src.read(t.source, lo, hi, b.in.data());
+        sum.bytes_read += b.in.size();
+        const std::vector<uint8_t>* out = &b.in;  // written as read when the dtype is kept
+        if (st.dtype != t.spec.dtype) {
+          b.converted.resize((hi - lo) * out_elem);
+          convert_elements(b.in.data(), st.dtype, b.converted.data(), t.spec.dtype, hi - lo);
+          out = &b.converted;
+        }
+        finish_write();
+        writing = std::async(std::launch::async, [wr = &writer, w, at = lo * out_elem, out] {
+          wr->write(w, at, out->data(), out->size());
+        });
+        writing_bytes = out->size();
+        slot ^= 1;
       }
     }
+  finish_write();
   sum.files = output.commit();
   sum.tensors = tensors.size();
   sum.bytes_written = total;

@@ -1,7 +1,8 @@
 // `fpgather convert CKPT OUT` for any checkpoint seen per parameter (ckpt::ParamSource: a PyTorch DCP
 // or Megatron torch_dist checkpoint, or fpgather's own): a safetensors export, streaming slab by slab
-// in bounded memory (two slabs), files placed as convert/export_files.h says and the whole output
-// put in place at the end (convert/staged_output.h; an existing OUT only with opt.force).
+// in bounded memory (two slabs, one written in the background while the next is read), files placed
+// as convert/export_files.h says and the whole output put in place at the end
+// (convert/staged_output.h; an existing OUT only with opt.force).
 //
 // Tensors, per parameter NAME in registration order:
 //   weights bf16 (default)  NAME: BF16; an F32 weight is rounded (RNE), a BF16 one copied.

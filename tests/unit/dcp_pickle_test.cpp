@@ -258,6 +258,28 @@ TEST_CASE("pickle: nesting, cycles and sharing are bounded", "[dcp][pickle]") {
   PickleLimits few;
   few.max_nodes = 20;
   CHECK(contains(error_of(many.raw("l").stop().bytes(), AllowList::dcp_metadata(), few), "holds more than 20 values"));
+  // Two lists grown in turn, one item at a time: each item is a piece of its list, and the pieces are
+  // bounded like the values; under the bound both lists come out whole and in order.
+  auto in_turns = [](bool numbered) {
+    Pickle p;
+    p.proto().raw("]\x94]\x94");
+    for (int i = 0; i < 30; ++i) {
+      p.raw("h").byte(0).raw(numbered ? "" : "N");
+      if (numbered) p.int1(i);
+      p.raw("a0h").byte(1).raw(numbered ? "" : "N");
+      if (numbered) p.int1(100 + i);
+      p.raw("a0");
+    }
+    return p.raw("\x86").stop().bytes();
+  };
+  CHECK(contains(error_of(in_turns(false), AllowList::dcp_metadata(), few), "grows its containers in more than 20 pieces"));
+  const auto doc = decode(in_turns(true));
+  const Value both = doc.to_value(doc.root());
+  REQUIRE(both.items().size() == 2);
+  for (int l = 0; l < 2; ++l) {
+    REQUIRE(both.items()[l].items().size() == 30);
+    for (int i = 0; i < 30; ++i) CHECK(both.items()[l].items()[i].as_int() == 100 * l + i);
+  }
 }
 
 TEST_CASE("pickle: every truncation and random corruption of a real .metadata fails cleanly",

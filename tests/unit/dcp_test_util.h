@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "formats/dcp/pickle_reader.h"
+#include "formats/dcp/crc32.h"
 #include "formats/dcp/zip_archive.h"
 #include "formats/safetensors/reader.h"
 #include "safetensors_test_util.h"

@@ -49,8 +49,11 @@ Pickle& size_of(Pickle& p, const V& dims) {
   return p.raw("t\x85R");
 }
 
+// `storage_order`, when given, lists the chunks whose storage entries are written, in that order
+// (repeats and omissions allowed); otherwise every chunk's, in chunk order.
 std::string metadata_pickle(const V& size, const std::vector<std::pair<V, V>>& chunks, bool with_storage,
-                            const std::string& chunk_sizes_override = "", const std::string& extra_field = "") {
+                            const std::string& chunk_sizes_override = "", const std::string& extra_field = "",
+                            std::vector<size_t> storage_order = {}) {
   Pickle p;
   p.proto().stack_global(kMeta, "Metadata").raw(")\x81").raw("}").raw("(");
   p.str("state_dict_metadata").raw("}").str("w").stack_global(kMeta, "TensorStorageMetadata").raw(")\x81").raw("}(");
@@ -73,8 +76,11 @@ std::string metadata_pickle(const V& size, const std::vector<std::pair<V, V>>& c
   }
   p.raw("ub").raw("s");  // TensorStorageMetadata state, then w: ... into state_dict_metadata
   p.str("storage_data").raw("}");
+  if (with_storage && storage_order.empty())
+    for (size_t i = 0; i < chunks.size(); ++i) storage_order.push_back(i);
   if (with_storage)
-    for (const auto& [off, sz] : chunks) {
+    for (size_t i : storage_order) {
+      const V& off = chunks[i].first;
       p.stack_global(kMeta, "MetadataIndex").raw(")\x81}(").str("fqn").str("w").str("offset");
       size_of(p, off);
       p.raw("ub").stack_global("torch.distributed.checkpoint.filesystem", "_StorageInfo").raw(")\x81}(")
@@ -144,6 +150,28 @@ TEST_CASE("box coverage: issue cap and work budget", "[dcp][validate]") {
   const CoverageResult full = check_box_coverage({200, 200}, stripes);
   CHECK_FALSE(full.budget_exceeded);
   CHECK(full.issues.empty());
+}
+
+TEST_CASE("box coverage: row-major runs that tile are recognised before any sweep", "[dcp][validate]") {
+  // With no work budget the sweep stops at once, so a result that did not exceed it came from the
+  // one-pass check of runs.
+  auto by_runs = [](const V& shape, const std::vector<Box>& boxes) {
+    const CoverageResult r = check_box_coverage(shape, boxes, 100, 0);
+    return !r.budget_exceeded && r.issues.empty();
+  };
+  // Row blocks of a matrix, in any order, with a zero-volume chunk; runs inside rows and across them.
+  CHECK(by_runs({6, 4}, {{{4, 0}, {2, 4}}, {{0, 0}, {3, 4}}, {{6, 0}, {0, 4}}, {{3, 0}, {1, 4}}}));
+  CHECK(by_runs({2, 4}, {{{0, 0}, {1, 2}}, {{0, 2}, {1, 2}}, {{1, 0}, {1, 4}}}));
+  CHECK(by_runs({2, 3, 4}, {{{0, 0, 0}, {1, 3, 4}}, {{1, 1, 0}, {1, 2, 4}}, {{1, 0, 0}, {1, 1, 4}}}));
+  CHECK(by_runs({}, {{{}, {}}}));
+  // Column shards are not runs, and runs that leave a gap or overlap do not tile: the sweep decides
+  // and names the boxes.
+  CHECK_FALSE(by_runs({3, 4}, {{{0, 0}, {3, 1}}, {{0, 1}, {3, 3}}}));
+  CHECK(issues({3, 4}, {{{0, 0}, {3, 1}}, {{0, 1}, {3, 3}}}).empty());
+  CHECK_FALSE(by_runs({10}, {{{0}, {4}}, {{5}, {5}}}));
+  CHECK(issues({10}, {{{0}, {4}}, {{5}, {5}}}) == std::vector<std::string>{"gap [4:5]"});
+  CHECK(issues({4, 2}, {{{0, 0}, {3, 2}}, {{2, 0}, {2, 2}}}) == std::vector<std::string>{"overlap 0,1 [2:3, 0:2]"});
+  CHECK(issues({4, 2}, {{{0, 0}, {1, 2}}, {{1, 0}, {2, 2}}}) == std::vector<std::string>{"gap [3:4, 0:2]"});
 }
 
 TEST_CASE("dcp metadata: a hand-built pickle decodes; fields of the wrong type are named", "[dcp][metadata]") {
@@ -228,6 +256,20 @@ TEST_CASE("dcp metadata: repeated keys, bytes entries and other planner data", "
   const auto ps = check_metadata(dup);
   REQUIRE(ps.size() == 1);
   CHECK(ckpt::to_string(ps[0]) == "overlap w [0, 4) __0_0.distcp: chunk 0 [0:4] and chunk 1 [0:4] overlap in [0:4]");
+
+  // Storage entries in another order than the chunks, increasing or not, repeated or missing: each
+  // chunk finds the last entry of its offsets.
+  const std::vector<std::pair<V, V>> four = {{{4}, {2}}, {{0}, {2}}, {{2}, {2}}, {{6}, {2}}};
+  auto storage_of = [&](const std::vector<size_t>& order) {
+    const Metadata m = parse_string(metadata_pickle({8}, four, true, "", "", order));
+    std::vector<int64_t> out;
+    for (const ChunkMeta& c : m.entries[0].tensor.chunks) out.push_back(c.storage);
+    out.push_back(static_cast<int64_t>(m.duplicate_storage_keys));
+    return out;
+  };
+  CHECK(storage_of({1, 2, 0, 3}) == std::vector<int64_t>{2, 0, 1, 3, 0});  // offsets 0, 2, 4, 6
+  CHECK(storage_of({3, 0, 2, 1}) == std::vector<int64_t>{1, 3, 2, 0, 0});
+  CHECK(storage_of({2, 0, 2, 3}) == std::vector<int64_t>{1, kNoStorage, 2, 3, 1});
 
   // A key repeated in state_dict_metadata, a bytes entry without storage, planner_data of another shape.
   auto bytes_meta = [](int keys, bool odd_planner) {

@@ -8,6 +8,7 @@
 #include "catch.h"
 #include "core/error.h"
 #include "dcp_test_util.h"
+#include "formats/dcp/crc32.h"
 #include "formats/dcp/torch_save.h"
 #include "formats/dcp/zip_archive.h"
 
@@ -36,6 +37,35 @@ void put32(std::string& s, size_t at, uint32_t v) {
 }
 
 }  // namespace
+
+TEST_CASE("crc32: equals the bitwise definition at every length and alignment, whole or in pieces", "[dcp][zip]") {
+  auto reference = [](const uint8_t* p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int b = 0; b < 8; ++b) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+  };
+  CHECK(crc32_update(0, "123456789", 9) == 0xCBF43926u);
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf(200000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t offset = 0; offset < 4; ++offset)
+    for (size_t n = 0; n < 400; ++n) {
+      CAPTURE(offset, n);
+      REQUIRE(crc32_update(0, buf.data() + offset, n) == reference(buf.data() + offset, n));
+    }
+  for (size_t n : {1000u, 4109u, 65541u, 199990u}) {
+    CAPTURE(n);
+    const uint32_t whole = reference(buf.data() + 3, n);
+    CHECK(crc32_update(0, buf.data() + 3, n) == whole);
+    for (size_t cut : {size_t{1}, size_t{17}, size_t{64}, size_t{100}, n / 2, n - 63}) {
+      CAPTURE(cut);
+      CHECK(crc32_update(crc32_update(0, buf.data() + 3, cut), buf.data() + 3 + cut, n - cut) == whole);
+    }
+  }
+}
 
 TEST_CASE("zip: stored entries, with and without ZIP64 end records", "[dcp][zip]") {
   for (bool zip64 : {false, true}) {
