@@ -218,7 +218,7 @@ void CheckpointReader::locate_run(uint32_t c, int64_t dataset) const {
 #endif
 }
 
-std::string CheckpointReader::read_stored_direct(uint32_t c, std::vector<uint8_t>& stored) const {
+std::string CheckpointReader::locate_stored(uint32_t c, uint64_t& addr, uint64_t& size, int& fd) const {
   const ckpt::Chunk& ch = index_.chunks[c];
   if (ch.run >= index_.runs.size()) return "chunk names no run";
   const ckpt::Run& run = index_.runs[ch.run];
@@ -244,7 +244,6 @@ std::string CheckpointReader::read_stored_direct(uint32_t c, std::vector<uint8_t
     }
   }
   const std::string path = dir_ + "/" + index_.files[run.file].name;
-  int fd = -1;
   {
     std::lock_guard<std::mutex> l(where_mu_);
     loc = where_->chunks[c];
@@ -262,19 +261,30 @@ std::string CheckpointReader::read_stored_direct(uint32_t c, std::vector<uint8_t
     fd = fit->second;
     if (fd < 0) return where_->fd_errors[run.file];
   }
-  if (loc.size != ch.stored_bytes)
-    return "stored chunk has " + std::to_string(loc.size) + " bytes, the index records " + std::to_string(ch.stored_bytes);
-  stored.resize(loc.size);
-  const std::string where = "bytes [" + std::to_string(loc.addr) + ", " + std::to_string(loc.addr + loc.size) + ")";
-  for (uint64_t done = 0; done < loc.size;) {
-    const ssize_t n = ::pread(fd, stored.data() + done, loc.size - done, static_cast<off_t>(loc.addr + done));
+  addr = loc.addr;
+  size = loc.size;
+  return "";
+}
+
+std::string CheckpointReader::read_stored_direct(uint32_t c, std::vector<uint8_t>& stored) const {
+  const ckpt::Chunk& ch = index_.chunks[c];
+  uint64_t addr = 0, size = 0;
+  int fd = -1;
+  const std::string err = locate_stored(c, addr, size, fd);
+  if (!err.empty()) return err;
+  if (size != ch.stored_bytes)
+    return "stored chunk has " + std::to_string(size) + " bytes, the index records " + std::to_string(ch.stored_bytes);
+  stored.resize(size);
+  const std::string where = "bytes [" + std::to_string(addr) + ", " + std::to_string(addr + size) + ")";
+  for (uint64_t done = 0; done < size;) {
+    const ssize_t n = ::pread(fd, stored.data() + done, size - done, static_cast<off_t>(addr + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return "cannot read the chunk stored at " + where + ": " + std::strerror(errno);
-    if (n == 0) return "the file ends at byte " + std::to_string(loc.addr + done) + ", inside the chunk stored at " + where;
+    if (n == 0) return "the file ends at byte " + std::to_string(addr + done) + ", inside the chunk stored at " + where;
     done += static_cast<uint64_t>(n);
   }
   chunks_read_.fetch_add(1);
-  bytes_read_.fetch_add(loc.size);
+  bytes_read_.fetch_add(size);
   return "";
 }
 
@@ -315,6 +325,19 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
   return "";
 }
 
+void CheckpointReader::prefetch(uint32_t key, uint64_t lo, uint64_t hi) const {
+  if (reads_ != ChunkReads::direct || key >= index_.keys.size() || lo >= hi) return;
+  const auto& list = by_key_[key];
+  auto it = std::partition_point(list.begin(), list.end(), [&](uint32_t c) { return index_.chunks[c].hi() <= lo; });
+  for (; it != list.end() && index_.chunks[*it].offset < hi; ++it) {
+    uint64_t addr = 0, size = 0;
+    int fd = -1;
+    // A chunk that cannot be located is left to read() to report.
+    if (locate_stored(*it, addr, size, fd).empty() && size == index_.chunks[*it].stored_bytes)
+      ::posix_fadvise(fd, static_cast<off_t>(addr), static_cast<off_t>(size), POSIX_FADV_WILLNEED);
+  }
+}
+
 void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, ThreadPool* pool) const {
   if (key >= index_.keys.size()) throw UsageError("read: no key #" + std::to_string(key));
   const ckpt::Key& k = index_.keys[key];
@@ -324,13 +347,13 @@ void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, T
   if (lo == hi) return;
   const size_t elem = dtype_bits(k.dtype) / 8;
   auto* dst = static_cast<uint8_t*>(out);
-  // Padding reads as zeros; everything else must come from a chunk.
-  std::memset(dst, 0, (hi - lo) * elem);
   const auto& list = by_key_[key];
   auto first = std::partition_point(list.begin(), list.end(), [&](uint32_t c) { return index_.chunks[c].hi() <= lo; });
-  // Every element of [lo, hi) must come from a chunk or declared padding.
+  // Every element of [lo, hi) must come from a chunk or declared padding; padding reads as zeros
+  // (only the gaps between chunks are cleared: the chunks fill the rest).
   const auto& pads = pad_by_key_[key];
   auto covered_by_padding = [&](uint64_t from, uint64_t to) {
+    std::memset(dst + (from - lo) * elem, 0, (to - from) * elem);
     auto pit = std::upper_bound(pads.begin(), pads.end(), std::make_pair(from, UINT64_MAX));
     if (pit != pads.begin()) --pit;
     for (; pit != pads.end() && from < to; ++pit)

@@ -53,6 +53,12 @@ class CheckpointReader {
   // naming file, key and range on a gap, a checksum mismatch or a read failure.
   void read(uint32_t key, uint64_t lo, uint64_t hi, void* out, ThreadPool* pool = nullptr) const;
 
+  // Starts reading the stored bytes of the chunks that [lo, hi) of `key` needs into the page cache
+  // (posix_fadvise WILLNEED) and returns without waiting for them, so that the disk reads ahead
+  // while the caller decodes and writes what it read before. A hint: nothing is checked, errors are
+  // left to read(); no-op where chunks are read through HDF5 (ChunkReads::hdf5).
+  void prefetch(uint32_t key, uint64_t lo, uint64_t hi) const;
+
   // Reads chunk `c`, checks both checksums and decodes it into `logical` (resized). Returns "" or
   // what is wrong; `kind` is set to "checksum" or "read".
   std::string verify_chunk(uint32_t c, ckpt::CodecScratch& scratch, std::vector<uint8_t>& stored,
@@ -79,6 +85,9 @@ class CheckpointReader {
   std::string read_stored(uint32_t c, std::vector<uint8_t>& stored) const;
   std::string read_stored_hdf5(uint32_t c, std::vector<uint8_t>& stored) const;
   std::string read_stored_direct(uint32_t c, std::vector<uint8_t>& stored) const;
+  // Where chunk c's stored bytes lie in its data file and that file's descriptor (locating the
+  // chunk's run under the HDF5 mutex the first time); "" or the error.
+  std::string locate_stored(uint32_t c, uint64_t& addr, uint64_t& size, int& fd) const;
   // With the HDF5 mutex held: the open dataset of chunk c's run (opening file and dataset once), or
   // the error. Returns a borrowed id.
   std::string dataset_of(uint32_t c, int64_t& dataset) const;

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/read_ahead.h"
 
 namespace fpg::fpckpt {
 namespace {
@@ -24,6 +25,10 @@ uint64_t max_chunk_bytes(const ckpt::Index& ix) {
   for (const auto& r : ix.runs) m = std::max<uint64_t>(m, dtype_bytes(r.dtype, r.chunk_elems));
   return m;
 }
+
+// How far the source is read ahead of the piece being read (in the page cache, not in memory): enough
+// pieces that the disk never waits for the reader to ask.
+uint64_t read_ahead_bytes(uint64_t piece) { return std::max<uint64_t>(2 * piece, 64ull << 20); }
 
 size_t cache_size(const ReshardRunOptions& o) { return o.cache_chunks ? o.cache_chunks : 2 * pool_of(o).size() + 2; }
 
@@ -61,7 +66,7 @@ class ChunkSource {
       const uint32_t c = todo[i];
       const ckpt::Chunk& ch = ix.chunks[c];
       const bool partial = ch.offset < lo || ch.hi() > hi;
-      auto keep = partial ? std::make_shared<std::vector<uint8_t>>() : nullptr;
+      auto keep = partial ? spare() : nullptr;
       std::vector<uint8_t>& buf = keep ? *keep : logical;
       const std::string err = r_.verify_chunk(c, scratch, stored, buf);
       if (!err.empty())
@@ -95,7 +100,19 @@ class ChunkSource {
   void insert(uint32_t c, std::shared_ptr<std::vector<uint8_t>> v) {
     std::lock_guard<std::mutex> l(mu_);
     lru_.emplace_front(c, std::move(v));
-    while (lru_.size() > capacity_) lru_.pop_back();
+    while (lru_.size() > capacity_) {
+      // An evicted buffer nobody reads any more is kept for the next partial chunk: a fresh one
+      // would be allocated and zero-filled chunk by chunk.
+      if (lru_.back().second.use_count() == 1 && spare_.size() < kSpares) spare_.push_back(std::move(lru_.back().second));
+      lru_.pop_back();
+    }
+  }
+  std::shared_ptr<std::vector<uint8_t>> spare() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (spare_.empty()) return std::make_shared<std::vector<uint8_t>>();
+    auto v = std::move(spare_.back());
+    spare_.pop_back();
+    return v;
   }
 
   const CheckpointReader& r_;
@@ -103,6 +120,8 @@ class ChunkSource {
   size_t capacity_;
   std::mutex mu_;
   std::list<std::pair<uint32_t, std::shared_ptr<std::vector<uint8_t>>>> lru_;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> spare_;  // evicted buffers, for reuse
+  static constexpr size_t kSpares = 2;  // a take is followed by an insert, which evicts one again
   std::atomic<uint64_t> decoded_{0}, read_{0};
 };
 
@@ -111,9 +130,9 @@ class ChunkSource {
 uint64_t reshard_memory_estimate(const ckpt::Index& src, const ReshardRunOptions& o) {
   const uint64_t threads = pool_of(o).size(), src_chunk = max_chunk_bytes(src);
   // Two pieces; the writer's 3 chunk buffers (plus a zstd bound) per thread; the reader's stored,
-  // logical and 2 codec buffers per thread; the cache.
+  // logical and 2 codec buffers per thread; the cache and its 2 spare buffers.
   return 2 * piece_bytes(src, o) + threads * 3 * (o.write.chunk_bytes + o.write.chunk_bytes / 128 + 1024) +
-         threads * 4 * src_chunk + cache_size(o) * src_chunk;
+         threads * 4 * src_chunk + (cache_size(o) + 2) * src_chunk;
 }
 
 namespace {
@@ -199,6 +218,11 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
   // (reshard_memory_estimate) already counts a reader's buffers per thread.
   ThreadPool read_pool(std::max<size_t>(1, pool_of(o).size()));
   ChunkSource src(source, read_pool, cache_size(o));
+  std::vector<ReadRange> ranges;
+  for (const Piece& p : pieces)
+    ranges.push_back({p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n,
+                      p.n * (dtype_bits(plan.keys[p.run->key].dtype) / 8)});
+  ReadAhead ahead(source, std::move(ranges), read_ahead_bytes(piece));
   PieceQueue queue(piece);
   std::thread reader([&] {
     try {
@@ -207,6 +231,7 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
         if (!slot) return;
         const Piece& p = pieces[i];
         slot->resize(p.n * (dtype_bits(plan.keys[p.run->key].dtype) / 8));
+        ahead.next();
         src.read(p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, slot->data());
         queue.publish();
       }

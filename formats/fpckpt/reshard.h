@@ -4,7 +4,9 @@
 // a small cache of decoded chunks for the next piece or param — and written with the rank writer
 // (chunked, compressed and checksummed in parallel). A reader thread reads piece i + 1 while piece i
 // is written, so reads and writes overlap: its pool of `threads` threads preads and checks the
-// piece's chunks in parallel, outside the HDF5 mutex the writer holds (reader.h). Padding is declared as the plan says. The target
+// piece's chunks in parallel, outside the HDF5 mutex the writer holds (reader.h), and the disk reads
+// ahead of it (read_ahead.h: the next pieces' chunks, at least 64 MiB, into the page cache), so it
+// never waits for the reader to ask. Padding is declared as the plan says. The target
 // is committed atomically (commit.h: staging directory, fsync, rename); on any failure the staging
 // directory is removed and nothing is left at the target.
 //

@@ -19,6 +19,7 @@
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"
 #include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/read_ahead.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
 #include "formats/safetensors/writer.h"
@@ -175,12 +176,40 @@ std::map<std::string, std::string> export_metadata(const fpckpt::CheckpointReade
   return m;
 }
 
+// Elements per slab: a slab is at most slab_bytes of F32 source.
+uint64_t slab_elems(uint64_t slab_bytes) { return std::max<uint64_t>(1, slab_bytes / 4); }
+
+// Calls f(piece, a, e) for each source read of elements [lo, hi) of tensor t (one slab), in the
+// order the Streamer reads them: elements [a, e) of the tensor come from `piece`.
+template <class F>
+void for_each_read(const OutTensor& t, uint64_t lo, uint64_t hi, F f) {
+  for (const Piece& p : t.pieces) {
+    const uint64_t a = std::max(lo, p.out_lo), e = std::min(hi, p.out_lo + p.numel);
+    if (a < e) f(p, a, e);
+  }
+}
+
+// The checkpoint ranges an export of these tensors (in this order) reads, in order (for read-ahead).
+std::vector<fpckpt::ReadRange> export_reads(const std::vector<const OutTensor*>& order, uint64_t slab) {
+  std::vector<fpckpt::ReadRange> ranges;
+  for (const OutTensor* t : order) {
+    const size_t elem = dtype_bits(t->src) / 8;
+    for (uint64_t lo = 0, n = t->numel(); lo < n; lo += slab)
+      for_each_read(*t, lo, std::min(n, lo + slab), [&](const Piece& p, uint64_t a, uint64_t e) {
+        ranges.push_back({p.key, p.key_lo + (a - p.out_lo), p.key_lo + (e - p.out_lo), (e - a) * elem});
+      });
+  }
+  return ranges;
+}
+
 // Streams one tensor slab by slab: the slab is read (chunks in parallel) and converted while the
-// previous one is written by another thread, so reading and writing overlap.
+// previous one is written by another thread, so reading and writing overlap; the disk reads ahead
+// of both (`ahead`: the reads of every tensor in the order they are streamed).
 class Streamer {
  public:
-  Streamer(const fpckpt::CheckpointReader& r, ThreadPool& pool, uint64_t slab_bytes, Progress& progress)
-      : r_(r), pool_(pool), slab_elems_(std::max<uint64_t>(1, slab_bytes / 4)), progress_(progress) {}
+  Streamer(const fpckpt::CheckpointReader& r, ThreadPool& pool, uint64_t slab_bytes, fpckpt::ReadAhead& ahead,
+           Progress& progress)
+      : r_(r), pool_(pool), slab_elems_(slab_elems(slab_bytes)), ahead_(ahead), progress_(progress) {}
   ~Streamer() {
     if (pending_.valid()) pending_.wait();
   }
@@ -197,11 +226,10 @@ class Streamer {
       Buffers& b = buffers_[turn_];
       turn_ ^= 1;
       b.src.resize((hi - lo) * src_elem);
-      for (const Piece& p : t.pieces) {
-        const uint64_t a = std::max(lo, p.out_lo), e = std::min(hi, p.out_lo + p.numel);
-        if (a >= e) continue;
+      for_each_read(t, lo, hi, [&](const Piece& p, uint64_t a, uint64_t e) {
+        ahead_.next();
         r_.read(p.key, p.key_lo + (a - p.out_lo), p.key_lo + (e - p.out_lo), b.src.data() + (a - lo) * src_elem, &pool_);
-      }
+      });
       bytes_read += b.src.size();
       const uint8_t* data = b.src.data();
       if (round) {
@@ -241,6 +269,7 @@ class Streamer {
   const fpckpt::CheckpointReader& r_;
   ThreadPool& pool_;
   uint64_t slab_elems_;
+  fpckpt::ReadAhead& ahead_;
   Progress& progress_;
   Buffers buffers_[2];
   int turn_ = 0;
@@ -311,7 +340,12 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   sum.checkpoint = dir;
   Progress progress("export", total, o.progress);
   {
-    Streamer st(reader, pool, o.slab_bytes, progress);
+    std::vector<const OutTensor*> order;
+    for (const auto& in_file : files.tensors)
+      for (size_t i : in_file) order.push_back(&tensors[i]);
+    // Two slabs ahead: the disk reads the next slabs while this one is converted and the last written.
+    fpckpt::ReadAhead ahead(reader, export_reads(order, slab_elems(o.slab_bytes)), 2 * o.slab_bytes);
+    Streamer st(reader, pool, o.slab_bytes, ahead, progress);
     for (size_t f = 0; f < files.names.size(); ++f)
       for (size_t i : files.tensors[f]) st.stream(tensors[i], output.writer(f));
     st.finish();

@@ -26,7 +26,8 @@
 // unless `force`, and then replaced whole.
 //
 // Memory: two slabs of slab_bytes (one being read, one being written) plus the checkpoint reader's
-// per-thread chunk buffers, whatever the checkpoint's size.
+// per-thread chunk buffers, whatever the checkpoint's size. The disk reads two slabs ahead into the
+// page cache (fpckpt/read_ahead.h), which the kernel may drop; it is not the process's memory.
 #pragma once
 
 #include <cstdint>
