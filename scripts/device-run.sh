@@ -5,8 +5,9 @@
 #   [TARGETS="t1 t2"] bash scripts/device-run.sh STEP...
 #
 # Steps: tests (all of ctest), gpu-tests, bench-quantize, bench-io, bench-validate, bench-step,
-# bench-reshard, bench-export, train-cuda (tiny GPU vs CPU loss curves, 1b --dp 2 step time; needs
-# 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh: comm, optim, ...).
+# bench-reshard, bench-export, bench-dcp (scripts/bench-dcp.sh), train-cuda (tiny GPU vs CPU loss
+# curves, 1b --dp 2 step time; needs 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh:
+# comm, optim, ...).
 # Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
 #
 # Carry .carry/ (xxHash headers unpacked from Debian's libxxhash-dev: see BENCHMARKS.md) with the
@@ -59,6 +60,9 @@ for what in "$@"; do
       $B/fpgather --no-progress train --model base --steps 1 --dp 1 --compress none --save "$d/ckpt" >/dev/null &&
         $B/fpgather bench export "$d/ckpt" --dir "$d" | tee "$RES/bench-export.txt"
       rm -rf "$d" ;;
+    bench-dcp)
+      FPGATHER=$B/fpgather PYTHON=${PYTHON:-python3} RESULTS="$RES/bench-dcp.json" \
+        bash scripts/bench-dcp.sh "$(mktemp -u "${BENCH_DIR:-/tmp}/bench-dcp-XXXX")" | tee "$RES/bench-dcp.txt" ;;
     train-cuda)
       for dev in cpu cuda; do
         $B/fpgather --no-progress --json train --device $dev --dp 2 --steps 200 --metrics "$RES/tiny-$dev.jsonl" \
