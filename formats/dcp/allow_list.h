@@ -4,6 +4,7 @@
 // data they build. Every other global is refused with its name.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>

@@ -3,6 +3,7 @@
 // the optimizer states, wherever the state layout (bucket or model) puts them (ckpt/param_state_map.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -7,6 +7,7 @@
 //     data ∪ padding = [0, numel) — reported as the exact gap/overlap ranges.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

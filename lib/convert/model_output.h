@@ -3,6 +3,7 @@
 // directory's other files carried over, then everything committed together.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>

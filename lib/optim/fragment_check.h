@@ -1,6 +1,7 @@
 // Argument checks shared by the elementwise optimizers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"

@@ -19,6 +19,7 @@
 // whole plus its optimizer shard); chunk buffers besides.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "ckpt/chunk_codec.h"

@@ -3,6 +3,7 @@
 // dry_run stream the plan into DST (formats/fpckpt/reshard.h), committed atomically.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
