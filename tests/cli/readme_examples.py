@@ -71,7 +71,7 @@ def tokens(line):
     for m in NUMBER.finditer(line):
         # a figure glued to a name (e4m3, fp32, step-00000008) is part of the text
         if (m.start() > 0 and line[m.start() - 1].isalnum() and line[m.start()] != "-") or \
-           (m.end() < len(line) and (line[m.end()].isalpha() and line[m.end()] not in "x")):
+           (m.end() < len(line) and (line[m.end()].isalpha() and line[m.end()] != "x")):
             continue
         text.append(line[at:m.start()])
         figures.append((m.group(), m.start() in times or median))
