@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <sstream>
 #include <utility>
@@ -114,6 +115,19 @@ void add_distributed_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_flag("--pad-for-nccl", a.pad_for_nccl, "Pad bucket ends to lcm(dp, 128, 65536)");
 }
 
+void add_fp32_options(CLI::App* cmd, PipelineArgs& a) {
+  cmd->add_option("--keep-fp32", a.keep_fp32,
+                  "Regex: params whose name matches stay native fp32 (matrices among them leave Muon for the scalar "
+                  "optimizer)");
+  cmd->add_option("--fp32-matrices", a.fp32_matrices,
+                  "Regex, layer-wise optimizer only: matrices whose name matches stay native fp32 and with Muon, "
+                  "updated and all-gathered in fp32 by their owners");
+}
+
+void print_warnings(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) std::fprintf(stderr, "fpgather: warning: %s\n", w.c_str());
+}
+
 pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defaults) {
   pipeline::PipelineConfig c;
   const auto opt = optim::parse_optimizer(a.optimizer);
@@ -164,6 +178,7 @@ pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defau
   if (a.bucket_size && *a.bucket_size == 0) throw UsageError("--bucket-size must be positive");
   c.bucket_size = a.bucket_size;
   c.pad_for_nccl = a.pad_for_nccl;
+  c.fp32_matrices = !a.fp32_matrices.empty();
   if (a.dp == 0) throw UsageError("--dp must be at least 1");
   pipeline::validate_config(c);
   return c;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pipeline/config.h"
 
@@ -38,6 +39,7 @@ struct PipelineArgs {
   bool pad_for_nccl = false;
   uint32_t dp = 1;
   std::string comm = "threads";
+  std::string keep_fp32, fp32_matrices;  // regexes; empty: none
 };
 
 // --optimizer, --scalar-optimizer, --lr, --betas, --eps, --weight-decay, --momentum,
@@ -46,6 +48,12 @@ void add_optimizer_options(CLI::App* cmd, PipelineArgs& a, DefaultsFn defaults);
 // --dp, --comm, --dist-opt, --fp8, --fp8-format, --mx-scale, --amax-history, --amax-algo, --bucket-size,
 // --pad-for-nccl.
 void add_distributed_options(CLI::App* cmd, PipelineArgs& a);
+
+// --keep-fp32 and --fp32-matrices (train/fp32_params.h).
+void add_fp32_options(CLI::App* cmd, PipelineArgs& a);
+
+// Prints each warning on stderr as "fpgather: warning: ...".
+void print_warnings(const std::vector<std::string>& warnings);
 
 // The config, with the command's defaults for what was not given. UsageError (exit 2) naming the
 // option for unknown names, malformed --betas and the like.

@@ -14,7 +14,6 @@ struct StepArgs {
   PipelineArgs pipe;
   std::string params, grads, out;
   std::string scalar_params = "embed|lm_head|output";
-  std::string keep_fp32;
 };
 
 // torch's defaults: Adam/AdamW (lr 1e-3, betas 0.9/0.999, weight decay 0 / 1e-2), Lion (lr 1e-4,
@@ -38,10 +37,12 @@ int run_step(const StepArgs& a, const GlobalOptions& g) {
   o.pipeline = pipeline_config(a.pipe, step_defaults);
   o.dp = a.pipe.dp;
   o.scalar_params = a.scalar_params;
-  o.keep_fp32 = a.keep_fp32;
+  o.keep_fp32 = a.pipe.keep_fp32;
+  o.fp32_matrices = a.pipe.fp32_matrices;
   o.comm = a.pipe.comm;
   const train::ReplayReport r = train::replay_step_files(a.params, a.grads, a.out, o);
   if (!r.has_rank0) return 0;  // under mpi, rank 0's process reports
+  print_warnings(r.warnings);
   if (g.json) {
     const nlohmann::json j = {{"params_file", a.params},  {"grads_file", a.grads},
                               {"out_file", a.out},        {"optimizer", a.pipe.optimizer},
@@ -82,7 +83,7 @@ void register_step(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--scalar-params", args->scalar_params,
                   "Regex: 2-D params whose name matches are embeddings/heads (scalar optimizer, never FP8)")
       ->capture_default_str();
-  cmd->add_option("--keep-fp32", args->keep_fp32, "Regex: params whose name matches stay native fp32");
+  add_fp32_options(cmd, args->pipe);
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_step(*args, global); }; });
 }
 

@@ -23,7 +23,6 @@ namespace {
 struct TrainArgs {
   PipelineArgs pipe;
   std::string model = "tiny";
-  std::string keep_fp32;
   uint64_t steps = 200;
   int64_t micro_batch = 32;
   uint64_t accumulation = 1;
@@ -100,7 +99,8 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   o.spec = model::resolve_model(a.model);
   o.dp = a.pipe.dp;
   o.pipeline = pipeline_config(a.pipe, train_defaults);
-  o.keep_fp32 = a.keep_fp32;
+  o.keep_fp32 = a.pipe.keep_fp32;
+  o.fp32_matrices = a.pipe.fp32_matrices;
   o.steps = a.steps;
   o.micro_batch = a.micro_batch;
   o.accumulation = a.accumulation;
@@ -111,6 +111,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
 
+  print_warnings(train::training_warnings(o));
   if (a.print_layout) {  // the layout of this configuration, then exit without training
     train::TrainOptions lo = o;
     if (cuda) lo.comm = "threads";  // the layout does not depend on the communicator
@@ -220,7 +221,7 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_flag("--overlap-param-gather", args->overlap_param_gather,
                 "--device cuda: leave the param all-gathers in flight; the next forward waits each bucket just "
                 "before it first reads it (same results)");
-  cmd->add_option("--keep-fp32", args->keep_fp32, "Regex: params whose name matches stay native fp32");
+  add_fp32_options(cmd, args->pipe);
   cmd->add_option("--steps", args->steps, "Optimizer steps")->capture_default_str();
   cmd->add_option("--micro-batch", args->micro_batch, "Rows per micro-batch")->capture_default_str();
   cmd->add_option("--accumulation", args->accumulation, "Micro-batches per rank per step")->capture_default_str();

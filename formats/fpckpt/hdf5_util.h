@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "ckpt/zstd_frame.h"
+
 namespace fpg::fpckpt {
 
 std::mutex& hdf5_mutex();
@@ -117,8 +119,7 @@ class OutputFile {
   std::string path_;
 };
 
-// The registered HDF5 filter id of Zstandard (https://github.com/HDFGroup/hdf5_plugins).
-constexpr H5Z_filter_t kZstdFilterId = 32015;
+constexpr H5Z_filter_t kZstdFilterId = ckpt::kZstdHdf5FilterId;
 
 // fsync of a regular file by path; FormatError on failure.
 void fsync_file(const std::string& path);

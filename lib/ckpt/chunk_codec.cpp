@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ckpt/index.h"
+#include "ckpt/zstd_frame.h"
 #include "core/error.h"
 
 namespace fpg::ckpt {
@@ -107,9 +108,10 @@ EncodedChunk encode_chunk(const void* logical, uint64_t length, uint64_t chunk_e
   std::vector<uint8_t>* out = &s.a;
   for (std::vector<uint8_t>* v : {&s.a, &s.b, &s.c})
     if (v->data() != raw && v->data() != src) { out = v; break; }
-  out->resize(ZSTD_compressBound(full));
-  const size_t z = ZSTD_compressCCtx(zstd_contexts().c, out->data(), out->size(), src, full, c.level);
-  if (ZSTD_isError(z)) throw InternalError(std::string("zstd compression failed: ") + ZSTD_getErrorName(z));
+  out->resize(zstd_frame_bound(full));
+  size_t z = 0;
+  const std::string err = zstd_compress_frame(zstd_contexts().c, src, full, c.level, out->data(), out->size(), &z);
+  if (!err.empty()) throw InternalError(err);
   // Not worth decoding for less than 5%: store raw (unshuffled), the filter mask will skip both filters.
   if (z * 105 > full * 100) return {raw, full, 0};
   return {out->data(), z, kFilterZstd | ((c.shuffle && elem > 1) ? kFilterShuffle : 0u)};
@@ -121,14 +123,9 @@ std::string decode_chunk(const uint8_t* stored, size_t stored_size, uint32_t fla
   const size_t want = length * elem;
   const uint8_t* raw = stored;
   if (flags & kFilterZstd) {
-    const unsigned long long content = ZSTD_getFrameContentSize(stored, stored_size);
-    if (content == ZSTD_CONTENTSIZE_ERROR) return "not a zstd frame";
-    if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != full)
-      return "zstd frame holds " + std::to_string(content) + " bytes, expected " + std::to_string(full);
     s.a.resize(full);
-    const size_t z = ZSTD_decompressDCtx(zstd_contexts().d, s.a.data(), full, stored, stored_size);
-    if (ZSTD_isError(z)) return std::string("zstd: ") + ZSTD_getErrorName(z);
-    if (z != full) return "zstd frame decodes to " + std::to_string(z) + " bytes, expected " + std::to_string(full);
+    const std::string err = zstd_decompress_frame(zstd_contexts().d, stored, stored_size, s.a.data(), full);
+    if (!err.empty()) return err;
     raw = s.a.data();
   } else if (stored_size != full) {
     return "stored chunk has " + std::to_string(stored_size) + " bytes, expected " + std::to_string(full);

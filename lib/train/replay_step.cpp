@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "pipeline/fp8_params.h"
 #include "pipeline/rank_state.h"
+#include "train/fp32_params.h"
 
 namespace fpg::train {
 namespace {
@@ -79,7 +80,8 @@ void unpack_fragments(const std::vector<uint8_t>& blob, std::vector<std::vector<
 
 }  // namespace
 
-model::ModelSpec step_spec(const StepFile& f, const std::string& scalar_params, const std::string& keep_fp32) {
+model::ModelSpec step_spec(const StepFile& f, const ReplayOptions& o, std::vector<std::string>* warnings) {
+  const std::string& scalar_params = o.scalar_params;
   std::regex re;
   try {
     re = std::regex(scalar_params, std::regex::ECMAScript);
@@ -101,7 +103,8 @@ model::ModelSpec step_spec(const StepFile& f, const std::string& scalar_params, 
     }
     spec.params.push_back(std::move(p));
   }
-  if (!keep_fp32.empty()) model::mark_keep_in_fp32(spec, keep_fp32);
+  std::vector<std::string> w = apply_fp32_params(spec, o.keep_fp32, o.fp32_matrices, o.pipeline);
+  if (warnings) *warnings = std::move(w);
   model::validate_spec(spec);
   return spec;
 }
@@ -110,7 +113,8 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
   if (o.dp == 0) throw UsageError("--dp must be at least 1");
   if (grads.size() != f.params.size()) throw InternalError("replay: one gradient per parameter expected");
   pipeline::validate_config(o.pipeline);
-  const model::ModelSpec spec = step_spec(f, o.scalar_params, o.keep_fp32);
+  std::vector<std::string> warnings;
+  const model::ModelSpec spec = step_spec(f, o, &warnings);
   const uint32_t P = static_cast<uint32_t>(spec.params.size());
 
   // The state each param's optimizer keeps; a given state it does not keep is refused, not dropped.
@@ -135,6 +139,7 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
   }
 
   ReplayReport rep;
+  rep.warnings = std::move(warnings);
   rep.step_in = f.step;
   rep.params = P;
   rep.elements = spec.numel();

@@ -6,7 +6,7 @@
 // `embedding` (the scalar optimizer, never FP8); every other tensor is a `vector` of its numel
 // elements (shape kept for the files). Parameters are BF16 in the spec — the mixed-precision case:
 // the optimizer updates fp32 masters, the ranks hold bf16 (or FP8) copies — and `keep_fp32` makes
-// matching ones native fp32.
+// matching ones native fp32 (`fp32_matrices`: matrices that stay with Muon).
 //
 // The given gradient is applied as is: rank 0 feeds it, every other rank feeds -0.0 (g + -0.0 == g
 // bitwise), and the step runs with one micro-batch (no 1/N scaling; rank_pipeline.h). So the result
@@ -31,6 +31,7 @@ struct ReplayOptions {
   uint32_t dp = 1;
   std::string scalar_params = "embed|lm_head|output";  // ECMAScript regex, matched anywhere in the name
   std::string keep_fp32;                               // empty: none
+  std::string fp32_matrices;  // empty: none; set pipeline.fp32_matrices with it (train/fp32_params.h)
   std::string comm = "threads";  // "threads", or "mpi" with one rank per process (comm/group.h)
 };
 
@@ -45,11 +46,13 @@ struct ReplayReport {
   uint64_t params = 0, elements = 0;
   uint64_t fp8_params = 0;    // stored as FP8 on the ranks
   uint64_t muon_params = 0;   // updated by Muon
+  std::vector<std::string> warnings;  // about the options (train/fp32_params.h), for the user
   pipeline::PhaseTimes times;  // rank 0's
 };
 
-// The spec of the file's parameters (see above). UsageError for an invalid regex.
-model::ModelSpec step_spec(const StepFile& f, const std::string& scalar_params, const std::string& keep_fp32);
+// The spec of the file's parameters (see above), with o.scalar_params, o.keep_fp32 and o.fp32_matrices
+// applied (train/fp32_params.h; its warnings to *warnings). UsageError for an invalid regex.
+model::ModelSpec step_spec(const StepFile& f, const ReplayOptions& o, std::vector<std::string>* warnings = nullptr);
 
 // One step: f's parameters, state and step count are replaced by the updated ones. UsageError for
 // a state tensor the optimizer of its parameter does not keep (e.g. exp_avg_sq with lion), and for

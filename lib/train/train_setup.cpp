@@ -3,6 +3,7 @@
 #include "comm/group.h"
 #include "core/error.h"
 #include "pipeline/fp8_params.h"
+#include "train/fp32_params.h"
 
 namespace fpg::train {
 
@@ -16,13 +17,18 @@ model::ModelSpec training_spec(const TrainOptions& o) {
   (void)comm::make_host_group(o.comm, static_cast<int>(o.dp));  // refuses nccl, threads under mpirun, …
   pipeline::validate_config(o.pipeline);
   model::ModelSpec spec = o.spec;
-  if (!o.keep_fp32.empty()) model::mark_keep_in_fp32(spec, o.keep_fp32);
+  apply_fp32_params(spec, o.keep_fp32, o.fp32_matrices, o.pipeline);
   model::validate_spec(spec);
   // The FP8 plans of every param: a shape the recipe cannot take is refused here, naming the param.
   std::vector<pipeline::Fp8ParamState> states;
   std::vector<int32_t> index;
   pipeline::make_fp8_tensors(spec, o.pipeline, states, index);
   return spec;
+}
+
+std::vector<std::string> training_warnings(const TrainOptions& o) {
+  model::ModelSpec spec = o.spec;
+  return apply_fp32_params(spec, o.keep_fp32, o.fp32_matrices, o.pipeline);
 }
 
 pipeline::PipelineLayout training_layout(const TrainOptions& o) {

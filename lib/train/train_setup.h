@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/model_spec.h"
 #include "pipeline/pipeline_layout.h"
@@ -11,10 +12,14 @@
 
 namespace fpg::train {
 
-// The spec with --keep-fp32 applied, after checking the options (dp, comm, micro-batch, accumulation),
+// The spec with --keep-fp32 and --fp32-matrices applied, after checking the options (dp, comm, micro-batch, accumulation),
 // the pipeline config and whether the FP8 recipe can take every FP8 param's shape (MXFP8 needs
 // multiples of 32). Throws UsageError with the reason.
 model::ModelSpec training_spec(const TrainOptions& o);
+
+// What the user should hear about the options before the run (train/fp32_params.h); UsageError as
+// training_spec for a bad regex.
+std::vector<std::string> training_warnings(const TrainOptions& o);
 
 // The layout the ranks of this run build (pipeline/pipeline_layout.h).
 pipeline::PipelineLayout training_layout(const TrainOptions& o);

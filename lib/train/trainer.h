@@ -28,6 +28,9 @@ struct TrainOptions {
   // `--keep-fp32 REGEX`: params whose name matches become fp32-kept (model::mark_keep_in_fp32);
   // empty: none beyond what the spec says.
   std::string keep_fp32;
+  // `--fp32-matrices REGEX`: matrices whose name matches become fp32-kept and stay with the layer-wise
+  // optimizer (train/fp32_params.h); set pipeline.fp32_matrices with it. Empty: none.
+  std::string fp32_matrices;
   uint64_t steps = 200;
   int64_t micro_batch = 32;
   uint64_t accumulation = 1;  // micro-batches per rank per step

@@ -7,7 +7,7 @@ expect_exit 0 cmake --install "$BUILD" --prefix "$WORK/prefix"
 for f in bin/fpgather share/man/man1/fpgather.1 share/man/man1/fpgather-convert.1 share/man/man1/fpgather-train.1 \
          share/man/man1/fpgather-step.1 \
          include/fpgather/fp8/quantize.h include/fpgather/formats/safetensors/reader.h \
-         lib/cmake/fpgather/fpgatherConfig.cmake \
+         lib/cmake/fpgather/fpgatherConfig.cmake lib/fpgather/hdf5-plugins/libfpgather_h5zstd.so \
          share/bash-completion/completions/fpgather share/zsh/site-functions/_fpgather; do
   [ -e "$WORK/prefix/$f" ] || fail "install lacks $f"
 done

@@ -309,7 +309,9 @@ TEST_CASE("step files: state by suffix, step in metadata, refusals name the tens
     else REQUIRE(p.state.empty());
     if (p.name == "s") REQUIRE(p.shape.empty());
   }
-  const model::ModelSpec spec = train::step_spec(f, "embed", "");
+  train::ReplayOptions ro;
+  ro.scalar_params = "embed";
+  const model::ModelSpec spec = train::step_spec(f, ro);
   REQUIRE(spec.params[static_cast<size_t>(spec.find("s"))].shape == std::vector<uint64_t>{1});
   // The scalar and the file form survive a write and a read.
   train::write_step_params(dir + "/again.safetensors", f, "adamw");
