@@ -5,19 +5,19 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "bench/export_bench.h"
-#include "cmd/bench/dcp_commands.h"
-#include "bench/comm_bench.h"
-#include "bench/gpu_optim_bench.h"
-#include "bench/gpu_quantize_bench.h"
-#include "bench/quantize_bench.h"
-#include "bench/reshard_bench.h"
-#include "bench/step_bench.h"
+#include "cmd/bench/export_bench.h"
+#include "cmd/bench_dcp.h"
+#include "cmd/bench/comm_bench.h"
+#include "cmd/bench/gpu_optim_bench.h"
+#include "cmd/bench/gpu_quantize_bench.h"
+#include "cmd/bench/quantize_bench.h"
+#include "cmd/bench/reshard_bench.h"
+#include "cmd/bench/step_bench.h"
 #include "ckpt/chunk_codec.h"
 #include "cli.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "formats/fpckpt/bench.h"
+#include "cmd/bench/io_bench.h"
 #include "model/spec_json.h"
 
 namespace fpg::cli {

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/validate.h"
-#include "formats/fpckpt/bench.h"
+#include "cmd/bench/io_bench.h"
 
 namespace fpg::bench {
 namespace {

@@ -1,4 +1,4 @@
-#include "bench/export_bench.h"
+#include "cmd/bench/export_bench.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "formats/fpckpt/bench.h"
+#include "cmd/bench/io_bench.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
 

@@ -1,4 +1,4 @@
-#include "bench/gpu_quantize_bench.h"
+#include "cmd/bench/gpu_quantize_bench.h"
 
 #include "core/error.h"
 

@@ -1,9 +1,9 @@
-#include "bench/quantize_bench.h"
+#include "cmd/bench/quantize_bench.h"
 
 #include <map>
 #include <random>
 
-#include "bench/measure.h"
+#include "cmd/bench/timing.h"
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/thread_pool.h"

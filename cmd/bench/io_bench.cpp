@@ -1,4 +1,4 @@
-#include "formats/fpckpt/bench.h"
+#include "cmd/bench/io_bench.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "bench/reshard_bench.h"
+#include "cmd/bench/reshard_bench.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "formats/fpckpt/bench.h"
+#include "cmd/bench/io_bench.h"
 #include "formats/fpckpt/commit.h"
 
 namespace fpg::bench {

@@ -1,4 +1,4 @@
-#include "bench/gpu_optim_bench.h"
+#include "cmd/bench/gpu_optim_bench.h"
 
 #include <algorithm>
 #include <functional>

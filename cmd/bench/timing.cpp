@@ -1,4 +1,4 @@
-#include "bench/measure.h"
+#include "cmd/bench/timing.h"
 
 #include <algorithm>
 #include <chrono>

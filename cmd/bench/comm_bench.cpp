@@ -1,4 +1,4 @@
-#include "bench/comm_bench.h"
+#include "cmd/bench/comm_bench.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-#include "bench/step_bench.h"
+#include "cmd/bench/step_bench.h"
 
 #include <algorithm>
 #include <random>
 
-#include "bench/measure.h"
+#include "cmd/bench/timing.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "layout/bucketed_layout.h"
