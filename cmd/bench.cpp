@@ -1,23 +1,22 @@
 // fpgather bench: throughput figures as ratios against a baseline measured in the same process.
-#include <unistd.h>
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "bench/export_bench.h"
-#include "cmd/bench/dcp_commands.h"
-#include "bench/comm_bench.h"
-#include "bench/gpu_optim_bench.h"
-#include "bench/gpu_quantize_bench.h"
-#include "bench/quantize_bench.h"
-#include "bench/reshard_bench.h"
-#include "bench/step_bench.h"
 #include "ckpt/chunk_codec.h"
 #include "cli.h"
+#include "cmd/bench/comm_bench.h"
+#include "cmd/bench/export_bench.h"
+#include "cmd/bench/gpu_optim_bench.h"
+#include "cmd/bench/gpu_quantize_bench.h"
+#include "cmd/bench/io_bench.h"
+#include "cmd/bench/quantize_bench.h"
+#include "cmd/bench/reshard_bench.h"
+#include "cmd/bench/step_bench.h"
+#include "cmd/bench/validate_bench.h"
+#include "cmd/bench_dcp.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "formats/fpckpt/bench.h"
 #include "model/spec_json.h"
 
 namespace fpg::cli {
@@ -158,7 +157,7 @@ int run_bench_gpu_quantize(const bench::GpuQuantizeBenchOptions& o, const Global
 }
 
 struct BenchIoArgs {
-  fpckpt::IoBenchOptions o;
+  bench::IoBenchOptions o;
   double gib = 1.0;
   bool copy = false;
 };
@@ -168,7 +167,7 @@ int run_bench_io(BenchIoArgs a, const GlobalOptions& g) {
   a.o.bytes = static_cast<uint64_t>(a.gib * (1ull << 30)) / 4 * 4;
   a.o.borrowed = !a.copy;
   for (const auto& c : a.o.compressions) ckpt::parse_compression(c);  // refuse bad values before timing
-  const auto rows = fpckpt::run_io_bench(a.o);
+  const auto rows = bench::run_io_bench(a.o);
   if (g.json) {
     nlohmann::json j = {{"benchmark", "io"}, {"bytes", a.o.bytes}, {"dir", a.o.dir}, {"ranks", a.o.ranks},
                         {"threads", resolve_threads(g.threads)}, {"reps", a.o.reps}, {"borrowed", a.o.borrowed},
@@ -208,9 +207,9 @@ int run_bench_io(BenchIoArgs a, const GlobalOptions& g) {
   return 0;
 }
 
-int run_bench_validate(const fpckpt::ValidateBenchOptions& o, const GlobalOptions& g) {
+int run_bench_validate(const bench::ValidateBenchOptions& o, const GlobalOptions& g) {
   if (o.keys == 0 || o.ranks == 0 || o.chunks == 0) throw UsageError("--chunks, --keys and --ranks must be positive");
-  const auto r = fpckpt::run_validate_bench(o);
+  const auto r = bench::run_validate_bench(o);
   if (g.json) {
     nlohmann::json j = {{"benchmark", "validate"}, {"chunks", r.chunks}, {"keys", r.keys}, {"runs", r.runs},
                         {"padding_intervals", r.padding}, {"index_bytes", r.index_bytes},
@@ -296,10 +295,6 @@ struct BenchReshardArgs {
 };
 
 int run_bench_reshard(BenchReshardArgs a, const GlobalOptions& g) {
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) throw InternalError("bench reshard: cannot find this binary (/proc/self/exe)");
-  a.o.exe.assign(exe, static_cast<size_t>(n));
   a.o.plain_bytes = static_cast<uint64_t>(a.plain_gib * (1ull << 30));
   a.o.threads = g.threads;
   const auto r = bench::run_reshard_bench(a.o);
@@ -492,7 +487,7 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   e->add_flag("--weights-only", ex->weights_only, "Leave out the masters and optimizer states (--states)");
   e->callback([ex, &global, &run] { run = [ex, &global] { return run_bench_export(*ex, global); }; });
 
-  auto va = std::make_shared<fpckpt::ValidateBenchOptions>();
+  auto va = std::make_shared<bench::ValidateBenchOptions>();
   auto* v = cmd->add_subcommand("validate", "Index-only validation of a synthetic index: chunks/s and bytes/chunk");
   v->add_option("--dir", va->dir, "Directory for the index (removed afterwards)")->capture_default_str();
   v->add_option("--chunks", va->chunks, "Chunks in the synthetic index")->capture_default_str();

@@ -46,7 +46,7 @@ for m in models:
 PY
 }
 
-# Fused AdamW/Lion, grad norm and Muon (lib/bench/gpu_optim_bench.cpp) and the PyTorch baselines
+# Fused AdamW/Lion, grad norm and Muon (cmd/bench/gpu_optim_bench.cpp) and the PyTorch baselines
 # (scripts/bench_torch_optim.py) on the same shapes, same call. OPTIM_MODEL=base by default.
 bench_optim() {
   local model=${OPTIM_MODEL:-base}
@@ -64,7 +64,7 @@ PY
   tail -12 "$OUT/optim-torch.err"
 }
 
-# FP8 quantize / batched copy-back (lib/bench/gpu_quantize_bench.cpp) and the PyTorch baselines
+# FP8 quantize / batched copy-back (cmd/bench/gpu_quantize_bench.cpp) and the PyTorch baselines
 # (scripts/bench_torch_quantize.py) on the same shapes, same call. QUANTIZE_MODEL=base by default.
 bench_quantize() {
   local model=${QUANTIZE_MODEL:-base}

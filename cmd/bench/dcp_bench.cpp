@@ -1,40 +1,24 @@
 #include "cmd/bench/dcp_bench.h"
 
-#include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <set>
 
+#include "cmd/bench/page_cache.h"
 #include "cmd/bench/peak_rss.h"
+#include "cmd/bench/timing.h"
 #include "convert/checkpoint_params.h"
 #include "convert/param_export.h"
 #include "core/error.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/validate.h"
-#include "formats/fpckpt/bench.h"
 
 namespace fpg::bench {
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double cpu_now() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // Runs `rep` `reps` times (`before` untimed ahead of each) and fills the phase's figures.
 PhaseTiming measure(uint32_t reps, const std::function<void()>& before, const std::function<void()>& rep,
@@ -44,14 +28,15 @@ PhaseTiming measure(uint32_t reps, const std::function<void()>& before, const st
   p.rss_before = read_rss().current;
   for (uint32_t i = 0; i < reps; ++i) {
     if (before) before();
-    const double t0 = now(), c0 = cpu_now();
+    const double t0 = wall_seconds(), c0 = cpu_seconds();
     rep();
-    p.seconds.push_back(now() - t0);
-    p.cpu_seconds.push_back(cpu_now() - c0);
+    p.seconds.push_back(wall_seconds() - t0);
+    p.cpu_seconds.push_back(cpu_seconds() - c0);
   }
   p.peak_rss = read_rss().peak;
-  p.best_s = *std::min_element(p.seconds.begin(), p.seconds.end());
-  p.median_s = median(p.seconds);
+  const Timing wall = summarize(p.seconds);
+  p.best_s = wall.best;
+  p.median_s = wall.median;
   p.median_cpu_s = median(p.cpu_seconds);
   return p;
 }
@@ -103,7 +88,7 @@ DcpBenchResult run_dcp_bench(const DcpBenchOptions& o) {
         o.export_reps,
         [&] {
           remove_written();
-          if (o.cold) fpckpt::evict_path(o.checkpoint);
+          if (o.cold) evict_path(o.checkpoint);
         },
         [&] {
           const auto opened = convert::open_params(o.checkpoint, "export it", true);

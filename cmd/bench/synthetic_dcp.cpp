@@ -1,10 +1,10 @@
 #include "cmd/bench/synthetic_dcp.h"
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "cmd/bench/timing.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/dcp/dcp_writer.h"
@@ -52,7 +52,7 @@ SyntheticDcpSummary make_synthetic_dcp(const SyntheticDcpOptions& o) {
     throw UsageError("--chunk-bytes " + std::to_string(o.chunk_bytes) + " is not a positive number of fp32 elements");
   if (o.chunk_bytes > (uint64_t{1} << 62) / o.chunks)
     throw UsageError("--chunks times --chunk-bytes is too large");
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = wall_seconds();
   const uint64_t elements = o.chunk_bytes / 4;
   const dcp::TorchDType& f32 = *dcp::find_torch_dtype("float32");
 
@@ -101,7 +101,7 @@ SyntheticDcpSummary make_synthetic_dcp(const SyntheticDcpOptions& o) {
     s.file_bytes += e.file_size();
     if (e.path().filename() == ".metadata") s.metadata_bytes = e.file_size();
   }
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.seconds = wall_seconds() - t0;
   return s;
 }
 

@@ -1,4 +1,4 @@
-#include "bench/gpu_quantize_bench.h"
+#include "cmd/bench/gpu_quantize_bench.h"
 
 #include "core/error.h"
 
@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 
+#include "cmd/bench/cuda_timing.h"
 #include "fp8/delayed.h"
 #include "fp8/recipe.h"
 #include "kernels/cuda_check.h"
@@ -65,33 +66,8 @@ struct Dev {
   Dev& operator=(const Dev&) = delete;
 };
 
-struct Times {
-  double median_ms = 0, best_ms = 0;
-};
-
-// Two warm-up runs, then `reps` runs each between two events; median and best.
-Times time_events(const std::function<void()>& fn, int reps) {
-  cudaEvent_t a, b;
-  FPG_CUDA_CHECK(cudaEventCreate(&a));
-  FPG_CUDA_CHECK(cudaEventCreate(&b));
-  fn();
-  fn();
-  FPG_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    FPG_CUDA_CHECK(cudaEventRecord(a));
-    fn();
-    FPG_CUDA_CHECK(cudaEventRecord(b));
-    FPG_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    FPG_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  (void)cudaEventDestroy(a);
-  (void)cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.front()};
-}
+// Two warm-up runs, then `reps` runs timed with CUDA events on the default stream (ms).
+Timing time_events(const std::function<void()>& fn, int reps) { return time_cuda_ms(fn, 2, reps); }
 
 // Gaussian weights with a few outliers: 2^20 values generated once, tiled over the buffer.
 void fill_values(float* d, uint64_t n) {
@@ -148,15 +124,15 @@ struct Grids {
 };
 
 GpuQuantizeRow row(const std::string& recipe, const std::string& pass, uint64_t elements, uint64_t bytes,
-                   const Times& t, double copy_gbps) {
+                   const Timing& t, double copy_gbps) {
   GpuQuantizeRow r;
   r.recipe = recipe;
   r.pass = pass;
   r.elements = elements;
   r.bytes = bytes;
-  r.median_ms = t.median_ms;
-  r.best_ms = t.best_ms;
-  r.gbps = t.median_ms > 0 ? bytes / (t.median_ms * 1e-3) / 1e9 : 0;
+  r.median_ms = t.median;
+  r.best_ms = t.best;
+  r.gbps = t.median > 0 ? bytes / (t.median * 1e-3) / 1e9 : 0;
   r.ratio = copy_gbps > 0 ? r.gbps / copy_gbps : 0;
   return r;
 }
@@ -176,9 +152,9 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
   Dev<float> x(n);
   Dev<uint8_t> copy_dst(4 * n), out(n), out_col(n);
   fill_values(x.p, n);
-  const Times tc = time_events(
+  const Timing tc = time_events(
       [&] { FPG_CUDA_CHECK(cudaMemcpyAsync(copy_dst.p, x.p, 4 * n, cudaMemcpyDeviceToDevice, s)); }, opt.reps);
-  const double copy_gbps = 8.0 * n / (tc.median_ms * 1e-3) / 1e9;
+  const double copy_gbps = 8.0 * n / (tc.median * 1e-3) / 1e9;
   rep.rows.push_back(row("memcpy", "copy", n, 8 * n, tc, copy_gbps));
 
   for (const Named& nr : recipes) {
@@ -210,11 +186,11 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
       scales = std::make_unique<gpu::ScaleBatch>(std::vector<gpu::ScaleJob>{gpu::make_scale_job(
           p, g.amax->p, ac, g.scale->p, g.scale_inv->p, g.e8m0->p, p.has_columnwise() ? g.e8m0_col->p : nullptr)});
     const uint64_t sb = scale_bytes(p), dirs = directions(p);
-    const Times ta = time_events([&] { g.zero(s); amax.partial_amax(s); }, opt.reps);
+    const Timing ta = time_events([&] { g.zero(s); amax.partial_amax(s); }, opt.reps);
     rep.rows.push_back(row(nr.name, "amax", n, 4 * n + 4 * (g.cells + g.col_cells), ta, copy_gbps));
-    const Times tcast = time_events([&] { cast.cast(s); }, opt.reps);
+    const Timing tcast = time_events([&] { cast.cast(s); }, opt.reps);
     rep.rows.push_back(row(nr.name, delayed ? "cast+amax" : "cast", n, 4 * n + dirs * n + sb, tcast, copy_gbps));
-    const Times tq = time_events(
+    const Timing tq = time_events(
         [&] {
           g.zero(s);
           if (delayed) {  // cast with the previous scale, fold this step's amax, update from the history
@@ -231,7 +207,7 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
     if (fusable(p)) {  // whole blocks / tiles: amax, scales and cast in one pass
       const gpu::DeviceBatch fused({gpu::make_fused_job(p, 0, n, x.p, nullptr, nullptr, g.scale->p, g.scale_inv->p,
                                                         g.e8m0->p, p.has_columnwise() ? g.e8m0_col->p : nullptr, o, oc)});
-      const Times tf = time_events([&] { fused.cast(s); }, opt.reps);
+      const Timing tf = time_events([&] { fused.cast(s); }, opt.reps);
       rep.rows.push_back(row(nr.name, "fused", n, 4 * n + dirs * n + sb, tf, copy_gbps));
     }
   }
@@ -303,7 +279,7 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
     const gpu::DeviceBatch batch(jobs);
     const gpu::ScaleBatch scales(sjobs);
     const uint64_t dirs = directions(plans.front());
-    const Times t = time_events(
+    const Timing t = time_events(
         [&] {
           g.zero(s);
           batch.partial_amax(s);
@@ -337,7 +313,7 @@ GpuQuantizeReport run_gpu_quantize_bench(const GpuQuantizeBenchOptions& opt) {
       const gpu::DeviceBatch fused(fj);
       const gpu::ScaleBatch rest_scales(rest);
       const bool all = rest.empty();
-      const Times tf = time_events(
+      const Timing tf = time_events(
           [&] {
             if (!all) {
               g.zero(s);

@@ -1,9 +1,10 @@
-#include "bench/quantize_bench.h"
+#include "cmd/bench/quantize_bench.h"
 
 #include <map>
 #include <random>
 
-#include "bench/measure.h"
+#include "cmd/bench/memcpy_baseline.h"
+#include "cmd/bench/timing.h"
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/thread_pool.h"
@@ -73,13 +74,13 @@ std::vector<QuantizeBenchRow> run_quantize_bench(const QuantizeBenchOptions& opt
         r.input = in;
         r.threads = pool.size();
         r.input_bytes = bytes;
-        r.best_s = t.best_s;
-        r.median_s = t.median_s;
-        r.gbps = gbps(bytes, t.best_s);
+        r.best_s = t.best;
+        r.median_s = t.median;
+        r.gbps = gbps(bytes, t.best);
         r.ratio_to_memcpy = memcpy_gbps > 0 ? r.gbps / memcpy_gbps : 1.0;
         const auto key = std::make_pair(name, static_cast<int>(in));
-        if (pool.size() == 1) one_thread[key] = t.best_s;
-        if (one_thread.count(key)) r.speedup_vs_1_thread = one_thread[key] / t.best_s;
+        if (pool.size() == 1) one_thread[key] = t.best;
+        if (one_thread.count(key)) r.speedup_vs_1_thread = one_thread[key] / t.best;
         rows.push_back(r);
         return r.gbps;
       };

@@ -1,9 +1,10 @@
-#include "bench/step_bench.h"
+#include "cmd/bench/step_bench.h"
 
 #include <algorithm>
 #include <random>
 
-#include "bench/measure.h"
+#include "cmd/bench/memcpy_baseline.h"
+#include "cmd/bench/timing.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "layout/bucketed_layout.h"
@@ -70,8 +71,8 @@ StepBenchResult run_step_bench(const StepBenchOptions& o) {
     {  // the baseline first, freed before the optimizer's arenas exist (peak memory)
       std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
       const Timing base = time_it([&] { parallel_memcpy(one, dst.data(), src.data(), bytes); }, 3, o.min_seconds);
-      memcpy_gbps = gbps(bytes, base.best_s);
-      res.optimizer.push_back({"memcpy", dp, numel, bytes, base.best_s, base.median_s, memcpy_gbps, 1.0});
+      memcpy_gbps = gbps(bytes, base.best);
+      res.optimizer.push_back({"memcpy", dp, numel, bytes, base.best, base.median, memcpy_gbps, 1.0});
     }
     st.allocate();
     std::mt19937 rng(7);
@@ -82,8 +83,8 @@ StepBenchResult run_step_bench(const StepBenchOptions& o) {
     std::vector<const float*> grads(st.fragments.size());
     for (size_t i = 0; i < grads.size(); ++i) grads[i] = grad_arena.data() + st.fragments[i].offset;
     const Timing t = time_it([&] { pipeline::optimizer_step(st, grads, *c.h); }, 3, o.min_seconds);
-    const double g = gbps(bytes, t.best_s);
-    res.optimizer.push_back({c.name, dp, numel, bytes, t.best_s, t.median_s, g, memcpy_gbps > 0 ? g / memcpy_gbps : 0});
+    const double g = gbps(bytes, t.best);
+    res.optimizer.push_back({c.name, dp, numel, bytes, t.best, t.median, g, memcpy_gbps > 0 ? g / memcpy_gbps : 0});
   }
   return res;
 }

@@ -1,4 +1,4 @@
-#include "bench/gpu_optim_bench.h"
+#include "cmd/bench/gpu_optim_bench.h"
 
 #include <algorithm>
 #include <functional>
@@ -13,6 +13,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "cmd/bench/cuda_timing.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "kernels/grad_norm.h"
@@ -61,38 +62,16 @@ class DevFloats {
   size_t n_ = 0;
 };
 
-// Median and minimum of `iters` launches of fn, each between two events, after `warmup` launches.
-std::pair<double, double> time_ms(const std::function<void()>& fn, int warmup, int iters, cudaStream_t s) {
-  cudaEvent_t a, b;
-  FPG_CUDA_CHECK(cudaEventCreate(&a));
-  FPG_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    FPG_CUDA_CHECK(cudaEventRecord(a, s));
-    fn();
-    FPG_CUDA_CHECK(cudaEventRecord(b, s));
-    FPG_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    FPG_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.front()};
-}
-
 GpuTimedRow make_row(std::string what, std::string shape, int64_t matrices, int64_t elements, uint64_t bytes,
-                     std::pair<double, double> t) {
+                     const Timing& t) {
   GpuTimedRow r;
   r.what = std::move(what);
   r.shape = std::move(shape);
   r.matrices = matrices;
   r.elements = elements;
   r.bytes = bytes;
-  r.median_ms = t.first;
-  r.min_ms = t.second;
+  r.median_ms = t.median;
+  r.min_ms = t.best;
   return r;
 }
 
@@ -115,14 +94,14 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
   FPG_CUDA_CHECK(cudaStreamCreate(&s));
   cublasHandle_t blas = nullptr;
   FPG_CUBLAS_CHECK(cublasCreate(&blas));
-  const auto timed = [&](const std::function<void()>& fn) { return time_ms(fn, opt.warmup, opt.iters, s); };
+  const auto timed = [&](const std::function<void()>& fn) { return time_cuda_ms(fn, opt.warmup, opt.iters, s); };
 
   {  // the roofline: a device-to-device copy of 1 GiB
     const size_t bytes = size_t(1) << 30;
     DevFloats a(bytes / 4, 0.0f, 1), b(bytes / 4, 0.0f, 2);
     const auto t = timed([&] { FPG_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s)); });
     GpuTimedRow r = make_row("copy", "", 0, int64_t(bytes / 4), 2 * bytes, t);
-    r.gbps = r.bytes / (t.first * 1e-3) / 1e9;
+    r.gbps = r.bytes / (t.median * 1e-3) / 1e9;
     r.ratio_to_copy = 1.0;
     res.rows.push_back(r);
   }
@@ -163,13 +142,13 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
     });
     struct Measured {
       const char* name;
-      std::pair<double, double> t;
+      Timing t;
       int bytes_per_element;
     };
     for (const Measured& x : {Measured{"adamw", ta, 28}, Measured{"lion", tl, 20}, Measured{"grad-norm", tn, 12}}) {
       const auto& t = x.t;
       GpuTimedRow r = make_row(x.name, "", 0, elements, uint64_t(elements) * x.bytes_per_element, t);
-      r.gbps = r.bytes / (t.first * 1e-3) / 1e9;
+      r.gbps = r.bytes / (t.median * 1e-3) / 1e9;
       r.ratio_to_copy = r.gbps / copy_gbps;
       res.rows.push_back(r);
     }
@@ -200,7 +179,7 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
       for (auto& grp : groups) grp.step(mh, blas, s);
     });
     GpuTimedRow r = make_row("muon", label, int64_t(shapes.size()), n_el, 0, t);
-    r.tflops = flops / (t.first * 1e-3) / 1e12;
+    r.tflops = flops / (t.median * 1e-3) / 1e12;
     bool lt = true;
     for (const auto& grp : groups) lt = lt && grp.workspace().uses_lt();
     r.gemm = lt ? "cublasLt" : "gemmex+copy";

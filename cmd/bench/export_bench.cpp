@@ -1,32 +1,16 @@
-#include "bench/export_bench.h"
-
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "cmd/bench/export_bench.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
-#include <vector>
 
-#include "core/error.h"
-#include "formats/fpckpt/bench.h"
+#include "cmd/bench/page_cache.h"
+#include "cmd/bench/peak_rss.h"
+#include "cmd/bench/plain_io.h"
+#include "cmd/bench/scratch_dir.h"
+#include "cmd/bench/timing.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
 
 namespace fpg::bench {
-namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-uint64_t peak_rss() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<uint64_t>(u.ru_maxrss) * 1024;
-}
-
-}  // namespace
 
 double ExportBenchResult::ratio() const { return export_gbps() / std::min(read_gbps(), write_gbps()); }
 
@@ -36,31 +20,27 @@ double ExportBenchResult::ratio_to_serial() const {
 
 ExportBenchResult run_export_bench(const ExportBenchOptions& o) {
   ExportBenchResult r;
-  const std::string base = o.dir + "/fpgather-bench-export-" + std::to_string(getpid());
-  if (mkdir(base.c_str(), 0755) != 0) throw FormatError(base + ": cannot create: " + std::strerror(errno));
-  struct Cleanup {
-    std::string p;
-    ~Cleanup() { fpckpt::remove_tree(p); }
-  } cleanup{base};
+  const ScratchDir scratch(o.dir, "export");
+  const std::string& base = scratch.path();
 
   // The export first (its size is what the baseline writes), from a cold page cache.
   std::string dir;
   {
     const fpckpt::CheckpointReader reader(o.checkpoint);
     dir = reader.dir();
-    fpckpt::evict_path(dir);
+    evict_path(dir);
   }
-  r.peak_rss_before = peak_rss();
-  double t0 = now();
+  r.peak_rss_before = read_rss().peak;
+  const double t0 = wall_seconds();
   const convert::ExportSummary s = convert::export_checkpoint(o.checkpoint, base + "/export", o.export_options);
-  r.export_s = now() - t0;
-  r.peak_rss_after = peak_rss();
+  r.export_s = wall_seconds() - t0;
+  r.peak_rss_after = read_rss().peak;
   r.bytes = s.bytes_written;
   r.bytes_read = s.bytes_read;
   fpckpt::remove_tree(base + "/export");
 
   // Baseline: as many bytes, one file, 64 MiB writes, fsync; then read back cold (as bench io).
-  const fpckpt::PlainIo plain = fpckpt::measure_plain_io(base, r.bytes, true);
+  const PlainIo plain = measure_plain_io(base, r.bytes, true);
   r.write_s = plain.write_s;
   r.read_s = plain.read_s;
   r.duplex_s = plain.duplex_s;

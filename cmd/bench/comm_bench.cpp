@@ -1,4 +1,4 @@
-#include "bench/comm_bench.h"
+#include "cmd/bench/comm_bench.h"
 
 #include <algorithm>
 
@@ -9,6 +9,7 @@
 #if defined(FPGATHER_HAVE_NCCL)
 #include <cuda_runtime.h>
 
+#include "cmd/bench/cuda_timing.h"
 #include "comm/group.h"
 #include "comm/nccl_backend.h"
 #include "kernels/cuda_check.h"
@@ -53,10 +54,8 @@ std::vector<CommBenchRow> run_comm_bench(const CommBenchOptions& o) {
     void* buf = nullptr;
     FPG_CUDA_CHECK(cudaMalloc(&buf, std::max<uint64_t>(biggest, 1)));
     FPG_CUDA_CHECK(cudaMemsetAsync(buf, 0, std::max<uint64_t>(biggest, 1), s));  // zeros: sums stay finite
-    cudaEvent_t t0 = nullptr, t1 = nullptr;
-    FPG_CUDA_CHECK(cudaEventCreate(&t0));
-    FPG_CUDA_CHECK(cudaEventCreate(&t1));
-    std::vector<float> ms;
+    CudaEventTimer timer(s);
+    std::vector<double> ms;
     for (CommBenchRow& row : rows) {
       const auto once = [&] {
         // In place, as the pipeline issues them.
@@ -67,24 +66,18 @@ std::vector<CommBenchRow> run_comm_bench(const CommBenchOptions& o) {
       ms.clear();
       for (int it = 0; it < 5 + o.iters; ++it) {
         c.barrier()->wait();
-        FPG_CUDA_CHECK(cudaEventRecord(t0, s));
+        timer.start();
         once()->wait();
-        FPG_CUDA_CHECK(cudaEventRecord(t1, s));
-        FPG_CUDA_CHECK(cudaEventSynchronize(t1));
-        float e = 0;
-        FPG_CUDA_CHECK(cudaEventElapsedTime(&e, t0, t1));
+        const double e = timer.stop_ms();
         if (it >= 5) ms.push_back(e);
       }
-      std::sort(ms.begin(), ms.end());
-      const double med = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+      const double med = median(ms);
       if (c.rank() == 0) {
         row.median_ms = med;
         row.algbw_gbps = med > 0 ? static_cast<double>(row.total_bytes) / (med * 1e-3) / 1e9 : 0;
         row.busbw_gbps = row.algbw_gbps * (o.dp - 1) / o.dp;
       }
     }
-    FPG_CUDA_CHECK(cudaEventDestroy(t0));
-    FPG_CUDA_CHECK(cudaEventDestroy(t1));
     FPG_CUDA_CHECK(cudaStreamSynchronize(s));
     FPG_CUDA_CHECK(cudaFree(buf));
     if (c.rank() == 0) has_rank0 = true;

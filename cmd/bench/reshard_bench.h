@@ -1,11 +1,12 @@
 // `fpgather bench reshard` (BENCHMARKS.md): in one run, the disk's plain write+fsync and cold read
-// bandwidth (formats/fpckpt/bench.h) and the reshard of uncompressed training checkpoints of one or
-// more presets (e.g. small and base), each saved by `fpgather train --steps 1`, evicted from the page
-// cache, then resharded by `fpgather reshard` in a child process: wall time, throughput (bytes
-// written / s) as a ratio to min(read, write) of the plain file, and the child's peak RSS (so the
-// benchmark's own memory is not counted) — measured at two sizes to show it does not grow with them.
-// Beside it, the "duplex" disk figure: the plain file read cold while a second one is written +
-// fsynced at once — what this disk gives a copy that reads and writes together.
+// bandwidth (plain_io.h) and the reshard of uncompressed training checkpoints of one or more presets
+// (e.g. small and base), each saved after one training step as `fpgather train --steps 1 --save`
+// saves it, evicted from the page cache, then resharded as `fpgather reshard` does it: wall time,
+// throughput (bytes written / s) as a ratio to min(read, write) of the plain file, and the peak RSS
+// while resharding (peak_rss.h: reset to the RSS before the reshard, so the training before it is not
+// counted) — measured at two sizes to show it does not grow with them. Beside it, the "duplex" disk
+// figure: the plain file read cold while a second one is written + fsynced at once — what this disk
+// gives a copy that reads and writes together.
 #pragma once
 
 #include <cstdint>
@@ -15,25 +16,24 @@
 namespace fpg::bench {
 
 struct ReshardBenchOptions {
-  std::string exe;                 // the fpgather binary to run
   std::string dir = "/tmp";        // where the checkpoints go (removed afterwards)
   std::vector<std::string> models = {"small", "base"};
   uint32_t from_dp = 2, to_dp = 4;
   uint64_t plain_bytes = 1ull << 30;  // size of the plain-file baseline
-  size_t threads = 0;                 // passed to the children; 0: theirs
+  size_t threads = 0;                 // --threads: split over the training ranks, as `fpgather train` does
 };
 
 struct ReshardBenchRow {
   std::string model;
   uint64_t bytes_read = 0, bytes_written = 0;  // as the reshard reports them
-  double train_s = 0, reshard_s = 0;           // wall time of the child processes
+  double train_s = 0, reshard_s = 0;           // wall time of the training and of the reshard
   double gbps = 0;                             // bytes_written / reshard_s
   double ratio = 0;                            // gbps / min(plain read, plain write)
   // gbps / the serial bound 1 / (1/read + 1/write): what a disk whose reads and writes share one
   // bandwidth allows for reading every byte once and writing it once.
   double serial_ratio = 0;
   double duplex_ratio = 0;                     // gbps / the duplex rate (plain read || write+fsync)
-  uint64_t peak_rss = 0;                       // bytes, of the reshard child
+  uint64_t peak_rss = 0;                       // bytes, of this process while resharding
 };
 
 struct ReshardBenchResult {

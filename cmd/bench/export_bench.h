@@ -37,7 +37,7 @@ struct ExportBenchResult {
   // them. (With reads and writes sharing one disk, export / min(read, write) cannot exceed
   // 1 / (1 + min/max) without such overlap: 0.5 when read and write rates are equal.)
   double ratio_to_serial() const;
-  uint64_t peak_rss_before = 0, peak_rss_after = 0;  // bytes (getrusage), before and after the export
+  uint64_t peak_rss_before = 0, peak_rss_after = 0;  // bytes (peak_rss.h), before and after the export
 };
 
 ExportBenchResult run_export_bench(const ExportBenchOptions& o);

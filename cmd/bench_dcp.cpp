@@ -1,4 +1,4 @@
-#include "cmd/bench/dcp_commands.h"
+#include "cmd/bench_dcp.h"
 
 #include <cstdio>
 #include <memory>

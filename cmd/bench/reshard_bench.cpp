@@ -1,0 +1,79 @@
+#include "cmd/bench/reshard_bench.h"
+
+#include <algorithm>
+
+#include "ckpt/chunk_codec.h"
+#include "cmd/bench/page_cache.h"
+#include "cmd/bench/peak_rss.h"
+#include "cmd/bench/plain_io.h"
+#include "cmd/bench/scratch_dir.h"
+#include "cmd/bench/timing.h"
+#include "formats/fpckpt/commit.h"
+#include "model/spec_json.h"
+#include "train/checkpointing.h"
+#include "train/reshard.h"
+
+namespace fpg::bench {
+namespace {
+
+// One training step of `model` on from_dp thread ranks, saved uncompressed under the root `src`
+// with the defaults of `fpgather train` (AdamW, bucketed, model layout). Wall seconds.
+double save_trained(const std::string& model, const ReshardBenchOptions& o, const std::string& src) {
+  train::TrainOptions t;
+  t.spec = model::resolve_model(model);
+  t.dp = o.from_dp;
+  t.steps = 1;
+  t.threads_per_rank = o.threads > o.from_dp ? o.threads / o.from_dp : 1;
+  train::CheckpointOptions c;
+  c.save = src;
+  c.compression = ckpt::parse_compression("none");
+  const double t0 = wall_seconds();
+  train::train_with_checkpoints(t, c);
+  return wall_seconds() - t0;
+}
+
+}  // namespace
+
+ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
+  ReshardBenchResult res;
+  const ScratchDir scratch(o.dir, "reshard");
+  const std::string& base = scratch.path();
+
+  const PlainIo plain = measure_plain_io(base, o.plain_bytes, true);
+  res.plain_write_gbps = plain.write_gbps();
+  res.plain_read_gbps = plain.read_gbps();
+  res.duplex_gbps = plain.duplex_gbps();
+  const double disk = std::min(res.plain_write_gbps, res.plain_read_gbps);
+  for (const std::string& model : o.models) {
+    ReshardBenchRow row;
+    row.model = model;
+    const std::string src = base + "/" + model + "-src", dst = base + "/" + model + "-dst";
+    row.train_s = save_trained(model, o, src);
+    evict_path(src);
+
+    train::ReshardRequest q;  // as `fpgather reshard SRC DST --dp TO --accumulation 1 --compress none`
+    q.source = src;
+    q.target = dst;
+    q.options.dp = o.to_dp;
+    q.options.accumulation = 1;
+    q.compression = ckpt::parse_compression("none");
+    reset_peak_rss();  // the training's memory is freed: the peak counts the reshard's own
+    const double t0 = wall_seconds();
+    const train::ReshardOutcome out = train::reshard(q);
+    row.reshard_s = wall_seconds() - t0;
+    row.peak_rss = read_rss().peak;
+    row.bytes_read = out.result->bytes_read;
+    row.bytes_written = out.summary.bytes_written;
+    row.gbps = row.bytes_written / row.reshard_s / 1e9;
+    row.ratio = disk > 0 ? row.gbps / disk : 0;
+    const double serial = 1 / (1 / res.plain_read_gbps + 1 / res.plain_write_gbps);
+    row.serial_ratio = serial > 0 ? row.gbps / serial : 0;
+    row.duplex_ratio = res.duplex_gbps > 0 ? row.gbps / res.duplex_gbps : 0;
+    res.rows.push_back(row);
+    fpckpt::remove_tree(src);
+    fpckpt::remove_tree(dst);
+  }
+  return res;
+}
+
+}  // namespace fpg::bench
