@@ -12,7 +12,8 @@
 # default 2: one rank a thread, each on its half of the micro-batch; the same samples, loss and
 # averaged gradient as dp 1 at micro-batch 32) against torch with torch.set_num_threads(T).
 # Environment: STEPS (60), WARMUP (10; steps left out of the medians, compilation included),
-# MODES (fp32,amp), VARIANTS (eager,compile), PYTHON (python3, with torch), SEED (1234).
+# RUNS (torch's MODE:VARIANT list, default fp32:eager,fp32:compile,amp:eager,amp:compile; see
+# bench_step_torch.py), PYTHON (python3, with torch), SEED (1234).
 #
 # Loss agreement (same weights and data, so step 0 is the same function on both sides):
 #   - step 0's loss within 1e-4 relative for torch's fp32 mode (only the GEMMs' summation order
@@ -29,8 +30,7 @@ PRESETS=("$@")
 [ ${#PRESETS[@]} -gt 0 ] || PRESETS=(base 1b)
 STEPS=${STEPS:-60}
 WARMUP=${WARMUP:-10}
-MODES=${MODES:-fp32,amp}
-VARIANTS=${VARIANTS:-eager,compile}
+RUNS=${RUNS:-fp32:eager,fp32:compile,amp:eager,amp:compile}
 PYTHON=${PYTHON:-python3}
 SEED=${SEED:-1234}
 mkdir -p "$OUT"
@@ -54,7 +54,7 @@ for p in "${PRESETS[@]}"; do
   "$BUILD/fpgather" --json --no-progress "${glob[@]}" train --model "$p" "${ours[@]}" --steps "$STEPS" --seed "$SEED" \
     --metrics "$OUT/fpgather-$p.jsonl" >"$OUT/fpgather-$p.json" || { echo "fpgather train $p failed" >&2; exit 1; }
   "$PYTHON" scripts/bench_step_torch.py --model "$p" "${theirs[@]}" --steps "$STEPS" --warmup "$WARMUP" --seed "$SEED" \
-    --modes "$MODES" --variants "$VARIANTS" --json "$OUT/torch-$p.json" >/dev/null || { echo "torch $p failed" >&2; exit 1; }
+    --runs "$RUNS" --json "$OUT/torch-$p.json" >/dev/null || { echo "torch $p failed" >&2; exit 1; }
 done
 
 "$PYTHON" - "$OUT" "$WARMUP" "${TOL_FP32:-1e-2}" "${TOL_AMP:-5e-2}" "${PRESETS[@]}" <<'PY'

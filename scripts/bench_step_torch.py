@@ -27,8 +27,8 @@ synchronized (fpgather copies its loss to the host once per step too) and its ph
 CUDA events (--device cuda) or perf_counter (cpu). Medians over the timed steps. The loss of every step
 (before its update, as fpgather reports it) is in the output.
 
-Usage: bench_step_torch.py --model base --device cuda [--steps 60 --warmup 10 --modes fp32,amp
-       --variants eager,compile --threads N --micro-batch 32 --seed 1234 --json OUT]
+Usage: bench_step_torch.py --model base --device cuda [--steps 60 --warmup 10
+       --runs fp32:eager,fp32:compile,amp:eager,amp:compile --threads N --micro-batch 32 --seed 1234 --json OUT]
 Prints one JSON object (and writes it to --json when given).
 """
 import argparse
@@ -306,8 +306,8 @@ def main():
     ap.add_argument("--micro-batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--modes", default="fp32,amp", help="comma list of fp32, amp")
-    ap.add_argument("--variants", default="eager,compile", help="comma list of eager, compile")
+    ap.add_argument("--runs", default="fp32:eager,fp32:compile,amp:eager,amp:compile",
+                    help="comma list of MODE:VARIANT, MODE fp32 or amp, VARIANT eager or compile")
     ap.add_argument("--json", help="also write the result here")
     a = ap.parse_args()
     if a.warmup >= a.steps:
@@ -330,17 +330,20 @@ def main():
         inputs = [draw_inputs(dims, a.seed, a.micro_batch, t, device) for t in range(a.steps)]
     init_s = time.perf_counter() - t0
 
+    runs = [tuple(r.split(":")) for r in a.runs.split(",")]
+    for mode, variant in runs:
+        if mode not in ("fp32", "amp") or variant not in ("eager", "compile"):
+            ap.error(f"--runs: unknown {mode}:{variant}")
     results = []
-    for mode in a.modes.split(","):
-        for variant in a.variants.split(","):
-            r = run_variant(a, dims, mode, variant, student0, teacher32, inputs, device)
-            results.append(r)
-            print(f"torch {a.model} {mode} {variant}: {r['step_ms']:.3f} ms/step "
-                  f"(first step {r['first_step_s']:.1f} s), loss {r['losses'][0]:.6f} -> {r['losses'][-1]:.6f}",
-                  file=sys.stderr)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats()
+    for mode, variant in runs:
+        r = run_variant(a, dims, mode, variant, student0, teacher32, inputs, device)
+        results.append(r)
+        print(f"torch {a.model} {mode} {variant}: {r['step_ms']:.3f} ms/step "
+              f"(first step {r['first_step_s']:.1f} s), loss {r['losses'][0]:.6f} -> {r['losses'][-1]:.6f}",
+              file=sys.stderr)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
     out = {"benchmark": "step-torch", "model": a.model, "dims": dict(zip(("input", "hidden", "ffn", "layers", "output"), dims)),
            "params": sum(math.prod(s) for _, s in network_params(dims)),
            "device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
