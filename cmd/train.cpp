@@ -173,7 +173,8 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     if (!log.loaded.empty() || !log.saved.empty())
       j["checkpoints"] = {{"loaded", log.loaded}, {"loaded_step", log.loaded_step},
                           {"loaded_chunks", log.loaded_chunks}, {"loaded_bytes", log.loaded_bytes},
-                          {"saved", log.saved}, {"removed", log.removed}, {"recovered", log.recovered}};
+                          {"saved", log.saved}, {"removed", log.removed}, {"recovered", log.recovered},
+                          {"load_seconds", log.load_seconds}, {"save_seconds", log.save_seconds}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }

@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -26,6 +28,10 @@ namespace fpg::train {
 namespace {
 
 using safetensors::join_path;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // What the rank threads share: rank 0's staging directory (removed if the run fails before the
 // commit) and the log.
@@ -66,6 +72,7 @@ std::vector<std::string> recovery_roots(const CheckpointOptions& c) {
 
 void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, uint64_t steps_done,
           const RankStateAccess& rank, comm::Communicator& comm) {
+  const auto t0 = std::chrono::steady_clock::now();
   const uint32_t r = static_cast<uint32_t>(comm.rank());
   const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
   std::string staging;
@@ -108,6 +115,10 @@ void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, u
   }
   // No rank goes on before the commit: a failure on rank 0 aborts the others here.
   comm.barrier()->wait();
+  if (r == 0) {
+    std::lock_guard<std::mutex> lock(session.mu);
+    session.log.save_seconds.push_back(seconds_since(t0));
+  }
 }
 
 }  // namespace
@@ -142,8 +153,11 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
   }
   std::unique_ptr<fpckpt::CheckpointReader> reader;
   TrainCursor loaded;
+  double open_seconds = 0, slowest_rank_load = 0;
   if (!c.load.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     reader = fpckpt::open_valid(c.load, "resume from it");  // resolves `latest`
+    open_seconds = seconds_since(t0);
     loaded = saved_cursor(reader->index().documents, reader->dir());
     session.log.loaded = reader->dir();
     session.log.loaded_step = loaded.next_step;
@@ -155,7 +169,11 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
     hooks.resume = [&](RankStateAccess& rank, comm::Communicator& comm) {
       const TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
       check_resumable(reader->index().documents, state_documents(rank, run, c.layout), reader->dir());
+      const auto t0 = std::chrono::steady_clock::now();
       load_rank_state(*reader, rank, comm);
+      const double s = seconds_since(t0);
+      std::lock_guard<std::mutex> lock(session.mu);
+      slowest_rank_load = std::max(slowest_rank_load, s);
       return loaded.next_step;
     };
   if (!c.save.empty())
@@ -174,6 +192,7 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
   }
   out.checkpoints = std::move(session.log);
   if (reader) {
+    out.checkpoints.load_seconds = open_seconds + slowest_rank_load;
     out.checkpoints.loaded_chunks = reader->chunks_read();
     out.checkpoints.loaded_bytes = reader->stored_bytes_read();
   }

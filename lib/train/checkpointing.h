@@ -61,6 +61,10 @@ struct CheckpointLog {
   std::vector<std::string> saved;    // checkpoint directories committed, in order
   std::vector<std::string> removed;  // names --keep removed
   std::vector<std::string> recovered;  // what crash recovery did in the roots (fpckpt/recovery.h)
+  // Wall seconds, for benchmarks against other checkpointers: each save in `saved`, from staging to
+  // every rank past the commit; the load, from opening the index to the slowest rank's state restored.
+  std::vector<double> save_seconds;
+  double load_seconds = 0;
 };
 
 struct CheckpointedResult {

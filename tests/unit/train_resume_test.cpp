@@ -228,6 +228,8 @@ TEST_CASE("save at k, load, continue to N equals N uninterrupted steps, bitwise"
       require_same_end(plain, saving);
       require_same_steps(plain.steps, saving.steps, 0);
       REQUIRE(saving.log.saved.size() == 2);
+      REQUIRE(saving.log.save_seconds.size() == 2);
+      for (double s : saving.log.save_seconds) CHECK(s > 0);
       for (const auto& dir : saving.log.saved) require_valid(dir);
       // Resume from step k (not `latest`, which is N) and continue to N.
       train::CheckpointOptions load;
@@ -242,6 +244,8 @@ TEST_CASE("save at k, load, continue to N equals N uninterrupted steps, bitwise"
       for (const auto& ch : saved.index().chunks) stored += ch.stored_bytes;
       CHECK(resumed.log.loaded_chunks == saved.index().chunks.size());
       CHECK(resumed.log.loaded_bytes == stored);
+      CHECK(resumed.log.load_seconds > 0);
+      CHECK(resumed.log.save_seconds.empty());
     }
   }
 }
