@@ -423,13 +423,7 @@ std::vector<uint8_t> DeviceLayerWisePart::stored_bytes(uint32_t param) const {
     if (!m.fp8_data.empty()) pipeline::append_vec(out, device::download(m.fp8_data.as<uint8_t>() + x.data_off, x.numel, m.stream));
     if (!m.fp8_col.empty()) pipeline::append_vec(out, device::download(m.fp8_col.as<uint8_t>() + x.data_off, x.numel, m.stream));
     const pipeline::Fp8ParamState st = m.host_fp8(x);
-    pipeline::append_vec(out, st.scales.scale);
-    pipeline::append_vec(out, st.scales.scale_inv);
-    pipeline::append_vec(out, st.scales.e8m0);
-    pipeline::append_vec(out, st.scales.e8m0_col);
-    pipeline::append_vec(out, st.delayed.amax_history);
-    pipeline::append_bytes(out, &st.delayed.scale, 4);
-    pipeline::append_bytes(out, &st.delayed.scale_inv, 4);
+    pipeline::append_fp8_state(out, st);
   } else if (x.transport == Transport::f32) {
     out = device::download(m.f32_xfer.as<uint8_t>() + x.xfer_off * 4, x.numel * 4, m.stream);
   } else {

@@ -4,8 +4,6 @@
 
 #include <cuda_runtime.h>
 
-#include <chrono>
-#include <cmath>
 #include <string>
 #include <utility>
 
@@ -25,22 +23,13 @@
 #include "pipeline/fp8_params.h"
 #include "pipeline/grad_norm.h"
 #include "pipeline/optimizer_step.h"
-#include "pipeline/pipeline_layout.h"
+#include "pipeline/rank_plan.h"
+#include "pipeline/step_orchestrator.h"
 
 namespace fpg::device {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using pipeline::StateFragment;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// The bucketed part's optimizer (rank_pipeline.cpp): layer-wise Muon leaves the rest to the scalar one.
-optim::OptimizerKind bucketed_kind(const pipeline::PipelineConfig& c) {
-  if (c.optimizer != optim::OptimizerKind::muon) return c.optimizer;
-  return c.scalar_optimizer == optim::ScalarOptimizer::lion ? optim::OptimizerKind::lion
-                                                             : optim::OptimizerKind::adamw;
-}
 
 // One layout buffer on the device (pipeline::BufferStorage).
 struct DeviceStorage {
@@ -57,7 +46,7 @@ struct Where {
 
 }  // namespace
 
-struct DeviceRankPipeline::Impl {
+struct DeviceRankPipeline::Impl final : pipeline::StepBackend {
   model::ModelSpec spec;
   pipeline::PipelineConfig cfg;
   comm::Communicator& comm;
@@ -92,6 +81,8 @@ struct DeviceRankPipeline::Impl {
   BucketSync bsync;
   std::vector<comm::WorkPtr> rs_works;                  // the step's reduce-scatters
   std::vector<std::vector<comm::WorkPtr>> gather_works;  // per bucket, until waited
+  ParamHooks hooks;                                      // what a hooked grad_fn calls (param_hooks())
+  ParamReads reads = ParamReads::complete;               // the current step's grad_fn's
 
   Impl(const model::ModelSpec& s, const pipeline::PipelineConfig& c, comm::Communicator& cm)
       : spec(s), cfg(c), comm(cm) {}
@@ -101,7 +92,6 @@ struct DeviceRankPipeline::Impl {
   void build_storage();
   void init_masters(const pipeline::InitFn& init);
   void build_tables();
-  void copy_back();
   void build_bucket_sync();
   void issue_reduce_scatter(uint32_t bucket);
   void issue_gathers();
@@ -109,7 +99,23 @@ struct DeviceRankPipeline::Impl {
   void decode_param(uint32_t p);
   void before_read(uint32_t p);
   void finish_param_sync();
-  float all_reduce_max(float local);
+
+  // pipeline::StepBackend: the phases of a step on the compute stream (device_rank_pipeline.h).
+  comm::Communicator& communicator() override { return comm; }
+  const pipeline::PipelineConfig& config() const override { return cfg; }
+  void forward_backward(const pipeline::GradFn& grad_fn) override;
+  void reduce_grads() override;
+  void scale_grads(float divisor, pipeline::GradNorm& norm) override;
+  float all_reduce_max(float local) override;
+  void add_squares(pipeline::GradNorm& norm) override;
+  void clip(float coef) override;
+  void step_optimizer() override;
+  int64_t optimizer_steps() const override { return state.bucketed.step; }
+  void copy_back() override;
+  void gather() override;
+  void requantize() override {}  // the layer-wise matrices re-quantize when their gather is waited
+  bool decode() override;
+  void end_phase() override { sync(); }
 };
 
 void DeviceRankPipeline::Impl::build_storage() {
@@ -356,25 +362,17 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
   if (comm.memory_space() != comm::MemorySpace::device)
     throw UsageError("--device cuda needs the nccl communicator (the " + std::string(comm.backend()) +
                      " communicator takes host buffers)");
-  pipeline::validate_config(m.cfg);
-  model::validate_spec(m.spec);
   m.stream = comm::nccl_compute_stream(comm);
   const uint32_t dp = static_cast<uint32_t>(comm.size());
-  m.state.rank = static_cast<uint32_t>(comm.rank());
-  m.state.dp = dp;
-  m.fp8 = pipeline::make_fp8_tensors(m.spec, m.cfg, m.state.fp8, m.fp8_index);
-  m.state.bucketed.kind = bucketed_kind(m.cfg);
-  const layout::BucketedOptions bo = pipeline::bucketed_options(m.spec, m.cfg, dp);
-  if (m.cfg.dist_opt == pipeline::DistOpt::layerwise) {
-    m.lw_layout = std::make_unique<layout::LayerWiseLayout>(
-        layout::build_layer_wise_layout(m.spec, bo, pipeline::layer_wise_options(m.cfg)));
-    m.state.layer_wise.kind = m.cfg.optimizer;
+  pipeline::RankPlan plan = pipeline::plan_rank(m.spec, m.cfg, static_cast<uint32_t>(comm.rank()), dp);
+  m.state = std::move(plan.state);
+  m.fp8 = std::move(plan.fp8);
+  m.fp8_index = std::move(plan.fp8_index);
+  m.lw_layout = std::move(plan.layer_wise);
+  m.layout = std::move(plan.bucketed);
+  if (m.lw_layout)
     m.lw = std::make_unique<DeviceLayerWisePart>(m.spec, *m.lw_layout, m.cfg, comm, m.state.layer_wise, m.fp8,
                                                  m.fp8_index, m.state.fp8, init, m.stream);
-    m.layout = m.lw_layout->scalar;
-  } else {
-    m.layout = layout::build_bucketed_layout(m.spec, bo);
-  }
   if (m.layout.dp != dp) throw InternalError("pipeline: layout for another dp");
 
   m.build_storage();
@@ -382,6 +380,11 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
   m.build_tables();
   m.build_bucket_sync();
   m.scalar = DeviceBuffer(4, m.stream);
+  Impl* const self = impl_.get();
+  m.hooks.before_read = [self](uint32_t p) { self->before_read(p); };
+  m.hooks.on_grad_ready = [self](uint32_t p) {
+    if (self->bsync.grad_ready(p) && self->overlap.grad_reduce) self->issue_reduce_scatter(self->bsync.bucket_of(p));
+  };
 
   m.values.resize(m.spec.params.size());
   m.param_ptrs.resize(m.spec.params.size());
@@ -431,97 +434,69 @@ const model::ModelSpec& DeviceRankPipeline::spec() const { return impl_->spec; }
 const pipeline::PipelineConfig& DeviceRankPipeline::config() const { return impl_->cfg; }
 bool DeviceRankPipeline::is_fp8(uint32_t param) const { return impl_->fp8_index.at(param) >= 0; }
 
-pipeline::StepReport DeviceRankPipeline::step(const DeviceGradFn& grad_fn, uint64_t micro_batches) {
-  Impl& m = *impl_;
-  return step(
-      [&](const std::vector<const float*>& params, const std::vector<float*>& grads, cudaStream_t stream,
-          const ParamHooks&) {
-        m.finish_param_sync();  // it reads params without before_read
-        grad_fn(params, grads, stream);
-      },
-      micro_batches);
+pipeline::StepReport DeviceRankPipeline::step(const pipeline::GradFn& grad_fn, uint64_t micro_batches,
+                                              ParamReads reads) {
+  impl_->reads = reads;
+  return pipeline::run_step(*impl_, grad_fn, micro_batches);
 }
 
-pipeline::StepReport DeviceRankPipeline::step(const DeviceHookedGradFn& grad_fn, uint64_t micro_batches) {
-  if (micro_batches == 0) throw UsageError("pipeline: a step needs at least one micro-batch");
-  Impl& m = *impl_;
-  pipeline::StepReport rep;
-  m.bsync.begin_step();
-  m.rs_works.clear();
-  ParamHooks hooks;
-  hooks.before_read = [&m](uint32_t p) { m.before_read(p); };
-  hooks.on_grad_ready = [&m](uint32_t p) {
-    if (m.bsync.grad_ready(p) && m.overlap.grad_reduce) m.issue_reduce_scatter(m.bsync.bucket_of(p));
-  };
-  auto t0 = Clock::now();
-  grad_fn(m.param_ptrs, m.grad_ptrs, m.stream, hooks);
-  m.bsync.mark_grad_fn_returned();
-  m.finish_param_sync();  // params a forward did not read: before the copy-back rewrites the buffers
-  m.sync();
-  rep.times.forward_backward = since(t0);
+const ParamHooks& DeviceRankPipeline::param_hooks() const { return impl_->hooks; }
 
-  t0 = Clock::now();
-  for (uint32_t id = 0; id < m.bsync.buckets(); ++id)
-    if (!m.bsync.reduce_scatter_issued(id)) m.issue_reduce_scatter(id);
-  comm::wait_all(m.rs_works);
-  m.rs_works.clear();
-  m.sync();
-  rep.times.reduce_scatter = since(t0);
+void DeviceRankPipeline::Impl::forward_backward(const pipeline::GradFn& grad_fn) {
+  bsync.begin_step();
+  rs_works.clear();
+  if (reads == ParamReads::complete) finish_param_sync();  // grad_fn reads params without before_read
+  grad_fn(param_ptrs, grad_ptrs);
+  bsync.mark_grad_fn_returned();
+  finish_param_sync();  // params a forward did not read: before the copy-back rewrites the buffers
+}
 
-  t0 = Clock::now();
-  pipeline::GradNorm norm;  // the CPU's fields and rules (grad_norm.h), device reductions
-  norm.local_max = cuda::scale_and_max_abs(*m.grads, static_cast<float>(micro_batches), 0.0f, m.stream);
-  if (m.lw) norm.local_max = m.lw->scale_and_max_abs(static_cast<float>(micro_batches), norm.local_max);
-  norm.global_max = m.all_reduce_max(norm.local_max);
-  norm.finite = std::isfinite(norm.global_max);
-  norm.exponent = norm.finite ? pipeline::norm_exponent(norm.global_max) : 0;
-  if (!norm.finite) {
-    rep.grad_norm = static_cast<double>(norm.global_max);
-    rep.skipped = true;
-    rep.optimizer_step = m.state.bucketed.step;
-    rep.times.optimizer = since(t0);
-    return rep;
-  }
-  norm.local_sum = cuda::scaled_squares(*m.grads, norm.exponent, m.stream);
-  if (m.lw) norm.local_sum += m.lw->scaled_squares(norm.exponent);
-  norm.reduce_sum(m.comm);  // host blobs, as on the CPU
-  rep.grad_norm = norm.norm;
-  if (m.cfg.clip_grad > 0) {
-    rep.clip_coef = pipeline::clip_coefficient(norm.norm, m.cfg.clip_grad);
-    if (rep.clip_coef < 1.0f) cuda::scale(*m.grads, rep.clip_coef, m.stream);
-    if (rep.clip_coef < 1.0f && m.lw) m.lw->clip(rep.clip_coef);
-  }
-  pipeline::OptimizerState& st = m.state.bucketed;
-  const pipeline::Hypers h = pipeline::make_hypers(m.cfg, st.kind);
+void DeviceRankPipeline::Impl::reduce_grads() {
+  for (uint32_t id = 0; id < bsync.buckets(); ++id)
+    if (!bsync.reduce_scatter_issued(id)) issue_reduce_scatter(id);
+  comm::wait_all(rs_works);
+  rs_works.clear();
+}
+
+// /M fused with max|g| (one launch per part).
+void DeviceRankPipeline::Impl::scale_grads(float divisor, pipeline::GradNorm& norm) {
+  norm.local_max = cuda::scale_and_max_abs(*grads, divisor, norm.local_max, stream);
+  if (lw) norm.local_max = lw->scale_and_max_abs(divisor, norm.local_max);
+}
+
+// The fixed-point squares (one launch per part).
+void DeviceRankPipeline::Impl::add_squares(pipeline::GradNorm& norm) {
+  norm.local_sum += cuda::scaled_squares(*grads, norm.exponent, stream);
+  if (lw) norm.local_sum += lw->scaled_squares(norm.exponent);
+}
+
+void DeviceRankPipeline::Impl::clip(float coef) {
+  cuda::scale(*grads, coef, stream);
+  if (lw) lw->clip(coef);
+}
+
+// ONE fused optimizer launch over every owned fragment, then the layer-wise matrices.
+void DeviceRankPipeline::Impl::step_optimizer() {
+  pipeline::OptimizerState& st = state.bucketed;
+  const pipeline::Hypers h = pipeline::make_hypers(cfg, st.kind);
   ++st.step;
-  if (st.kind == optim::OptimizerKind::lion) cuda::lion_step(h.lion, *m.optim, m.stream);
-  else cuda::adam_step(h.adam, st.step, *m.optim, m.stream);
-  if (m.lw) m.lw->step_optimizer(pipeline::make_hypers(m.cfg, m.state.layer_wise.kind));
-  rep.optimizer_step = st.step;
-  m.sync();
-  rep.times.optimizer = since(t0);
+  if (st.kind == optim::OptimizerKind::lion) cuda::lion_step(h.lion, *optim, stream);
+  else cuda::adam_step(h.adam, st.step, *optim, stream);
+  if (lw) lw->step_optimizer(pipeline::make_hypers(cfg, state.layer_wise.kind));
+}
 
-  t0 = Clock::now();
-  m.copy_back();
-  m.sync();
-  rep.times.copy_back = since(t0);
+// The collectives alone, so that the phase's time gives the step's all-gather bandwidth; with
+// param_gather their issuing, and the waits and decodes fall in the next forward.
+void DeviceRankPipeline::Impl::gather() {
+  issue_gathers();
+  if (!overlap.param_gather)
+    for (uint32_t id = 0; id < bsync.buckets(); ++id) wait_gather(id);
+}
 
-  // The gather phase is the collectives alone, so that its time gives the step's all-gather
-  // bandwidth; with param_gather it is their issuing, and the waits and decodes fall in the next
-  // forward.
-  t0 = Clock::now();
-  m.issue_gathers();
-  if (!m.overlap.param_gather)
-    for (uint32_t id = 0; id < m.bsync.buckets(); ++id) m.wait_gather(id);
-  m.sync();
-  rep.times.gather = since(t0);
-  if (!m.overlap.param_gather) {
-    t0 = Clock::now();
-    m.finish_param_sync();
-    m.sync();
-    rep.times.decode = since(t0);
-  }
-  return rep;
+bool DeviceRankPipeline::Impl::decode() {
+  if (overlap.param_gather) return false;  // on first read (before_read) or finish_param_sync
+  finish_param_sync();
+  return true;
 }
 
 pipeline::RankState DeviceRankPipeline::download_state() const {
@@ -557,13 +532,7 @@ std::vector<uint8_t> DeviceRankPipeline::stored_bytes(uint32_t param) const {
       if (!s.col.empty()) pipeline::append_vec(out, download(s.col.as<uint8_t>() + w.begin, n, m.stream));
       const uint32_t t = static_cast<uint32_t>(m.fp8_index[param]);
       const pipeline::Fp8ParamState st = m.fp8_dev->download(m.state.fp8, m.stream)[m.fp8[t].state];
-      pipeline::append_vec(out, st.scales.scale);
-      pipeline::append_vec(out, st.scales.scale_inv);
-      pipeline::append_vec(out, st.scales.e8m0);
-      pipeline::append_vec(out, st.scales.e8m0_col);
-      pipeline::append_vec(out, st.delayed.amax_history);
-      pipeline::append_bytes(out, &st.delayed.scale, 4);
-      pipeline::append_bytes(out, &st.delayed.scale_inv, 4);
+      pipeline::append_fp8_state(out, st);
       break;
     }
     default: break;

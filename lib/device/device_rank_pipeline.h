@@ -1,16 +1,17 @@
-// One DP rank of the step pipeline on its GPU (`train --device cuda`, issue 6): params,
-// fp32 grads, owned masters and optimizer state live in device memory; the collectives run on an
-// nccl communicator (comm/nccl_backend.h) and every phase is a handful of launches on the rank's
-// compute stream. Phase by phase it is pipeline::RankPipeline with the bucketed part
-// (pipeline/rank_pipeline.h, bucketed_part.h: the same layout, fragments, scaling convention, exact
-// grad norm, clipping, non-finite skip and FP8 copy-back), so its state and stored bytes equal the
-// CPU pipeline's bit for bit (tests/gpu/device_pipeline_test.cpp).
+// One DP rank of the step pipeline on its GPU (`train --device cuda`): the device backend of the
+// step orchestrator (pipeline/step_orchestrator.h, which owns the phase order, the scaling
+// convention, the exact grad norm, the non-finite skip and the clip decision). Params, fp32 grads,
+// owned masters and optimizer state live in device memory; the collectives run on an nccl
+// communicator (comm/nccl_backend.h) and every phase is a handful of launches on the rank's compute
+// stream. It builds the rank from pipeline::plan_rank as RankPipeline does (the same layout,
+// fragments and FP8 plans), so its state and stored bytes equal the CPU pipeline's bit for bit
+// (tests/gpu/device_pipeline_test.cpp).
 //
-// A step, on the compute stream:
-//   1. grad_fn(params, grads, stream) enqueues forward/backward (grads overwritten, as on the CPU)
+// The phases, on the compute stream:
+//   1. grad_fn(params, grads) enqueues forward/backward on stream() (grads overwritten, as on the CPU)
 //   2. in-place reduce-scatter per bucket
 //   3. /M fused with max|g| (cuda::scale_and_max_abs, one launch); all-reduce MAX of the local max
-//      (a device scalar, as grad_norm.cpp's all_reduce); non-finite: skipped
+//      through a device scalar
 //   4. the fixed-point squares (one launch) -> 128-bit sums exchanged as on the CPU (all_gather_bytes)
 //      -> norm; clip (one launch) when the coefficient is < 1
 //   5. ONE fused optimizer launch over every owned fragment (adam, adamw, lion)
@@ -20,21 +21,22 @@
 //      (bf16 -> fp32 cast; FP8 dequantized; fp32-kept params are read in place from their buffer)
 // Descriptor tables (grad spans, optimizer fragments, FP8 jobs and scales) are built once here.
 //
-// Overlap (DeviceOverlap, issue 6; bookkeeping in device/bucket_sync.h): with grad_reduce a
-// hooked grad_fn reports each param's last grad write (ParamHooks::on_grad_ready) and a bucket's
-// reduce-scatter is issued as soon as its last param is reported, so NCCL runs on the communication
-// stream while the backward goes on; buckets not completed by a report are issued after grad_fn in
-// bucket order (the only order without it). With param_gather the step's all-gathers are issued and
-// left in flight: the next forward's ParamHooks::before_read(p) makes the compute stream wait p's
-// bucket and decodes p then; finish_param_sync() (called by everything that reads params outside a
-// forward: params(), download_state, stored_bytes, the plain-grad_fn step, the destructor) waits and
-// decodes the rest. Layer-wise matrices sync as one more bucket (their grad all-reduce, their
-// uneven gathers, then the re-quantization on the first read). The collectives, kernels and their inputs are the same either way: results are
-// bitwise identical with overlap on or off (tests/gpu/device_overlap_test.cpp).
+// Overlap (DeviceOverlap; bookkeeping in device/bucket_sync.h): with grad_reduce a grad_fn stepped
+// with ParamReads::hooked reports each param's last grad write (param_hooks().on_grad_ready) and a
+// bucket's reduce-scatter is issued as soon as its last param is reported, so NCCL runs on the
+// communication stream while the backward goes on; buckets not completed by a report are issued
+// after grad_fn in bucket order (the only order without it). With param_gather the step's
+// all-gathers are issued and left in flight: the next forward's param_hooks().before_read(p) makes
+// the compute stream wait p's bucket and decodes p then; finish_param_sync() (called by everything
+// that reads params outside a forward: params(), download_state, stored_bytes, a ParamReads::complete
+// step, the destructor) waits and decodes the rest. Layer-wise matrices sync as one more bucket
+// (their grad all-reduce, their uneven gathers, then the re-quantization on the first read). The
+// collectives, kernels and their inputs are the same either way: results are bitwise identical with
+// overlap on or off (tests/gpu/device_overlap_test.cpp).
 //
-// PhaseTimes: the host synchronizes the compute stream at each phase boundary and times the phases
-// with a host clock (simple and exact per phase; it costs the overlap of consecutive phases, which
-// the trainer's overlap options will want to win back with events).
+// PhaseTimes: the host synchronizes the compute stream at each phase boundary (StepBackend::
+// end_phase) and times the phases with a host clock (simple and exact per phase; it costs the
+// overlap of consecutive phases).
 //
 // --dist-opt layerwise chains device/device_layer_wise_part.h (the matrices: all-reduce, Muon or the
 // elementwise optimizer on whole owned matrices, uneven gathers, batched FP8 re-quantization) with the
@@ -56,24 +58,20 @@
 #include "kernels/stream.h"
 #include "model/model_spec.h"
 #include "layout/bucketed_layout.h"
+#include "layout/layer_wise_layout.h"
 #include "pipeline/config.h"
 #include "pipeline/param_storage.h"
-#include "pipeline/rank_pipeline.h"
 #include "pipeline/rank_state.h"
+#include "pipeline/step_orchestrator.h"
 
 namespace fpg::device {
 
-// Step 1: params[i] / grads[i] are spec param i (device fp32, flattened row-major); enqueue the work
-// on `stream`. Same contract as pipeline::GradFn otherwise (overwrite the grads).
-using DeviceGradFn = std::function<void(const std::vector<const float*>& params,  // device fp32, spec order
-                                        const std::vector<float*>& grads,          // device fp32 grad slots
-                                        cudaStream_t stream)>;                     // enqueue work here
-
-// A grad_fn that takes the step's hooks (see above); it must call before_read before reading a
-// param and on_grad_ready once per param after its last grad write of the step.
-using DeviceHookedGradFn = std::function<void(const std::vector<const float*>& params,
-                                              const std::vector<float*>& grads, cudaStream_t stream,
-                                              const ParamHooks& hooks)>;
+// How a step's grad_fn reads the params.
+enum class ParamReads : uint8_t {
+  complete,  // any grad_fn: pending gathers are finished and every param decoded before it runs
+  hooked,    // grad_fn calls param_hooks() (before_read before reading a param, on_grad_ready once
+             // per param after its last grad write of the step): the overlap options apply
+};
 
 struct DeviceOverlap {
   bool grad_reduce = false;   // --overlap-grad-reduce
@@ -90,12 +88,13 @@ class DeviceRankPipeline {
   DeviceRankPipeline(const DeviceRankPipeline&) = delete;
   DeviceRankPipeline& operator=(const DeviceRankPipeline&) = delete;
 
-  // Same semantics as pipeline::RankPipeline::step. Returns with the step's work complete on the
-  // stream (the phase timing synchronizes it), but for the param all-gathers with param_gather.
-  pipeline::StepReport step(const DeviceGradFn& grad_fn, uint64_t micro_batches);
-  // The same step with hooks: the overlap options apply (a plain grad_fn gets finished gathers and
-  // its buckets reduced after it returns).
-  pipeline::StepReport step(const DeviceHookedGradFn& grad_fn, uint64_t micro_batches);
+  // pipeline::run_step on this rank: the semantics of pipeline::RankPipeline::step, with device
+  // params and grads, grad_fn's work enqueued on stream(). Returns with the step's work complete on
+  // the stream (the phase timing synchronizes it), but for the param all-gathers with param_gather.
+  pipeline::StepReport step(const pipeline::GradFn& grad_fn, uint64_t micro_batches,
+                            ParamReads reads = ParamReads::complete);
+  // The hooks a ParamReads::hooked grad_fn calls (the same object for the pipeline's lifetime).
+  const ParamHooks& param_hooks() const;
   // Device, fp32 decoded (pending gathers finished first).
   const std::vector<const float*>& params() const;
   // Make the compute stream wait every pending param all-gather and decode what is not decoded yet.

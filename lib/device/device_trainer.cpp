@@ -2,15 +2,13 @@
 
 #include <string>
 
-#include "pipeline/fp8_params.h"
 #include "comm/mpi_runtime.h"
 #include "core/error.h"
 #include "kernels/device.h"
-#include "pipeline/config.h"
-#include "pipeline/fp8_params.h"
 #include "train/train_setup.h"
 
 #if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -20,8 +18,6 @@
 #include "device/device_rank_pipeline.h"
 #include "device/device_buffer.h"
 #include "device/device_state_mirror.h"
-#include "kernels/cuda_check.h"
-#include "model/network_init.h"
 #include "model/teacher_task.h"
 #endif
 
@@ -58,73 +54,92 @@ model::ModelSpec device_training_spec(const train::TrainOptions& o) {
 
 #if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
 
+namespace {
+
+// A rank of train_on_device: a DeviceRankPipeline on the rank's GPU, the network on cuBLAS, the
+// micro-batches made on the device. Checkpoints read and write it through its host mirror.
+class DeviceTrainingRank final : public train::TrainingRank {
+ public:
+  DeviceTrainingRank(const train::TrainOptions& o, const model::ModelSpec& spec, const model::TeacherTask& task,
+                     comm::Communicator& comm, const pipeline::InitFn& init, const DeviceRankObserver& observer,
+                     const train::CheckpointHooks& hooks)
+      : o_(o), task_(task), comm_(comm), observer_(observer), hooks_(hooks),
+        pipe_(spec, o.pipeline, comm, init, DeviceOverlap{o.overlap_grad_reduce, o.overlap_param_gather}) {
+    if (hooks_.resume || hooks_.after_step) mirror_.emplace(pipe_);  // only a checkpointed run holds one
+  }
+
+  uint64_t resume() override { return hooks_.resume ? hooks_.resume(*mirror_, comm_) : 0; }
+
+  pipeline::StepReport step(uint64_t t, std::vector<float>& all_losses) override {
+    if (!net_) start_network();
+    const uint64_t A = o_.accumulation, N = o_.dp, rank = static_cast<uint64_t>(comm_.rank());
+    comm::WorkPtr loss_gather;
+    const pipeline::GradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
+      const ParamHooks& hooks = pipe_.param_hooks();
+      ParamHooks reads = hooks;  // grads are complete on the last micro-batch only
+      reads.on_grad_ready = nullptr;
+      for (uint64_t a = 0; a < A; ++a) {
+        batches_->draw(model::micro_batch_index(t, N, rank, A, a), *net_);
+        net_->forward_backward(params, batches_->x(), batches_->target(), batches_->rows(), grads,
+                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate,
+                               losses_.as<float>() + a, a + 1 == A ? &hooks : &reads);
+      }
+      // The losses are all enqueued on the compute stream, which the collective waits for. Issued
+      // here, before the step's param all-gathers, so that waiting it does not wait them too.
+      loss_gather = comm_.all_gather(losses_.as<float>(), all_losses_.as<float>(), A * sizeof(float));
+    };
+    const pipeline::StepReport rep = pipe_.step(grad_fn, N * A, ParamReads::hooked);
+    if (mirror_) mirror_->invalidate();
+    loss_gather->wait();
+    copy_to_host(all_losses.data(), all_losses_.get(), A * N * sizeof(float), pipe_.stream());
+    if (t + 1 == o_.steps) pipe_.finish_param_sync();  // the end of training: no gather left in flight
+    return rep;
+  }
+
+  void observe(uint64_t steps_done) override {
+    if (observer_) observer_(steps_done, pipe_);
+  }
+
+  void after_step(uint64_t steps_done) override {
+    if (hooks_.after_step) hooks_.after_step(steps_done, *mirror_, comm_);
+  }
+
+ private:
+  // The network, the micro-batch source and the loss slots: made at the first step, after the
+  // resume and the first observation.
+  void start_network() {
+    const uint64_t A = o_.accumulation, N = o_.dp;
+    net_.emplace(task_.dims(), pipe_.stream());
+    batches_.emplace(task_, pipe_.stream());
+    losses_ = DeviceBuffer(A * sizeof(float), pipe_.stream());
+    all_losses_ = DeviceBuffer(A * N * sizeof(float), pipe_.stream());
+  }
+
+  const train::TrainOptions& o_;
+  const model::TeacherTask& task_;
+  comm::Communicator& comm_;
+  const DeviceRankObserver& observer_;
+  const train::CheckpointHooks& hooks_;
+  DeviceRankPipeline pipe_;
+  std::optional<DeviceStateMirror> mirror_;
+  std::optional<DeviceNetwork> net_;
+  std::optional<DeviceMicroBatches> batches_;
+  DeviceBuffer losses_, all_losses_;  // one float per micro-batch: this rank's, every rank's
+};
+
+}  // namespace
+
 train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver& observer,
                                    const train::StepCallback& on_step, const train::CheckpointHooks& hooks) {
   const model::ModelSpec spec = device_training_spec(o);
-
-  const model::NetworkDims dims = *spec.network;
-  const model::TeacherTask task(dims, o.seed, o.micro_batch);
-  const uint64_t A = o.accumulation, N = o.dp;
-
-  train::TrainResult result;
-  result.steps.resize(o.steps);
-  uint64_t first = 0;  // the resumed step (rank 0's; every rank resumes the same checkpoint)
-  comm::make_nccl_group(static_cast<int>(o.dp))->run([&](comm::Communicator& comm) {
-    const uint64_t rank = static_cast<uint64_t>(comm.rank());
-    if (rank == 0) result.has_rank0 = true;
-    const pipeline::InitFn seeded = [&](uint32_t p, float* out) {
-      model::init_network_param(spec.params[p], dims, o.seed, model::NetworkRole::student, out);
-    };
-    DeviceRankPipeline pipe(spec, o.pipeline, comm, hooks.init ? hooks.init : seeded,
-                            DeviceOverlap{o.overlap_grad_reduce, o.overlap_param_gather});
-    // Checkpoints read and write the rank through its host mirror (only a checkpointed run holds one).
-    std::optional<DeviceStateMirror> mirror;
-    if (hooks.resume || hooks.after_step) mirror.emplace(pipe);
-    const uint64_t start = hooks.resume ? hooks.resume(*mirror, comm) : 0;
-    if (start > o.steps)
-      throw UsageError("train: the loaded state has taken " + std::to_string(start) + " steps, more than --steps " +
-                       std::to_string(o.steps) + " (the step count to reach)");
-    if (rank == 0) first = start;
-    if (observer) observer(start, pipe);
-
-    DeviceNetwork net(dims, pipe.stream());
-    DeviceMicroBatches batches(task, pipe.stream());
-    // One float per micro-batch: this rank's, every rank's.
-    const DeviceBuffer losses(A * sizeof(float), pipe.stream()), all_losses(A * N * sizeof(float), pipe.stream());
-    std::vector<float> host_losses(A * N);
-    const cudaStream_t comm_stream = comm::nccl_compute_stream(comm);
-    for (uint64_t t = start; t < o.steps; ++t) {
-      comm::WorkPtr loss_gather;
-      const DeviceHookedGradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads,
-                                             cudaStream_t stream, const ParamHooks& hooks) {
-        if (stream != net.stream()) net.set_stream(stream);
-        ParamHooks reads = hooks;  // grads are complete on the last micro-batch only
-        reads.on_grad_ready = nullptr;
-        for (uint64_t a = 0; a < A; ++a) {
-          batches.draw(model::micro_batch_index(t, N, rank, A, a), net);
-          net.forward_backward(params, batches.x(), batches.target(), batches.rows(), grads,
-                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate, losses.as<float>() + a,
-                               a + 1 == A ? &hooks : &reads);
-        }
-        // The losses are all enqueued on the compute stream, which the collective waits for. Issued
-        // here, before the step's param all-gathers, so that waiting it does not wait them too.
-        loss_gather = comm.all_gather(losses.as<float>(), all_losses.as<float>(), A * sizeof(float));
-      };
-      const pipeline::StepReport rep = pipe.step(grad_fn, N * A);
-      if (mirror) mirror->invalidate();
-      loss_gather->wait();
-      copy_to_host(host_losses.data(), all_losses.get(), A * N * sizeof(float), comm_stream);
-      if (rank == 0) {
-        result.steps[t] = train::step_metrics(t, host_losses, rep);
-        if (on_step) on_step(result.steps[t]);
-      }
-      if (t + 1 == o.steps) pipe.finish_param_sync();  // the end of training: no gather left in flight
-      if (observer) observer(t + 1, pipe);
-      if (hooks.after_step) hooks.after_step(t + 1, *mirror, comm);
-    }
-  });
-  train::finish_result(result, o, spec.numel(), first);
-  return result;
+  const model::TeacherTask task(*spec.network, o.seed, o.micro_batch);
+  const auto group = comm::make_nccl_group(static_cast<int>(o.dp));
+  return train::run_training(
+      o, spec, *group, hooks.init,
+      [&](comm::Communicator& comm, const pipeline::InitFn& init) -> std::unique_ptr<train::TrainingRank> {
+        return std::make_unique<DeviceTrainingRank>(o, spec, task, comm, init, observer, hooks);
+      },
+      on_step);
 }
 
 #else

@@ -1,5 +1,5 @@
-// `fpgather train --device cuda` as a library: train::train()'s loop (train/trainer.h) with one rank
-// per GPU of an nccl group, each running a DeviceRankPipeline (device/device_rank_pipeline.h): params,
+// `fpgather train --device cuda` as a library: train::run_training's loop (train/trainer.h) with one
+// rank per GPU of an nccl group, each running a DeviceRankPipeline (device/device_rank_pipeline.h): params,
 // grads, masters and optimizer states stay on the device, the network runs on cuBLAS
 // (device/device_network.h) and micro-batches are made on the device (device/device_micro_batch.h).
 //
@@ -28,9 +28,8 @@ namespace fpg::device {
 
 class DeviceRankPipeline;
 
-// Called on every rank's thread after the pipeline is built (0) and after every step (t + 1); the
-// observer may read the pipeline (tests download params) but not step it.
-using DeviceRankObserver = std::function<void(uint64_t steps_done, const DeviceRankPipeline& rank)>;
+// train::Observer on a GPU rank (tests download params from it).
+using DeviceRankObserver = train::Observer<DeviceRankPipeline>;
 
 // Whether this build can train on GPUs (CUDA and NCCL built in).
 bool device_training_built();

@@ -136,13 +136,7 @@ std::vector<uint8_t> BucketedPart::stored_bytes(uint32_t param) const {
       if (!s.u8.empty()) append_bytes(out, s.u8.data() + w.begin, n);
       if (!s.u8_col.empty()) append_bytes(out, s.u8_col.data() + w.begin, n);
       const Fp8ParamState& st = fp8_states_[fp8_[static_cast<size_t>(fp8_index_[param])].state];
-      append_vec(out, st.scales.scale);
-      append_vec(out, st.scales.scale_inv);
-      append_vec(out, st.scales.e8m0);
-      append_vec(out, st.scales.e8m0_col);
-      append_vec(out, st.delayed.amax_history);
-      append_bytes(out, &st.delayed.scale, 4);
-      append_bytes(out, &st.delayed.scale_inv, 4);
+      append_fp8_state(out, st);
       break;
     }
     default: break;

@@ -7,9 +7,10 @@
 // full fp32 grad buffer (grad_reduce_in_fp32); fp32 masters and optimizer state only for the rank's
 // fragments (OptimizerState, explicit param -> fragment map).
 //
-// Step phases (called by RankPipeline in this order, every rank alike):
+// Step phases (run_step, pipeline/step_orchestrator.h, calls them through RankPipeline in this order,
+// every rank alike):
 //   reduce_scatter   per bucket, in place, SUM in rank order (threads backend: deterministic)
-//   scale_grads      owned fragments /= micro_batches (one fp32 division; see rank_pipeline.h), and
+//   scale_grads      owned fragments /= micro_batches (one fp32 division; see step_orchestrator.h), and
 //                    their max |g| in the same pass
 //   add_squares / clip   the exact grad norm's second pass and the clip over owned fragments
 //   step_optimizer   one multi-tensor call over every owned fragment

@@ -59,9 +59,7 @@ float clip_coefficient(double norm, double max_norm) {
   return c < 1.0f ? c : 1.0f;
 }
 
-void GradNorm::reduce_max(comm::Communicator& comm) {
-  float m = local_max;
-  comm.all_reduce(&m, 1, DType::F32, comm::ReduceOp::max)->wait();
+void GradNorm::set_global_max(float m) {
   global_max = m;
   finite = std::isfinite(m);
   exponent = finite ? norm_exponent(m) : 0;

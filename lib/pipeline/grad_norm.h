@@ -56,7 +56,7 @@ struct GradNorm {
   double norm = 0.0;
   bool finite = true;
 
-  void reduce_max(comm::Communicator& comm);  // all-reduce MAX of local_max; sets finite, exponent
+  void set_global_max(float m);  // the all-reduce MAX of every rank's local_max; sets finite, exponent
   void reduce_sum(comm::Communicator& comm);  // exact sum of local_sum; sets norm
 };
 

@@ -109,13 +109,7 @@ std::vector<uint8_t> LayerWisePart::stored_bytes(uint32_t param) const {
     if (!fp8_data_.empty()) append_bytes(out, fp8_data_.data() + m.data_off, m.numel);
     if (!fp8_col_.empty()) append_bytes(out, fp8_col_.data() + m.data_off, m.numel);
     const Fp8ParamState& st = fstate(m);
-    append_vec(out, st.scales.scale);
-    append_vec(out, st.scales.scale_inv);
-    append_vec(out, st.scales.e8m0);
-    append_vec(out, st.scales.e8m0_col);
-    append_vec(out, st.delayed.amax_history);
-    append_bytes(out, &st.delayed.scale, 4);
-    append_bytes(out, &st.delayed.scale_inv, 4);
+    append_fp8_state(out, st);
   } else if (m.transport == Transport::f32) {
     append_bytes(out, f32_xfer_.data() + m.xfer_off, m.numel * 4);
   } else {

@@ -1,29 +1,9 @@
-// One DP rank of a distributed-optimizer step pipeline (DESIGN.md, "The step pipelines"): the
-// bucketed one (ZeRO-1 over every param) or the layer-wise one (whole matrices per owner, chained
-// with a bucketed part for the rest). Every rank of a group builds one from the same spec and config
-// on its own thread and calls step() in lockstep.
-//
-// A step:
-//   1. forward/backward  grad_fn(params, grads): params are every param as fp32, decoded from what
-//      the rank holds after the last gather (FP8 dequantized); grads point into the grad buffers,
-//      and grad_fn must OVERWRITE them with the sum over the rank's micro-batches of each
-//      micro-batch's mean-loss gradient, accumulated starting from the first micro-batch's gradient
-//      (GradMode::overwrite, then accumulate), never from zero (-0.0 must survive, bitwise).
-//   2. gradient reduction  bucketed: reduce-scatter per bucket (SUM in rank order);
-//      layer-wise matrices: one all-reduce SUM (rank order) of their grad buffer.
-//   3. scaling convention  after the sum, every owned gradient element is divided ONCE by
-//      float(M), M = the number of micro-batches of the step over all ranks (dp · accumulation):
-//      g = fp32(Σ_ranks Σ_microbatches g_mb) / fp32(M), a correctly rounded division. The sum is
-//      rank-major, micro-batch-minor, the same association as a DP=1 run accumulating the same
-//      M micro-batches in order when each rank has one micro-batch; so DP=N (accumulation 1) equals
-//      DP=1 (accumulation N) bitwise. (With accumulation A > 1 on N > 1 ranks the sum groups as
-//      ((Σ_a g_0a) + (Σ_a g_1a)) + …, which equals DP=1 only up to fp32 association.)
-//   4. grad norm and clipping (grad_norm.h: exact, DP-invariant; non-finite → the step is skipped).
-//   5. optimizer step on the owned fp32 masters (one multi-tensor call; Muon per owned matrix).
-//   6. copy-back: bf16 cast / fp32 copy / FP8 shard-aware quantization (bucketed_part.h), owners'
-//      staging or compact quantization (layer_wise_part.h).
-//   7. gather: per-bucket equal all-gathers; uneven all-gathers of owned matrices; then every rank
-//      re-quantizes its staged FP8 matrices in one batched pass; params decoded for the next step.
+// One DP rank of a distributed-optimizer step pipeline on the host (DESIGN.md, "The step
+// pipelines"): the bucketed one (ZeRO-1 over every param) or the layer-wise one (whole matrices per
+// owner, chained with a bucketed part for the rest). It is the host backend of the step
+// orchestrator (step_orchestrator.h: the phases of a step and the scaling convention) and the
+// bit-exact reference of the device backend. Every rank of a group builds one from the same spec
+// and config on its own thread and calls step() in lockstep.
 //
 // FP8 masters are seeded from the high-precision initial values (init), which are released after
 // construction; the initial params come out of a regular copy-back and gather. Delayed scaling
@@ -44,6 +24,7 @@
 #include "pipeline/config.h"
 #include "pipeline/param_storage.h"
 #include "pipeline/rank_state.h"
+#include "pipeline/step_orchestrator.h"
 
 namespace fpg::pipeline {
 
@@ -51,38 +32,13 @@ class BucketedPart;
 class LayerWisePart;
 struct Fp8Tensor;
 
-// Initial fp32 values of spec param `param` (all its numel elements) into out. Called only for the
-// params (or parts of them) the rank updates.
-using InitFn = std::function<void(uint32_t param, float* out)>;
-// Step 1 above: params[i] / grads[i] are spec param i, flattened row-major.
-using GradFn = std::function<void(const std::vector<const float*>& params, const std::vector<float*>& grads)>;
-
-// Seconds spent in each phase of one step on this rank.
-struct PhaseTimes {
-  double forward_backward = 0;  // grad_fn
-  double reduce_scatter = 0;    // gradient reduce-scatter / all-reduce
-  double optimizer = 0;         // scaling, grad norm, clipping, optimizer step
-  double copy_back = 0;         // masters -> bf16/FP8 params (incl. layer-wise re-quantization)
-  double gather = 0;            // param all-gathers, the collectives alone
-  double decode = 0;            // the gathered params decoded to fp32 for the next forward (bf16, FP8)
-  double total() const { return forward_backward + reduce_scatter + optimizer + copy_back + gather + decode; }
-};
-
-struct StepReport {
-  double grad_norm = 0;    // after scaling, before clipping; inf/NaN when skipped
-  float clip_coef = 1.0f;  // applied when < 1
-  bool skipped = false;    // non-finite gradients: no update (found_inf)
-  int64_t optimizer_step = 0;  // steps taken so far (the bucketed part's counter)
-  PhaseTimes times;
-};
-
-class RankPipeline {
+class RankPipeline : private StepBackend {
  public:
   // threads: this rank's ThreadPool for the batched FP8 passes (1: the rank's own thread only; the
   // results do not depend on it).
   RankPipeline(const model::ModelSpec& spec, const PipelineConfig& cfg, comm::Communicator& comm,
                const InitFn& init, size_t threads = 1);
-  ~RankPipeline();
+  ~RankPipeline() override;
   RankPipeline(const RankPipeline&) = delete;
   RankPipeline& operator=(const RankPipeline&) = delete;
 
@@ -93,7 +49,7 @@ class RankPipeline {
   StepReport step(const GradFn& grad_fn, uint64_t micro_batches);
 
   const model::ModelSpec& spec() const { return spec_; }
-  const PipelineConfig& config() const { return cfg_; }
+  const PipelineConfig& config() const override { return cfg_; }
   // Every param as fp32, as the network reads it (spec order).
   const std::vector<const float*>& params() const { return param_ptrs_; }
   // Param p's stored bytes (bf16 bits, fp32, or FP8 data + columnwise + scale state).
@@ -119,8 +75,20 @@ class RankPipeline {
   const layout::LayerWiseLayout* layer_wise_layout() const { return lw_layout_.get(); }
 
  private:
-  void publish_params();
-  void copy_back_and_gather(PhaseTimes& t);
+  // StepBackend: the phases over the bucketed part, then the layer-wise one.
+  comm::Communicator& communicator() override { return comm_; }
+  void forward_backward(const GradFn& grad_fn) override;
+  void reduce_grads() override;
+  void scale_grads(float divisor, GradNorm& norm) override;
+  float all_reduce_max(float local) override;
+  void add_squares(GradNorm& norm) override;
+  void clip(float coef) override;
+  void step_optimizer() override;
+  int64_t optimizer_steps() const override { return state_.bucketed.step; }
+  void copy_back() override;
+  void gather() override;
+  void requantize() override;
+  bool decode() override;
 
   model::ModelSpec spec_;
   PipelineConfig cfg_;

@@ -1,6 +1,7 @@
 // `fpgather train` as a library: N DP ranks (threads of this process, or one per mpirun process with
 // TrainOptions::comm "mpi"), each running a RankPipeline (pipeline/rank_pipeline.h) over the built-in
-// network and the teacher task (model/teacher_task.h).
+// network and the teacher task (model/teacher_task.h). The loop itself (run_training) is the one
+// every backend runs: train() gives it host ranks, device/device_trainer.h GPU ranks.
 //
 // Data: at step t, rank r runs micro-batches micro_batch_index(t, dp, r, accumulation, a) for
 // a = 0..accumulation-1, so the data order depends only on (seed, step) — the data cursor is the
@@ -11,10 +12,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/group.h"
 #include "model/model_spec.h"
 #include "pipeline/config.h"
 #include "pipeline/rank_pipeline.h"
@@ -86,9 +89,13 @@ struct TrainResult {
   TrainCursor cursor;
 };
 
-// Called on every rank's own thread: after the pipeline is built (steps_done = 0) and after every
-// step (steps_done = t + 1). Observers may read the pipeline (tests snapshot it) but not step it.
-using RankObserver = std::function<void(uint64_t steps_done, const pipeline::RankPipeline& rank)>;
+// Called on every rank's own thread: after the pipeline is built (steps_done = 0, or the resumed
+// step) and after every step (steps_done = t + 1). Observers may read the pipeline (tests snapshot
+// it) but not step it. Pipeline: the rank's pipeline type (pipeline::RankPipeline, or
+// device::DeviceRankPipeline for a GPU run).
+template <class Pipeline>
+using Observer = std::function<void(uint64_t steps_done, const Pipeline& rank)>;
+using RankObserver = Observer<pipeline::RankPipeline>;
 // Called on rank 0's thread after every step (progress, metrics files); under mpi only in rank 0's
 // process.
 using StepCallback = std::function<void(const StepMetrics& m)>;
@@ -115,12 +122,32 @@ struct TrainHooks {
 TrainResult train(const TrainOptions& opts, const RankObserver& observer = {}, const StepCallback& on_step = {},
                   const TrainHooks& hooks = {});
 
-// Shared by train() and the device trainer (device/device_trainer.h):
-// The metrics of step `step` from the losses of all its micro-batches (rank-major) and rank 0's report.
-StepMetrics step_metrics(uint64_t step, const std::vector<float>& losses, const pipeline::StepReport& rep);
-// After the ranks ran: drops the steps before `first` (a resumed run's), fills the summary (medians of
-// rank 0's phase times; `params`: elements of the spec) and the cursor. Without rank 0: clears steps.
-void finish_result(TrainResult& result, const TrainOptions& o, uint64_t params, uint64_t first);
+// One rank of a training run, on the backend that runs its steps: the host pipeline (train()) or a
+// GPU (device/device_trainer.h). run_training drives every rank through it alike.
+class TrainingRank {
+ public:
+  virtual ~TrainingRank() = default;
+  // Restores a saved state (the run's resume hook) and returns the steps it had taken; 0 without one.
+  virtual uint64_t resume() = 0;
+  // Step t: the forward/backward of this rank's micro-batches of step t and the pipeline step.
+  // all_losses gets every rank's micro-batch losses of the step (rank-major, dp · accumulation).
+  virtual pipeline::StepReport step(uint64_t t, std::vector<float>& all_losses) = 0;
+  // The run's observer: after the rank is built or resumed, and after every step.
+  virtual void observe(uint64_t steps_done) = 0;
+  // The run's after_step hook: after every step, after observe.
+  virtual void after_step(uint64_t steps_done) = 0;
+};
+// Builds the TrainingRank of comm's rank, on that rank's thread; init: the initial param values.
+using MakeTrainingRank =
+    std::function<std::unique_ptr<TrainingRank>(comm::Communicator& comm, const pipeline::InitFn& init)>;
+
+// The training loop: runs `group`, each rank building its TrainingRank and taking steps from its
+// resume point to o.steps; rank 0 reports every step to on_step and into the result. spec: the
+// model trained (training_spec); init: the initial values, unset for the seeded initializer.
+// UsageError when a resumed state has taken more than o.steps steps.
+TrainResult run_training(const TrainOptions& o, const model::ModelSpec& spec, comm::CommunicatorGroup& group,
+                         const pipeline::InitFn& init, const MakeTrainingRank& make_rank,
+                         const StepCallback& on_step);
 
 // The JSON line of one step (metrics file) and the summary object, as `--json` prints them.
 std::string step_json(const StepMetrics& m);

@@ -340,7 +340,8 @@ TEST_CASE("CPU and GPU pipelines fed the same gradients save the same checkpoint
         const uint32_t r = static_cast<uint32_t>(comm.rank());
         fpg::device::DeviceRankPipeline pipe(spec, cfg, comm, init);
         for (int s = 0; s < kGradSteps; ++s)
-          pipe.step([&](const std::vector<const float*>& params, const std::vector<float*>& grads, cudaStream_t stream) {
+          pipe.step([&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
+            const cudaStream_t stream = pipe.stream();
             std::vector<std::vector<float>> g(params.size());
             std::vector<float> v;
             for (uint32_t p = 0; p < params.size(); ++p) {

@@ -211,11 +211,9 @@ Direct direct(const fpg::train::TrainOptions& o, DeviceOverlap ov, bool guard_re
     const BucketSync& bs = pipe.bucket_sync();
     for (uint64_t t = 0; t < o.steps; ++t) {
       pipe.step(
-          [&](const std::vector<const float*>& params, const std::vector<float*>& grads, cudaStream_t stream,
-              const fpg::device::ParamHooks& hooks) {
+          [&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
             for (uint32_t b = 0; b < bs.buckets(); ++b) d.pending_at_start += bs.gather(b) == fpg::device::GatherState::issued;
-            if (stream != net.stream()) net.set_stream(stream);
-            fpg::device::ParamHooks h = hooks;
+            fpg::device::ParamHooks h = pipe.param_hooks();
             if (!guard_reads && t > 0) h.before_read = nullptr;
             h.on_read = [&](uint32_t p) {
               ++d.reads;
@@ -230,7 +228,7 @@ Direct direct(const fpg::train::TrainOptions& o, DeviceOverlap ov, bool guard_re
                                    a + 1 == o.accumulation ? &h : &first);
             }
           },
-          o.accumulation);
+          o.accumulation, fpg::device::ParamReads::hooked);
     }
     d.master = pipe.download_state().bucketed.master;
     for (uint32_t p = 0; p < spec.params.size(); ++p)

@@ -166,7 +166,8 @@ inline Runs run_gpu(const std::vector<Case>& cases, int dp) {
       out.snaps.push_back(snap_of(pipe, pipe.download_state()));
       for (int s = 0; s < kSteps; ++s) {
         out.reports.push_back(pipe.step(
-            [&](const std::vector<const float*>& params, const std::vector<float*>& grads, cudaStream_t stream) {
+            [&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
+              const cudaStream_t stream = pipe.stream();
               // Copies on the rank's (non-blocking) stream, so the step's work is ordered after them.
               std::vector<std::vector<float>> g(params.size());
               std::vector<float> v;
