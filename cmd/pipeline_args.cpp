@@ -53,7 +53,8 @@ std::string per_optimizer(DefaultsFn defaults, const std::function<std::string(c
   if (muon_lion != by.back().second) by.emplace_back("muon with lion", muon_lion);
   std::string common = by.front().second;
   size_t most = 0;
-  for (const auto& [name, v] : by) {
+  for (const auto& entry : by) {
+    const std::string& v = entry.second;
     const auto n = static_cast<size_t>(std::count_if(by.begin(), by.end(), [&](const auto& e) { return e.second == v; }));
     if (n > most) most = n, common = v;
   }
