@@ -1,7 +1,7 @@
 // `fpgather convert IN OUT --dequantize`: every FP8 tensor NAME with a scale (NAME_scale_inv, or
-// compressed-tensors' NAME_scale; fp8_pair.h) becomes BF16
-// or F32 again (per-expert scales included, fp8_pair.h); the scale tensors are dropped, the other
-// tensors copied, and a carried config.json loses its quantization_config.
+// compressed-tensors' NAME_scale) becomes BF16 or F32 again (per-expert scales included,
+// fp8_pair.h); the scale tensors are dropped, the other tensors copied, and a carried config.json
+// loses its quantization_config.
 #include <algorithm>
 #include <cstring>
 

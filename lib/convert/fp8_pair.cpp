@@ -79,7 +79,9 @@ fp8::StackedPlan fp8_pair_plan(const safetensors::Model& model, const safetensor
                                                           : fp8::Scaling::blockwise_1x128;
   }
   // A matrix's grid: none for one scale (compressed-tensors' [1] under its naming), else 2-D.
-  const size_t grid_rank = r.scaling != fp8::Scaling::tensorwise ? 2 : naming == ScaleNaming::compressed_tensors ? 1 : 0;
+  const size_t grid_rank = r.scaling != fp8::Scaling::tensorwise           ? 2
+                           : naming == ScaleNaming::compressed_tensors ? 1
+                                                                       : 0;
   const fp8::StackedPlan p =
       fp8::make_stacked_plan(r, fp8::Input::f32, data.shape, expert_dims_of(srank, grid_rank, rank), data.name);
   const safetensors::TensorSpec want = scale_spec(data.name, p, naming);

@@ -25,8 +25,8 @@ std::vector<std::string> companion_files(const safetensors::Model& in);
 // object.
 std::string with_quantization_config(const std::string& text, const std::string& path, const std::string& qc);
 
-// True for the recipes whose quantization_config is compressed-tensors' (all but the blockwise ones): their
-// scales are then written under compressed-tensors' names (fp8_pair.h, ScaleNaming).
+// True for the recipes whose quantization_config is compressed-tensors' (all but the blockwise
+// ones): their scales are then written under compressed-tensors' names (fp8_pair.h, ScaleNaming).
 bool declares_compressed_tensors(const fp8::Recipe& r);
 
 // The quantization_config (JSON text) of a model quantized with `r`, in the form the loaders read:

@@ -128,6 +128,13 @@ for recipe in tensorwise mxfp8; do
   fi
 done
 [ -n "$PY" ] || echo "no numpy, ml_dtypes and safetensors ($PYTHON_TRIED): compressed-tensors values not checked"
+# train --init reads compressed-tensors' names too
+expect_exit 0 "${F[@]}" convert ck init/ --dtype fp32
+echo '{}' >init/config.json
+expect_exit 0 "${F[@]}" convert init init-ct --fp8 tensorwise
+expect_exit 0 "${F[@]}" inspect init-ct
+expect_in "$WORK/out" "blocks.0.fc1.weight_scale "
+expect_exit 0 "${F[@]}" train --steps 1 --init init-ct
 # a single-file model into a directory: OUT/model.safetensors, which inspect reads as the model
 expect_exit 0 "${F[@]}" convert "$MODEL" outdir/ --fp8 blockwise
 [ "$(listing outdir)" = "model.safetensors " ] || fail "single file into a directory: $(listing outdir)"
