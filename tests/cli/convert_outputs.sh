@@ -121,6 +121,7 @@ for recipe in tensorwise mxfp8; do
   expect_exit 0 "${F[@]}" inspect "inv-$recipe.safetensors"
   expect_in "$WORK/out" "model.experts.w1_scale_inv"
   expect_exit 0 "${F[@]}" convert "inv-$recipe.safetensors" "inv-$recipe-d.safetensors" --dequantize --dtype fp32
+  cmp -s "ct-$recipe.safetensors" "inv-$recipe-d.safetensors" || fail "$recipe: the two namings dequantize differently"
   if [ -n "$PY" ]; then
     "$PY" "$SRC/tests/cli/compressed_tensors_check.py" "$recipe" hf "ct-$recipe" "ct-$recipe.safetensors" \
       "inv-$recipe-d.safetensors" >"$WORK/out" 2>&1 || fail "compressed-tensors layout of $recipe: $(cat "$WORK/out")"
