@@ -254,9 +254,11 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
                 "Replace an existing OUT: the new output is written beside it and swapped in whole, leaving no "
                 "file of the old one");
   auto* fp8 = cmd->add_option("--fp8", args->fp8,
-                               "Recipe: tensorwise, blockwise (128x128), blockwise-1x128, mxfp8; of a checkpoint: "
+                               "Recipe: tensorwise, blockwise (128x128), blockwise-1x128, mxfp8 (scales NAME_scale_inv; "
+                               "NAME_scale where OUT's config.json declares compressed-tensors); of a checkpoint: "
                                "re-encode it as `train --fp8` would run (also delayed, none)");
-  auto* deq = cmd->add_flag("--dequantize", args->dequantize, "Turn FP8 tensors and their scales back into --dtype");
+  auto* deq = cmd->add_flag("--dequantize", args->dequantize,
+                            "Turn FP8 tensors and their scales (NAME_scale_inv or NAME_scale) back into --dtype");
   fp8->excludes(deq);
   cmd->add_option("--fp8-format", args->format, "e4m3 (default) or e5m2")->capture_default_str();
   cmd->add_option("--include", args->include,

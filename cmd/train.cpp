@@ -239,7 +239,7 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "the step to reach");
   cmd->add_option("--init", args->init,
                   "Start from safetensors weights (a .safetensors file, an index .json or a directory holding one): "
-                  "every param by name and shape, F32/BF16/F16 or FP8 with _scale_inv")
+                  "every param by name and shape, F32/BF16/F16 or FP8 with _scale_inv or _scale")
       ->excludes("--load");
   cmd->add_option("--ckpt-layout", args->ckpt_layout, "Optimizer state in the checkpoint: model (per param) or bucket")
       ->capture_default_str();

@@ -1,6 +1,7 @@
-// `fpgather convert IN OUT --dequantize`: every FP8 tensor NAME with a NAME_scale_inv becomes BF16
-// or F32 again (per-expert scales included, fp8_pair.h); the scale tensors are dropped, the other
-// tensors copied, and a carried config.json loses its quantization_config.
+// `fpgather convert IN OUT --dequantize`: every FP8 tensor NAME with a scale (NAME_scale_inv, or
+// compressed-tensors' NAME_scale) becomes BF16 or F32 again (per-expert scales included,
+// fp8_pair.h); the scale tensors are dropped, the other tensors copied, and a carried config.json
+// loses its quantization_config.
 #include <algorithm>
 #include <cstring>
 
@@ -21,7 +22,7 @@ bool is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
 
 struct Pair {
   size_t data;   // entry of NAME
-  size_t scale;  // entry of NAME_scale_inv
+  size_t scale;  // entry of NAME's scale
   fp8::StackedPlan plan;
 };
 
@@ -67,10 +68,11 @@ ConvertSummary dequantize_model(const std::string& in_path, const std::string& o
   for (size_t i = 0; i < model.size(); ++i) {
     const auto& t = *model.tensors()[i].info;
     if (!is_fp8(t.dtype)) continue;
-    const auto* scale = model.find(t.name + kScaleSuffix);
+    const auto* scale = find_scale(model, t.name);
     if (scale == nullptr)
       throw UsageError("tensor '" + t.name + "' in " + model.path() + " is " + std::string(dtype_name(t.dtype)) +
-                       " without a '" + t.name + kScaleSuffix + "' tensor: its scale is unknown");
+                       " without a '" + scale_name(t.name, ScaleNaming::scale_inv) + "' or '" +
+                       scale_name(t.name, ScaleNaming::compressed_tensors) + "' tensor: its scale is unknown");
     const size_t s = static_cast<size_t>(scale - model.tensors().data());
     pairs.push_back({i, s, fp8_pair_plan(model, t, *scale->info)});
     pair_of[i] = static_cast<int>(pairs.size() - 1);

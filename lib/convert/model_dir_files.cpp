@@ -28,9 +28,13 @@ bool is_weight_file(const std::string& name) {
   return false;
 }
 
-ojson quant_args(const char* strategy, bool dynamic, bool grouped) {
+// compressed-tensors' QuantizationArgs of 8-bit floats; MX groups of 32 with E8M0 (uint8) scales.
+ojson quant_args(const char* strategy, bool dynamic, bool mx) {
   ojson a = {{"num_bits", 8}, {"type", "float"}, {"strategy", strategy}};
-  if (grouped) a["group_size"] = 32;
+  if (mx) {
+    a["group_size"] = 32;
+    a["scale_dtype"] = "torch.uint8";
+  }
   a["symmetric"] = true;
   a["dynamic"] = dynamic;
   return a;
@@ -76,10 +80,14 @@ std::string with_quantization_config(const std::string& text, const std::string&
   }
 }
 
+bool declares_compressed_tensors(const fp8::Recipe& r) {
+  return r.scaling != fp8::Scaling::blockwise_128x128 && r.scaling != fp8::Scaling::blockwise_1x128;
+}
+
 std::string quantization_config(const fp8::Recipe& r, const std::vector<std::string>& unquantized) {
   const std::string fmt(fp8::format_name(r.format));
   ojson q;
-  if (r.scaling == fp8::Scaling::blockwise_128x128 || r.scaling == fp8::Scaling::blockwise_1x128) {
+  if (!declares_compressed_tensors(r)) {
     q["quant_method"] = "fp8";
     q["fmt"] = fmt;
     q["activation_scheme"] = "dynamic";

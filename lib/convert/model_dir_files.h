@@ -25,13 +25,20 @@ std::vector<std::string> companion_files(const safetensors::Model& in);
 // object.
 std::string with_quantization_config(const std::string& text, const std::string& path, const std::string& qc);
 
+// True for the recipes whose quantization_config is compressed-tensors' (all but the blockwise
+// ones): their scales are then written under compressed-tensors' names (fp8_pair.h, ScaleNaming).
+bool declares_compressed_tensors(const fp8::Recipe& r);
+
 // The quantization_config (JSON text) of a model quantized with `r`, in the form the loaders read:
 //   blockwise, blockwise-1x128  {"quant_method": "fp8", "fmt", "activation_scheme": "dynamic",
 //                               "weight_block_size": [128, 128] or [1, 128]} (DeepSeek-V3; transformers'
 //                               FineGrainedFP8 and vLLM's fp8 read NAME_scale_inv as written), with
 //                               "modules_to_not_convert" when some are.
-//   tensorwise                  compressed-tensors "float-quantized", weights strategy "tensor"
-//   mxfp8                       compressed-tensors "mxfp8-quantized", weights strategy "group", group_size 32
+//   tensorwise                  compressed-tensors "float-quantized": weights strategy "tensor" (static,
+//                               scale NAME_scale), activations dynamic per token (no input_scale)
+//   mxfp8                       compressed-tensors "mxfp8-quantized": weights strategy "group",
+//                               group_size 32, scale_dtype torch.uint8 (how compressed-tensors and vLLM
+//                               tell MX from FP8 group scales), activations dynamic the same way
 // (compressed-tensors has no e5m2, so every form also records "fmt"). `unquantized` names the
 // modules whose weight was left in high precision ("ignore" in compressed-tensors).
 std::string quantization_config(const fp8::Recipe& r, const std::vector<std::string>& unquantized);

@@ -42,11 +42,13 @@ void ModelOutput::carry_companions(const std::string& quantization_config) {
   for (const std::string& from : companion_files(in_)) {
     const std::string name = safetensors::split_path(from).second;
     const std::string to = staged_.stage(name);
-    if (name == "config.json")
+    if (name == "config.json") {
       safetensors::write_file_atomic(
           to, with_quantization_config(safetensors::read_small_file(from, kMaxConfigBytes), from, quantization_config));
-    else
+      writes_config_ = true;
+    } else {
       safetensors::copy_file(from, to);
+    }
     companions_.push_back(staged_.final_path(name));
   }
 }

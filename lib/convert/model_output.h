@@ -28,6 +28,8 @@ class ModelOutput {
               std::map<std::string, std::string> metadata, const std::string& quantization_config);
 
   const OutputLayout& layout() const { return layout_; }
+  // True when OUT gets a config.json, the one that declares the quantization to loaders.
+  bool writes_config() const { return writes_config_; }
 
   // Declares an output tensor of file `file` (before open()).
   void declare(size_t file, safetensors::TensorSpec spec);
@@ -52,6 +54,7 @@ class ModelOutput {
   std::vector<std::string> paths_;       // staged path of each file of layout_
   std::string index_path_;               // staged path of the index, or empty
   std::vector<std::string> companions_;  // final paths of the carried files
+  bool writes_config_ = false;
   std::vector<std::vector<safetensors::TensorSpec>> specs_;
   std::vector<std::unique_ptr<safetensors::Writer>> writers_;
 };

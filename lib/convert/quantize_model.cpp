@@ -6,6 +6,7 @@
 #include <cstring>
 #include <regex>
 
+#include "convert/fp8_pair.h"
 #include "convert/model_dir_files.h"
 #include "convert/model_output.h"
 #include "convert/slab_input.h"
@@ -49,9 +50,10 @@ std::vector<Chosen> choose_tensors(const safetensors::Model& model, const Quanti
   if (opt.expert_dims) stacked = compile_regex(*opt.expert_dims, "--expert-dims");
   for (const auto& e : model.tensors()) {
     const auto& t = *e.info;
-    if ((t.dtype == DType::F8_E4M3 || t.dtype == DType::F8_E5M2) && model.find(t.name + kScaleSuffix))
+    if (t.dtype != DType::F8_E4M3 && t.dtype != DType::F8_E5M2) continue;
+    if (const auto* scale = find_scale(model, t.name))
       throw UsageError(model.path() + " is quantized already: tensor '" + t.name + "' is " +
-                       std::string(dtype_name(t.dtype)) + " with a '" + t.name + kScaleSuffix +
+                       std::string(dtype_name(t.dtype)) + " with a '" + scale->info->name +
                        "' (convert --dequantize first)");
   }
   std::vector<Chosen> chosen;
@@ -60,14 +62,21 @@ std::vector<Chosen> choose_tensors(const safetensors::Model& model, const Quanti
     if (!quantizable_dtype(t.dtype)) continue;
     const bool wanted = include ? std::regex_search(t.name, *include) : t.shape.size() >= 2;
     if (!wanted || (exclude && std::regex_search(t.name, *exclude))) continue;
-    if (model.find(t.name + kScaleSuffix))
-      throw UsageError("tensor '" + t.name + "' already has a tensor '" + t.name + kScaleSuffix +
-                       "' in " + model.path() + ": is the model quantized already?");
     // make_plan names the tensor and the reason when the recipe cannot take it (exit 2).
     const fp8::Input input = t.dtype == DType::BF16 ? fp8::Input::bf16 : fp8::Input::f32;
     chosen.push_back({i, fp8::make_stacked_plan(opt.recipe, input, t.shape, expert_dims_of(t, stacked), t.name)});
   }
   return chosen;
+}
+
+// A chosen tensor's scale would take the name of a tensor the input has already.
+void refuse_scale_collisions(const safetensors::Model& model, const std::vector<Chosen>& chosen, ScaleNaming naming) {
+  for (const Chosen& c : chosen) {
+    const std::string& name = model.tensors()[c.entry].info->name;
+    if (model.find(scale_name(name, naming)))
+      throw UsageError("tensor '" + name + "' already has a tensor '" + scale_name(name, naming) + "' in " +
+                       model.path() + ": is the model quantized already?");
+  }
 }
 
 // The modules whose 2-D (or larger) floating ".weight" stays in high precision: what the
@@ -144,13 +153,13 @@ struct Units {
   uint64_t start(uint64_t u) const { return matrix(u) * M * K + row0(u) * K; }
 };
 
-void quantize_one(const safetensors::Model& model, const Chosen& c, safetensors::Writer& w, ThreadPool& pool,
-                  Progress& progress, NonFiniteCount& found) {
+void quantize_one(const safetensors::Model& model, const Chosen& c, ScaleNaming naming, safetensors::Writer& w,
+                  ThreadPool& pool, Progress& progress, NonFiniteCount& found) {
   const auto& entry = model.tensors()[c.entry];
   const auto& t = *entry.info;
   const fp8::Plan& plan = c.plan.matrix;
   const size_t data_idx = w.index(t.name);
-  const size_t scale_idx = w.index(t.name + kScaleSuffix);
+  const size_t scale_idx = w.index(scale_name(t.name, naming));
   const SlabInput src(model.data(entry), t.dtype);
   Units units;
   units.matrices = c.plan.matrices();
@@ -227,12 +236,17 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
     throw UsageError("convert: mxfp8 writes rowwise scales only");
   ThreadPool& pool = opt.pool ? *opt.pool : ThreadPool::global();
   const auto model = safetensors::Model::open(in_path);
-  const std::vector<Chosen> chosen = choose_tensors(model, opt);  // every refusal before any write
+  const std::vector<Chosen> chosen = choose_tensors(model, opt);  // refusals before anything is staged
   std::vector<int> chosen_of(model.size(), -1);
   for (size_t c = 0; c < chosen.size(); ++c) chosen_of[chosen[c].entry] = static_cast<int>(c);
 
   ModelOutput output(model, out, opt.force, output_metadata(model, opt.recipe),
                      quantization_config(opt.recipe, unquantized_modules(model, chosen_of)));
+  // Scales are named as the output's config.json declares them; without one, fpgather's names.
+  const ScaleNaming naming = output.writes_config() && declares_compressed_tensors(opt.recipe)
+                                 ? ScaleNaming::compressed_tensors
+                                 : ScaleNaming::scale_inv;
+  refuse_scale_collisions(model, chosen, naming);  // the staged output goes with the exception
   ConvertSummary summary;
   const auto& files = output.layout().files;
   for (size_t f = 0; f < files.size(); ++f) {
@@ -244,7 +258,7 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
       }
       const fp8::StackedPlan& p = chosen[chosen_of[i]].plan;
       output.declare(f, {t.name, fp8::data_dtype(opt.recipe.format), t.shape});
-      output.declare(f, {t.name + kScaleSuffix, fp8::scale_inv_dtype(p.matrix), fp8::scale_inv_shape(p)});
+      output.declare(f, scale_spec(t.name, p, naming));
     }
   }
   output.open();
@@ -258,7 +272,7 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
         ++summary.copied;
       } else {
         NonFiniteCount found;
-        quantize_one(model, chosen[chosen_of[i]], output.writer(f), pool, progress, found);
+        quantize_one(model, chosen[chosen_of[i]], naming, output.writer(f), pool, progress, found);
         ++summary.quantized;
         const NonFinite nf{entry.info->name, found.nan, found.pos_inf, found.neg_inf};
         if (nf.total() == 0) continue;

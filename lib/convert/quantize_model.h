@@ -14,6 +14,9 @@
 //                   mxfp8            F8_E8M0 [E..., R, C/32], compact, rowwise
 // A tensor that stacks nothing (rank <= 2, or not matched) is one matrix [M, K] with M the product
 // of its leading dimensions and K the last, and has the scales above without E....
+// When OUT's config.json declares compressed-tensors (tensorwise and mxfp8 into a model directory),
+// the scale is NAME_scale instead (a module's weight_scale), tensorwise F32 [E..., 1] and mxfp8 U8
+// (fp8_pair.h, ScaleNaming).
 // Values are quantized from the stored values as they are (F32 and BF16 directly; F16 widened to
 // fp32 exactly). FP8 has no infinity and an infinite amax leaves no meaningful scale, so NaN and
 // +-Inf inputs are counted per tensor (ConvertSummary::nonfinite) and, with `strict`, refused. Other tensors are copied byte for byte. __metadata__ keeps IN's entries and records

@@ -4,7 +4,6 @@
 #include <set>
 
 #include "convert/fp8_pair.h"
-#include "convert/quantize_model.h"
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/shape.h"
@@ -34,12 +33,14 @@ SafetensorsInit::SafetensorsInit(const std::string& path, const model::ModelSpec
                        "; the param's is " + shape_string(p.shape));
     const safetensors::Model::Entry* scale = nullptr;
     if (is_fp8(t.dtype)) {
-      scale = model_.find(p.name + convert::kScaleSuffix);
+      scale = convert::find_scale(model_, p.name);
       if (!scale)
         throw UsageError("--init: tensor '" + p.name + "'" + where + " is " + std::string(dtype_name(t.dtype)) +
-                         " without a '" + p.name + convert::kScaleSuffix + "' tensor: its scale is unknown");
+                         " without a '" + convert::scale_name(p.name, convert::ScaleNaming::scale_inv) + "' or '" +
+                         convert::scale_name(p.name, convert::ScaleNaming::compressed_tensors) +
+                         "' tensor: its scale is unknown");
       convert::fp8_pair_plan(model_, t, *scale->info);  // checks the scale's shape and dtype
-      expected.insert(p.name + convert::kScaleSuffix);
+      expected.insert(scale->info->name);
     } else if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16) {
       throw UsageError("--init: tensor '" + p.name + "'" + where + " is " + std::string(dtype_name(t.dtype)) +
                        "; a param initializes from F32, BF16, F16 or FP8 with scales");

@@ -5,8 +5,8 @@
 // bit for bit.
 //
 // Every param of the spec must be there by name with the param's shape, as F32, BF16 or F16
-// (widened exactly), or as F8_E4M3/F8_E5M2 with a NAME_scale_inv (dequantized as `convert
-// --dequantize` does). Tensors that are not params are refused too, except those an export with
+// (widened exactly), or as F8_E4M3/F8_E5M2 with a NAME_scale_inv or compressed-tensors' NAME_scale
+// (dequantized as `convert --dequantize` does). Tensors that are not params are refused too, except those an export with
 // --states adds (NAME.master, NAME.exp_avg, ...: ignored) and the scales of FP8 params.
 #pragma once
 

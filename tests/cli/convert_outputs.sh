@@ -2,9 +2,15 @@
 # fpgather convert's outputs: an existing OUT refused (exit 2, named) unless --force, which replaces it
 # whole in every form (file, index, directory; safetensors exports, DCP, recompressed checkpoints);
 # HF model directories keep their config and tokenizer files, config.json gets a quantization_config
-# that --dequantize removes; stacked experts get per-expert scales.
+# that --dequantize removes, and tensorwise/mxfp8 scales take compressed-tensors' names and layout
+# there (checked with Python by compressed_tensors_check.py); stacked experts get per-expert scales.
 source "$(dirname "$0")/common.sh"
+: "${SRC:?SRC must name the source tree}"
 F=("$FPGATHER" --no-progress)
+# Python with numpy, ml_dtypes and safetensors for the compressed-tensors checks: PYTHON or $SRC/.venv.
+PYTHON_TRIED=${PYTHON:-$SRC/.venv/bin/python3}
+PY=
+"$PYTHON_TRIED" -c 'import ml_dtypes, numpy, safetensors' 2>/dev/null && PY=$PYTHON_TRIED
 MODEL="$TESTDATA/models/tiny-llama.safetensors"
 SHARDED="$TESTDATA/models/tiny-llama-sharded"
 mkdir "$WORK/t" && cd "$WORK/t" || exit 1
@@ -96,8 +102,40 @@ expect_in hfq/config.json '"modules_to_not_convert": ['
 expect_in hfq/config.json '"hidden_size": 160'
 expect_exit 0 "${F[@]}" convert hfq hfd --dequantize
 grep -q quantization_config hfd/config.json && fail "--dequantize kept the quantization_config"
-expect_exit 0 "${F[@]}" convert hf hft --fp8 tensorwise
-expect_in hft/config.json '"quant_method": "compressed-tensors"'
+# tensorwise and mxfp8 declare compressed-tensors, so their scales are NAME_scale in its layout (the
+# per-expert ones too); a file output keeps NAME_scale_inv. Both dequantize to the same values.
+for recipe in tensorwise mxfp8; do
+  expect_exit 0 "${F[@]}" convert hf "ct-$recipe" --fp8 "$recipe" --exclude 'lm_head|embed'
+  expect_in "ct-$recipe/config.json" '"quant_method": "compressed-tensors"'
+  expect_exit 0 "${F[@]}" inspect "ct-$recipe"
+  grep -q '_scale_inv' "$WORK/out" && fail "$recipe into a compressed-tensors directory wrote _scale_inv"
+  if [ $recipe = tensorwise ]; then
+    grep -Eq 'model.layers.0.mlp.down_proj.weight_scale +F32 +\[1\]' "$WORK/out" || fail "$recipe weight_scale"
+    grep -Eq 'model.experts.w1_scale +F32 +\[4, 1\]' "$WORK/out" || fail "$recipe per-expert weight_scale"
+  else
+    grep -Eq 'model.layers.0.mlp.down_proj.weight_scale +U8 +\[160, 13\]' "$WORK/out" || fail "$recipe weight_scale"
+    grep -Eq 'model.experts.w1_scale +U8 +\[4, 96, 5\]' "$WORK/out" || fail "$recipe per-expert weight_scale"
+  fi
+  expect_exit 0 "${F[@]}" convert "ct-$recipe" "ct-$recipe.safetensors" --dequantize --dtype fp32
+  expect_exit 0 "${F[@]}" convert hf "inv-$recipe.safetensors" --fp8 "$recipe" --exclude 'lm_head|embed'
+  expect_exit 0 "${F[@]}" inspect "inv-$recipe.safetensors"
+  expect_in "$WORK/out" "model.experts.w1_scale_inv"
+  expect_exit 0 "${F[@]}" convert "inv-$recipe.safetensors" "inv-$recipe-d.safetensors" --dequantize --dtype fp32
+  cmp -s "ct-$recipe.safetensors" "inv-$recipe-d.safetensors" || fail "$recipe: the two namings dequantize differently"
+  if [ -n "$PY" ]; then
+    "$PY" "$SRC/tests/cli/compressed_tensors_check.py" "$recipe" hf "ct-$recipe" "ct-$recipe.safetensors" \
+      "inv-$recipe-d.safetensors" >"$WORK/out" 2>&1 || fail "compressed-tensors layout of $recipe: $(cat "$WORK/out")"
+    cat "$WORK/out"
+  fi
+done
+[ -n "$PY" ] || echo "no numpy, ml_dtypes and safetensors ($PYTHON_TRIED): compressed-tensors values not checked"
+# train --init reads compressed-tensors' names too
+expect_exit 0 "${F[@]}" convert ck init/ --dtype fp32
+echo '{}' >init/config.json
+expect_exit 0 "${F[@]}" convert init init-ct --fp8 tensorwise
+expect_exit 0 "${F[@]}" inspect init-ct
+expect_in "$WORK/out" "blocks.0.fc1.weight_scale "
+expect_exit 0 "${F[@]}" train --steps 1 --init init-ct
 # a single-file model into a directory: OUT/model.safetensors, which inspect reads as the model
 expect_exit 0 "${F[@]}" convert "$MODEL" outdir/ --fp8 blockwise
 [ "$(listing outdir)" = "model.safetensors " ] || fail "single file into a directory: $(listing outdir)"
