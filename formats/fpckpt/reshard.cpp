@@ -125,13 +125,17 @@ class ChunkSource {
   std::atomic<uint64_t> decoded_{0}, read_{0};
 };
 
+// Pieces between the reader and the writer: one being read, one being written, and the one before
+// it whose last chunks may still be written from its buffer.
+constexpr size_t kPieceSlots = 3;
+
 }  // namespace
 
 uint64_t reshard_memory_estimate(const ckpt::Index& src, const ReshardRunOptions& o) {
   const uint64_t threads = pool_of(o).size(), src_chunk = max_chunk_bytes(src);
-  // Two pieces; the writer's 3 chunk buffers (plus a zstd bound) per thread; the reader's stored,
-  // logical and 2 codec buffers per thread; the cache and its 2 spare buffers.
-  return 2 * piece_bytes(src, o) + threads * 3 * (o.write.chunk_bytes + o.write.chunk_bytes / 128 + 1024) +
+  // The piece slots; the writer's 3 chunk buffers (plus a zstd bound) per thread; the reader's
+  // stored, logical and 2 codec buffers per thread; the cache and its 2 spare buffers.
+  return kPieceSlots * piece_bytes(src, o) + threads * 3 * (o.write.chunk_bytes + o.write.chunk_bytes / 128 + 1024) +
          threads * 4 * src_chunk + (cache_size(o) + 2) * src_chunk;
 }
 
@@ -144,19 +148,26 @@ struct Piece {
   uint64_t x = 0, n = 0;  // elements [x, x + n) of the run
 };
 
-// Two slots between a reader thread (source chunks, decoded in parallel on its own pool) and the
-// writer (the calling thread, encoding on the write pool): piece i + 1 is read while piece i is
-// written, so the disk reads and writes overlap.
+// A piece's bytes: a buffer of the largest piece's size, allocated once (never zero-filled).
+struct PieceBuffer {
+  std::unique_ptr<uint8_t[]> bytes;
+  size_t size = 0;
+};
+
+// kPieceSlots slots between a reader thread (source chunks, decoded in parallel on its own pool)
+// and the writer (the calling thread, whose chunks are encoded and written on the write pool
+// straight from the slot): piece i + 1 is read while piece i is written, so the disk reads and
+// writes overlap. A slot is released once no chunk of its piece reads it any more.
 class PieceQueue {
  public:
   explicit PieceQueue(size_t bytes) {
-    for (auto& s : slots_) s.reserve(bytes);
+    for (auto& s : slots_) s.bytes.reset(new uint8_t[bytes]);
   }
   // Reader side: the next free slot (nullptr once aborted), then publish it.
-  std::vector<uint8_t>* acquire_free(size_t i) {
+  PieceBuffer* acquire_free(size_t i) {
     std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return aborted_ || i < consumed_ + 2; });
-    return aborted_ ? nullptr : &slots_[i % 2];
+    cv_.wait(l, [&] { return aborted_ || i < consumed_ + kPieceSlots; });
+    return aborted_ ? nullptr : &slots_[i % kPieceSlots];
   }
   void publish() {
     std::lock_guard<std::mutex> l(mu_);
@@ -169,12 +180,12 @@ class PieceQueue {
     aborted_ = true;
     cv_.notify_all();
   }
-  // Writer side: the filled slot of piece i (rethrows the reader's error), then release it.
-  const std::vector<uint8_t>& acquire_full(size_t i) {
+  // Writer side: the filled slot of piece i (rethrows the reader's error), then release the oldest.
+  const PieceBuffer& acquire_full(size_t i) {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return error_ || i < produced_; });
     if (i >= produced_ && error_) std::rethrow_exception(error_);
-    return slots_[i % 2];
+    return slots_[i % kPieceSlots];
   }
   void release() {
     std::lock_guard<std::mutex> l(mu_);
@@ -190,7 +201,7 @@ class PieceQueue {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<uint8_t> slots_[2];
+  PieceBuffer slots_[kPieceSlots];
   size_t produced_ = 0, consumed_ = 0;
   bool aborted_ = false;
   std::exception_ptr error_;
@@ -227,12 +238,12 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
   std::thread reader([&] {
     try {
       for (size_t i = 0; i < pieces.size(); ++i) {
-        std::vector<uint8_t>* slot = queue.acquire_free(i);
+        PieceBuffer* slot = queue.acquire_free(i);
         if (!slot) return;
         const Piece& p = pieces[i];
-        slot->resize(p.n * (dtype_bits(plan.keys[p.run->key].dtype) / 8));
+        slot->size = p.n * (dtype_bits(plan.keys[p.run->key].dtype) / 8);
         ahead.next();
-        src.read(p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, slot->data());
+        src.read(p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, slot->bytes.get());
         queue.publish();
       }
     } catch (...) {
@@ -248,8 +259,19 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     }
   } join{reader, queue};
 
+  // Declared after the queue: destroyed first, it waits for the chunks that still read its slots.
   CheckpointWriter cw(target, o.write);
   cw.documents() = plan.documents;
+  // The previous piece's slot is released once its chunks no longer read it, after the next
+  // piece's chunks are queued, so that the write pool never runs dry between pieces.
+  RankWriter* held = nullptr;
+  uint64_t held_mark = 0;
+  auto release_held = [&] {
+    if (!held) return;
+    held->fence(held_mark);
+    queue.release();
+    held = nullptr;
+  };
   size_t next = 0;
   for (uint32_t i = 0; i < plan.ranks.size(); ++i) {
     const ckpt::RankPlan& rp = plan.ranks[i];
@@ -262,14 +284,17 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     };
     for (; next < pieces.size() && pieces[next].rank == i; ++next) {
       const Piece& p = pieces[next];
-      const std::vector<uint8_t>& buf = queue.acquire_full(next);
-      w.write(writer_key(p.run->key), p.run->lo + p.x, buf.data(), p.n);
-      queue.release();
-      res.bytes_written += buf.size();
-      progress.advance(buf.size());
+      const PieceBuffer& buf = queue.acquire_full(next);
+      w.write_borrowed(writer_key(p.run->key), p.run->lo + p.x, buf.bytes.get(), p.n);
+      release_held();
+      held = &w;
+      held_mark = w.mark();
+      res.bytes_written += buf.size;
+      progress.advance(buf.size);
     }
     for (const ckpt::Padding& p : rp.padding) w.declare_padding(writer_key(p.key), p.lo, p.hi);
   }
+  release_held();
   res.index = cw.commit();
   for (const auto& c : res.index.chunks) res.bytes_stored += c.stored_bytes;
   res.chunks_decoded = src.decoded();

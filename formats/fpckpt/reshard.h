@@ -10,7 +10,7 @@
 // is committed atomically (commit.h: staging directory, fsync, rename); on any failure the staging
 // directory is removed and nothing is left at the target.
 //
-// Memory: two pieces, the writer's per-thread chunk buffers (3 chunks), the reader's per-thread
+// Memory: three pieces, the writer's per-thread chunk buffers (3 chunks), the reader's per-thread
 // buffers (about 4 source chunks) and the cache; independent of the checkpoint's size.
 #pragma once
 

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "convert/checkpoint_params.h"
+#include "convert/param_export.h"
 #include "core/error.h"
 #include "formats/fpckpt/bench.h"
 #include "formats/fpckpt/commit.h"
@@ -52,7 +54,10 @@ ExportBenchResult run_export_bench(const ExportBenchOptions& o) {
   }
   r.peak_rss_before = peak_rss();
   double t0 = now();
-  const convert::ExportSummary s = convert::export_checkpoint(o.checkpoint, base + "/export", o.export_options);
+  const convert::ExportSummary s =
+      o.dcp ? convert::export_params_dcp(convert::open_params(o.checkpoint, "export it")->params(), base + "/export",
+                                         o.export_options)
+            : convert::export_checkpoint(o.checkpoint, base + "/export", o.export_options);
   r.export_s = now() - t0;
   r.peak_rss_after = peak_rss();
   r.bytes = s.bytes_written;
