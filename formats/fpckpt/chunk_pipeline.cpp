@@ -46,8 +46,11 @@ constexpr bool kChunkAddresses = false;
 #endif
 
 // Writeback is started every this many bytes written: an fsync of gigabytes at the end costs
-// seconds (notes/checkpoint.md §4).
+// seconds (notes/checkpoint.md §4). Preallocated chunks start it sooner: a file smaller than the
+// writer thread's 64 MiB would otherwise reach the disk only at the commit's fsync, after
+// everything else (a reshard's files, one after another).
 constexpr uint64_t kWritebackBytes = 64ull << 20;
+constexpr uint64_t kDirectWritebackBytes = 8ull << 20;
 
 // Where the `nchunks` chunks of `chunk_elems` elements of a dataset created with its chunks
 // allocated lie in the file; empty if HDF5 does not say for every one. With the HDF5 mutex held.
@@ -304,23 +307,29 @@ void ChunkPipeline::write(Slot& s) {
 }
 
 void ChunkPipeline::write_direct(Slot& s) {
-  for (uint64_t done = 0; done < s.enc.size;) {
-    const ssize_t n = ::pwrite(vfd_, s.enc.data + done, s.enc.size - done, static_cast<off_t>(s.addr + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = n < 0 ? errno : EIO;
-      std::string what;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        what = placement_[s.meta.run].what;
+  {
+    // One write at a time: the kernel copies a buffered write into one file under the file's lock
+    // anyway, and threads that wait for it here sleep instead of spinning on that lock.
+    std::lock_guard<std::mutex> one(direct_mu_);
+    for (uint64_t done = 0; done < s.enc.size;) {
+      const ssize_t n = ::pwrite(vfd_, s.enc.data + done, s.enc.size - done, static_cast<off_t>(s.addr + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = n < 0 ? errno : EIO;
+        std::string what;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          what = placement_[s.meta.run].what;
+        }
+        throw FormatError(path_ + ": write chunk [" + std::to_string(s.meta.offset) + ", " +
+                          std::to_string(s.meta.hi()) + ") of " + what + ": " + safetensors::io_error_text(e));
       }
-      throw FormatError(path_ + ": write chunk [" + std::to_string(s.meta.offset) + ", " + std::to_string(s.meta.hi()) +
-                        ") of " + what + ": " + safetensors::io_error_text(e));
+      done += static_cast<uint64_t>(n);
     }
-    done += static_cast<uint64_t>(n);
   }
   const uint64_t before = unsynced_direct_.fetch_add(s.enc.size);
-  if ((before + s.enc.size) / kWritebackBytes != before / kWritebackBytes) sync_file_range(vfd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+  if ((before + s.enc.size) / kDirectWritebackBytes != before / kDirectWritebackBytes)
+    sync_file_range(vfd_, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 void ChunkPipeline::run(Slot* s) {

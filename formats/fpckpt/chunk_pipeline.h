@@ -3,9 +3,10 @@
 // on as soon as the bytes are copied; the task queue's threads (core/task_queue.h) shuffle,
 // compress and checksum slots in parallel. Where a file's chunks have sizes known in advance
 // (no compression: every chunk is stored whole), their datasets are created with their chunks
-// allocated up front, and the encoding threads pwrite() each chunk at its address themselves, in
-// parallel and in any order, outside the HDF5 mutex (the addresses are fixed when the dataset is
-// created, so the file's layout is still deterministic). Compressed chunks, whose sizes are known
+// allocated up front, and each encoding thread pwrite()s its chunk at its address as soon as it is
+// checksummed, in any order, outside the HDF5 mutex (the addresses are fixed when the dataset is
+// created, so the file's layout is still deterministic; one write into a file at a time, as the
+// kernel copies buffered writes into one file anyway). Compressed chunks, whose sizes are known
 // only once encoded, go to one process-wide writer thread that writes the encoded slots of every
 // pipeline with H5Dwrite_chunk, each pipeline's strictly in submission order (a deterministic file
 // layout), holding hdf5_mutex() (HDF5 is serial). The encoding threads hand a slot to the writer
@@ -125,6 +126,7 @@ class ChunkPipeline {
   };
   std::vector<Placement> placement_;
   std::atomic<uint64_t> unsynced_direct_{0};  // bytes written directly since writeback was last started
+  std::mutex direct_mu_;                       // held by a direct write
 
   struct Dataset {
     Hid ds;

@@ -37,42 +37,60 @@ uint64_t piece_bytes(const ckpt::Index& ix, const ReshardRunOptions& o) {
   return std::max<uint64_t>(pool_of(o).size() * o.write.chunk_bytes, max_chunk_bytes(ix));
 }
 
-// Reads flat ranges of source keys; decodes the chunks a range needs in parallel and keeps the
-// decoded chunks that a range used only in part (the next range of that key, or the next param's
-// state in a bucket key, usually starts there).
+// A flat range of a source key to read, and where its bytes go.
+struct Want {
+  uint32_t key = 0;
+  uint64_t lo = 0, hi = 0;
+  uint8_t* out = nullptr;
+};
+
+// Reads flat ranges of source keys, many at once: the chunks they need are decoded in parallel, each
+// once however many of the ranges it serves, and a decoded chunk that a range used only in part is
+// kept (the next range of that key, or the next param's state in a bucket key, usually starts there).
 class ChunkSource {
  public:
   ChunkSource(const CheckpointReader& r, ThreadPool& pool, size_t capacity) : r_(r), pool_(pool), capacity_(capacity) {}
 
-  void read(uint32_t key, uint64_t lo, uint64_t hi, uint8_t* out) {
+  void read(const std::vector<Want>& wants) {
     const ckpt::Index& ix = r_.index();
-    const ckpt::Key& k = ix.keys[key];
-    const size_t elem = dtype_bits(k.dtype) / 8;
-    const std::vector<uint32_t> chunks = ckpt::intersecting_chunks(ix, r_.chunks_of(key), lo, hi);
-    uint64_t covered = 0;
-    std::vector<uint32_t> todo;
-    for (uint32_t c : chunks) {
-      const ckpt::Chunk& ch = ix.chunks[c];
-      covered += std::min(hi, ch.hi()) - std::max(lo, ch.offset);
-      if (auto hit = cached(c)) copy_out(ch, *hit, lo, hi, elem, out);
-      else todo.push_back(c);
+    std::vector<std::pair<uint32_t, uint32_t>> todo;  // (chunk, want) still to decode
+    for (uint32_t w = 0; w < wants.size(); ++w) {
+      const Want& x = wants[w];
+      const ckpt::Key& k = ix.keys[x.key];
+      uint64_t covered = 0;
+      for (uint32_t c : ckpt::intersecting_chunks(ix, r_.chunks_of(x.key), x.lo, x.hi)) {
+        const ckpt::Chunk& ch = ix.chunks[c];
+        covered += std::min(x.hi, ch.hi()) - std::max(x.lo, ch.offset);
+        if (auto hit = cached(c)) copy_out(ch, *hit, x);
+        else todo.emplace_back(c, w);
+      }
+      if (covered != x.hi - x.lo)
+        throw FormatError(r_.dir() + ": key '" + k.name + "' [" + std::to_string(x.lo) + ", " + std::to_string(x.hi) +
+                          ") is not all data (padding or a gap where the layout has values)");
     }
-    if (covered != hi - lo)
-      throw FormatError(r_.dir() + ": key '" + k.name + "' [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                        ") is not all data (padding or a gap where the layout has values)");
-    pool_.parallel_for(todo.size(), [&](size_t i) {
+    // One task per chunk, with every range it serves.
+    std::sort(todo.begin(), todo.end());
+    std::vector<size_t> first;  // start of each chunk's entries in todo
+    for (size_t i = 0; i < todo.size(); ++i)
+      if (i == 0 || todo[i].first != todo[i - 1].first) first.push_back(i);
+    first.push_back(todo.size());
+    pool_.parallel_for(first.size() - 1, [&](size_t g) {
       thread_local ckpt::CodecScratch scratch;
       thread_local std::vector<uint8_t> stored, logical;
-      const uint32_t c = todo[i];
+      const uint32_t c = todo[first[g]].first;
       const ckpt::Chunk& ch = ix.chunks[c];
-      const bool partial = ch.offset < lo || ch.hi() > hi;
+      bool partial = false;
+      for (size_t i = first[g]; i < first[g + 1]; ++i) {
+        const Want& x = wants[todo[i].second];
+        partial = partial || ch.offset < x.lo || ch.hi() > x.hi;
+      }
       auto keep = partial ? spare() : nullptr;
       std::vector<uint8_t>& buf = keep ? *keep : logical;
       const std::string err = r_.verify_chunk(c, scratch, stored, buf);
       if (!err.empty())
-        throw FormatError(r_.chunk_file(c) + ": key '" + k.name + "' [" +
+        throw FormatError(r_.chunk_file(c) + ": key '" + ix.keys[wants[todo[first[g]].second].key].name + "' [" +
                           std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + "): " + err);
-      copy_out(ch, buf, lo, hi, elem, out);
+      for (size_t i = first[g]; i < first[g + 1]; ++i) copy_out(ch, buf, wants[todo[i].second]);
       decoded_ += 1;
       read_ += ch.stored_bytes;
       if (keep) insert(c, std::move(keep));
@@ -83,10 +101,10 @@ class ChunkSource {
   uint64_t bytes_read() const { return read_; }
 
  private:
-  static void copy_out(const ckpt::Chunk& ch, const std::vector<uint8_t>& logical, uint64_t lo, uint64_t hi, size_t elem,
-                       uint8_t* out) {
-    const uint64_t a = std::max(lo, ch.offset), b = std::min(hi, ch.hi());
-    std::memcpy(out + (a - lo) * elem, logical.data() + (a - ch.offset) * elem, (b - a) * elem);
+  void copy_out(const ckpt::Chunk& ch, const std::vector<uint8_t>& logical, const Want& x) const {
+    const size_t elem = dtype_bits(r_.index().keys[x.key].dtype) / 8;
+    const uint64_t a = std::max(x.lo, ch.offset), b = std::min(x.hi, ch.hi());
+    std::memcpy(x.out + (a - x.lo) * elem, logical.data() + (a - ch.offset) * elem, (b - a) * elem);
   }
   std::shared_ptr<std::vector<uint8_t>> cached(uint32_t c) {
     std::lock_guard<std::mutex> l(mu_);
@@ -141,14 +159,24 @@ uint64_t reshard_memory_estimate(const ckpt::Index& src, const ReshardRunOptions
 
 namespace {
 
-// One piece of one run: what the reader reads into a slot and the writer writes from it.
+// One piece of one run: what the reader reads into a slot and the writer writes from it (one
+// dataset of the target).
 struct Piece {
   uint32_t rank = 0;  // index into plan.ranks
   const ckpt::CopyRun* run = nullptr;
   uint64_t x = 0, n = 0;  // elements [x, x + n) of the run
+  uint64_t at = 0;        // byte offset in its batch's slot
+  uint64_t bytes = 0;
 };
 
-// A piece's bytes: a buffer of the largest piece's size, allocated once (never zero-filled).
+// Consecutive pieces [begin, end) of at most a piece's bytes together, read at once: runs are
+// mostly shorter than a piece, and a batch keeps every reader thread busy with their chunks.
+struct Batch {
+  size_t begin = 0, end = 0;
+  uint64_t bytes = 0;
+};
+
+// A batch's bytes: a buffer of a piece's size, allocated once (never zero-filled).
 struct PieceBuffer {
   std::unique_ptr<uint8_t[]> bytes;
   size_t size = 0;
@@ -214,36 +242,48 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
   ReshardResult res;
   const uint64_t piece = piece_bytes(source.index(), o);
   std::vector<Piece> pieces;
+  std::vector<Batch> batches;
   uint64_t total = 0;
   for (uint32_t i = 0; i < plan.ranks.size(); ++i)
     for (const ckpt::CopyRun& run : plan.ranks[i].runs) {
       const size_t elem = dtype_bits(plan.keys[run.key].dtype) / 8;
       const uint64_t per = std::max<uint64_t>(1, piece / std::max<size_t>(1, elem));
-      for (uint64_t x = 0; x < run.numel; x += per) pieces.push_back({i, &run, x, std::min(per, run.numel - x)});
+      for (uint64_t x = 0; x < run.numel; x += per) {
+        Piece p{i, &run, x, std::min(per, run.numel - x), 0, 0};
+        p.bytes = p.n * elem;
+        if (batches.empty() || batches.back().bytes + p.bytes > piece) batches.push_back({pieces.size(), pieces.size(), 0});
+        p.at = batches.back().bytes;
+        batches.back().bytes += p.bytes;
+        batches.back().end = pieces.size() + 1;
+        pieces.push_back(p);
+      }
       total += run.numel * elem;
     }
   Progress progress("reshard", total, o.progress);
   // The reader's own pool of `threads` threads (the writer keeps the write pool): source chunks are
-  // pread outside the HDF5 mutex (reader.h), so as many reads are in flight as a piece has chunks,
+  // pread outside the HDF5 mutex (reader.h), so as many reads are in flight as a batch has chunks,
   // while the writer's HDF5 writes go on; the threads mostly wait on the disk, and the memory bound
   // (reshard_memory_estimate) already counts a reader's buffers per thread.
   ThreadPool read_pool(std::max<size_t>(1, pool_of(o).size()));
   ChunkSource src(source, read_pool, cache_size(o));
   std::vector<ReadRange> ranges;
-  for (const Piece& p : pieces)
-    ranges.push_back({p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n,
-                      p.n * (dtype_bits(plan.keys[p.run->key].dtype) / 8)});
+  for (const Piece& p : pieces) ranges.push_back({p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, p.bytes});
   ReadAhead ahead(source, std::move(ranges), read_ahead_bytes(piece));
   PieceQueue queue(piece);
   std::thread reader([&] {
     try {
-      for (size_t i = 0; i < pieces.size(); ++i) {
-        PieceBuffer* slot = queue.acquire_free(i);
+      std::vector<Want> wants;
+      for (size_t b = 0; b < batches.size(); ++b) {
+        PieceBuffer* slot = queue.acquire_free(b);
         if (!slot) return;
-        const Piece& p = pieces[i];
-        slot->size = p.n * (dtype_bits(plan.keys[p.run->key].dtype) / 8);
-        ahead.next();
-        src.read(p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, slot->bytes.get());
+        slot->size = batches[b].bytes;
+        wants.clear();
+        for (size_t i = batches[b].begin; i < batches[b].end; ++i) {
+          const Piece& p = pieces[i];
+          ahead.next();
+          wants.push_back({p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, slot->bytes.get() + p.at});
+        }
+        src.read(wants);
         queue.publish();
       }
     } catch (...) {
@@ -262,37 +302,47 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
   // Declared after the queue: destroyed first, it waits for the chunks that still read its slots.
   CheckpointWriter cw(target, o.write);
   cw.documents() = plan.documents;
-  // The previous piece's slot is released once its chunks no longer read it, after the next
-  // piece's chunks are queued, so that the write pool never runs dry between pieces.
-  RankWriter* held = nullptr;
-  uint64_t held_mark = 0;
-  auto release_held = [&] {
-    if (!held) return;
-    held->fence(held_mark);
-    queue.release();
-    held = nullptr;
-  };
-  size_t next = 0;
-  for (uint32_t i = 0; i < plan.ranks.size(); ++i) {
-    const ckpt::RankPlan& rp = plan.ranks[i];
+  // Every rank's keys and padding are declared first (a batch may hold pieces of several ranks).
+  std::vector<RankWriter*> writers;
+  std::vector<std::vector<uint32_t>> ids;  // per rank: the writer's number of each plan key
+  for (const ckpt::RankPlan& rp : plan.ranks) {
     RankWriter& w = cw.rank(rp.rank);
     std::vector<uint32_t> id(plan.keys.size(), UINT32_MAX);
     for (uint32_t k : rp.declares) id[k] = w.declare(plan.keys[k]);
-    auto writer_key = [&](uint32_t k) {
-      if (k >= id.size() || id[k] == UINT32_MAX) throw InternalError("reshard plan: rank writes an undeclared key");
-      return id[k];
-    };
-    for (; next < pieces.size() && pieces[next].rank == i; ++next) {
-      const Piece& p = pieces[next];
-      const PieceBuffer& buf = queue.acquire_full(next);
-      w.write_borrowed(writer_key(p.run->key), p.run->lo + p.x, buf.bytes.get(), p.n);
-      release_held();
-      held = &w;
-      held_mark = w.mark();
-      res.bytes_written += buf.size;
-      progress.advance(buf.size);
+    for (const ckpt::Padding& p : rp.padding) {
+      if (p.key >= id.size() || id[p.key] == UINT32_MAX) throw InternalError("reshard plan: rank pads an undeclared key");
+      w.declare_padding(id[p.key], p.lo, p.hi);
     }
-    for (const ckpt::Padding& p : rp.padding) w.declare_padding(writer_key(p.key), p.lo, p.hi);
+    writers.push_back(&w);
+    ids.push_back(std::move(id));
+  }
+  // The previous batch's slot is released once its chunks no longer read it, after the next
+  // batch's chunks are queued, so that the write pool never runs dry between batches.
+  std::vector<std::pair<RankWriter*, uint64_t>> held;  // the writers of the held batch, with marks
+  bool holding = false;
+  auto release_held = [&] {
+    for (const auto& h : held) h.first->fence(h.second);
+    held.clear();
+    if (holding) queue.release();
+    holding = false;
+  };
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const PieceBuffer& buf = queue.acquire_full(b);
+    std::vector<std::pair<RankWriter*, uint64_t>> marks;
+    for (size_t i = batches[b].begin; i < batches[b].end; ++i) {
+      const Piece& p = pieces[i];
+      const uint32_t id = p.run->key < ids[p.rank].size() ? ids[p.rank][p.run->key] : UINT32_MAX;
+      if (id == UINT32_MAX) throw InternalError("reshard plan: rank writes an undeclared key");
+      RankWriter& w = *writers[p.rank];
+      w.write_borrowed(id, p.run->lo + p.x, buf.bytes.get() + p.at, p.n);
+      if (marks.empty() || marks.back().first != &w) marks.emplace_back(&w, 0);
+      marks.back().second = w.mark();
+    }
+    release_held();
+    held = std::move(marks);
+    holding = true;
+    res.bytes_written += buf.size;
+    progress.advance(buf.size);
   }
   release_held();
   res.index = cw.commit();
