@@ -189,14 +189,20 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   uint64_t total = 0;
   for (const auto& t : tensors) total += t.bytes();
   Progress progress("export", total, o.progress);
+  std::vector<uint8_t> in_buf, out_buf;  // reused from tensor to tensor: no page faults, no zero-filling
   for (const Planned& t : tensors) {
     const ckpt::ParamTensor& st = src.tensors()[t.source];
     const uint64_t in_elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
     const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
-    std::vector<uint8_t> in_buf, out_buf;
     // The writer asks for consecutive byte ranges; each is served from the elements that cover it.
     auto fill = [&](uint64_t offset, void* dst, size_t size) {
       const uint64_t a = offset / out_elem, b = (offset + size + out_elem - 1) / out_elem;
+      if (st.dtype == t.spec.dtype && offset % out_elem == 0 && size % out_elem == 0) {
+        src.read(t.source, a, b, dst);  // whole elements of the stored dtype: straight into the writer's block
+        sum.bytes_read += size;
+        progress.advance(size);
+        return;
+      }
       in_buf.resize((b - a) * in_elem);
       src.read(t.source, a, b, in_buf.data());
       out_buf.resize((b - a) * out_elem);
