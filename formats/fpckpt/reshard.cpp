@@ -143,17 +143,17 @@ class ChunkSource {
   std::atomic<uint64_t> decoded_{0}, read_{0};
 };
 
-// Pieces between the reader and the writer: one being read, one being written, and the one before
-// it whose last chunks may still be written from its buffer.
-constexpr size_t kPieceSlots = 3;
+// Batch buffers between the reader and the writer: one being read, one being written, and the one
+// before it whose last chunks may still be written from its buffer.
+constexpr size_t kBatchSlots = 3;
 
 }  // namespace
 
 uint64_t reshard_memory_estimate(const ckpt::Index& src, const ReshardRunOptions& o) {
   const uint64_t threads = pool_of(o).size(), src_chunk = max_chunk_bytes(src);
-  // The piece slots; the writer's 3 chunk buffers (plus a zstd bound) per thread; the reader's
+  // The batch buffers; the writer's 3 chunk buffers (plus a zstd bound) per thread; the reader's
   // stored, logical and 2 codec buffers per thread; the cache and its 2 spare buffers.
-  return kPieceSlots * piece_bytes(src, o) + threads * 3 * (o.write.chunk_bytes + o.write.chunk_bytes / 128 + 1024) +
+  return kBatchSlots * piece_bytes(src, o) + threads * 3 * (o.write.chunk_bytes + o.write.chunk_bytes / 128 + 1024) +
          threads * 4 * src_chunk + (cache_size(o) + 2) * src_chunk;
 }
 
@@ -177,25 +177,25 @@ struct Batch {
 };
 
 // A batch's bytes: a buffer of a piece's size, allocated once (never zero-filled).
-struct PieceBuffer {
+struct BatchBuffer {
   std::unique_ptr<uint8_t[]> bytes;
   size_t size = 0;
 };
 
-// kPieceSlots slots between a reader thread (source chunks, decoded in parallel on its own pool)
+// kBatchSlots slots between a reader thread (source chunks, decoded in parallel on its own pool)
 // and the writer (the calling thread, whose chunks are encoded and written on the write pool
-// straight from the slot): piece i + 1 is read while piece i is written, so the disk reads and
-// writes overlap. A slot is released once no chunk of its piece reads it any more.
-class PieceQueue {
+// straight from the slot): batch i + 1 is read while batch i is written, so the disk reads and
+// writes overlap. A slot is released once no chunk of its batch reads it any more.
+class BatchQueue {
  public:
-  explicit PieceQueue(size_t bytes) {
+  explicit BatchQueue(size_t bytes) {
     for (auto& s : slots_) s.bytes.reset(new uint8_t[bytes]);
   }
   // Reader side: the next free slot (nullptr once aborted), then publish it.
-  PieceBuffer* acquire_free(size_t i) {
+  BatchBuffer* acquire_free(size_t i) {
     std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return aborted_ || i < consumed_ + kPieceSlots; });
-    return aborted_ ? nullptr : &slots_[i % kPieceSlots];
+    cv_.wait(l, [&] { return aborted_ || i < consumed_ + kBatchSlots; });
+    return aborted_ ? nullptr : &slots_[i % kBatchSlots];
   }
   void publish() {
     std::lock_guard<std::mutex> l(mu_);
@@ -208,12 +208,12 @@ class PieceQueue {
     aborted_ = true;
     cv_.notify_all();
   }
-  // Writer side: the filled slot of piece i (rethrows the reader's error), then release the oldest.
-  const PieceBuffer& acquire_full(size_t i) {
+  // Writer side: the filled slot of batch i (rethrows the reader's error), then release the oldest.
+  const BatchBuffer& acquire_full(size_t i) {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return error_ || i < produced_; });
     if (i >= produced_ && error_) std::rethrow_exception(error_);
-    return slots_[i % kPieceSlots];
+    return slots_[i % kBatchSlots];
   }
   void release() {
     std::lock_guard<std::mutex> l(mu_);
@@ -229,7 +229,7 @@ class PieceQueue {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  PieceBuffer slots_[kPieceSlots];
+  BatchBuffer slots_[kBatchSlots];
   size_t produced_ = 0, consumed_ = 0;
   bool aborted_ = false;
   std::exception_ptr error_;
@@ -269,12 +269,12 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
   std::vector<ReadRange> ranges;
   for (const Piece& p : pieces) ranges.push_back({p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, p.bytes});
   ReadAhead ahead(source, std::move(ranges), read_ahead_bytes(piece));
-  PieceQueue queue(piece);
+  BatchQueue queue(piece);  // a batch holds at most a piece's bytes
   std::thread reader([&] {
     try {
       std::vector<Want> wants;
       for (size_t b = 0; b < batches.size(); ++b) {
-        PieceBuffer* slot = queue.acquire_free(b);
+        BatchBuffer* slot = queue.acquire_free(b);
         if (!slot) return;
         slot->size = batches[b].bytes;
         wants.clear();
@@ -292,7 +292,7 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
   });
   struct Join {
     std::thread& t;
-    PieceQueue& q;
+    BatchQueue& q;
     ~Join() {
       q.abort();
       t.join();
@@ -327,7 +327,7 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     holding = false;
   };
   for (size_t b = 0; b < batches.size(); ++b) {
-    const PieceBuffer& buf = queue.acquire_full(b);
+    const BatchBuffer& buf = queue.acquire_full(b);
     std::vector<std::pair<RankWriter*, uint64_t>> marks;
     for (size_t i = batches[b].begin; i < batches[b].end; ++i) {
       const Piece& p = pieces[i];
