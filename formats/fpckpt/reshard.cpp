@@ -242,23 +242,28 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
   ReshardResult res;
   const uint64_t piece = piece_bytes(source.index(), o);
   std::vector<Piece> pieces;
-  std::vector<Batch> batches;
   uint64_t total = 0;
   for (uint32_t i = 0; i < plan.ranks.size(); ++i)
     for (const ckpt::CopyRun& run : plan.ranks[i].runs) {
       const size_t elem = dtype_bits(plan.keys[run.key].dtype) / 8;
       const uint64_t per = std::max<uint64_t>(1, piece / std::max<size_t>(1, elem));
       for (uint64_t x = 0; x < run.numel; x += per) {
-        Piece p{i, &run, x, std::min(per, run.numel - x), 0, 0};
-        p.bytes = p.n * elem;
-        if (batches.empty() || batches.back().bytes + p.bytes > piece) batches.push_back({pieces.size(), pieces.size(), 0});
-        p.at = batches.back().bytes;
-        batches.back().bytes += p.bytes;
-        batches.back().end = pieces.size() + 1;
-        pieces.push_back(p);
+        const uint64_t n = std::min(per, run.numel - x);
+        pieces.push_back({i, &run, x, n, 0, n * elem});
       }
       total += run.numel * elem;
     }
+  // Batches of at most a piece, and of at most an eighth of the copy (but at least a source chunk),
+  // so that a small checkpoint's reads and writes overlap too instead of going in two or three steps.
+  const uint64_t batch = std::max<uint64_t>(std::min<uint64_t>(piece, total / 8), max_chunk_bytes(source.index()));
+  std::vector<Batch> batches;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    Piece& p = pieces[i];
+    if (batches.empty() || batches.back().bytes + p.bytes > batch) batches.push_back({i, i, 0});
+    p.at = batches.back().bytes;
+    batches.back().bytes += p.bytes;
+    batches.back().end = i + 1;
+  }
   Progress progress("reshard", total, o.progress);
   // The reader's own pool of `threads` threads (the writer keeps the write pool): source chunks are
   // pread outside the HDF5 mutex (reader.h), so as many reads are in flight as a batch has chunks,
