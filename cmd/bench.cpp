@@ -93,6 +93,7 @@ struct BenchExportArgs {
   bench::ExportBenchOptions o;
   std::string dtype = "fp32";
   bool weights_only = false;
+  std::string to = "safetensors";
 };
 
 int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
@@ -100,9 +101,12 @@ int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
   else if (a.dtype == "fp32") a.o.export_options.weights = convert::ExportWeights::fp32;
   else throw UsageError("--dtype must be bf16 or fp32, not '" + a.dtype + "'");
   a.o.export_options.states = !a.weights_only;
+  if (a.to != "safetensors" && a.to != "dcp") throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
+  a.o.dcp = a.to == "dcp";
   const bench::ExportBenchResult r = bench::run_export_bench(a.o);
   if (g.json) {
     const nlohmann::json j = {{"benchmark", "export"},        {"checkpoint", a.o.checkpoint},
+                              {"to", a.to},
                               {"dtype", a.dtype},             {"states", !a.weights_only},
                               {"bytes", r.bytes},             {"bytes_read", r.bytes_read},
                               {"plain_write_s", r.write_s},   {"plain_write_gbps", r.write_gbps()},
@@ -116,8 +120,8 @@ int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("export of %s (%s weights%s): %.2f GB written, %.2f GB read\n", a.o.checkpoint.c_str(), a.dtype.c_str(),
-              a.weights_only ? "" : " + states", r.bytes / 1e9, r.bytes_read / 1e9);
+  std::printf("export of %s to %s (%s weights%s): %.2f GB written, %.2f GB read\n", a.o.checkpoint.c_str(),
+              a.to.c_str(), a.dtype.c_str(), a.weights_only ? "" : " + states", r.bytes / 1e9, r.bytes_read / 1e9);
   std::printf("%-20s %8s %8s\n", "what", "s", "GB/s");
   std::printf("%-20s %8.2f %8.2f\n", "plain write+fsync", r.write_s, r.write_gbps());
   std::printf("%-20s %8.2f %8.2f\n", "plain read (cold)", r.read_s, r.read_gbps());
@@ -479,12 +483,13 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   rs->callback([ra, &global, &run] { run = [ra, &global] { return run_bench_reshard(*ra, global); }; });
 
   auto ex = std::make_shared<BenchExportArgs>();
-  auto* e = cmd->add_subcommand("export", "Checkpoint -> safetensors export vs a plain file write/read, same run");
+  auto* e = cmd->add_subcommand("export", "Checkpoint -> safetensors or DCP export vs a plain file write/read, same run");
   e->add_option("CKPT", ex->o.checkpoint, "The checkpoint (or a root holding `latest`)")->required();
   e->add_option("--dir", ex->o.dir, "Directory for the export and the plain file (removed afterwards)")
       ->capture_default_str();
   e->add_option("--dtype", ex->dtype, "Weights: fp32 (the masters) or bf16")->capture_default_str();
   e->add_flag("--weights-only", ex->weights_only, "Leave out the masters and optimizer states (--states)");
+  e->add_option("--to", ex->to, "Export format: safetensors or dcp (as `convert --to dcp`)")->capture_default_str();
   e->callback([ex, &global, &run] { run = [ex, &global] { return run_bench_export(*ex, global); }; });
 
   auto va = std::make_shared<bench::ValidateBenchOptions>();

@@ -7,6 +7,8 @@
 #include "cmd/bench/plain_io.h"
 #include "cmd/bench/scratch_dir.h"
 #include "cmd/bench/timing.h"
+#include "convert/checkpoint_params.h"
+#include "convert/param_export.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
 
@@ -32,7 +34,10 @@ ExportBenchResult run_export_bench(const ExportBenchOptions& o) {
   }
   r.peak_rss_before = read_rss().peak;
   const double t0 = wall_seconds();
-  const convert::ExportSummary s = convert::export_checkpoint(o.checkpoint, base + "/export", o.export_options);
+  const convert::ExportSummary s =
+      o.dcp ? convert::export_params_dcp(convert::open_params(o.checkpoint, "export it")->params(), base + "/export",
+                                         o.export_options)
+            : convert::export_checkpoint(o.checkpoint, base + "/export", o.export_options);
   r.export_s = wall_seconds() - t0;
   r.peak_rss_after = read_rss().peak;
   r.bytes = s.bytes_written;

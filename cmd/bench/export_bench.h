@@ -1,4 +1,4 @@
-// `fpgather bench export CKPT`: checkpoint -> safetensors export throughput against the disk it
+// `fpgather bench export CKPT`: checkpoint -> safetensors (or DCP) export throughput against the disk it
 // runs on, measured in the same run and the same directory: a plain write + fsync of as many bytes
 // as the export writes, a cold plain read of them, then the export with the checkpoint's files
 // evicted from the page cache (its reads come from the disk, its writes are fsynced by the commit).
@@ -19,6 +19,7 @@ struct ExportBenchOptions {
   std::string checkpoint;
   std::string dir = "/tmp";  // where the plain file and the export go (removed afterwards)
   convert::ExportOptions export_options;
+  bool dcp = false;  // export a PyTorch DCP checkpoint (`convert --to dcp`) instead of safetensors
 };
 
 struct ExportBenchResult {

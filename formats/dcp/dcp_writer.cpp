@@ -23,6 +23,9 @@ namespace {
 using safetensors::join_path;
 
 constexpr size_t kSmallWriteBuffer = size_t{1} << 20;
+// Writeback is started every this many bytes written, so the disk writes while the caller reads;
+// otherwise a large file would reach the disk only at finish()'s fsync, after all the reading.
+constexpr uint64_t kWritebackBytes = uint64_t{64} << 20;
 constexpr const char* kVersion = "1.0.0";  // torch.distributed.checkpoint.metadata version
 
 std::string quote_json(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', true); }
@@ -110,7 +113,15 @@ DcpRankWriter::~DcpRankWriter() {
 void DcpRankWriter::flush() {
   if (buffered_ == 0) return;
   safetensors::pwrite_all(fd_, path_, end_ - buffered_, buffer_.data(), buffered_);
+  wrote(buffered_);
   buffered_ = 0;
+}
+
+void DcpRankWriter::wrote(uint64_t bytes) {
+  unsynced_ += bytes;
+  if (unsynced_ < kWritebackBytes) return;
+  sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+  unsynced_ = 0;
 }
 
 // Headers and pickles gather in the buffer; writes of its size or more (data blocks) go straight to the file.
@@ -118,6 +129,7 @@ void DcpRankWriter::append(const void* data, size_t size) {
   if (size >= kSmallWriteBuffer) {
     flush();
     safetensors::pwrite_all(fd_, path_, end_, data, size);
+    wrote(size);
   } else {
     if (buffer_.empty()) buffer_.resize(kSmallWriteBuffer);
     if (buffered_ + size > buffer_.size()) flush();

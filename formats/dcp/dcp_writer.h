@@ -91,6 +91,7 @@ class DcpRankWriter {
   DcpRankWriter(const DcpWriter& owner, uint32_t rank);
   void append(const void* data, size_t size);
   void flush();
+  void wrote(uint64_t bytes);  // counts bytes written; starts writeback every kWritebackBytes
   void finish();  // flush, fsync, close
   template <typename WriteItem>
   void write_item(size_t key, Item item, WriteItem write);
@@ -102,6 +103,7 @@ class DcpRankWriter {
   uint64_t end_ = 0;             // bytes in the file, buffered ones included
   std::vector<uint8_t> buffer_;  // small writes (zip headers), flushed with pwrite
   size_t buffered_ = 0;
+  uint64_t unsynced_ = 0;        // bytes written since writeback was last started
   bool broken_ = false;
   std::vector<Item> items_;
 };

@@ -1,8 +1,11 @@
 #include "formats/fpckpt/chunk_pipeline.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -10,6 +13,7 @@
 
 #include "ckpt/checksum.h"
 #include "core/error.h"
+#include "formats/safetensors/fs_util.h"
 
 namespace fpg::fpckpt {
 
@@ -25,12 +29,53 @@ struct ChunkPipeline::Slot {
   uint64_t at = 0, chunk_elems = 0, seq = 0;
   size_t elem = 0;
   bool shuffle = false;
+  bool direct = false;  // written at `addr` by the encoding thread (preallocated), else by the writer thread
+  uint64_t addr = 0;
+  uint64_t turn = 0;    // place in the writer thread's order
 };
 
 namespace {
 
 // PipelineTimes in nanoseconds.
 std::atomic<uint64_t> copy_ns{0}, wait_ns{0}, encode_ns{0}, write_ns{0};
+
+#if H5_VERSION_GE(1, 10, 5)
+constexpr bool kChunkAddresses = true;
+#else
+constexpr bool kChunkAddresses = false;
+#endif
+
+// Writeback is started every this many bytes written: an fsync of gigabytes at the end costs
+// seconds (notes/checkpoint.md §4). Preallocated chunks start it sooner: a file smaller than the
+// writer thread's 64 MiB would otherwise reach the disk only at the commit's fsync, after
+// everything else (a reshard's files, one after another).
+constexpr uint64_t kWritebackBytes = 64ull << 20;
+constexpr uint64_t kDirectWritebackBytes = 8ull << 20;
+
+// Where the `nchunks` chunks of `chunk_elems` elements of a dataset created with its chunks
+// allocated lie in the file; empty if HDF5 does not say for every one. With the HDF5 mutex held.
+std::vector<uint64_t> chunk_addresses(hid_t ds, uint64_t nchunks, uint64_t chunk_elems) {
+  std::vector<uint64_t> addr;
+#if H5_VERSION_GE(1, 10, 5)
+  addr.reserve(nchunks);
+  for (uint64_t i = 0; i < nchunks; ++i) {
+    const hsize_t at[1] = {i * chunk_elems};
+    unsigned mask = 0;
+    haddr_t a = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(ds, at, &mask, &a, &size) < 0 || a == HADDR_UNDEF) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+    addr.push_back(a);
+  }
+#else
+  (void)ds;
+  (void)nchunks;
+  (void)chunk_elems;
+#endif
+  return addr;
+}
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
@@ -143,10 +188,19 @@ ChunkPipeline::~ChunkPipeline() {
   SlotPool::get().detach();
 }
 
-void ChunkPipeline::add_dataset(uint32_t id, Hid ds, uint64_t nchunks, std::string what) {
-  std::lock_guard<std::mutex> lock(hdf5_mutex());
-  if (id != datasets_.size()) throw InternalError("ChunkPipeline: datasets out of order");
-  datasets_.push_back({std::move(ds), nchunks, std::move(what)});
+bool ChunkPipeline::preallocates() const { return kChunkAddresses && !comp_.zstd && vfd_ >= 0; }
+
+void ChunkPipeline::add_dataset(uint32_t id, Hid ds, uint64_t nchunks, uint64_t chunk_elems, std::string what) {
+  std::vector<uint64_t> addr;
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    if (id != datasets_.size()) throw InternalError("ChunkPipeline: datasets out of order");
+    if (preallocates()) addr = chunk_addresses(ds, nchunks, chunk_elems);
+    if (!addr.empty()) ds.reset();  // HDF5 has nothing more to do for it
+    datasets_.push_back({std::move(ds), nchunks, what});
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  placement_.push_back({std::move(addr), std::move(what)});
 }
 
 void ChunkPipeline::fail(std::exception_ptr e) {
@@ -185,9 +239,17 @@ void ChunkPipeline::submit(const ckpt::Chunk& meta, uint64_t seed, uint64_t at, 
   s->shuffle = shuffle;
   {
     std::lock_guard<std::mutex> l(mu_);
+    const Placement* pl = meta.run < placement_.size() ? &placement_[meta.run] : nullptr;
+    if (!pl || at % chunk_elems != 0 || (!pl->addr.empty() && at / chunk_elems >= pl->addr.size())) {
+      SlotPool::get().release(s);
+      throw InternalError("ChunkPipeline: chunk of an unknown dataset or outside it");
+    }
+    s->direct = !pl->addr.empty();
+    if (s->direct) s->addr = pl->addr[at / chunk_elems];
+    else s->turn = next_turn_++;
     s->seq = next_seq_++;
     ++in_flight_;
-    if (borrowed) ++borrowing_;
+    if (borrowed) borrowing_.insert(s->seq);
   }
   queue_.submit([this, s] { run(s); });
 }
@@ -210,12 +272,18 @@ void ChunkPipeline::unborrow(Slot& s) {
   if (!s.borrowing) return;
   s.borrowing = false;
   std::lock_guard<std::mutex> l(mu_);
-  if (--borrowing_ == 0) idle_.notify_all();
+  borrowing_.erase(s.seq);
+  idle_.notify_all();
 }
 
-void ChunkPipeline::fence() {
+uint64_t ChunkPipeline::mark() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return next_seq_;
+}
+
+void ChunkPipeline::fence(uint64_t mark) {
   std::unique_lock<std::mutex> l(mu_);
-  idle_.wait(l, [&] { return borrowing_ == 0; });
+  idle_.wait(l, [&] { return borrowing_.empty() || *borrowing_.begin() >= mark; });
 }
 
 void ChunkPipeline::write(Slot& s) {
@@ -231,12 +299,37 @@ void ChunkPipeline::write(Slot& s) {
                          d.what);
   if (--d.left == 0) d.ds.reset();
   H5Eclear2(H5E_DEFAULT);  // leave the writer thread no error records (see RankWriter::~RankWriter)
-  // Start writeback as we go: an fsync of gigabytes at the end costs seconds (notes/checkpoint.md §4).
   unsynced_ += s.enc.size;
-  if (vfd_ >= 0 && unsynced_ >= (64ull << 20)) {
+  if (vfd_ >= 0 && unsynced_ >= kWritebackBytes) {
     sync_file_range(vfd_, 0, 0, SYNC_FILE_RANGE_WRITE);
     unsynced_ = 0;
   }
+}
+
+void ChunkPipeline::write_direct(Slot& s) {
+  {
+    // One write at a time: the kernel copies a buffered write into one file under the file's lock
+    // anyway, and threads that wait for it here sleep instead of spinning on that lock.
+    std::lock_guard<std::mutex> one(direct_mu_);
+    for (uint64_t done = 0; done < s.enc.size;) {
+      const ssize_t n = ::pwrite(vfd_, s.enc.data + done, s.enc.size - done, static_cast<off_t>(s.addr + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = n < 0 ? errno : EIO;
+        std::string what;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          what = placement_[s.meta.run].what;
+        }
+        throw FormatError(path_ + ": write chunk [" + std::to_string(s.meta.offset) + ", " +
+                          std::to_string(s.meta.hi()) + ") of " + what + ": " + safetensors::io_error_text(e));
+      }
+      done += static_cast<uint64_t>(n);
+    }
+  }
+  const uint64_t before = unsynced_direct_.fetch_add(s.enc.size);
+  if ((before + s.enc.size) / kDirectWritebackBytes != before / kDirectWritebackBytes)
+    sync_file_range(vfd_, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 void ChunkPipeline::run(Slot* s) {
@@ -253,13 +346,18 @@ void ChunkPipeline::run(Slot* s) {
       fail(std::current_exception());
     }
     encode_ns += now_ns() - t0;
-    // Encoded into the slot's scratch: the caller's buffer is free. Stored raw and whole, the writer
-    // thread writes it from there (store() lets it go).
+    // Encoded into the slot's scratch: the caller's buffer is free. Stored raw and whole, it is
+    // written from there (store() lets it go).
     if (s->enc.data != s->src) unborrow(*s);
+  }
+  // Its place in the file is fixed: written here, in parallel with the other encoding threads.
+  if (s->direct) {
+    store(s);
+    return;
   }
   // Handed over under mu_, in sequence: the writer receives this pipeline's slots in order.
   std::lock_guard<std::mutex> l(mu_);
-  ready_.emplace(s->seq, s);
+  ready_.emplace(s->turn, s);
   for (auto it = ready_.find(next_handoff_); it != ready_.end(); it = ready_.find(next_handoff_)) {
     Slot* w = it->second;
     ready_.erase(it);
@@ -277,7 +375,8 @@ void ChunkPipeline::store(Slot* s) {
   if (ok) {
     const uint64_t t0 = now_ns();
     try {
-      write(*s);
+      if (s->direct) write_direct(*s);
+      else write(*s);
     } catch (...) {
       fail(std::current_exception());
     }
@@ -285,7 +384,7 @@ void ChunkPipeline::store(Slot* s) {
   }
   unborrow(*s);
   std::lock_guard<std::mutex> l(mu_);
-  if (ok && !error_) written_.push_back(s->meta);
+  if (ok && !error_) written_.emplace_back(s->seq, s->meta);
   SlotPool::get().release(s);
   if (--in_flight_ == 0) idle_.notify_all();  // under mu_: the pipeline may end as soon as it is released
 }
@@ -294,7 +393,13 @@ std::vector<ckpt::Chunk> ChunkPipeline::drain() {
   std::unique_lock<std::mutex> l(mu_);
   idle_.wait(l, [&] { return in_flight_ == 0; });
   if (error_) std::rethrow_exception(error_);
-  return std::move(written_);
+  std::sort(written_.begin(), written_.end(),
+            [](const std::pair<uint64_t, ckpt::Chunk>& a, const std::pair<uint64_t, ckpt::Chunk>& b) { return a.first < b.first; });
+  std::vector<ckpt::Chunk> chunks;
+  chunks.reserve(written_.size());
+  for (auto& w : written_) chunks.push_back(w.second);
+  written_.clear();
+  return chunks;
 }
 
 }  // namespace fpg::fpckpt

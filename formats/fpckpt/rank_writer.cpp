@@ -144,8 +144,10 @@ void RankWriter::write_borrowed(uint32_t key, uint64_t lo, const void* data, uin
   write_run(key, lo, data, numel, true);
 }
 
-void RankWriter::fence() {
-  if (h5_ && h5_->chunks) h5_->chunks->fence();
+uint64_t RankWriter::mark() const { return h5_ && h5_->chunks ? h5_->chunks->mark() : 0; }
+
+void RankWriter::fence(uint64_t mark) {
+  if (h5_ && h5_->chunks) h5_->chunks->fence(mark);
 }
 
 void RankWriter::write_run(uint32_t key, uint64_t lo, const void* data, uint64_t numel, bool borrowed) {
@@ -184,7 +186,9 @@ void RankWriter::write_run(uint32_t key, uint64_t lo, const void* data, uint64_t
     Hid dcpl = checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, h5_->path, "property list");
     H5Pset_obj_track_times(dcpl, 0);
     H5Pset_chunk(dcpl, 1, chunk);
-    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR);
+    // Chunks of known size (no compression) are allocated with the dataset and written at their
+    // addresses in parallel (chunk_pipeline.h); compressed ones as they come.
+    H5Pset_alloc_time(dcpl, h5_->chunks->preallocates() ? H5D_ALLOC_TIME_EARLY : H5D_ALLOC_TIME_INCR);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
     if (shuffle && H5Pset_shuffle(dcpl) < 0) hdf5_fail(h5_->path, "shuffle filter");
     if (comp.zstd) {
@@ -201,7 +205,7 @@ void RankWriter::write_run(uint32_t key, uint64_t lo, const void* data, uint64_t
     string_attr(ds, "dtype", std::string(dtype_name(k.dtype)));
     u64_attr(ds, "offset", lo);
   }
-  h5_->chunks->add_dataset(dataset, std::move(ds), nchunks, "key '" + k.name + "'");
+  h5_->chunks->add_dataset(dataset, std::move(ds), nchunks, d, "key '" + k.name + "'");
   const auto* bytes = static_cast<const uint8_t*>(data);
   for (uint64_t i = 0; i < nchunks; ++i) {
     const uint64_t off = i * d;

@@ -1,9 +1,11 @@
 // One rank's data file: the rank stores each contiguous piece of a key it owns as a run (an HDF5
 // dataset "/<n>", 1-D, chunked), cut into chunks that are shuffled/compressed and checksummed by
-// the task queue's threads while write() goes on (from a copy, or in place for write_borrowed()), and written with H5Dwrite_chunk in order
-// (chunk_pipeline.h). Padding is declared, never written; a rank that owns only padding creates no
-// file. finish() waits for the chunks, closes and fsyncs the file and returns the manifest that
-// the committing rank merges into the index (commit.h).
+// the task queue's threads while write() goes on (from a copy, or in place for write_borrowed()),
+// and written (chunk_pipeline.h): uncompressed chunks into space allocated with their dataset, by
+// those threads in parallel; compressed ones with H5Dwrite_chunk in order. Padding is declared,
+// never written; a rank that owns only padding creates no file. finish() waits for the chunks,
+// closes and fsyncs the file and returns the manifest that the committing rank merges into the
+// index (commit.h).
 #pragma once
 
 #include <cstdint>
@@ -64,9 +66,13 @@ class RankWriter {
   // write() makes.
   void write_borrowed(uint32_t key, uint64_t lo, const void* data, uint64_t numel);
 
-  // Returns once no chunk reads a buffer given to write_borrowed() any more: the caller may reuse
-  // or free them. Write failures are reported by the next write() or finish().
-  void fence();
+  // A mark of what has been written so far, for fence().
+  uint64_t mark() const;
+
+  // Returns once no chunk written before `mark` (default: so far) reads a buffer given to
+  // write_borrowed() any more: the caller may reuse or free them. Write failures are reported by
+  // the next write() or finish().
+  void fence(uint64_t mark = UINT64_MAX);
 
   // Declares [lo, hi) of `key` as padding (never stored; reads as zeros).
   void declare_padding(uint32_t key, uint64_t lo, uint64_t hi);

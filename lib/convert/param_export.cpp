@@ -14,6 +14,7 @@
 #include "core/progress.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/torch_dtype.h"
+#include "formats/dcp/torch_save_writer.h"
 #include "formats/safetensors/writer.h"
 
 namespace fpg::convert {
@@ -189,24 +190,78 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   uint64_t total = 0;
   for (const auto& t : tensors) total += t.bytes();
   Progress progress("export", total, o.progress);
-  for (const Planned& t : tensors) {
+  // The writer asks for each tensor's bytes in consecutive blocks of its I/O block size, tensor after
+  // tensor; the source elements of the block it will ask for next are read in the background while it
+  // checksums and writes the current one (a guess: a block asked for otherwise is read then).
+  const uint64_t block = dcp::kDefaultIoBlockBytes;
+  struct Block {
+    size_t tensor = SIZE_MAX;
+    uint64_t offset = 0, size = 0;
+    std::vector<uint8_t> in;  // source elements covering [offset, offset + size)
+  };
+  Block cur;
+  auto elements = [&](const Block& b, uint64_t& lo, uint64_t& hi) {
+    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(tensors[b.tensor].spec.dtype) / 8, 1);
+    lo = b.offset / out_elem;
+    hi = (b.offset + b.size + out_elem - 1) / out_elem;
+  };
+  auto read_block = [&](Block& b) {
+    const ckpt::ParamTensor& st = src.tensors()[tensors[b.tensor].source];
+    uint64_t lo = 0, hi = 0;
+    elements(b, lo, hi);
+    b.in.resize((hi - lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
+    src.read(tensors[b.tensor].source, lo, hi, b.in.data());
+  };
+  // Declared after what its read uses, so that an exception waits for it before they go.
+  struct Ahead {
+    Block b;
+    std::future<void> done;  // declared last: destroyed (waited for) before the buffer
+  } ahead;
+  auto read_ahead = [&](size_t t, uint64_t offset) {
+    if (offset >= tensors[t].bytes()) {
+      if (++t >= tensors.size()) return;
+      offset = 0;
+    }
+    ahead.b.tensor = t;
+    ahead.b.offset = offset;
+    ahead.b.size = std::min(block, tensors[t].bytes() - offset);
+    ahead.done = std::async(std::launch::async, [&] { read_block(ahead.b); });
+  };
+  std::vector<uint8_t> out_buf;  // reused from tensor to tensor: no page faults, no zero-filling
+  for (size_t ti = 0; ti < tensors.size(); ++ti) {
+    const Planned& t = tensors[ti];
     const ckpt::ParamTensor& st = src.tensors()[t.source];
-    const uint64_t in_elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
     const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
-    std::vector<uint8_t> in_buf, out_buf;
-    // The writer asks for consecutive byte ranges; each is served from the elements that cover it.
+    // Each byte range the writer asks for is served from the elements that cover it.
     auto fill = [&](uint64_t offset, void* dst, size_t size) {
-      const uint64_t a = offset / out_elem, b = (offset + size + out_elem - 1) / out_elem;
-      in_buf.resize((b - a) * in_elem);
-      src.read(t.source, a, b, in_buf.data());
-      out_buf.resize((b - a) * out_elem);
-      convert_elements(in_buf.data(), st.dtype, out_buf.data(), t.spec.dtype, b - a);
-      std::memcpy(dst, out_buf.data() + offset % out_elem, size);
-      sum.bytes_read += in_buf.size();
+      bool ready = false;
+      if (ahead.done.valid()) {
+        ahead.done.get();
+        ready = ahead.b.tensor == ti && ahead.b.offset == offset && ahead.b.size == size;
+        if (ready) std::swap(cur, ahead.b);
+      }
+      if (!ready) {
+        cur.tensor = ti;
+        cur.offset = offset;
+        cur.size = size;
+        read_block(cur);
+      }
+      read_ahead(ti, offset + size);
+      uint64_t lo = 0, hi = 0;
+      elements(cur, lo, hi);
+      const uint8_t* bytes = cur.in.data();
+      if (st.dtype != t.spec.dtype) {
+        out_buf.resize((hi - lo) * out_elem);
+        convert_elements(cur.in.data(), st.dtype, out_buf.data(), t.spec.dtype, hi - lo);
+        bytes = out_buf.data();
+      }
+      std::memcpy(dst, bytes + offset % out_elem, size);
+      sum.bytes_read += cur.in.size();
       progress.advance(size);
     };
     w.rank(0).write_tensor(dcp_key(st, t.spec.name), std::vector<uint64_t>(t.spec.shape.size(), 0), t.spec.shape, fill);
   }
+  if (ahead.done.valid()) ahead.done.get();
   w.commit();
   staged.commit();
   sum.files = {staged.dir()};
