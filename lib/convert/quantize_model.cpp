@@ -242,6 +242,12 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
 
   ModelOutput output(model, out, opt.force, output_metadata(model, opt.recipe),
                      quantization_config(opt.recipe, unquantized_modules(model, chosen_of)));
+  // compressed-tensors (and the loaders that read it) know E4M3 only: such a config.json would make
+  // them read E5M2 bytes as E4M3.
+  if (output.writes_config() && declares_compressed_tensors(opt.recipe) && opt.recipe.format == fp8::Format::e5m2)
+    throw UsageError("convert: " + std::string(fp8::scaling_name(s)) +
+                     " into a model directory declares compressed-tensors, which has no E5M2; use e4m3, or "
+                     "write a .safetensors file");
   // Scales are named as the output's config.json declares them; without one, fpgather's names.
   const ScaleNaming naming = output.writes_config() && declares_compressed_tensors(opt.recipe)
                                  ? ScaleNaming::compressed_tensors
