@@ -58,7 +58,8 @@ for what in "$@"; do
     bench-export)
       d=$(mktemp -d "${BENCH_DIR:-/tmp}/export-XXXX")
       $B/fpgather --no-progress train --model base --steps 1 --dp 1 --compress none --save "$d/ckpt" >/dev/null &&
-        $B/fpgather bench export "$d/ckpt" --dir "$d" | tee "$RES/bench-export.txt"
+        $B/fpgather bench export "$d/ckpt" --dir "$d" | tee "$RES/bench-export.txt" &&
+        $B/fpgather bench export "$d/ckpt" --dir "$d" --to dcp | tee "$RES/bench-export-dcp.txt"
       rm -rf "$d" ;;
     bench-dcp)
       FPGATHER=$B/fpgather PYTHON=${PYTHON:-python3} RESULTS="$RES/bench-dcp.json" \
