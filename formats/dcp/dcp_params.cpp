@@ -306,11 +306,13 @@ void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now,
   if (last_read_ && start < *last_read_) asked_.reset();
   last_read_ = start;
   std::vector<std::pair<size_t, size_t>> ask;  // (entry, chunk)
+  // Small chunks are not asked for (Reader::prefetch would skip them): no helper thread for them.
+  constexpr uint64_t kLarge = uint64_t{1} << 20;
   auto want = [&](size_t tt, size_t e, size_t c) {
     const Position p{tt, c};
     if (asked_ && !(*asked_ < p)) return;
-    ask.emplace_back(e, c);
     asked_ = p;
+    if (r_.chunk_bytes(md.entries[e], c) >= kLarge) ask.emplace_back(e, c);
   };
   for (size_t c : now) want(t, entry, c);
   uint64_t window = 0;
