@@ -1,6 +1,7 @@
 #include "formats/dcp/dcp_params.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <map>
@@ -295,23 +296,55 @@ void DcpParams::map_plain() {
   }
 }
 
-void DcpParams::prefetch_after(size_t t, size_t entry, size_t chunk) const {
-  constexpr uint64_t kWindow = uint64_t{32} << 20;
-  constexpr size_t kMaxChunks = 16;
+void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const {
+  // Past the chunks being read, at least two export slabs (64 MiB each) stay asked for: the disk
+  // keeps a deep queue while the reader copies, checksums and writes.
+  constexpr uint64_t kWindow = uint64_t{128} << 20;
+  constexpr size_t kMaxChunks = 256;
   const Metadata& md = r_.metadata();
-  uint64_t asked = 0;
-  for (size_t n = 0; n < kMaxChunks && asked < kWindow; ++n) {
+  const Position start{t, now.empty() ? chunk : now.front()};
+  if (last_read_ && start < *last_read_) asked_.reset();
+  last_read_ = start;
+  std::vector<std::pair<size_t, size_t>> ask;  // (entry, chunk)
+  // Small chunks are not asked for (Reader::prefetch would skip them): no helper thread for them.
+  constexpr uint64_t kLarge = uint64_t{1} << 20;
+  auto want = [&](size_t tt, size_t e, size_t c) {
+    const Position p{tt, c};
+    if (asked_ && !(*asked_ < p)) return;
+    asked_ = p;
+    if (r_.chunk_bytes(md.entries[e], c) >= kLarge) ask.emplace_back(e, c);
+  };
+  for (size_t c : now) want(t, entry, c);
+  uint64_t window = 0;
+  for (size_t n = 0; n < kMaxChunks && window < kWindow; ++n) {
     while (++chunk >= md.entries[entry].tensor.chunks.size()) {
       // The key's chunks are done: go on with the next tensor's key.
       while (++t < sources_.size() && sources_[t].entry == entry) {
       }
-      if (t >= sources_.size()) return;
+      if (t >= sources_.size()) break;
       entry = sources_[t].entry;
       chunk = SIZE_MAX;  // wraps to chunk 0
     }
-    asked += r_.chunk_bytes(md.entries[entry], chunk);
-    r_.prefetch(md.entries[entry], chunk);
+    if (t >= sources_.size()) break;
+    window += r_.chunk_bytes(md.entries[entry], chunk);
+    want(t, entry, chunk);
   }
+  if (ask.empty()) return;
+  // Finished askers go; a few may still wait on the disk's queue, more than that wait here.
+  constexpr size_t kMaxAsking = 4;
+  asking_.erase(std::remove_if(asking_.begin(), asking_.end(),
+                               [](std::future<void>& f) {
+                                 return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+                               }),
+                asking_.end());
+  if (asking_.size() >= kMaxAsking) {
+    asking_.front().get();
+    asking_.erase(asking_.begin());
+  }
+  asking_.push_back(std::async(std::launch::async, [this, ask = std::move(ask)] {
+    const Metadata& m = r_.metadata();
+    for (const auto& [e, c] : ask) r_.prefetch(m.entries[e], c);
+  }));
 }
 
 void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
@@ -377,7 +410,12 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       }
     }
   }
-  if (last_chunk != SIZE_MAX) prefetch_after(t, s.entry, last_chunk);
+  if (last_chunk != SIZE_MAX) {
+    std::vector<size_t> now;
+    now.reserve(whole.size());
+    for (const Whole& w : whole) now.push_back(w.chunk);
+    prefetch(t, s.entry, now, last_chunk);
+  }
   // Reads of whole chunks wait on the disk more than they compute: up to kReaders at once, whatever
   // the thread pool's size, keep it busy.
   constexpr size_t kReaders = 8;

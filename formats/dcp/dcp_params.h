@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -83,9 +84,11 @@ class DcpParams : public ckpt::ParamSource {
   void map_megatron();
   void map_plain();
   void map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries);
-  // Asks the disk for what reads after this one will want: the chunks after `chunk` of `entry`,
-  // then those of the following tensors' keys, up to a window (large items only: Reader::prefetch).
-  void prefetch_after(size_t t, size_t entry, size_t chunk) const;
+  // Asks the disk for the chunks `now` of tensor t's entry, which this read is about to copy, and for
+  // what reads after it will want: the chunks after `chunk` of `entry`, then those of the following
+  // tensors' keys, up to a window (large items only: Reader::prefetch). Each chunk is asked for once
+  // while reads go forward; the asking runs on helper threads, as it may wait for the disk's queue.
+  void prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const;
 
   const Reader& r_;
   bool megatron_ = false;
@@ -105,6 +108,14 @@ class DcpParams : public ckpt::ParamSource {
   };
   mutable std::mutex cache_mu_;
   mutable Cached cache_;
+  // Read order positions (tensor, chunk), under cache_mu_: the furthest chunk asked for, and the
+  // previous read's first chunk (a read before it starts the asking over).
+  struct Position {
+    size_t t = 0, chunk = 0;
+    bool operator<(const Position& o) const { return t != o.t ? t < o.t : chunk < o.chunk; }
+  };
+  mutable std::optional<Position> asked_, last_read_;
+  mutable std::vector<std::future<void>> asking_;  // last: waited for before the rest goes
 };
 
 }  // namespace fpg::dcp

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <exception>
+#include <future>
 #include <set>
 #include <unordered_map>
 
@@ -251,6 +253,7 @@ class Decoder {
   void storage_meta(Ref r, const Path& field);
   void planner_data(Ref r);
   void resolve_storage();
+  void decode_large_fields(std::optional<Ref> sdm, std::optional<Ref> sd);
 
   static constexpr size_t kKnownClasses = 32;
   const PickleDocument& d_;
@@ -495,18 +498,49 @@ void Decoder::resolve_storage() {
   }
 }
 
+void Decoder::decode_large_fields(std::optional<Ref> sdm, std::optional<Ref> sd) {
+  // storage_data on a second thread, with a decoder of its own (its notes and class cache), when both
+  // fields are large enough to pay for it.
+  constexpr size_t kParallelFrom = 4096;
+  const bool parallel = sdm && sd && d_.kind(*sd) == PKind::dict && d_.size(*sd) >= kParallelFrom;
+  if (!parallel) {
+    if (sdm) state_dict_metadata(*sdm, Path("state_dict_metadata"));
+    if (sd) storage_data(*sd, Path("storage_data"));
+    return;
+  }
+  Metadata storage;
+  auto decoding = std::async(std::launch::async, [&] {
+    Decoder(d_, storage).storage_data(*sd, Path("storage_data"));
+  });
+  std::exception_ptr first;
+  try {
+    state_dict_metadata(*sdm, Path("state_dict_metadata"));
+  } catch (...) {
+    first = std::current_exception();
+  }
+  try {
+    decoding.get();
+  } catch (...) {
+    if (!first) first = std::current_exception();
+  }
+  if (first) std::rethrow_exception(first);
+  m_.storage = std::move(storage.storage);
+  for (std::string& line : storage.notes)
+    if (noted_.insert(line).second) m_.notes.push_back(std::move(line));
+}
+
 void Decoder::run() {
   const Ref root = d_.root();
   const Path top("Metadata");
   expect_object(root, kMetadataClass, Path("root"));
-  bool has_sdm = false;
+  // The two large fields, decoded after the others and at the same time (they are independent).
+  std::optional<Ref> sdm, sd;
   fields(root, top, [&](const std::string& k, Ref v, const Path&) {
     const Path f(k);  // fields of the root are named on their own: "storage_data[...]"
     if (k == "state_dict_metadata") {
-      state_dict_metadata(v, f);
-      has_sdm = true;
+      sdm = v;
     } else if (k == "storage_data") {
-      storage_data(v, f);
+      sd = v;
     } else if (k == "storage_meta") {
       storage_meta(v, f);
     } else if (k == "version") {
@@ -518,7 +552,8 @@ void Decoder::run() {
       spdlog::debug("{}: kept unknown Metadata field {}", d_.file(), safetensors::quote_name(k));
     }
   });
-  if (!has_sdm) throw err(top, "no state_dict_metadata");
+  decode_large_fields(sdm, sd);
+  if (!sdm) throw err(top, "no state_dict_metadata");
   resolve_storage();
 }
 

@@ -1,6 +1,9 @@
 #include "formats/dcp/reader.h"
 
+#include <algorithm>
 #include <cstring>
+#include <future>
+#include <vector>
 
 #include "core/error.h"
 #include "core/shape.h"
@@ -58,7 +61,19 @@ Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir)
   const auto size = static_cast<size_t>(f->size());
   const std::unique_ptr<uint8_t[]> bytes(new uint8_t[size]);
   prefer_huge_pages(bytes.get(), size);
-  f->read(0, bytes.get(), size);
+  // A large file is read in slices on several threads: each faults in and fills its own part of the
+  // buffer, and the disk sees several reads at once.
+  constexpr size_t kSlice = size_t{16} << 20, kMaxReaders = 8;
+  const size_t readers = std::min(kMaxReaders, (size + kSlice - 1) / kSlice);
+  const size_t slice = readers > 1 ? (size + readers - 1) / readers : size;
+  std::vector<std::future<void>> reading;
+  for (size_t k = 1; k < readers; ++k)
+    reading.push_back(std::async(std::launch::async, [&, k] {
+      const size_t at = k * slice;
+      if (at < size) f->read(at, bytes.get() + at, std::min(slice, size - at));
+    }));
+  f->read(0, bytes.get(), std::min(slice, size));
+  for (auto& r : reading) r.get();
   metadata_ = parse_metadata(f->path(), bytes.get(), size, limits);
   megatron_ = read_megatron_metadata(files_);
 }

@@ -137,3 +137,48 @@ TEST_CASE("pickle writer: refusals", "[dcp][pickle_writer]") {
   w4.none();
   CHECK_THROWS_AS(w4.end(), InternalError);  // fewer items than declared
 }
+
+TEST_CASE("pickle reader: a pickle large enough for the prefaulting helper keeps every value and limit",
+          "[dcp][pickle_writer]") {
+  // 1.2M memoized pairs, about 19 MB: past the size from which the node, pool and memo arrays are
+  // faulted in on a helper thread, and large enough that the memo and pool grow while it runs.
+  constexpr int64_t kPairs = 1200000;
+  PickleWriter w;
+  w.begin_list(kPairs + 1);
+  for (int64_t i = 0; i < kPairs; ++i) {
+    w.item();
+    w.begin_tuple(2);
+    w.integer(i * 1000003);
+    w.integer(-i);
+    w.end_tuple(2);
+  }
+  w.item();
+  w.get(5);  // a memo reference to an early tuple
+  w.end();
+  const std::string p = w.finish();
+  REQUIRE(p.size() > (size_t{16} << 20));
+  const auto* data = reinterpret_cast<const uint8_t*>(p.data());
+  const PickleDocument doc = read_pickle("big", data, p.size(), AllowList::torch_save());
+  using K = PickleDocument::Kind;
+  const auto root = doc.root();
+  REQUIRE(doc.kind(root) == K::list);
+  REQUIRE(doc.size(root) == static_cast<size_t>(kPairs + 1));
+  for (int64_t i = 0; i < kPairs; i += 9973) {
+    const auto t = doc.item(root, static_cast<size_t>(i));
+    REQUIRE(doc.kind(t) == K::tuple);
+    CHECK(doc.as_int(doc.item(t, 0)) == i * 1000003);
+    CHECK(doc.as_int(doc.item(t, 1)) == -i);
+  }
+  const auto last = doc.item(root, static_cast<size_t>(kPairs));
+  REQUIRE(doc.kind(last) == K::tuple);
+  CHECK(doc.as_int(doc.item(last, 1)) == doc.as_int(doc.item(doc.item(root, 4), 1)));
+
+  PickleLimits small;
+  small.max_nodes = 1u << 20;
+  try {
+    read_pickle("big", data, p.size(), AllowList::torch_save(), small);
+    FAIL("decoded past the node limit");
+  } catch (const FormatError& e) {
+    CHECK(std::string(e.what()).find("holds more than 1048576 values") != std::string::npos);
+  }
+}
