@@ -131,7 +131,7 @@ done
 [ -n "$PY" ] || echo "no numpy, ml_dtypes and safetensors ($PYTHON_TRIED): compressed-tensors values not checked"
 # compressed-tensors has no E5M2: refused for a directory that declares it, nothing left behind
 expect_exit 2 "${F[@]}" convert hf ct-e5m2 --fp8 tensorwise --fp8-format e5m2
-expect_in "$WORK/out" "has no E5M2"
+expect_in "$WORK/err" "has no E5M2"
 [ -e ct-e5m2 ] && fail "a refused e5m2 conversion left ct-e5m2"
 # train --init reads compressed-tensors' names too
 expect_exit 0 "${F[@]}" convert ck init/ --dtype fp32
