@@ -4,15 +4,15 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "convert/checkpoint_export.h"
-#include "convert/checkpoint_params.h"
-#include "convert/param_export.h"
-#include "convert/checkpoint_recompress.h"
-#include "convert/quantize_model.h"
+#include "app/convert/checkpoint_export.h"
+#include "app/convert/checkpoint_params.h"
+#include "app/convert/param_export.h"
+#include "app/convert/checkpoint_recompress.h"
+#include "app/convert/quantize_model.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
 #include "pipeline_args.h"
-#include "train/fp8_reencode.h"
+#include "app/convert/fp8_reencode.h"
 
 namespace fpg::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "core/error.h"
 #include "ckpt/param_diff.h"
-#include "convert/checkpoint_params.h"
+#include "app/convert/checkpoint_params.h"
 #include "formats/fpckpt/diff.h"
 #include "formats/fpckpt/validate.h"
 

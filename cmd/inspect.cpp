@@ -50,12 +50,6 @@ std::string flags_text(uint32_t f) {
   return s;
 }
 
-// The HDF5 chunk number of a chunk in its run's dataset (0 where the index gives the run no chunk grid:
-// validation reports that).
-uint64_t chunk_number(const ckpt::Chunk& ch, const ckpt::Run& run) {
-  return run.chunk_elems > 0 && ch.offset >= run.lo ? (ch.offset - run.lo) / run.chunk_elems : 0;
-}
-
 int inspect_key(const fpckpt::CheckpointReader& r, const std::string& name, bool json) {
   const ckpt::Index& ix = r.index();
   const long k = r.find_key(name);

@@ -49,7 +49,7 @@ void add_optimizer_options(CLI::App* cmd, PipelineArgs& a, DefaultsFn defaults);
 // --pad-for-nccl.
 void add_distributed_options(CLI::App* cmd, PipelineArgs& a);
 
-// --keep-fp32 and --fp32-matrices (train/fp32_params.h).
+// --keep-fp32 and --fp32-matrices (app/train/fp32_params.h).
 void add_fp32_options(CLI::App* cmd, PipelineArgs& a);
 
 // Prints each warning on stderr as "fpgather: warning: ...".

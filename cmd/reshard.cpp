@@ -1,19 +1,19 @@
 // fpgather reshard SRC DST --dp M [...]: a training checkpoint rewritten for another DP size,
-// distributed optimizer, state layout, bucket size or padding (train/reshard_target.h plans it,
+// distributed optimizer, state layout, bucket size or padding (app/reshard/reshard_target.h plans it,
 // formats/fpckpt/reshard.h streams it); a Megatron torch_dist checkpoint's distributed-optimizer
-// state re-bucketed for another DP size, bucket size, padding or form (app/megatron_reshard.h). Exit 0 done, 1 a source that fails validation, 2 usage (a
+// state re-bucketed for another DP size, bucket size, padding or form (app/reshard/megatron_reshard.h). Exit 0 done, 1 a source that fails validation, 2 usage (a
 // target that cannot hold the state, DST exists), 3 an unreadable source.
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "app/megatron_reshard.h"
+#include "app/reshard/megatron_reshard.h"
 #include "cli.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/dcp/reader.h"
 #include "formats/fpckpt/reader.h"
 #include "layout/describe.h"
-#include "train/reshard.h"
+#include "app/reshard/reshard.h"
 
 namespace fpg::cli {
 namespace {
@@ -74,7 +74,7 @@ std::string mib(uint64_t b) {
   return buf;
 }
 
-// A Megatron torch_dist source: its distributed-optimizer state re-bucketed for the target (app/megatron_reshard.h).
+// A Megatron torch_dist source: its distributed-optimizer state re-bucketed for the target (app/reshard/megatron_reshard.h).
 int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
   if (!a.dist_opt.empty() || !a.ckpt_layout.empty() || a.accumulation || !a.compress.empty() || a.chunk_bytes)
     throw UsageError(a.src + " is a Megatron torch_dist checkpoint: --dist-opt, --ckpt-layout, --accumulation, "

@@ -1,11 +1,11 @@
-// fpgather step: replay one optimizer step on tensors from safetensors files (train/replay_step.h).
+// fpgather step: replay one optimizer step on tensors from safetensors files (app/replay/replay_step.h).
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "core/error.h"
 #include "pipeline_args.h"
-#include "train/replay_step.h"
+#include "app/replay/replay_step.h"
 
 namespace fpg::cli {
 namespace {

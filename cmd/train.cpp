@@ -1,5 +1,5 @@
 // fpgather train: the built-in network trained through the distributed-optimizer pipeline on DP
-// thread ranks (train/trainer.h), or with --device cuda one rank per GPU (device/device_trainer.h).
+// thread ranks (app/train/trainer.h), or with --device cuda one rank per GPU (app/train/device_trainer.h).
 #include <memory>
 #include <utility>
 #include <nlohmann/json.hpp>
@@ -8,14 +8,14 @@
 #include "comm/mpi_runtime.h"
 #include "core/error.h"
 #include "core/progress.h"
-#include "device/device_trainer.h"
+#include "app/train/device_trainer.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
 #include "pipeline_args.h"
-#include "train/checkpointing.h"
-#include "train/metrics_file.h"
-#include "train/train_setup.h"
-#include "train/trainer.h"
+#include "app/checkpoint/checkpointing.h"
+#include "app/train/metrics_file.h"
+#include "app/train/train_setup.h"
+#include "app/train/trainer.h"
 
 namespace fpg::cli {
 namespace {
@@ -33,7 +33,7 @@ struct TrainArgs {
   bool overlap_grad_reduce = false, overlap_param_gather = false;  // --device cuda only
   bool print_layout = false;
   uint64_t log_every = 0;
-  // checkpoints (train/checkpointing.h)
+  // checkpoints (app/checkpoint/checkpointing.h)
   std::string save, load, init;
   uint64_t save_every = 0;
   std::string ckpt_layout = "model";

@@ -262,8 +262,8 @@ __device__ __forceinline__ uint32_t encode4(float a, float b, float c, float d) 
 
 // Stores encode(load(x[k]) * s[k]) for a whole vector (V == 4 or 8) at p, in global memory: one 4-
 // or 8-byte global store that does not allocate in L1. The encoded bytes are never read back by the
-// kernel, and L1 is what holds its descriptors and tasks (BENCHMARKS.md, session 7, has the
-// fused tile kernels measured with and without).
+// kernel, and L1 is what holds its descriptors and tasks (BENCHMARKS.md has the fused
+// tile kernels measured with and without).
 template <Format F, class S, int V>
 __device__ __forceinline__ void store_encoded(uint8_t* p, const typename S::T (&x)[V], const float (&s)[V]) {
   static_assert(V == 4 || V == 8, "16-byte vectors");

@@ -64,8 +64,8 @@ struct Geometry {
 using Blockwise128Geometry = Geometry<512, 1, 200 * 1024, 128, 128>;
 // MX: three CTAs of 8 warps per SM, 2 fp32 stages (3 bf16) of 32 x 256 each. The kernel is
 // latency-bound: 24 warps in three CTAs, each meeting only at its own barrier, hide more than one
-// CTA of 16 warps (0.895 of a copy against 0.85 in session 6; BENCHMARKS.md has the geometries
-// measured, and 0.92 since the tasks are read ahead).
+// CTA of 16 warps (0.895 of a copy against 0.85; BENCHMARKS.md has the geometries measured, and
+// 0.92 with the tasks read ahead).
 // 24 warps leave 80 registers a thread, so it reads its vectors from the stage twice, for the
 // maxima and for the casts, and refills its words only after the casts.
 using MxGeometry = Geometry<256, 3, 72 * 1024, 32, 256>;
@@ -121,8 +121,8 @@ struct TileWalk {
 };
 
 // Thread t has row group t / VPR and column vector t % VPR: a warp reads and writes 512 contiguous
-// bytes of one row. (Session 5 measured the alternative for MX, a warp holding a 32-column block of
-// all 32 rows so that the column maxima need no barrier: 0.81 of a copy against 0.84, with its
+// bytes of one row. (The alternative for MX, a warp holding a 32-column block of
+// all 32 rows so that the column maxima need no barrier, measured 0.81 of a copy against 0.84, with its
 // stage words swizzled; unswizzled, the cp.async fills of its 4-row loads conflicted on the banks
 // and it ran at 0.48.)
 template <int TH, int BR, int W, int V, int PER>

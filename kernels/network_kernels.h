@@ -1,4 +1,4 @@
-// The elementwise and reduction kernels of the built-in network on the GPU (lib/device/device_network.h
+// The elementwise and reduction kernels of the built-in network on the GPU (lib/pipeline/device/device_network.h
 // runs them between its cuBLAS GEMMs). Same math as model/network_compute.cpp, element by element; sums
 // are fixed-order (a per-thread strided sum then a shared-memory tree, or a sequential column loop),
 // never float atomics, so every call is reproducible bit for bit on the same GPU.

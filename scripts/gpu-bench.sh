@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU benchmarks (issue 6): each section runs fpgather's figure and its PyTorch baseline in the same
-# call, on the same machine, and leaves logs / JSON in OUT_DIR (BENCHMARKS.md, "GPU (issue 6)").
+# GPU benchmarks: each section runs fpgather's figure and its PyTorch baseline in the same
+# call, on the same machine, and leaves logs / JSON in OUT_DIR (BENCHMARKS.md, "GPU").
 #
 #   bash scripts/gpu-bench.sh BUILD_DIR OUT_DIR SECTION...     sections: comm step-comm optim quantize overlap
 set -uo pipefail
@@ -82,7 +82,7 @@ PY
   cat "$OUT/quantize-torch.json"
 }
 
-# train --model 1b --device cuda --dp 2 with the overlap options off / grad / param / both (issue 6):
+# train --model 1b --device cuda --dp 2 with the overlap options off / grad / param / both:
 # the median step time and its phases of each run, and the ratio to "off". Megatron's 40M-element
 # buckets so there is something to overlap. OVERLAP_STEPS=10 by default.
 bench_overlap() {

@@ -7,8 +7,8 @@
 #include "cmd/bench/plain_io.h"
 #include "cmd/bench/scratch_dir.h"
 #include "cmd/bench/timing.h"
-#include "convert/checkpoint_params.h"
-#include "convert/param_export.h"
+#include "app/convert/checkpoint_params.h"
+#include "app/convert/param_export.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "convert/checkpoint_export.h"
+#include "app/convert/checkpoint_export.h"
 
 namespace fpg::bench {
 

@@ -10,8 +10,8 @@
 #include "cmd/bench/timing.h"
 #include "formats/fpckpt/commit.h"
 #include "model/spec_json.h"
-#include "train/checkpointing.h"
-#include "train/reshard.h"
+#include "app/checkpoint/checkpointing.h"
+#include "app/reshard/reshard.h"
 
 namespace fpg::bench {
 namespace {

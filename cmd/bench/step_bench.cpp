@@ -11,7 +11,7 @@
 #include "pipeline/optimizer_step.h"
 #include "pipeline/pipeline_layout.h"
 #include "pipeline/rank_state.h"
-#include "train/trainer.h"
+#include "app/train/trainer.h"
 
 namespace fpg::bench {
 namespace {

@@ -2,7 +2,7 @@
 // optimizers come to memory speed.
 //
 //   phases     the built-in network trained for a few steps at each DP size on thread ranks; per
-//              phase, the median over steps of rank 0's time (train/trainer.h). On a machine with
+//              phase, the median over steps of rank 0's time (app/train/trainer.h). On a machine with
 //              fewer cores than ranks the ranks share cores, and the phases show it.
 //   optimizer  AdamW and Lion over rank 0's owned fragments at the smallest DP size (one
 //              multi-tensor call, one thread, as a rank runs it), against a memcpy of the bytes the

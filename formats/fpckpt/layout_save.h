@@ -1,4 +1,4 @@
-// Saving one rank's optimizer state in either state layout (DESIGN.md, "Checkpoints"), the way the
+// Saving one rank's optimizer state in either state layout (lib/ARCHITECTURE.md), the way the
 // pipeline will call it: the rank writes exactly the fragments it owns and declares the alignment
 // gaps inside its shard as padding; the tail padding past numel_unpadded belongs to the layout and
 // is neither written nor declared. Values come from a callback, in pieces of at most piece_elems, so

@@ -1,5 +1,5 @@
 // A rank's manifest as bytes, so that ranks in other threads or processes can hand what they wrote
-// to the committing rank through Communicator::gather_bytes (train/checkpointing.h). Little-endian,
+// to the committing rank through Communicator::gather_bytes (app/checkpoint/checkpointing.h). Little-endian,
 // versionless: both ends are the same build.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The checkpoint model (DESIGN.md, "Checkpoints"): what a checkpoint stores, independent of how the
+// The checkpoint model (lib/ARCHITECTURE.md): what a checkpoint stores, independent of how the
 // bytes lie on disk. A key is one stored tensor; its flat extent [0, numel) is covered by data chunks
 // and declared padding intervals. formats/fpckpt maps this model onto HDF5 files.
 #pragma once

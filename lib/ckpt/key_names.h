@@ -3,7 +3,7 @@
 //   layout `bucket`: "optimizer/buffer<b>/bucket<k>/<state>", 1-D of numel_unpadded, the 64-element
 //                    alignment gaps declared padding (the tail padding belongs to the layout).
 // <state> is the optimizer's state name ("exp_avg", "exp_avg_sq", "momentum_buffer", "master" ...).
-// Model weights and FP8 state of a training checkpoint (train/state_save.h):
+// Model weights and FP8 state of a training checkpoint (app/checkpoint/state_save.h):
 //   "weight/<param>"        BF16 or F32, the param's shape (kind weight): params that are not FP8;
 //   "fp8/<param>"           F8_E4M3 / F8_E5M2 rowwise data, the param's shape (kind fp8_data);
 //   "fp8/<param>/columnwise"  MXFP8 columnwise data, same shape and element order (kind fp8_data);

@@ -1,7 +1,7 @@
 // One Zstandard frame that records its content size: how a compressed chunk is stored, and what the
 // registered HDF5 zstd filter (id 32015) reads and writes. The chunk codec (chunk_codec.h) and the
-// HDF5 filter plugin (plugins/hdf5) both go through these, so fpgather's own reader and third-party
-// HDF5 readers decode the same bytes alike. Depends on libzstd only (the plugin links nothing else).
+// HDF5 filter plugin (formats/fpckpt/hdf5_plugin) both go through these, so fpgather's own reader
+// and third-party HDF5 readers decode the same bytes alike. Depends on libzstd only (the plugin links nothing else).
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
-// One rank's view of a group of N ranks and the collectives the step pipelines use (DESIGN.md,
-// "Communicator"). Backends: threads (comm/threads_backend.h), later NCCL and MPI; callers only see
+// One rank's view of a group of N ranks and the collectives the step pipelines use.
+// Backends: threads (comm/threads_backend.h), MPI and NCCL; callers only see
 // this interface, so the pipelines do not change with the backend.
 #pragma once
 

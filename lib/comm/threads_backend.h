@@ -1,5 +1,5 @@
-// The `threads` backend: N ranks as N threads of one process sharing memory (DESIGN.md, the
-// embedded default). Host memory only.
+// The `threads` backend: N ranks as N threads of one process sharing memory (the default).
+// Host memory only.
 //
 // How a collective runs: each rank posts a description of its call, all meet at an (abortable)
 // rendezvous, every rank checks that all calls match (UsageError on every rank otherwise), then each

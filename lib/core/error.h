@@ -1,4 +1,4 @@
-// Errors and the exit codes of the fpgather command line (DESIGN.md, "Command line").
+// Errors and the exit codes of the fpgather command line (lib/ARCHITECTURE.md).
 #pragma once
 
 #include <stdexcept>

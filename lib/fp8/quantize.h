@@ -1,4 +1,4 @@
-// Whole-tensor quantization in the layouts `fpgather convert` writes (issue 2), built on the shard
+// Whole-tensor quantization in the layouts `fpgather convert` writes, built on the shard
 // API as the single fragment [0, numel):
 //   NAME            F8_E4M3 / F8_E5M2, the input's shape
 //   NAME_scale_inv  tensorwise / delayed  F32 []

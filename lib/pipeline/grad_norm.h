@@ -1,7 +1,7 @@
 // The global gradient norm, exact and independent of how the elements are spread over ranks.
 //
 // A plain fp32/fp64 sum of squares depends on the order of additions, hence on the DP layout, and
-// with clipping on that would break DP=N == DP=1 (DESIGN.md invariant 3). Instead:
+// with clipping on that would break DP=N == DP=1 (lib/ARCHITECTURE.md invariant 3). Instead:
 //   1. m = max |g| over every element of every rank: a local max, then an all-reduce MAX (exact,
 //      order-free, NaN-propagating).
 //   2. If m is not finite the gradients hold an inf or NaN: the step is skipped (found_inf, as

@@ -1,7 +1,7 @@
 // Where the layer-wise part keeps each whole matrix (layer_wise_part.h): its grad slot, its transport
 // and its place in the rank-major slabs the uneven all-gathers move. A pure function of the layout,
 // the config and the FP8 tensors, shared by the CPU part and the device one
-// (device/device_layer_wise_part.h), so both move the same bytes to the same offsets.
+// (pipeline/device/device_layer_wise_part.h), so both move the same bytes to the same offsets.
 #pragma once
 
 #include <cstddef>

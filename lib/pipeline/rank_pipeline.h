@@ -1,5 +1,4 @@
-// One DP rank of a distributed-optimizer step pipeline on the host (DESIGN.md, "The step
-// pipelines"): the bucketed one (ZeRO-1 over every param) or the layer-wise one (whole matrices per
+// One DP rank of a distributed-optimizer step pipeline on the host (lib/ARCHITECTURE.md): the bucketed one (ZeRO-1 over every param) or the layer-wise one (whole matrices per
 // owner, chained with a bucketed part for the rest). It is the host backend of the step
 // orchestrator (step_orchestrator.h: the phases of a step and the scaling convention) and the
 // bit-exact reference of the device backend. Every rank of a group builds one from the same spec

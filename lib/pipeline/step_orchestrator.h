@@ -1,4 +1,4 @@
-// One DP rank's distributed-optimizer step (DESIGN.md, "The step pipelines"), written once over the
+// One DP rank's distributed-optimizer step (lib/ARCHITECTURE.md), written once over the
 // phases a backend runs where its buffers live: the host (pipeline::RankPipeline, the bit-exact
 // reference) or a GPU (device::DeviceRankPipeline, which must equal it bitwise where the math is
 // elementwise). run_step owns the order of the phases, the scaling convention, the non-finite skip,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # reshard: the README example (train at DP 4, reshard to DP 2, resume, diff) runs exactly as written;
-# resharded to DP 1 x 4 the resumed run ends bitwise where the DP-4 run does (DESIGN.md invariants 3
+# resharded to DP 1 x 4 the resumed run ends bitwise where the DP-4 run does (lib/ARCHITECTURE.md invariants 3
 # and 5); other layouts; a real difference; --dry-run; refusals with their exit codes.
 source "$(dirname "$0")/common.sh"
 F=("$FPGATHER" --no-progress)

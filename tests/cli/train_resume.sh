@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train --save / --load: a run resumed from a checkpoint continues bitwise as if uninterrupted
-# (DESIGN.md invariant 4), checkpoints validate with --data, retention and refusals.
+# (lib/ARCHITECTURE.md invariant 4), checkpoints validate with --data, retention and refusals.
 source "$(dirname "$0")/common.sh"
 F=("$FPGATHER" --no-progress)
 for cfg in "--fp8 none" "--fp8 delayed --optimizer lion" "--optimizer muon --fp8 blockwise"; do

@@ -1,5 +1,5 @@
-// Checkpoints of `train --device cuda` (device/device_state_mirror.h, train/checkpointing.h):
-//   - DESIGN.md invariant 4 on the device: N steps uninterrupted == k steps + save + load + N-k steps,
+// Checkpoints of `train --device cuda` (app/checkpoint/device_state_mirror.h, app/checkpoint/checkpointing.h):
+//   - lib/ARCHITECTURE.md invariant 4 on the device: N steps uninterrupted == k steps + save + load + N-k steps,
 //     bitwise (every rank's masters, moments, step, FP8 scale state and amax histories, every param's
 //     stored bytes, and the losses of the resumed steps), for adamw bf16 and FP8 delayed scaling, DP 1
 //     and (two GPUs) DP 2;
@@ -10,7 +10,7 @@
 //   - the CPU and GPU pipelines fed the same gradients (the elementwise parts are bitwise equal:
 //     device_pipeline_test.cpp) write the same documents and the same chunks (manifest: every chunk's range, sizes and checksums),
 //     bucketed and layer-wise (adamw, FP8 delayed);
-//   - DESIGN.md invariant 3 on the device: --dp 2 equals --dp 1 --accumulation 2 bitwise (the network
+//   - lib/ARCHITECTURE.md invariant 3 on the device: --dp 2 equals --dp 1 --accumulation 2 bitwise (the network
 //     is deterministic cuBLAS, accumulation adds the second micro-batch's gradient with one fp32 add,
 //     and NCCL's 2-rank sum is that same single add).
 #include <cuda_runtime.h>
@@ -31,9 +31,9 @@
 #include "catch.h"
 #include "comm/group.h"
 #include "comm/nccl_backend.h"
-#include "device/device_rank_pipeline.h"
-#include "device/device_state_mirror.h"
-#include "device/device_trainer.h"
+#include "pipeline/device/device_rank_pipeline.h"
+#include "app/checkpoint/device_state_mirror.h"
+#include "app/train/device_trainer.h"
 #include "formats/fpckpt/manifest_blob.h"
 #include "formats/fpckpt/rank_writer.h"
 #include "formats/safetensors/fs_util.h"
@@ -41,10 +41,10 @@
 #include "kernels/device.h"
 #include "model/presets.h"
 #include "pipeline/rank_pipeline.h"
-#include "train/checkpointing.h"
-#include "train/rank_state_access.h"
-#include "train/state_documents.h"
-#include "train/state_save.h"
+#include "app/checkpoint/checkpointing.h"
+#include "app/checkpoint/rank_state_access.h"
+#include "app/checkpoint/state_documents.h"
+#include "app/checkpoint/state_save.h"
 #include "unit/pipeline_test_util.h"
 
 namespace {

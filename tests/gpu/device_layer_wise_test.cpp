@@ -1,4 +1,4 @@
-// The device layer-wise pipeline (--dist-opt layerwise: lib/device/device_layer_wise_part.h chained
+// The device layer-wise pipeline (--dist-opt layerwise: lib/pipeline/device/device_layer_wise_part.h chained
 // with the bucketed part) against the CPU RankPipeline, with device_pipeline_util.h's runs (threads
 // group vs nccl group, the same deterministic gradients, K steps):
 //   - adamw / lion under layerwise, params bf16, FP8 tensorwise / blockwise (compact gather), MXFP8

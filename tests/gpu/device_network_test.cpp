@@ -1,5 +1,5 @@
-// The built-in network on the GPU (device/device_network.h) against the CPU's NetworkCompute, and the
-// device micro-batches (device/device_micro_batch.h) against TeacherTask::draw.
+// The built-in network on the GPU (pipeline/device/device_network.h) against the CPU's NetworkCompute, and the
+// device micro-batches (pipeline/device/device_micro_batch.h) against TeacherTask::draw.
 //
 // Tolerance: every output, the loss and every gradient array agree with the CPU within
 // kRelTol = 1e-4 of the array's largest CPU magnitude (max |gpu − cpu| ≤ 1e-4 · max |cpu|). Both sides
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "catch.h"
-#include "device/device_micro_batch.h"
-#include "device/device_network.h"
+#include "pipeline/device/device_micro_batch.h"
+#include "pipeline/device/device_network.h"
 #include "kernels/cuda_check.h"
 #include "model/network_compute.h"
 #include "model/network_init.h"

@@ -1,5 +1,5 @@
-// --overlap-grad-reduce / --overlap-param-gather of `train --device cuda` (issue 6;
-// device/device_rank_pipeline.h, device/bucket_sync.h):
+// --overlap-grad-reduce / --overlap-param-gather of `train --device cuda`
+// (pipeline/device/device_rank_pipeline.h, pipeline/device/bucket_sync.h):
 //  (a) overlap on/off (each and both) gives bitwise identical losses, masters, optimizer states,
 //      stored bytes (FP8 scales included) and params after several steps with accumulation 2, on 1
 //      GPU and on 2 when present, for AdamW bf16 and the delayed FP8 recipe;
@@ -22,18 +22,18 @@
 #include "catch.h"
 #include "comm/group.h"
 #include "comm/nccl_backend.h"
-#include "device/bucket_sync.h"
-#include "device/device_micro_batch.h"
-#include "device/device_network.h"
-#include "device/device_rank_pipeline.h"
-#include "device/device_trainer.h"
-#include "device/device_buffer.h"
+#include "pipeline/device/bucket_sync.h"
+#include "pipeline/device/device_micro_batch.h"
+#include "pipeline/device/device_network.h"
+#include "pipeline/device/device_rank_pipeline.h"
+#include "app/train/device_trainer.h"
+#include "pipeline/device/device_buffer.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "model/network_init.h"
 #include "model/spec_json.h"
 #include "model/teacher_task.h"
-#include "train/trainer.h"
+#include "app/train/trainer.h"
 #include "unit/pipeline_test_util.h"
 
 namespace {

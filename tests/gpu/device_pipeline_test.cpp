@@ -1,4 +1,4 @@
-// The device bucketed pipeline (lib/device/device_rank_pipeline.h) against the CPU RankPipeline:
+// The device bucketed pipeline (lib/pipeline/device/device_rank_pipeline.h) against the CPU RankPipeline:
 // the same spec, config and deterministic gradients on a threads group (CPU) and an nccl group (GPU)
 // of the same dp, K steps, then every rank's state (masters, moments, step, FP8 scale state), every
 // param's stored bytes and every StepReport's norm / clip / skip are compared bit for bit (NaN equals
@@ -6,7 +6,7 @@
 // norms), FP8 tensorwise, delayed, blockwise 128x128 and 1x128, MXFP8 rowwise+columnwise; awkward
 // sizes (fc1 144x40, blockwise grids with partial blocks) and small buckets (fragments cut rows and
 // blocks). DP=1 always, DP=2 with two GPUs (NCCL's 2-rank sum equals the threads backend's bitwise);
-// there every rank's stored bytes must also be identical (DESIGN.md invariant 1).
+// there every rank's stored bytes must also be identical (lib/ARCHITECTURE.md invariant 1).
 //
 // The runs, gradients and comparisons: device_pipeline_util.h (shared with the layer-wise test).
 #include <cmath>

@@ -18,7 +18,7 @@
 
 #include "comm/group.h"
 #include "comm/nccl_backend.h"
-#include "device/device_rank_pipeline.h"
+#include "pipeline/device/device_rank_pipeline.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "model/model_spec.h"

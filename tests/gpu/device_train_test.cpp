@@ -1,8 +1,8 @@
-// `train --device cuda` (device/device_trainer.h) against the CPU trainer from the same seed: the loss
+// `train --device cuda` (app/train/device_trainer.h) against the CPU trainer from the same seed: the loss
 // curves agree within tolerance (step 0 within kStartTol: same bf16 params, only the network's
 // rounding differs; every step within kCurveTol: 20 AdamW steps on near-equal gradients drift by
 // bf16 rounding flips), the loss falls, and on 2 GPUs both ranks hold identical params after every
-// step (DESIGN.md invariant 1). The same for Muon on the layer-wise pipeline ([device-layerwise]).
+// step (lib/ARCHITECTURE.md invariant 1). The same for Muon on the layer-wise pipeline ([device-layerwise]).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "catch.h"
-#include "device/device_buffer.h"
-#include "device/device_rank_pipeline.h"
-#include "device/device_trainer.h"
+#include "pipeline/device/device_buffer.h"
+#include "pipeline/device/device_rank_pipeline.h"
+#include "app/train/device_trainer.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "model/spec_json.h"
 #include "optim_device_util.h"
-#include "train/trainer.h"
+#include "app/train/trainer.h"
 #include "unit/pipeline_test_util.h"
 
 namespace {

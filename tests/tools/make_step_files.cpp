@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors/writer.h"
-#include "train/step_files.h"
+#include "app/replay/step_files.h"
 
 using fpg::train::StepFile;
 using fpg::train::StepTensor;

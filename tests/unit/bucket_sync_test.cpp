@@ -1,5 +1,5 @@
-// device/bucket_sync.h: the overlap bookkeeping of the device pipeline (host only, so tested here).
-#include "device/bucket_sync.h"
+// pipeline/device/bucket_sync.h: the overlap bookkeeping of the device pipeline (host only, so tested here).
+#include "pipeline/device/bucket_sync.h"
 
 #include "catch.h"
 #include "core/error.h"

@@ -5,8 +5,8 @@
 
 #include "catch.h"
 #include "ckpt/param_diff.h"
-#include "convert/checkpoint_export.h"
-#include "convert/param_export.h"
+#include "app/convert/checkpoint_export.h"
+#include "app/convert/param_export.h"
 #include "ckpt_test_util.h"
 #include "formats/fpckpt/param_source.h"
 #include "formats/safetensors/reader.h"

@@ -10,8 +10,8 @@
 
 #include "catch.h"
 #include "ckpt/param_state_map.h"
-#include "convert/checkpoint_export.h"
-#include "convert/checkpoint_recompress.h"
+#include "app/convert/checkpoint_export.h"
+#include "app/convert/checkpoint_recompress.h"
 #include "core/error.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/diff.h"
@@ -20,8 +20,8 @@
 #include "formats/fpckpt/validate.h"
 #include "formats/safetensors/model.h"
 #include "pipeline_test_util.h"
-#include "train/checkpointing.h"
-#include "train/fp8_reencode.h"
+#include "app/checkpoint/checkpointing.h"
+#include "app/convert/fp8_reencode.h"
 
 using namespace fpg;
 using namespace fpg::pipeline;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "catch.h"
-#include "convert/fp8_pair.h"
-#include "convert/quantize_model.h"
+#include "app/convert/fp8_pair.h"
+#include "app/convert/quantize_model.h"
 #include "core/error.h"
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"

@@ -1,6 +1,6 @@
-// How `convert` puts outputs in place (convert/staged_output.h): an existing OUT refused without
+// How `convert` puts outputs in place (app/convert/staged_output.h): an existing OUT refused without
 // force and replaced whole with it, inputs never replaced, nothing left behind; and what a model
-// directory carries over (convert/model_dir_files.h).
+// directory carries over (app/convert/model_dir_files.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "catch.h"
-#include "convert/model_dir_files.h"
-#include "convert/quantize_model.h"
-#include "convert/staged_output.h"
+#include "app/convert/model_dir_files.h"
+#include "app/convert/quantize_model.h"
+#include "app/convert/staged_output.h"
 #include "core/error.h"
 #include "formats/safetensors/model.h"
 #include "safetensors_test_util.h"

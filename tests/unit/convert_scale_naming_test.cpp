@@ -1,4 +1,4 @@
-// The two scale namings of `convert` (convert/fp8_pair.h): a model directory whose config.json
+// The two scale namings of `convert` (app/convert/fp8_pair.h): a model directory whose config.json
 // declares compressed-tensors (tensorwise, mxfp8) gets NAME_scale in compressed-tensors' dtype and
 // shape, per expert too, holding the bytes the NAME_scale_inv of a file output holds; everything
 // else keeps NAME_scale_inv; both read back (with or without fpgather's metadata) to the same values.
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "catch.h"
-#include "convert/fp8_pair.h"
-#include "convert/model_dir_files.h"
-#include "convert/quantize_model.h"
+#include "app/convert/fp8_pair.h"
+#include "app/convert/model_dir_files.h"
+#include "app/convert/quantize_model.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
 #include "formats/safetensors/model.h"

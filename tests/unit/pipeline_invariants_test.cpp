@@ -1,4 +1,4 @@
-// DESIGN.md invariants 1-3 for both pipelines, every optimizer and every FP8 recipe:
+// lib/ARCHITECTURE.md invariants 1-3 for both pipelines, every optimizer and every FP8 recipe:
 //   1. after every step all ranks hold byte-identical params (data, columnwise data, scales, delayed
 //      histories);
 //   2. the sharded FP8 copy-back equals full-tensor quantization of bf16(master), bit for bit;

@@ -11,7 +11,7 @@
 
 #include "model/presets.h"
 #include "pipeline/rank_pipeline.h"
-#include "train/trainer.h"
+#include "app/train/trainer.h"
 
 namespace fpg::pipeline::test {
 

@@ -7,7 +7,7 @@
 #include "catch.h"
 #include "model/presets.h"
 #include "pipeline_test_util.h"
-#include "train/trainer.h"
+#include "app/train/trainer.h"
 
 using namespace fpg;
 using namespace fpg::pipeline;

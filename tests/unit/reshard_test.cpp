@@ -1,7 +1,7 @@
-// `fpgather reshard` (issue 5): the plan (interval intersection, empty ranks, bucket membership
-// changes) and the proof the issue asks for — for N, M in {1, 2, 3, 4, 8}, both pipelines, every
+// `fpgather reshard`: the plan (interval intersection, empty ranks, bucket membership
+// changes) and its proof — for N, M in {1, 2, 3, 4, 8}, both pipelines, every
 // optimizer the target pipeline supports and several FP8 recipes: reshard N -> M passes
-// `validate --data`, `diff SRC DST` is equal, and DESIGN.md invariant 5: `train --load DST --dp M`
+// `validate --data`, `diff SRC DST` is equal, and lib/ARCHITECTURE.md invariant 5: `train --load DST --dp M`
 // continued for k steps equals, bitwise, a DP-M run continued from the same state — a run whose
 // ranks this test fills in memory from the source checkpoint's values (read per param in model
 // space, cut by the DP-M pipeline's own fragments), without the reshard code.
@@ -27,8 +27,8 @@
 #include "formats/fpckpt/validate.h"
 #include "pipeline/fp8_params.h"
 #include "pipeline_test_util.h"
-#include "train/checkpointing.h"
-#include "train/reshard.h"
+#include "app/checkpoint/checkpointing.h"
+#include "app/reshard/reshard.h"
 
 using namespace fpg;
 using namespace fpg::pipeline;

@@ -1,4 +1,4 @@
-// `fpgather step` as a library (train/replay_step.h): torch's goldens replayed through files at DP 1
+// `fpgather step` as a library (app/replay/replay_step.h): torch's goldens replayed through files at DP 1
 // (Adam/AdamW/Lion bitwise, Muon within its tolerance), and DP N equal to DP 1 bitwise for every
 // optimizer, distributed optimizer and FP8 recipe; plus the gradient-scale convention it relies on.
 #include <cmath>
@@ -14,8 +14,8 @@
 #include "pipeline_test_util.h"
 #include "optim/adam.h"
 #include "pipeline/optimizer_step.h"
-#include "train/replay_step.h"
-#include "train/step_files.h"
+#include "app/replay/replay_step.h"
+#include "app/replay/step_files.h"
 #include "unit/optim_goldens.h"
 
 using namespace fpg;

@@ -1,4 +1,4 @@
-// DESIGN.md invariant 4: save at step k, load, continue to N equals N uninterrupted steps, bit for
+// lib/ARCHITECTURE.md invariant 4: save at step k, load, continue to N equals N uninterrupted steps, bit for
 // bit (params with their FP8 scales and delayed histories, masters, optimizer states, step counts,
 // losses), across optimizers, both pipelines, every FP8 recipe, both state layouts, compression
 // none/zstd and DP 1/2/3; a run that saves equals one that does not; every saved checkpoint passes
@@ -25,7 +25,7 @@
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
 #include "pipeline_test_util.h"
-#include "train/checkpointing.h"
+#include "app/checkpoint/checkpointing.h"
 
 using namespace fpg;
 using namespace fpg::pipeline;

@@ -1,0 +1,73 @@
+# The layers of libfpgather (lib/ARCHITECTURE.md) and their check: a source or header of one layer
+# that includes a header of a layer above it is an error naming both. Includes are written from the include
+# roots lib/ and the repository root ("core/error.h", "formats/fpckpt/reader.h", "kernels/device.h"),
+# so the first path component says the layer.
+#
+# Included by CMakeLists.txt, it checks when CMake configures; run as a script
+# (cmake -DFPG_SOURCE_DIR=DIR -P cmake/LayerCheck.cmake) it checks again, which the build does
+# whenever a source changes (target fpgather_layer_check), so an edit cannot slip an upward include in.
+
+# Rank of each include prefix, and the folders each layer holds (checked recursively).
+set(FPG_LAYER_RANK_core 0)
+set(FPG_LAYER_RANK_fp8 1)
+set(FPG_LAYER_RANK_optim 1)
+set(FPG_LAYER_RANK_model 1)
+set(FPG_LAYER_RANK_layout 1)
+set(FPG_LAYER_RANK_comm 1)
+set(FPG_LAYER_RANK_kernels 1)
+set(FPG_LAYER_RANK_pipeline 2)
+set(FPG_LAYER_RANK_ckpt 2)
+set(FPG_LAYER_RANK_formats 3)
+set(FPG_LAYER_RANK_app 4)
+set(FPG_LAYER_RANK_cmd 5)
+set(FPG_LAYER_NAMES "core" "numerics (fp8, optim, model, layout, comm, kernels)" "pipeline and ckpt" "formats"
+    "app" "cmd")
+set(FPG_LAYER_DIRS_0 lib/core)
+set(FPG_LAYER_DIRS_1 lib/fp8 lib/optim lib/model lib/layout lib/comm kernels)
+set(FPG_LAYER_DIRS_2 lib/pipeline lib/ckpt)
+set(FPG_LAYER_DIRS_3 formats)
+set(FPG_LAYER_DIRS_4 lib/app)
+set(FPG_LAYER_DIRS_5 cmd)
+
+# Every file under the layer's folders includes nothing ranked above it; returns the files read.
+function(fpg_check_layer RANK OUT_FILES)
+  list(GET FPG_LAYER_NAMES ${RANK} layer_name)
+  set(all "")
+  foreach(dir ${FPG_LAYER_DIRS_${RANK}})
+    file(GLOB_RECURSE files
+         ${FPG_SOURCE_DIR}/${dir}/*.h ${FPG_SOURCE_DIR}/${dir}/*.cuh
+         ${FPG_SOURCE_DIR}/${dir}/*.cpp ${FPG_SOURCE_DIR}/${dir}/*.cu)
+    list(APPEND all ${files})
+    foreach(file ${files})
+      file(STRINGS ${file} includes REGEX "^[ \t]*#[ \t]*include[ \t]+\"[a-z0-9_]+/")
+      foreach(line ${includes})
+        string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"([a-z0-9_]+)/.*" "\\1" prefix "${line}")
+        set(rank "${FPG_LAYER_RANK_${prefix}}")
+        if(NOT rank STREQUAL "" AND rank GREATER RANK)
+          list(GET FPG_LAYER_NAMES ${rank} above)
+          file(RELATIVE_PATH rel ${FPG_SOURCE_DIR} ${file})
+          string(STRIP "${line}" line)
+          message(FATAL_ERROR "layering: ${rel} (layer ${layer_name}) has `${line}`, a header of a layer "
+                              "above it (${above}); layers point down only (lib/ARCHITECTURE.md)")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+  set(${OUT_FILES} ${all} PARENT_SCOPE)
+endfunction()
+
+function(fpg_check_layers OUT_FILES)
+  set(all "")
+  foreach(rank RANGE 5)
+    fpg_check_layer(${rank} files)
+    list(APPEND all ${files})
+  endforeach()
+  set(${OUT_FILES} ${all} PARENT_SCOPE)
+endfunction()
+
+if(CMAKE_SCRIPT_MODE_FILE)
+  fpg_check_layers(files)
+  if(FPG_STAMP)
+    file(TOUCH ${FPG_STAMP})
+  endif()
+endif()

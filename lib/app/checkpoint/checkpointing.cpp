@@ -1,0 +1,220 @@
+#include "app/checkpoint/checkpointing.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "core/error.h"
+#include "formats/fpckpt/commit.h"
+#include "formats/fpckpt/manifest_blob.h"
+#include "formats/fpckpt/index_file.h"
+#include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/recovery.h"
+#include "formats/fpckpt/validate.h"
+#include "formats/safetensors/fs_util.h"
+#include "app/train/safetensors_init.h"
+#include "app/checkpoint/state_documents.h"
+#include "app/checkpoint/state_load.h"
+#include "app/checkpoint/state_save.h"
+#include "app/train/train_setup.h"
+
+namespace fpg::train {
+namespace {
+
+using safetensors::join_path;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// What the rank threads share: rank 0's staging directory (removed if the run fails before the
+// commit) and the log.
+struct Session {
+  std::mutex mu;
+  fpckpt::StagingDir staging;
+  CheckpointLog log;
+};
+
+void ensure_root(const std::string& root) {
+  struct stat st {};
+  if (stat(root.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) throw UsageError("--save " + root + ": not a directory");
+    return;
+  }
+  if (mkdir(root.c_str(), 0755) != 0 && errno != EEXIST)
+    throw UsageError("--save " + root + ": cannot create: " + std::strerror(errno));
+}
+
+std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+std::string without_trailing_slash(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+// The checkpoint roots to recover: --save, and --load where it names a root (not a checkpoint).
+std::vector<std::string> recovery_roots(const CheckpointOptions& c) {
+  std::vector<std::string> roots;
+  if (!c.save.empty()) roots.push_back(without_trailing_slash(c.save));
+  struct stat st {};
+  if (!c.load.empty() && stat(join_path(c.load, fpckpt::kIndexFile).c_str(), &st) != 0) {
+    const std::string load = without_trailing_slash(c.load);
+    if (roots.empty() || roots[0] != load) roots.push_back(load);
+  }
+  return roots;
+}
+
+void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, uint64_t steps_done,
+          const RankStateAccess& rank, comm::Communicator& comm) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint32_t r = static_cast<uint32_t>(comm.rank());
+  const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
+  std::string staging;
+  if (r == 0) {
+    fpckpt::StagingDir dir = fpckpt::begin_staging(target);
+    staging = dir.path();
+    std::lock_guard<std::mutex> lock(session.mu);
+    session.staging = std::move(dir);
+  }
+  staging = [&] {
+    const auto all = comm.all_gather_bytes(r == 0 ? bytes_of(staging) : std::vector<uint8_t>{});
+    return std::string(all.at(0).begin(), all.at(0).end());
+  }();
+
+  fpckpt::WriteOptions wo;
+  wo.compression = c.compression;
+  wo.chunk_bytes = c.chunk_bytes;
+  fpckpt::RankManifest manifest;
+  {
+    fpckpt::RankWriter w(staging, r, wo);
+    RankSaveOptions so;
+    so.layout = c.layout;
+    save_rank_state(w, rank, so);
+    if (c.before_finish) c.before_finish(r, steps_done);
+    manifest = w.finish();
+  }
+  const auto blobs = comm.gather_bytes(fpckpt::manifest_to_bytes(manifest), 0);
+  if (r == 0) {
+    std::vector<fpckpt::RankManifest> manifests;
+    for (const auto& b : blobs) manifests.push_back(fpckpt::manifest_from_bytes(b));
+    const TrainCursor cursor{o.seed, steps_done, o.micro_batch, o.accumulation, o.dp};
+    const ckpt::Index ix = fpckpt::merge_manifests(manifests, state_documents(rank, cursor, c.layout));
+    fpckpt::commit(staging, target, ix);
+    std::lock_guard<std::mutex> lock(session.mu);
+    session.staging = fpckpt::StagingDir();
+    fpckpt::update_latest(c.save, name);
+    const auto removed = fpckpt::apply_retention(c.save, c.keep);
+    session.log.saved.push_back(target);
+    session.log.removed.insert(session.log.removed.end(), removed.begin(), removed.end());
+  }
+  // No rank goes on before the commit: a failure on rank 0 aborts the others here.
+  comm.barrier()->wait();
+  if (r == 0) {
+    std::lock_guard<std::mutex> lock(session.mu);
+    session.log.save_seconds.push_back(seconds_since(t0));
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_name(uint64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08llu", static_cast<unsigned long long>(step));
+  return buf;
+}
+
+bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps) {
+  if (c.save.empty()) return false;
+  return steps_done == steps || (c.save_every > 0 && steps_done % c.save_every == 0);
+}
+
+CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
+                                        const std::function<model::ModelSpec()>& spec, const CheckpointedRun& train_run) {
+  if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
+  if (c.save.empty() && c.keep > 0) throw UsageError("--keep needs --save DIR");
+  if (!c.init.empty() && !c.load.empty())
+    throw UsageError("--init and --load both set the starting state: give one (--load resumes a checkpoint, "
+                     "--init starts a new run from safetensors weights)");
+  std::unique_ptr<SafetensorsInit> init;
+  if (!c.init.empty()) init = std::make_unique<SafetensorsInit>(c.init, spec());
+  if (!c.save.empty()) ensure_root(c.save);
+
+  Session session;
+  // What killed saves left in the roots this run uses, before `latest` is read or a save begins.
+  for (const std::string& root : recovery_roots(c)) {
+    auto done = fpckpt::recover_root(root);
+    session.log.recovered.insert(session.log.recovered.end(), done.begin(), done.end());
+  }
+  std::unique_ptr<fpckpt::CheckpointReader> reader;
+  TrainCursor loaded;
+  double open_seconds = 0, slowest_rank_load = 0;
+  if (!c.load.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    reader = fpckpt::open_valid(c.load, "resume from it");  // resolves `latest`
+    open_seconds = seconds_since(t0);
+    loaded = saved_cursor(reader->index().documents, reader->dir());
+    session.log.loaded = reader->dir();
+    session.log.loaded_step = loaded.next_step;
+  }
+
+  CheckpointHooks hooks;
+  if (init) hooks.init = [&](uint32_t p, float* out) { init->fill(p, out); };
+  if (reader)
+    hooks.resume = [&](RankStateAccess& rank, comm::Communicator& comm) {
+      const TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
+      check_resumable(reader->index().documents, state_documents(rank, run, c.layout), reader->dir());
+      const auto t0 = std::chrono::steady_clock::now();
+      load_rank_state(*reader, rank, comm);
+      const double s = seconds_since(t0);
+      std::lock_guard<std::mutex> lock(session.mu);
+      slowest_rank_load = std::max(slowest_rank_load, s);
+      return loaded.next_step;
+    };
+  if (!c.save.empty())
+    hooks.after_step = [&](uint64_t done, const RankStateAccess& rank, comm::Communicator& comm) {
+      if (save_due(c, done, o.steps)) save(o, c, session, done, rank, comm);
+    };
+
+  CheckpointedResult out;
+  try {
+    out.train = train_run(hooks);
+  } catch (...) {
+    // Every rank thread has ended: nothing writes into the staging directory any more.
+    if (!session.staging.empty()) fpckpt::remove_tree(session.staging.path());
+    session.staging = fpckpt::StagingDir();
+    throw;
+  }
+  out.checkpoints = std::move(session.log);
+  if (reader) {
+    out.checkpoints.load_seconds = open_seconds + slowest_rank_load;
+    out.checkpoints.loaded_chunks = reader->chunks_read();
+    out.checkpoints.loaded_bytes = reader->stored_bytes_read();
+  }
+  return out;
+}
+
+CheckpointedResult train_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
+                                          const RankObserver& observer, const StepCallback& on_step) {
+  return run_with_checkpoints(o, c, [&] { return training_spec(o); }, [&](const CheckpointHooks& h) {
+    TrainHooks hooks;
+    hooks.init = h.init;
+    if (h.resume)
+      hooks.resume = [&](pipeline::RankPipeline& rank, comm::Communicator& comm) {
+        PipelineAccess access(rank);
+        return h.resume(access, comm);
+      };
+    if (h.after_step)
+      hooks.after_step = [&](uint64_t done, const pipeline::RankPipeline& rank, comm::Communicator& comm) {
+        h.after_step(done, PipelineAccess(rank), comm);
+      };
+    return train(o, observer, on_step, hooks);
+  });
+}
+
+}  // namespace fpg::train

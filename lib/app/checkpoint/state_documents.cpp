@@ -1,0 +1,251 @@
+#include "app/checkpoint/state_documents.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "fp8/recipe.h"
+#include "layout/layout_json.h"
+#include "model/spec_json.h"
+#include "pipeline/fp8_params.h"
+#include "app/reshard/reshard_target.h"
+
+namespace fpg::train {
+namespace {
+
+using nlohmann::json;
+
+json recipe_json(const fp8::Recipe& r) {
+  return {{"scaling", std::string(fp8::scaling_name(r.scaling))},
+          {"format", std::string(fp8::format_name(r.format))},
+          {"pow2", r.pow2},
+          {"amax_epsilon", r.amax_epsilon},
+          {"mx_rule", std::string(fp8::mx_rule_name(r.mx_rule))},
+          {"mx_rowwise", r.mx_rowwise},
+          {"mx_columnwise", r.mx_columnwise}};
+}
+
+json fp8_json(const RankStateAccess& rank) {
+  const pipeline::PipelineConfig& c = rank.config();
+  if (!c.fp8.enabled) return {{"enabled", false}};
+  json j = {{"enabled", true}, {"recipe", recipe_json(c.fp8.recipe)}};
+  const bool delayed = pipeline::is_delayed(c.fp8);
+  if (delayed)
+    j["delayed"] = {{"history_len", c.fp8.amax_history_len},
+                    {"algo", c.fp8.amax_algo == fp8::AmaxAlgo::max ? "max" : "most_recent"},
+                    {"margin", c.fp8.margin}};
+  // Which keys hold each FP8 param's data and scale state (app/checkpoint/state_save.h writes them).
+  json params = json::array();
+  for (const pipeline::Fp8ParamState& s : rank.state().fp8) {
+    const std::string& name = rank.spec().params.at(s.param).name;
+    json keys = json::array();
+    const pipeline::ParamStorage st = rank.param_storage(s.param);
+    if (st.data) keys.push_back(ckpt::fp8_data_key(name));
+    if (st.col) keys.push_back(ckpt::fp8_columnwise_key(name));
+    if (!s.scales.scale.empty()) {
+      keys.push_back(ckpt::fp8_state_key(name, "scale"));
+      keys.push_back(ckpt::fp8_state_key(name, "scale_inv"));
+    }
+    if (!s.scales.e8m0.empty()) keys.push_back(ckpt::fp8_state_key(name, "scale_e8m0"));
+    if (!s.scales.e8m0_col.empty()) keys.push_back(ckpt::fp8_state_key(name, "columnwise_scale_e8m0"));
+    if (delayed) {
+      keys.push_back(ckpt::fp8_state_key(name, "amax_history"));
+      keys.push_back(ckpt::fp8_state_key(name, "delayed_scale"));
+    }
+    params.push_back({{"name", name}, {"keys", keys}});
+  }
+  j["params"] = params;
+  return j;
+}
+
+json optimizer_json(const RankStateAccess& rank, ckpt::StateLayout sl) {
+  const pipeline::PipelineConfig& c = rank.config();
+  json h = {{"lr", c.lr},
+            {"beta1", c.beta1},
+            {"beta2", c.beta2},
+            {"eps", c.eps},
+            {"weight_decay", c.weight_decay},
+            {"torch_vec_width", c.torch_vec_width},
+            {"clip_grad", c.clip_grad}};
+  json j = {{"name", optim::optimizer_name(c.optimizer)}, {"dist_opt", pipeline::dist_opt_name(c.dist_opt)}};
+  if (c.optimizer == optim::OptimizerKind::muon) {
+    j["scalar_optimizer"] = optim::scalar_optimizer_name(c.scalar_optimizer);
+    h["muon_momentum"] = c.muon_momentum;
+    h["muon_nesterov"] = c.muon_nesterov;
+    h["muon_ns_steps"] = c.muon_ns_steps;
+    h["muon_adjust_lr"] = c.muon_adjust_lr == optim::MuonLrAdjust::original ? "original" : "match_rms_adamw";
+  }
+  j["hyperparameters"] = h;
+  // Optimizer steps taken (skipped steps not counted): Adam's bias correction.
+  j["step"] = rank.state().bucketed.step;
+  j["state_layout"] = std::string(ckpt::state_layout_name(sl));
+  j["states"] = saved_states(rank.state().bucketed.kind);
+  if (rank.layer_wise_layout()) j["matrix_states"] = saved_states(rank.state().layer_wise.kind);
+  return j;
+}
+
+std::string shorten(const std::string& s) { return s.size() <= 160 ? s : s.substr(0, 157) + "..."; }
+
+std::string value_at(const json& j, const std::string& path) {
+  const json::json_pointer p(path);
+  return j.contains(p) ? shorten(j.at(p).dump()) : std::string("nothing");
+}
+
+// "" when equal, else where and how they first differ.
+std::string first_difference(const json& saved, const json& run) {
+  const json patch = json::diff(saved, run);
+  if (patch.empty()) return "";
+  const std::string path = patch[0].at("path").get<std::string>();
+  return "at " + (path.empty() ? std::string("/") : path) + ": the checkpoint has " + value_at(saved, path) +
+         ", this run " + value_at(run, path);
+}
+
+json parse_doc(const ckpt::Documents& d, const char* name, const std::string& dir) {
+  const auto text = d.get(name);
+  if (!text) throw FormatError(dir + ": the index has no '" + name + "' document: not a training checkpoint");
+  try {
+    return json::parse(*text);
+  } catch (const std::exception& e) {
+    throw FormatError(dir + ": document '" + name + "' is not JSON: " + e.what());
+  }
+}
+
+json without(json j, std::initializer_list<const char*> fields) {
+  if (j.is_object())
+    for (const char* f : fields) j.erase(f);
+  return j;
+}
+
+// The bucketed part of a layout document (layer-wise layouts keep theirs under "scalar").
+json bucketed_part(const json& layout) {
+  return layout.value("kind", "") == "layer_wise" ? layout.value("scalar", json::object()) : layout;
+}
+
+// `fpgather reshard DIR DIR-dpM --dp M ...` (reshard_command) producing the checkpoint that this run would accept:
+// its DP size, dist-opt, bucket size and padding, and its accumulation where that is not the one
+// reshard picks by default (the one that keeps the global batch).
+std::string reshard_command_for(const ckpt::Documents& saved_docs, const ckpt::Documents& run_docs,
+                                const json& saved_layout, const json& run_layout, const std::string& dir) {
+  const uint32_t sdp = saved_layout.value("dp", 1u), rdp = run_layout.value("dp", 1u);
+  std::string extra;
+  const std::string sk = saved_layout.value("kind", ""), rk = run_layout.value("kind", "");
+  if (sk != rk) extra += std::string(" --dist-opt ") + (rk == "layer_wise" ? "layerwise" : "bucketed");
+  const json sb = bucketed_part(saved_layout), rb = bucketed_part(run_layout);
+  if (sb.value("bucket_size", json()) != rb.value("bucket_size", json()))
+    extra += " --bucket-size " + (rb.value("bucket_size", json()).is_null() ? std::string("none")
+                                                                           : rb.at("bucket_size").dump());
+  if (sb.value("pad_for_nccl", false) != rb.value("pad_for_nccl", false))
+    extra += rb.value("pad_for_nccl", false) ? " --pad-for-nccl" : " --no-pad-for-nccl";
+  const auto accumulation = [](const ckpt::Documents& d) -> uint64_t {
+    const auto text = d.get(ckpt::doc::data);
+    if (!text || !json::accept(*text)) return 1;
+    return json::parse(*text).value(json::json_pointer("/cursor/accumulation"), uint64_t{1});
+  };
+  const uint64_t sa = accumulation(saved_docs), ra = accumulation(run_docs);
+  if (rdp == 0 || (uint64_t{sdp} * sa) % rdp != 0 || (uint64_t{sdp} * sa) / rdp != ra)
+    extra += " --accumulation " + std::to_string(ra);
+  return reshard_command(dir, rdp, extra);
+}
+
+}  // namespace
+
+std::vector<std::string> saved_states(optim::OptimizerKind kind) {
+  std::vector<std::string> s = {"master"};
+  for (const char* k : pipeline::state_keys(kind)) s.push_back(k);
+  return s;
+}
+
+ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const TrainCursor& cursor, ckpt::StateLayout sl) {
+  return state_documents(PipelineAccess(rank), cursor, sl);
+}
+
+ckpt::Documents state_documents(const RankStateAccess& rank, const TrainCursor& cursor, ckpt::StateLayout sl) {
+  ckpt::Documents d;
+  d.set(ckpt::doc::model, model::spec_to_json(rank.spec(), -1));
+  d.set(ckpt::doc::layout, rank.layer_wise_layout() ? layout::to_json(*rank.layer_wise_layout())
+                                                    : layout::to_json(rank.bucketed_layout()));
+  d.set(ckpt::doc::optimizer, optimizer_json(rank, sl).dump());
+  d.set(ckpt::doc::fp8, fp8_json(rank).dump());
+  const json cur = {{"seed", cursor.seed},
+                    {"next_step", cursor.next_step},
+                    {"micro_batch", cursor.micro_batch},
+                    {"accumulation", cursor.accumulation},
+                    {"dp", cursor.dp}};
+  d.set(ckpt::doc::data,
+        json{{"cursor", cur},
+             {"order",
+              "step t on DP rank r draws micro-batches (t * dp + r) * accumulation + a, a < accumulation; micro-batch "
+              "i is a pure function of (seed, micro_batch, i)"}}
+            .dump());
+  d.set(ckpt::doc::rng, json{{"generator", "philox4x32-10"},
+                             {"seed", cursor.seed},
+                             {"stateless", true},
+                             {"note", "initial weights, the teacher and every sample are counter-based functions of "
+                                      "(seed, index): the data cursor is the whole RNG state"}}
+                            .dump());
+  return d;
+}
+
+TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir) {
+  const json d = parse_doc(saved, ckpt::doc::data, dir);
+  try {
+    const json& c = d.at("cursor");
+    TrainCursor t;
+    t.seed = c.at("seed").get<uint64_t>();
+    t.next_step = c.at("next_step").get<uint64_t>();
+    t.micro_batch = c.at("micro_batch").get<int64_t>();
+    t.accumulation = c.at("accumulation").get<uint64_t>();
+    t.dp = c.at("dp").get<uint32_t>();
+    return t;
+  } catch (const json::exception& e) {
+    throw FormatError(dir + ": document 'data': malformed cursor: " + e.what());
+  }
+}
+
+void check_resumable(const ckpt::Documents& saved_docs, const ckpt::Documents& run_docs, const std::string& dir) {
+  const std::string head = "cannot resume from " + dir + ": ";
+  auto doc = [&](const ckpt::Documents& d, const char* name) { return parse_doc(d, name, dir); };
+  // The most telling difference first: the model, the DP size and distributed optimizer, the
+  // optimizer, the FP8 recipe and the data stream; the remaining layout options last (the layout
+  // also changes with the model, the recipe and the dist-opt).
+  if (const std::string d = first_difference(doc(saved_docs, ckpt::doc::model), doc(run_docs, ckpt::doc::model));
+      !d.empty())
+    throw UsageError(head + "the model differs " + d);
+
+  const json saved_layout = doc(saved_docs, ckpt::doc::layout), run_layout = doc(run_docs, ckpt::doc::layout);
+  const std::string reshard = "; loading does not reshard: rewrite the checkpoint for this run with `" +
+                              reshard_command_for(saved_docs, run_docs, saved_layout, run_layout, dir) +
+                              "` and load that";
+  const auto sdp = saved_layout.value("dp", 0u), rdp = run_layout.value("dp", 0u);
+  if (sdp != rdp)
+    throw UsageError(head + "it was saved at DP " + std::to_string(sdp) + " and this run has DP " +
+                     std::to_string(rdp) + reshard + " (or run at DP " + std::to_string(sdp) + ")");
+  const std::string sk = saved_layout.value("kind", ""), rk = run_layout.value("kind", "");
+  auto dist_opt = [](const std::string& k) { return k == "layer_wise" ? "layerwise" : "bucketed"; };
+  if (sk != rk)
+    throw UsageError(head + "its layout is " + sk + " (--dist-opt " + dist_opt(sk) + ") and this run's is " + rk +
+                     " (--dist-opt " + dist_opt(rk) + ")" + reshard);
+
+  {
+    // The state layout and the step are the checkpoint's own; the states follow from the optimizer.
+    const auto strip = [](json j) { return without(std::move(j), {"step", "state_layout", "states", "matrix_states"}); };
+    const json saved = strip(doc(saved_docs, ckpt::doc::optimizer)), run = strip(doc(run_docs, ckpt::doc::optimizer));
+    const auto names = [](const json& j) { return without(j, {"hyperparameters", "dist_opt"}); };
+    std::string d = first_difference(names(saved), names(run));
+    if (d.empty()) d = first_difference(saved, run);
+    if (!d.empty()) throw UsageError(head + "the optimizer config differs " + d);
+  }
+  if (const std::string d = first_difference(doc(saved_docs, ckpt::doc::fp8), doc(run_docs, ckpt::doc::fp8));
+      !d.empty())
+    throw UsageError(head + "the FP8 recipe differs " + d);
+  {
+    const auto cursor = [&](const ckpt::Documents& docs) {
+      return without(doc(docs, ckpt::doc::data).value("cursor", json::object()), {"next_step"});
+    };
+    const std::string d = first_difference(cursor(saved_docs), cursor(run_docs));
+    if (!d.empty()) throw UsageError(head + "the data stream differs " + d + " (--seed, --micro-batch, --accumulation)");
+  }
+  if (const std::string d = first_difference(saved_layout, run_layout); !d.empty())
+    throw UsageError(head + "the layout differs " + d + " (bucket size, padding rules)" + reshard);
+}
+
+}  // namespace fpg::train

@@ -1,0 +1,44 @@
+// The documents of a training checkpoint (man 5 fpgather-format, "TRAINING STATE"): what the run
+// was, so that a loader can check it resumes the same run, and so that validate, inspect and
+// reshard can read the state without the program that wrote it.
+//   model      the spec (model/spec_json.h), fp32-kept params marked
+//   layout     the bucketed or layer-wise layout (layout/layout_json.h): DP size, bucket size,
+//              padding rules; its kind is the distributed optimizer
+//   optimizer  {"name", "scalar_optimizer" (muon), "dist_opt", "hyperparameters": {...}, "step",
+//              "state_layout", "states", "matrix_states" (layer-wise)}
+//   fp8        {"enabled", "recipe": {...}, "delayed": {...}, "params": [{"name", "keys": [...]}]}
+//   data       {"cursor": {seed, next_step, micro_batch, accumulation, dp}, "order": ...}
+//   rng        {"generator": "philox4x32-10", "seed", "stateless": true, ...}
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ckpt/documents.h"
+#include "ckpt/key_names.h"
+#include "pipeline/rank_pipeline.h"
+#include "app/checkpoint/rank_state_access.h"
+#include "app/train/trainer.h"
+
+namespace fpg::train {
+
+// The state names a part saves: "master" and the optimizer's (pipeline::state_keys).
+std::vector<std::string> saved_states(optim::OptimizerKind kind);
+
+// The documents describing `rank`'s run (any rank: they are alike) at `cursor`, with optimizer
+// state stored in layout `state_layout`.
+ckpt::Documents state_documents(const RankStateAccess& rank, const TrainCursor& cursor,
+                                ckpt::StateLayout state_layout);
+ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const TrainCursor& cursor,
+                                ckpt::StateLayout state_layout);
+
+// Refuses (UsageError, exit 2) to resume the run described by `run` from the checkpoint at `dir`
+// whose documents are `saved`, naming the first difference: the model, the layout (another DP size
+// or layout is the job of `fpgather reshard`), the optimizer and its hyperparameters, the FP8 recipe,
+// the data stream (seed, micro-batch, accumulation). The state layout and the step may differ.
+void check_resumable(const ckpt::Documents& saved, const ckpt::Documents& run, const std::string& dir);
+
+// The saved cursor (FormatError naming `dir` if the data document is missing or malformed).
+TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir);
+
+}  // namespace fpg::train

@@ -1,0 +1,273 @@
+#include "app/convert/param_export.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+
+#include "app/convert/export_files.h"
+#include "app/convert/staged_output.h"
+#include "core/error.h"
+#include "core/float_codec.h"
+#include "core/progress.h"
+#include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/torch_dtype.h"
+#include "formats/dcp/torch_save_writer.h"
+#include "formats/safetensors/writer.h"
+
+namespace fpg::convert {
+namespace {
+
+struct Planned {
+  size_t source = 0;  // index into ParamSource::tensors()
+  safetensors::TensorSpec spec;
+  uint64_t bytes() const {
+    uint64_t n = 1;
+    for (uint64_t d : spec.shape) n *= d;
+    return dtype_bytes(spec.dtype, n);
+  }
+};
+
+std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) {
+  if (o.weights == ExportWeights::fp8)
+    throw UsageError(src.describe() + ": this export writes no FP8 recipe: export bf16 or fp32 weights, or quantize an "
+                     "export with `fpgather convert IN OUT --fp8 RECIPE`");
+  const auto& ts = src.tensors();
+  // Per parameter, in order: its weight as held and its master, either of which may be absent.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<long, long>> found;  // param -> (weight, master)
+  for (size_t i = 0; i < ts.size(); ++i) {
+    auto [it, fresh] = found.emplace(ts[i].param, std::make_pair(-1L, -1L));
+    if (fresh) order.push_back(ts[i].param);
+    if (ts[i].role == "weight") it->second.first = static_cast<long>(i);
+    if (ts[i].role == "master") it->second.second = static_cast<long>(i);
+  }
+  std::vector<Planned> out;
+  for (const std::string& param : order) {
+    const auto [weight, master] = found[param];
+    const bool fp32 = o.weights == ExportWeights::fp32;
+    // fp32: the master where there is one; bf16: the weight as held, else the master rounded.
+    const long from = fp32 ? (master >= 0 ? master : weight) : (weight >= 0 ? weight : master);
+    if (from < 0) continue;
+    DType dtype = fp32 ? DType::F32 : DType::BF16;
+    // Tensors that are not 16- to 64-bit floats (integer buffers, FP8) are written as stored.
+    const DType held = ts[static_cast<size_t>(from)].dtype;
+    if (!dtype_is_decodable_float(held) || dtype_bits(held) < 16) dtype = held;
+    out.push_back({static_cast<size_t>(from), {param, dtype, ts[static_cast<size_t>(from)].shape}});
+  }
+  if (o.states)
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (ts[i].role != "weight") out.push_back({i, {ts[i].name, ts[i].dtype, ts[i].shape}});
+  return out;
+}
+
+// Converts n elements of `from` into `to` (BF16 or F32 targets; same dtype copies).
+void convert_elements(const uint8_t* src, DType from, uint8_t* dst, DType to, uint64_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, dtype_bytes(from, n));
+    return;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    float v = 0;
+    switch (from) {
+      case DType::F32: std::memcpy(&v, src + 4 * i, 4); break;
+      case DType::BF16: { uint16_t h; std::memcpy(&h, src + 2 * i, 2); v = float_from_bf16(h); break; }
+      case DType::F16: { uint16_t h; std::memcpy(&h, src + 2 * i, 2); v = float_from_fp16(h); break; }
+      case DType::F64: { double d; std::memcpy(&d, src + 8 * i, 8); v = static_cast<float>(d); break; }
+      default: throw InternalError("export: no conversion from " + std::string(dtype_name(from)));
+    }
+    if (to == DType::F32) {
+      std::memcpy(dst + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = bf16_from_float(v);
+      std::memcpy(dst + 2 * i, &h, 2);
+    }
+  }
+}
+
+// A plain DCP's key for an exported tensor: "model.NAME" for weights, "optimizer.state.NAME.STATE"
+// (the master as "master") for the rest, as a state dict {"model": …, "optimizer": {"state": …}} flattens.
+std::string dcp_key(const ckpt::ParamTensor& t, const std::string& exported_name) {
+  if (exported_name == t.param) return "model." + t.param;
+  return "optimizer.state." + t.param + "." + t.role;
+}
+
+}  // namespace
+
+ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
+  const std::vector<Planned> tensors = plan(src, o);
+  std::vector<uint64_t> sizes;
+  std::vector<safetensors::TensorSpec> specs;
+  uint64_t total = 0;
+  for (const auto& t : tensors) {
+    sizes.push_back(t.bytes());
+    specs.push_back(t.spec);
+    total += t.bytes();
+  }
+  const ExportFiles files = plan_export_files(sizes, out, o.max_shard_bytes);
+
+  std::map<std::string, std::string> meta{{"format", "pt"},
+                                          {"fpgather.source", src.describe()},
+                                          {"fpgather.weights", o.weights == ExportWeights::fp32 ? "fp32" : "bf16"},
+                                          {"fpgather.producer", std::string("fpgather ") + FPGATHER_VERSION}};
+  if (o.states) {
+    std::vector<std::string> roles;
+    for (const auto& t : src.tensors())
+      if (t.role != "weight" && t.role != "master" && std::find(roles.begin(), roles.end(), t.role) == roles.end())
+        roles.push_back(t.role);
+    std::string list = "master";
+    for (const auto& r : roles) list += "," + r;
+    meta["fpgather.states"] = list;
+  }
+  ExportOutput output(out, files, o.force, o.inputs, specs, meta);
+
+  ExportSummary sum;
+  sum.checkpoint = src.describe();
+  Progress progress("export", total, o.progress);
+  // Two slabs: one is written by a background task while the next is read (and converted).
+  struct Slab {
+    std::vector<uint8_t> in, converted;
+  };
+  Slab slabs[2];
+  size_t slot = 0;
+  std::future<void> writing;  // the write of the other slab
+  uint64_t writing_bytes = 0;
+  auto finish_write = [&] {
+    if (!writing.valid()) return;
+    writing.get();
+    progress.advance(writing_bytes);
+  };
+  for (size_t f = 0; f < files.names.size(); ++f)
+    for (size_t i : files.tensors[f]) {
+      const Planned& t = tensors[i];
+      const ckpt::ParamTensor& st = src.tensors()[t.source];
+      const uint64_t n = st.numel();
+      const uint64_t elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
+      const uint64_t slab = std::max<uint64_t>(1, o.slab_bytes / std::max<uint64_t>(elem, 4));
+      safetensors::Writer& writer = output.writer(f);
+      const size_t w = writer.index(t.spec.name);
+      const uint64_t out_elem = dtype_bits(t.spec.dtype) / 8;
+      for (uint64_t lo = 0; lo < n; lo += slab) {
+        const uint64_t hi = std::min(n, lo + slab);
+        Slab& b = slabs[slot];
+        b.in.resize((hi - lo) * elem);
+        src.read(t.source, lo, hi, b.in.data());
+        sum.bytes_read += b.in.size();
+        const std::vector<uint8_t>* out = &b.in;  // written as read when the dtype is kept
+        if (st.dtype != t.spec.dtype) {
+          b.converted.resize((hi - lo) * out_elem);
+          convert_elements(b.in.data(), st.dtype, b.converted.data(), t.spec.dtype, hi - lo);
+          out = &b.converted;
+        }
+        finish_write();
+        writing = std::async(std::launch::async, [wr = &writer, w, at = lo * out_elem, out] {
+          wr->write(w, at, out->data(), out->size());
+        });
+        writing_bytes = out->size();
+        slot ^= 1;
+      }
+    }
+  finish_write();
+  sum.files = output.commit();
+  sum.tensors = tensors.size();
+  sum.bytes_written = total;
+  return sum;
+}
+
+ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
+  const std::vector<Planned> tensors = plan(src, o);
+  StagedOutput staged(out, OutputKind::directory, o.force, o.inputs);
+  dcp::DcpWriter w(staged.staged_dir());
+  for (const Planned& t : tensors) {
+    const dcp::TorchDType* dtype = dcp::find_torch_dtype(dcp::torch_dtype_name(t.spec.dtype));
+    if (!dtype) throw UsageError(t.spec.name + ": dtype " + std::string(dtype_name(t.spec.dtype)) + " has no torch dtype");
+    w.declare_tensor(dcp_key(src.tensors()[t.source], t.spec.name), *dtype, t.spec.shape);
+  }
+  ExportSummary sum;
+  sum.checkpoint = src.describe();
+  uint64_t total = 0;
+  for (const auto& t : tensors) total += t.bytes();
+  Progress progress("export", total, o.progress);
+  // The writer asks for each tensor's bytes in consecutive blocks of its I/O block size, tensor after
+  // tensor; the source elements of the block it will ask for next are read in the background while it
+  // checksums and writes the current one (a guess: a block asked for otherwise is read then).
+  const uint64_t block = dcp::kDefaultIoBlockBytes;
+  struct Block {
+    size_t tensor = SIZE_MAX;
+    uint64_t offset = 0, size = 0;
+    std::vector<uint8_t> in;  // source elements covering [offset, offset + size)
+  };
+  Block cur;
+  auto elements = [&](const Block& b, uint64_t& lo, uint64_t& hi) {
+    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(tensors[b.tensor].spec.dtype) / 8, 1);
+    lo = b.offset / out_elem;
+    hi = (b.offset + b.size + out_elem - 1) / out_elem;
+  };
+  auto read_block = [&](Block& b) {
+    const ckpt::ParamTensor& st = src.tensors()[tensors[b.tensor].source];
+    uint64_t lo = 0, hi = 0;
+    elements(b, lo, hi);
+    b.in.resize((hi - lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
+    src.read(tensors[b.tensor].source, lo, hi, b.in.data());
+  };
+  // Declared after what its read uses, so that an exception waits for it before they go.
+  struct Ahead {
+    Block b;
+    std::future<void> done;  // declared last: destroyed (waited for) before the buffer
+  } ahead;
+  auto read_ahead = [&](size_t t, uint64_t offset) {
+    if (offset >= tensors[t].bytes()) {
+      if (++t >= tensors.size()) return;
+      offset = 0;
+    }
+    ahead.b.tensor = t;
+    ahead.b.offset = offset;
+    ahead.b.size = std::min(block, tensors[t].bytes() - offset);
+    ahead.done = std::async(std::launch::async, [&] { read_block(ahead.b); });
+  };
+  std::vector<uint8_t> out_buf;  // reused from tensor to tensor: no page faults, no zero-filling
+  for (size_t ti = 0; ti < tensors.size(); ++ti) {
+    const Planned& t = tensors[ti];
+    const ckpt::ParamTensor& st = src.tensors()[t.source];
+    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
+    // Each byte range the writer asks for is served from the elements that cover it.
+    auto fill = [&](uint64_t offset, void* dst, size_t size) {
+      bool ready = false;
+      if (ahead.done.valid()) {
+        ahead.done.get();
+        ready = ahead.b.tensor == ti && ahead.b.offset == offset && ahead.b.size == size;
+        if (ready) std::swap(cur, ahead.b);
+      }
+      if (!ready) {
+        cur.tensor = ti;
+        cur.offset = offset;
+        cur.size = size;
+        read_block(cur);
+      }
+      read_ahead(ti, offset + size);
+      uint64_t lo = 0, hi = 0;
+      elements(cur, lo, hi);
+      const uint8_t* bytes = cur.in.data();
+      if (st.dtype != t.spec.dtype) {
+        out_buf.resize((hi - lo) * out_elem);
+        convert_elements(cur.in.data(), st.dtype, out_buf.data(), t.spec.dtype, hi - lo);
+        bytes = out_buf.data();
+      }
+      std::memcpy(dst, bytes + offset % out_elem, size);
+      sum.bytes_read += cur.in.size();
+      progress.advance(size);
+    };
+    w.rank(0).write_tensor(dcp_key(st, t.spec.name), std::vector<uint64_t>(t.spec.shape.size(), 0), t.spec.shape, fill);
+  }
+  if (ahead.done.valid()) ahead.done.get();
+  w.commit();
+  staged.commit();
+  sum.files = {staged.dir()};
+  sum.tensors = tensors.size();
+  sum.bytes_written = total;
+  return sum;
+}
+
+}  // namespace fpg::convert

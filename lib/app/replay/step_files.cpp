@@ -1,0 +1,122 @@
+#include "app/replay/step_files.h"
+
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+#include "formats/safetensors/reader.h"
+#include "formats/safetensors/writer.h"
+#include "model/param.h"
+
+namespace fpg::train {
+namespace {
+
+std::vector<float> read_f32(const safetensors::Reader& r, const safetensors::TensorInfo& t) {
+  std::vector<float> v(t.numel);
+  if (t.numel) std::memcpy(v.data(), r.data(t), t.numel * sizeof(float));  // the map need not be aligned
+  return v;
+}
+
+void require_f32(const std::string& path, const safetensors::TensorInfo& t, const char* what) {
+  if (t.dtype != DType::F32)
+    throw UsageError(path + ": " + what + " '" + t.name + "' is " + std::string(dtype_name(t.dtype)) +
+                     "; fpgather step takes F32 tensors only");
+}
+
+int64_t parse_step(const std::string& path, const std::string& text) {
+  const std::string msg = path + ": __metadata__ \"step\" is '" + text + "', not a non-negative integer";
+  if (text.empty() || text.size() > 18) throw FormatError(msg);
+  int64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') throw FormatError(msg);
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// The state key NAME ends with when NAME is PARAM.KEY and PARAM is a tensor of the file; else "".
+std::string state_suffix(const std::string& name, const safetensors::Reader& r) {
+  for (const std::string& key : step_state_keys()) {
+    const std::string dot = "." + key;
+    if (name.size() > dot.size() && name.compare(name.size() - dot.size(), dot.size(), dot) == 0 &&
+        r.find(std::string_view(name).substr(0, name.size() - dot.size())))
+      return key;
+  }
+  return "";
+}
+
+}  // namespace
+
+const std::vector<std::string>& step_state_keys() {
+  static const std::vector<std::string> keys = {"exp_avg", "exp_avg_sq", "momentum_buffer"};
+  return keys;
+}
+
+StepFile read_step_params(const std::string& path) {
+  const safetensors::Reader r(path);
+  StepFile f;
+  const auto it = r.metadata().find("step");
+  if (it != r.metadata().end()) f.step = parse_step(path, it->second);
+
+  std::map<std::string, size_t> index;
+  for (const auto& t : r.tensors()) {
+    if (!state_suffix(t.name, r).empty()) continue;
+    require_f32(path, t, "parameter");
+    if (t.numel == 0) throw UsageError(path + ": parameter '" + t.name + "' has no elements " + shape_string(t.shape));
+    index[t.name] = f.params.size();
+    f.params.push_back(StepTensor{t.name, t.shape, read_f32(r, t), {}});
+  }
+  for (const auto& t : r.tensors()) {
+    const std::string key = state_suffix(t.name, r);
+    if (key.empty()) continue;
+    const std::string owner = t.name.substr(0, t.name.size() - key.size() - 1);
+    const auto p = index.find(owner);
+    if (p == index.end())  // the owner is itself a state tensor: PARAM.exp_avg.exp_avg
+      throw UsageError(path + ": '" + t.name + "' is the state of '" + owner + "', which is not a parameter");
+    require_f32(path, t, "state tensor");
+    StepTensor& param = f.params[p->second];
+    if (t.shape != param.shape)
+      throw UsageError(path + ": state tensor '" + t.name + "' has shape " + shape_string(t.shape) +
+                       ", its parameter " + shape_string(param.shape));
+    param.state[key] = read_f32(r, t);
+  }
+  if (f.params.empty()) throw UsageError(path + ": no parameters");
+  return f;
+}
+
+std::vector<std::vector<float>> read_step_grads(const std::string& path, const StepFile& params) {
+  const safetensors::Reader r(path);
+  std::set<std::string> names;
+  for (const StepTensor& p : params.params) names.insert(p.name);
+  for (const auto& t : r.tensors())
+    if (!names.count(t.name)) throw UsageError(path + ": gradient '" + t.name + "' matches no parameter");
+  std::vector<std::vector<float>> grads;
+  grads.reserve(params.params.size());
+  for (const StepTensor& p : params.params) {
+    const safetensors::TensorInfo* t = r.find(p.name);
+    if (!t) throw UsageError(path + ": no gradient for parameter '" + p.name + "'");
+    require_f32(path, *t, "gradient");
+    if (t->shape != p.shape)
+      throw UsageError(path + ": gradient '" + p.name + "' has shape " + shape_string(t->shape) +
+                       ", the parameter " + shape_string(p.shape));
+    grads.push_back(read_f32(r, *t));
+  }
+  return grads;
+}
+
+void write_step_params(const std::string& path, const StepFile& f, const std::string& optimizer) {
+  std::vector<safetensors::TensorSpec> specs;
+  for (const StepTensor& p : f.params) {
+    specs.push_back({p.name, DType::F32, p.shape});
+    for (const auto& [key, v] : p.state) specs.push_back({p.name + "." + key, DType::F32, p.shape});
+  }
+  safetensors::Writer w(path, specs, {{"step", std::to_string(f.step)}, {"optimizer", optimizer}});
+  for (const StepTensor& p : f.params) {
+    w.write(p.name, 0, p.value.data(), p.value.size() * sizeof(float));
+    for (const auto& [key, v] : p.state) w.write(p.name + "." + key, 0, v.data(), v.size() * sizeof(float));
+  }
+  w.commit();
+}
+
+}  // namespace fpg::train

@@ -1,0 +1,339 @@
+#include "app/reshard/megatron_reshard.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <regex>
+
+#include "core/error.h"
+#include "formats/dcp/dcp_params.h"
+#include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/megatron_layout.h"
+#include "formats/dcp/reader.h"
+#include "formats/dcp/validate.h"
+
+namespace fpg::app {
+namespace {
+
+using dcp::Value;
+using Kind = Value::Kind;
+
+const char* form_name(MegatronForm f) {
+  return f == MegatronForm::dp_reshardable ? "dp_reshardable" : "fully_reshardable";
+}
+
+// Megatron's name of a state in its optimizer keys: the master is "param".
+std::string megatron_state(const std::string& role) { return role == "master" ? "param" : role; }
+
+uint32_t rank_of(const std::string& relative_path) {
+  static const std::regex file(R"(^__(\d+)_\d+\.distcp$)");
+  std::smatch m;
+  return std::regex_match(relative_path, m, file) ? static_cast<uint32_t>(std::stoul(m[1])) : 0;
+}
+
+// A dict value with `key` set to `value` (replaced in place, or appended).
+Value with_entry(const Value& dict, const std::string& key, Value value) {
+  std::vector<std::pair<Value, Value>> entries = dict.entries();
+  for (auto& [k, v] : entries)
+    if (k.is(Kind::str) && k.as_str() == key) {
+      v = std::move(value);
+      return Value::dict(std::move(entries));
+    }
+  entries.emplace_back(Value::str(key), std::move(value));
+  return Value::dict(std::move(entries));
+}
+
+const Value& field(const Value& dict, const std::string& key, const std::string& where) {
+  const Value* v = dict.is(Kind::dict) ? dict.find(key) : nullptr;
+  if (!v) throw FormatError(where + ": no '" + key + "' in " + dict.repr(120));
+  return *v;
+}
+
+// ShardedObjects and the common state are stored as a list of the one object saved.
+const Value& unwrap(const Value& v, const std::string& where) {
+  if (!v.is(Kind::list) || v.items().size() != 1) throw FormatError(where + ": expected [object], found " + v.repr(80));
+  return v.items()[0];
+}
+Value wrap(Value v) { return Value::sequence(Kind::list, {std::move(v)}); }
+
+Value int_list(const std::vector<uint64_t>& xs) {
+  std::vector<Value> items;
+  for (uint64_t x : xs) items.push_back(Value::integer(static_cast<int64_t>(x)));
+  return Value::sequence(Kind::list, std::move(items));
+}
+
+// per_bucket_numel(_unpadded) of a layout: [{(torch.P, torch.G): [sizes]} per buffer].
+Value bucket_sizes_value(const layout::BucketedLayout& L, bool padded) {
+  std::vector<Value> bufs;
+  for (const layout::Buffer& b : L.buffers) {
+    std::vector<uint64_t> sizes;
+    for (const layout::Bucket& k : b.buckets) sizes.push_back(padded ? k.numel() : k.numel_unpadded);
+    Value key = Value::sequence(Kind::tuple, {Value::global("torch." + std::string(dcp::torch_dtype_name(b.key.param_dtype))),
+                                              Value::global("torch." + std::string(dcp::torch_dtype_name(b.key.grad_dtype)))});
+    bufs.push_back(Value::dict({{std::move(key), int_list(sizes)}}));
+  }
+  return wrap(Value::sequence(Kind::list, std::move(bufs)));
+}
+
+// Serves a writer's fill calls from one buffer filled once.
+dcp::FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
+  return [buf](uint64_t offset, void* dst, size_t size) { std::memcpy(dst, buf->data() + offset, size); };
+}
+
+struct Source {
+  const dcp::Reader& r;
+  const dcp::DcpParams& params;
+  std::map<std::pair<std::string, std::string>, size_t> tensor;  // (param, role) -> tensor index
+
+  // Elements [lo, hi) of (param, role) into dst (4-byte states).
+  void read(const std::string& param, const std::string& role, uint64_t lo, uint64_t hi, void* dst) const {
+    const auto it = tensor.find({param, role});
+    if (it == tensor.end()) throw FormatError(r.dir() + ": parameter " + param + " has no " + role);
+    params.read(it->second, lo, hi, dst);
+  }
+};
+
+// A torch_dist fill for elements [lo, hi) of a state stored 4 bytes an element, read per call.
+dcp::FillBytes state_fill(const Source& s, std::string param, std::string role, uint64_t lo) {
+  return [&s, param, role, lo](uint64_t offset, void* dst, size_t size) {
+    const uint64_t a = offset / 4, b = (offset + size + 3) / 4;
+    if (offset % 4 == 0 && size % 4 == 0) return s.read(param, role, lo + a, lo + b, dst);
+    std::vector<uint8_t> tmp((b - a) * 4);
+    s.read(param, role, lo + a, lo + b, tmp.data());
+    std::memcpy(dst, tmp.data() + offset % 4, size);
+  };
+}
+
+}  // namespace
+
+MegatronReshardSummary reshard_megatron(const std::string& src, const std::string& dst,
+                                        const MegatronReshardOptions& opts) {
+  if (opts.dp == 0) throw UsageError("--dp must be at least 1");
+  const dcp::Reader r(src);
+  if (!r.megatron())
+    throw UsageError(src + " is a PyTorch DCP checkpoint without Megatron's metadata.json; reshard rewrites the "
+                     "distributed-optimizer state of Megatron torch_dist checkpoints");
+  if (opts.validate) dcp::require_valid(r, "reshard it");
+  const dcp::DcpParams params(r);
+  const dcp::Metadata& md = r.metadata();
+  for (const dcp::Entry& e : md.entries)
+    if (e.fqn.rfind("chained_", 0) == 0)
+      throw UsageError(src + " holds a chained (layer-wise) optimizer's per-parameter state ('" + e.fqn +
+                       "'): it has no distributed-optimizer buckets to reshard");
+  MegatronForm from;
+  if (params.optimizer_form() == dcp::OptimizerForm::dp_reshardable) from = MegatronForm::dp_reshardable;
+  else if (params.optimizer_form() == dcp::OptimizerForm::model_space) from = MegatronForm::fully_reshardable;
+  else throw UsageError(src + " holds no distributed-optimizer state");
+  const MegatronForm to = opts.to.value_or(from);
+
+  MegatronReshardSummary sum;
+  sum.source_form = form_name(from);
+  sum.target_form = form_name(to);
+
+  Source source{r, params, {}};
+  std::vector<std::string> roles;  // master first, then the states in first-seen order
+  for (size_t t = 0; t < params.tensors().size(); ++t) {
+    const ckpt::ParamTensor& pt = params.tensors()[t];
+    source.tensor[{pt.param, pt.role}] = t;
+    if (pt.role != "weight" && std::find(roles.begin(), roles.end(), pt.role) == roles.end()) roles.push_back(pt.role);
+  }
+  std::stable_partition(roles.begin(), roles.end(), [](const std::string& x) { return x == "master"; });
+
+  // The target buffer layout.
+  const std::vector<dcp::MegatronParam>& mparams = params.megatron_params();
+  const model::ModelSpec spec = dcp::megatron_spec(mparams);
+  layout::BucketedOptions lo;
+  lo.dp = opts.dp;
+  if (from == MegatronForm::dp_reshardable) {
+    const layout::BucketedLayout& S = params.layout()->layout;
+    lo.bucket_size = opts.bucket_size.value_or(S.bucket_size);
+    lo.pad_for_nccl = opts.pad_for_nccl.value_or(S.pad_for_nccl);
+    lo.grad_reduce_in_fp32 = std::all_of(S.buffers.begin(), S.buffers.end(),
+                                         [](const layout::Buffer& b) { return b.key.grad_dtype == DType::F32; });
+  } else {
+    if (to == MegatronForm::dp_reshardable && !opts.bucket_size)
+      throw UsageError(src + " is fully_reshardable and records no bucket layout: give --bucket-size N or none, as "
+                       "the Megatron run that loads it is configured");
+    lo.bucket_size = opts.bucket_size.value_or(std::nullopt);
+    lo.pad_for_nccl = opts.pad_for_nccl.value_or(false);
+    sum.grad_dtype_assumed = to == MegatronForm::dp_reshardable;
+  }
+  if (to == MegatronForm::dp_reshardable) sum.target = layout::build_bucketed_layout(spec, lo);
+  if (opts.dry_run) return sum;
+
+  // Which source entries are optimizer state (replaced) and which are carried over.
+  const std::string group = from == MegatronForm::dp_reshardable ? params.optimizer_prefix()
+                                                                  : "optimizer.distributed.dp_group_idx_0";
+  auto is_optimizer = [&](const dcp::Entry& e) {
+    if (e.is_tensor) return e.fqn.rfind("optimizer.", 0) == 0;
+    return e.fqn.rfind(group + ".per_bucket_numel", 0) == 0 || e.fqn.rfind(group + ".optimizer/", 0) == 0;
+  };
+  const dcp::Entry* common = nullptr;
+  const dcp::Entry* param_groups = nullptr;
+  for (const dcp::Entry& e : md.entries) {
+    if (!e.is_tensor && e.fqn.rfind("common_state/", 0) == 0) common = &e;
+    if (!e.is_tensor && e.fqn.rfind(group + ".optimizer/", 0) == 0) param_groups = &e;
+  }
+  if (to != from && !common) throw FormatError(src + ": no common_state entry to record the optimizer's form in");
+
+  dcp::DcpWriteOptions wo;
+  wo.megatron = *r.megatron();
+  wo.flat_planner_data = false;
+  dcp::DcpWriter w(dst, wo);
+  const dcp::TorchDType& f32 = *dcp::find_torch_dtype("float32");
+
+  // Declarations: the carried entries in source order, then the target's optimizer keys.
+  for (const dcp::Entry& e : md.entries) {
+    if (is_optimizer(e)) continue;
+    if (e.is_tensor) w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);
+    else w.declare_bytes(e.fqn);
+  }
+  std::vector<std::string> model_keys;  // stored keys holding parameters, first-seen order
+  for (const dcp::MegatronParam& p : mparams)
+    if (std::find(model_keys.begin(), model_keys.end(), p.key) == model_keys.end()) model_keys.push_back(p.key);
+  if (to == MegatronForm::dp_reshardable) {
+    w.declare_bytes(group + ".optimizer/shard_0_1");
+    w.declare_bytes(group + ".per_bucket_numel/shard_0_1");
+    w.declare_bytes(group + ".per_bucket_numel_unpadded/shard_0_1");
+    for (uint32_t b = 0; b < sum.target.buffers.size(); ++b)
+      for (uint32_t k = 0; k < sum.target.buffers[b].buckets.size(); ++k)
+        for (const std::string& role : roles)
+          w.declare_tensor(dcp::bucket_key_name(group, b, sum.target.buffers[b].key.param_dtype,
+                                                sum.target.buffers[b].key.grad_dtype, k, megatron_state(role)),
+                           f32, {sum.target.buffers[b].buckets[k].numel_unpadded});
+  } else {
+    for (const std::string& key : model_keys)
+      for (const std::string& role : roles)
+        w.declare_tensor("optimizer.state." + megatron_state(role) + "." + key, f32, r.entry(key).tensor.size);
+  }
+
+  // Carried entries, each on its source rank where the target has it.
+  for (const dcp::Entry& e : md.entries) {
+    if (is_optimizer(e)) continue;
+    if (e.is_tensor) {
+      for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+        auto buf = std::make_shared<std::vector<uint8_t>>(r.chunk_bytes(e, c));
+        r.read_chunk(e, c, buf->data(), buf->size());
+        const uint32_t rank = rank_of(r.storage(e, c).relative_path) % opts.dp;
+        w.rank(rank).write_tensor(e.fqn, e.tensor.chunks[c].offsets, e.tensor.chunks[c].sizes, from_buffer(buf));
+        ++sum.chunks;
+        sum.bytes_written += buf->size();
+      }
+    } else if (&e == common && to != from) {
+      const std::string where = r.dir() + ": " + e.fqn;
+      const Value stored = r.read_object(e);
+      const Value& cs = unwrap(stored, where);
+      const Value& content = field(cs, "content_metadata", where);
+      Value optimizer;
+      if (to == MegatronForm::fully_reshardable) {
+        if (!param_groups) throw FormatError(src + ": no '" + group + ".optimizer' object holding param_groups");
+        const Value pg = unwrap(r.read_object(*param_groups), r.dir() + ": " + param_groups->fqn);
+        optimizer = Value::dict({{Value::str("optimizer"), pg},
+                                 {Value::str("param_state_sharding_type"), Value::str("fully_reshardable")}});
+      } else {
+        optimizer = Value::dict({{Value::str("param_state_sharding_type"), Value::str("dp_reshardable")}});
+      }
+      Value out = with_entry(cs, "optimizer", optimizer);
+      out = with_entry(out, "content_metadata",
+                       with_entry(content, "distrib_optim_sharding_type", Value::str(form_name(to))));
+      w.rank(0).write_object(e.fqn, wrap(out));
+    } else {
+      auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
+      w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
+      sum.bytes_written += buf->size();
+    }
+  }
+
+  if (to == MegatronForm::dp_reshardable) {
+    if (param_groups) {
+      auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(*param_groups));
+      w.rank(0).write_bytes(group + ".optimizer/shard_0_1", buf->size(), from_buffer(buf));
+    } else {
+      const Value stored = r.read_object(*common);
+      const Value& cs = unwrap(stored, r.dir() + ": " + common->fqn);
+      const Value& pg = field(field(cs, "optimizer", common->fqn), "optimizer", common->fqn);
+      w.rank(0).write_object(group + ".optimizer/shard_0_1", wrap(pg));
+    }
+    w.rank(0).write_object(group + ".per_bucket_numel/shard_0_1", bucket_sizes_value(sum.target, true));
+    w.rank(0).write_object(group + ".per_bucket_numel_unpadded/shard_0_1", bucket_sizes_value(sum.target, false));
+    // Each rank's shard of each bucket: its fragments as data, the gaps between them as zeros, all
+    // clipped to numel_unpadded (the tail padding belongs to the layout and is never stored).
+    for (uint32_t b = 0; b < sum.target.buffers.size(); ++b) {
+      const layout::Buffer& buf = sum.target.buffers[b];
+      for (uint32_t k = 0; k < buf.buckets.size(); ++k) {
+        const layout::Bucket& bucket = buf.buckets[k];
+        for (const std::string& role : roles) {
+          const std::string key = dcp::bucket_key_name(group, b, buf.key.param_dtype, buf.key.grad_dtype, k,
+                                                       megatron_state(role));
+          for (const layout::Shard& shard : bucket.shards) {
+            const uint64_t lo0 = shard.world.begin - bucket.world.begin;
+            const uint64_t hi0 = std::min(shard.world.end - bucket.world.begin, bucket.numel_unpadded);
+            struct Piece {
+              uint64_t lo, hi;
+              const layout::Fragment* frag;
+            };
+            std::vector<Piece> pieces;
+            for (const layout::Fragment& f : shard.fragments)
+              pieces.push_back({f.world_in_bucket.begin, f.world_in_bucket.end, &f});
+            for (const layout::Range& p : shard.padding)
+              if (p.begin < hi0) pieces.push_back({std::max(p.begin, lo0), std::min(p.end, hi0), nullptr});
+            std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& c) { return a.lo < c.lo; });
+            for (const Piece& p : pieces) {
+              if (p.hi <= p.lo) continue;
+              dcp::FillBytes fill =
+                  p.frag ? state_fill(source, spec.params[p.frag->param].name, role, p.frag->param_range.begin)
+                         : dcp::FillBytes([](uint64_t, void* d, size_t n) { std::memset(d, 0, n); });
+              w.rank(shard.rank).write_tensor(key, {p.lo}, {p.hi - p.lo}, fill);
+              ++sum.chunks;
+              sum.bytes_written += (p.hi - p.lo) * 4;
+            }
+          }
+        }
+      }
+    }
+  } else {
+    // Model space: each state in its model key's shape and chunks; a stacked key's flat extent is its
+    // layers' parameters one after another.
+    for (const std::string& key : model_keys) {
+      const dcp::Entry& e = r.entry(key);
+      std::vector<const dcp::MegatronParam*> layers;
+      for (const dcp::MegatronParam& p : mparams)
+        if (p.key == key) layers.push_back(&p);
+      const uint64_t per = e.tensor.numel() / layers.size();
+      const size_t n = e.tensor.size.size();
+      std::vector<uint64_t> stride(n, 1);
+      for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * e.tensor.size[d];
+      for (const std::string& role : roles)
+        for (const dcp::ChunkMeta& c : e.tensor.chunks) {
+          uint64_t vol = 1;
+          for (uint64_t s : c.sizes) vol *= s;
+          auto buf = std::make_shared<std::vector<uint8_t>>(vol * 4);
+          const uint64_t run = n ? c.sizes[n - 1] : 1;
+          std::vector<uint64_t> idx(n ? n - 1 : 0, 0);
+          for (uint64_t row = 0; run && row < vol / run; ++row) {
+            uint64_t g = n ? c.offsets[n - 1] : 0;
+            for (size_t d = 0; d + 1 < n; ++d) g += (c.offsets[d] + idx[d]) * stride[d];
+            for (uint64_t done = 0; done < run;) {  // a row may cross from one layer's parameter into the next
+              const uint64_t layer = (g + done) / per, at = (g + done) % per;
+              const uint64_t len = std::min(run - done, per - at);
+              source.read(layers.at(layer)->name, role, at, at + len, buf->data() + (row * run + done) * 4);
+              done += len;
+            }
+            for (size_t d = idx.size(); d-- > 0;) {
+              if (++idx[d] < c.sizes[d]) break;
+              idx[d] = 0;
+            }
+          }
+          w.rank(0).write_tensor("optimizer.state." + megatron_state(role) + "." + key, c.offsets, c.sizes,
+                                 from_buffer(buf));
+          ++sum.chunks;
+          sum.bytes_written += buf->size();
+        }
+    }
+  }
+  const dcp::Metadata written = w.commit();
+  sum.keys = written.entries.size();
+  return sum;
+}
+
+}  // namespace fpg::app

@@ -1,0 +1,41 @@
+// The teacher task's micro-batches (model/teacher_task.h) made on the GPU: inputs drawn on the host
+// by TeacherTask::draw_inputs (the same Philox stream, so bitwise the CPU's) and copied to the device
+// through a pinned buffer; targets from the TEACHER network's forward on the device (its params
+// uploaded once), so no rank runs the teacher on the CPU. Targets equal the CPU's within the device
+// network's rounding (pipeline/device/device_network.h).
+//
+// One instance per rank thread and device; draw() enqueues on the network's stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "pipeline/device/device_network.h"
+#include "model/teacher_task.h"
+
+namespace fpg::device {
+
+class DeviceMicroBatches {
+ public:
+  // Uploads the task's teacher params to the calling thread's current device, ordered on `stream`
+  // (returns when done).
+  DeviceMicroBatches(const model::TeacherTask& task, cudaStream_t stream);
+  ~DeviceMicroBatches();
+  DeviceMicroBatches(const DeviceMicroBatches&) = delete;
+  DeviceMicroBatches& operator=(const DeviceMicroBatches&) = delete;
+
+  // Micro-batch `index` into x() and target(), enqueued on net.stream() (net: this rank's network
+  // of the task's dims; its scratch is reused for the teacher's forward). The previous micro-batch's
+  // buffers are overwritten in stream order, so work enqueued before on that stream still sees them.
+  void draw(uint64_t index, DeviceNetwork& net);
+
+  int64_t rows() const;
+  const float* x() const;       // device [rows, input]
+  const float* target() const;  // device [rows, output]
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fpg::device
