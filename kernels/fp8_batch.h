@@ -58,7 +58,7 @@ class DeviceBatch {
   void partial_amax(cudaStream_t stream) const;
   // One launch per group: every job's fragment cast with its scales. Outputs of different jobs must not
   // overlap. Delayed jobs with an amax grid also fold their amax in the same pass (the delayed
-  // recipe casts with the previous scale and records this step's amax, notes/fp8.md §2.2). Fused
+  // recipe casts with the previous scale and records this step's amax, as TE DelayedScaling). Fused
   // jobs (make_fused_job) take their amax, write their scales and cast, all in this launch.
   void cast(cudaStream_t stream) const;
 

@@ -228,8 +228,8 @@ __device__ __forceinline__ void fold_tensor_amax(uint32_t& a, float* amax, const
 
 // The saturating RNE encoder of fp8/format.h for two values at once: on sm_89+ one
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 instruction, which equals e4m3_satfinite / e5m2_satfinite on
-// all 2^32 inputs, NaN -> 0x7F included (notes/fp8.md, appendix; tests/gpu/fp8_cast_test.cpp holds
-// it to the CPU encoder on a dense sample). Byte 0 encodes a, byte 1 b.
+// all 2^32 inputs, NaN -> 0x7F included (checked exhaustively on an H200, sm_90;
+// tests/gpu/fp8_cast_test.cpp holds it to the CPU encoder on a dense sample). Byte 0 encodes a, byte 1 b.
 template <Format F>
 __device__ __forceinline__ void encode2(float a, float b, uint8_t& qa, uint8_t& qb) {
   const __nv_fp8x2_storage_t w =

@@ -10,7 +10,7 @@
 //              two passes over g (read + write, then read: 12 B/element).
 //   muon       one Muon step (momentum, 5 bf16 Newton–Schulz iterations on cuBLAS, update) of each
 //              listed matrix, and of all the model's Muon matrices batched by shape; TFLOP/s counts
-//              the NS GEMMs, N·(4m²n + 2m³) per matrix (notes/optimizers.md §5).
+//              the NS GEMMs, N·(4m²n + 2m³) per matrix, m = min(A,B), n = max(A,B).
 // scripts/bench_torch_optim.py times torch's fused AdamW and torch.optim.Muon on the same shapes.
 #pragma once
 

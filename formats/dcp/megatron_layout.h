@@ -1,7 +1,8 @@
 // Megatron-Core `torch_dist` checkpoints seen per parameter: the model keys unstacked into parameters in
 // registration order, and the distributed optimizer's `dp_reshardable` bucket keys mapped back to those
 // parameters by recomputing Megatron's buffer layout (layout/bucketed_layout.h) and checking it against
-// the stored per_bucket_numel / per_bucket_numel_unpadded (notes/megatron.md §1 and §4.3).
+// the stored per_bucket_numel / per_bucket_numel_unpadded (Megatron-Core
+// sharded_param_state_dp_reshardable; README.md "Megatron and PyTorch checkpoints").
 //
 // Registration order. A DCP `.metadata` lists the model's keys in the order of Megatron's sharded
 // state dict, which follows module registration; per-layer parameters are stacked into one key per

@@ -1,9 +1,9 @@
-// Atomic commit of a checkpoint directory (notes/checkpoint.md §4): every rank writes into a staging
-// directory beside the target; the committing rank merges the ranks' manifests into the index,
-// writes index.h5 last (fsynced), fsyncs the staging directory, renames it to the target in one
-// rename(), and fsyncs the parent. A crash leaves either no checkpoint or a complete one (a stale
-// staging directory, ".NAME.tmp-*", is never read; recovery.h removes it). `latest` in a checkpoint
-// root names the newest complete checkpoint and is replaced atomically.
+// Atomic commit of a checkpoint directory (man/fpgather-format.5, "Commit and latest"): every rank
+// writes into a staging directory beside the target; the committing rank merges the ranks' manifests
+// into the index, writes index.h5 last (fsynced), fsyncs the staging directory, renames it to the
+// target in one rename(), and fsyncs the parent. A crash leaves either no checkpoint or a complete
+// one (a stale staging directory, ".NAME.tmp-*", is never read; recovery.h removes it). `latest` in a
+// checkpoint root names the newest complete checkpoint and is replaced atomically.
 #pragma once
 
 #include <cstdint>

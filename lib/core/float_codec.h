@@ -3,7 +3,7 @@
 //
 // Every encoder rounds to nearest, ties to even, on the exact fp32 value; subnormals are produced
 // (no flush to zero) and the sign of zero is kept. What happens past the largest finite value is the
-// caller's choice (Overflow). The rules, with worked examples, are in ../shared/notes/fp8.md §1; the
+// caller's choice (Overflow). Worked examples are in tests/unit/float_codec_test.cpp; the
 // golden tables in testdata/codecs/ (gen_codec_goldens.py, tests/unit/float_codec_test.cpp) hold every
 // encoder and decoder to PyTorch 2.11 CPU `.to()` bit for bit, NaN bits included, except where noted.
 //

@@ -1,4 +1,4 @@
-// Blockwise scaling, 1x128 and 128x128 (DeepSeek-V3 style; TE Float8BlockQuantizer, notes §3): one
+// Blockwise scaling, 1x128 and 128x128 (DeepSeek-V3 style; TE Float8BlockQuantizer): one
 // fp32 scale per block, partial edge blocks allowed (M or K not multiples of 128).
 #pragma once
 
@@ -12,7 +12,7 @@ namespace fpg {
 namespace fp8 {
 
 // The tensorwise rule, except that an inf scale (tiny amax) becomes the input type's max: FLT_MAX
-// for fp32 input, bf16 max (0x7F7F) for bf16-valued input (TE value_for_inf, notes §3.1, TE#786).
+// for fp32 input, bf16 max (0x7F7F) for bf16-valued input (TE value_for_inf, TE#786).
 FPG_HD float blockwise_scale(float amax, Format f, bool pow2, float epsilon, Input in) {
   const float inf_value = in == Input::f32 ? kFloatMax : bits_float(kBf16MaxBits);
   return scale_from_amax(amax, format_max(f), pow2, epsilon, inf_value);

@@ -1,5 +1,5 @@
-// Delayed scaling (TE DelayedScaling, notes/fp8.md §2.2): the scale comes from an amax history of
-// the previous steps, so a step can cast before its own amax is known.
+// Delayed scaling (TE DelayedScaling, common/recipe/delayed_scaling.cu): the scale comes from an
+// amax history of the previous steps, so a step can cast before its own amax is known.
 //
 // Order of one step t (every rank does the same, so all ranks stay identical):
 //   1. cast each fragment with the current scale, delayed_scales(state), which was derived from the

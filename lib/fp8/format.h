@@ -5,7 +5,7 @@
 // kernels can call. They are proven bit-identical to the reference over a dense sample in the default
 // tests and over all 2^32 inputs in the `[exhaustive]` test (tests/unit/fp8_format_test.cpp).
 //
-// The rule is the one of notes/fp8.md §1.2 with the saturating overflow policy (Transformer Engine,
+// The rule is the one of core/float_codec.h with the saturating overflow policy (Transformer Engine,
 // CUDA `cvt.rn.satfinite`): RNE, subnormals kept, signed zero kept, finite overflow and +-inf -> +-max,
 // NaN -> 0x7F (sign dropped).
 #pragma once

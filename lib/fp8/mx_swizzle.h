@@ -1,5 +1,5 @@
 // The GEMM layout of MX scales (cuBLAS "block scaling factors layout", TE gemm_swizzled_scale_idx,
-// torchao to_blocked; notes/fp8.md §4.4): the scale matrix padded to 128x4 tiles, tiles row-major,
+// torchao to_blocked): the scale matrix padded to 128x4 tiles, tiles row-major,
 // and inside a tile the byte of (r, c) at (r%32)*16 + (r/32)*4 + c. Pads are 0x00 (what TE's zeroed
 // amax buffers give), so they are deterministic (TE#3070).
 #pragma once

@@ -1,4 +1,4 @@
-// MXFP8 (OCP MX v1.0; TE MXFP8Quantizer, notes/fp8.md §4): 32-element blocks with one E8M0 scale
+// MXFP8 (OCP MX v1.0; TE MXFP8Quantizer): 32-element blocks with one E8M0 scale
 // each, rowwise (1x32 along K) and/or columnwise (32x1 along the flattened leading dim; the data
 // keeps the input's shape). Scale grids here are compact: rowwise [M, K/32], columnwise [M/32, K];
 // mx_swizzle.h converts them to the GEMM layout.

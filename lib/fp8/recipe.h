@@ -23,7 +23,7 @@ enum class Scaling : uint8_t {
   mxfp8,              // one E8M0 scale per 32 elements, rowwise (1x32) and/or columnwise (32x1)
 };
 
-enum class MxRule : uint8_t { rceil, floor };  // notes §4.2: TE/cuBLAS round-up, OCP/torchao floor
+enum class MxRule : uint8_t { rceil, floor };  // TE/cuBLAS round-up, OCP MX v1.0/torchao floor
 // The high-precision values: fp32, bf16 (raw bits), or fp32 rounded to bf16 first (fp8/source.h).
 enum class Input : uint8_t { f32, bf16, f32_as_bf16 };
 

@@ -1,5 +1,6 @@
-// From an amax to a scale: the per-tensor / per-block fp32 rule (notes/fp8.md §2.1, §3.1) and the two
-// MXFP8 E8M0 rules (§4.2). FPG_HD so the CUDA kernels compute the very same scales.
+// From an amax to a scale: the per-tensor / per-block fp32 rule (TE compute_scale_from_amax,
+// common/recipe/recipe_common.cuh) and the two MXFP8 E8M0 rules (OCP MX v1.0 floor; TE/cuBLAS
+// round-up). FPG_HD so the CUDA kernels compute the very same scales.
 #pragma once
 
 #include <cstdint>
@@ -65,7 +66,7 @@ FPG_HD float mx_exp2f_rcp(uint8_t e) {
   return bits_float(normal | (0x00400000u & is254) | (0x7FC00000u & is255));
 }
 
-// Dequantisation factor 2^(e-127) (notes §4.5): e=0 -> 2^-127, e=255 -> NaN.
+// Dequantisation factor 2^(e-127) (OCP MX v1.0): e=0 -> 2^-127, e=255 -> NaN.
 FPG_HD float mx_scale_value(uint8_t e) { return float_from_e8m0(e); }
 
 // One dequantised value, decoded * scale, with the NaN written out: a NaN code gives its own decoded

@@ -1,5 +1,6 @@
-// The shard-aware quantization API, the heart of the distributed copy-back (notes/fp8.md §2.4, §3.4,
-// §4.6). For a tensor (Plan) and a flat fragment [start, start+count) of it:
+// The shard-aware quantization API, the heart of the distributed copy-back (as TE's
+// quantize_master_weights, pytorch/tensor/utils.py). For a tensor (Plan) and a flat fragment
+// [start, start+count) of it:
 //
 //   1. partial_amax    fold the fragment's amaxes into a full-size, zero-initialised amax grid
 //                      (one cell per tensor / per block / per MX block, rowwise and columnwise);

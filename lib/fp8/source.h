@@ -2,7 +2,7 @@
 //   f32          fp32 values, quantized as they are;
 //   bf16         bf16 values (raw uint16 bits), quantized as they are;
 //   f32_as_bf16  fp32 values rounded to bf16 (RNE) first: bf16(master) without a bf16 buffer, the
-//                value TE and Megatron quantize for sharded fp32 master weights (notes §2.4).
+//                value TE (quantize_master_weights) and Megatron quantize for sharded fp32 masters.
 // Each is a policy type with the element type T and load(T) -> float, so the loops are templates.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Per-tensor scaling (current scaling, notes/fp8.md §2.1): one scale for the whole tensor, from the
+// Per-tensor scaling (TE Float8CurrentScaling): one scale for the whole tensor, from the
 // tensor's amax. The same contiguous loops serve delayed scaling, whose scale comes from a history.
 #pragma once
 

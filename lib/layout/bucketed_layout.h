@@ -1,5 +1,6 @@
 // The bucketed distributed-optimizer layout (ZeRO-1), with Megatron's arithmetic exactly
-// (notes/megatron.md §1):
+// (Megatron-Core's `_ParamAndGradBuffer`, distributed/param_and_grad_buffer.py, as the distributed
+// optimizer pads it; shards as optimizer/distrib_optimizer.py `_build_model_gbuf_range`):
 //   - one contiguous buffer per BufferKey, in order of the keys' first appearance in registration order;
 //   - params laid out in reverse registration order, each start padded to 64 elements;
 //   - a bucket closes as soon as param_end - bucket_start >= bucket_size; a param never splits;

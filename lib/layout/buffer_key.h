@@ -1,4 +1,4 @@
-// What makes params share one contiguous buffer (Megatron's BufferKey, notes/megatron.md §1.1):
+// What makes params share one contiguous buffer (Megatron-Core's BufferKey):
 // the param dtype, the grad dtype and whether the layer-wise optimizer manages them. fp32-kept params
 // therefore get their own fp32 buffer; FP8 params get a U8 one.
 #pragma once

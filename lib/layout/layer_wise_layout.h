@@ -1,7 +1,7 @@
-// The layer-wise layout (notes/megatron.md §3): each Muon-managed matrix is owned whole by one rank,
-// because Newton-Schulz needs the whole matrix; every other param (vectors, embedding and output,
-// fp32-kept params by default) goes on a bucketed layout for the scalar optimizer, as Megatron chains a
-// LayerWiseDistributedOptimizer with a normal distributed optimizer.
+// The layer-wise layout (Megatron-Core's LayerWiseDistributedOptimizer): each Muon-managed matrix is
+// owned whole by one rank, because Newton-Schulz needs the whole matrix; every other param (vectors,
+// embedding and output, fp32-kept params by default) goes on a bucketed layout for the scalar
+// optimizer, as Megatron chains a LayerWiseDistributedOptimizer with a normal distributed optimizer.
 //
 // Assignment: greedy LPT. Matrices are sorted by Newton-Schulz cost max(m,n)*min(m,n)^2, largest
 // first, ties broken by numel (larger first) and then registration index (smaller first) — a total

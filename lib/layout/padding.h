@@ -1,5 +1,6 @@
-// Megatron's two padding rules for the distributed optimizer's buffers (notes/megatron.md §1.3) and
-// its default bucket size (§1.2). All in elements, never bytes.
+// Megatron-Core's two padding rules for the distributed optimizer's buffers (param starts to 64
+// elements, bucket ends to lcm(dp, 128[, 2^16])) and DDP's default bucket size. All in elements,
+// never bytes.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Cutting a bucket into dp equal shards and a param into the fragments those shards own
-// (Megatron's _build_model_gbuf_range / _build_model_gbuf_param_range_map, notes/megatron.md §1.5).
+// (Megatron-Core optimizer/distrib_optimizer.py: _build_model_gbuf_range,
+// _build_model_gbuf_param_range_map).
 #pragma once
 
 #include <cstdint>

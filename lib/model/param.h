@@ -1,5 +1,5 @@
 // One trainable parameter of a model spec: its name, shape, dtype and the roles that route it to
-// buffers and optimizers (notes/megatron.md §1.1 and §3.1).
+// buffers and optimizers (layout/buffer_key.h, optim/routing.h).
 #pragma once
 
 #include <cstdint>

@@ -22,7 +22,7 @@
 //
 // torch's CUDA fused kernel (fused_adam_utils.cuh) rounds differently (scalars cast to fp32 *before*
 // combining, powf, m ← fma(β1, m, fma(−β1, g, g)), AdamW p ← fma(−γλ, p, p), p ← p − (γ/bc1·m)/den;
-// notes/optimizers.md §1.3): it is not this path and is not bit-equal to it.
+// torch 2.11): it is not this path and is not bit-equal to it.
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // Per-element Lion math, shared by the CPU reference (lion.cpp) and the CUDA kernels.
 //
-// The reference op order (google/automl lion_pytorch.py; notes/optimizers.md §2), rounded as those torch
+// The reference op order (google/automl lion/lion_pytorch.py), rounded as those torch
 // ops round on fp32 tensors with Python-float hyperparameters (each cast to fp32 by the kernel):
 //   p ← p·f32(1 − γλ)                              p.mul_(1 − lr·wd)
 //   u ← f32(f32(m·β1) + f32(g·(1 − β1)))            exp_avg * β1 + grad * (1 − β1)

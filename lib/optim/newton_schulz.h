@@ -2,7 +2,7 @@
 // it: X ← U/max(‖U‖_F, eps) on the wide orientation (transposed when rows > cols), then `steps` times
 //   S ← X·Xᵀ;  Bm ← addmm(S, S, S, beta=b, alpha=c) = b·S + c·S·S;  X ← addmm(X, Bm, X, beta=a) = a·X + Bm·X
 // with the quintic coefficients (3.4445, −4.7750, 2.0315). The result is roughly U·Vᵀ with singular values
-// in ~[0.5, 1.5], not the exact polar factor (notes/optimizers.md §3.1).
+// in ~[0.5, 1.5], not the exact polar factor (Keller Jordan's Muon, `zeropower_via_newtonschulz5`).
 //
 // NsPrecision::bf16 emulates torch's bf16 matmuls: every operand is bf16, each GEMM accumulates in fp32
 // (cblas_sgemm on bf16-valued fp32 arrays) and its epilogue (alpha·AB + beta·C) is rounded to bf16 once,

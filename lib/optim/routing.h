@@ -1,7 +1,7 @@
 // Which optimizer updates which parameter when Muon is selected: Muon takes the 2-D hidden matrices;
 // embeddings, the output head (2-D, but not hidden), vectors, scalars and higher-rank tensors go to
-// the scalar optimizer (AdamW or Lion). This is Megatron's `_is_muon_excluded` rule
-// (notes/optimizers.md §3.3).
+// the scalar optimizer (AdamW or Lion). This is Megatron-Core's `_is_muon_excluded` rule: excluded
+// when `use_muon` is False, the param is the embedding or output layer, or ndim != 2.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// The ZeRO-1 machinery over one bucketed layout (notes/megatron.md §1-§2): the whole bucketed
+// The ZeRO-1 machinery over one bucketed layout (Megatron-Core's DistributedOptimizer,
+// optimizer/distrib_optimizer.py, over layout/bucketed_layout.h): the whole bucketed
 // pipeline, or the scalar-optimizer half of the layer-wise one (chained, as Megatron chains a
 // DistributedOptimizer with the LayerWiseDistributedOptimizer).
 //

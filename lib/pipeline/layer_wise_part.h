@@ -1,4 +1,5 @@
-// The matrices of the layer-wise distributed optimizer (notes/megatron.md §3): each Muon-managed
+// The matrices of the layer-wise distributed optimizer (Megatron-Core's
+// LayerWiseDistributedOptimizer, optimizer/layer_wise_optimizer.py): each Muon-managed
 // matrix is owned whole by one rank (layout::LayerWiseLayout), every rank holds every matrix's
 // parameter as gathered.
 //

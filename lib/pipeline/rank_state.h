@@ -1,6 +1,7 @@
-// What one rank keeps between steps, in plain structs (the checkpoint issue saves and loads them):
+// What one rank keeps between steps, in plain structs (the checkpoint code saves and loads them):
 // fp32 masters and optimizer moments of what the rank updates, addressed per fragment through an
-// explicit param -> fragment map (never by position in a group: notes/megatron.md §2.4), and the
+// explicit param -> fragment map (never by position in a param group: Megatron reorders a group to
+// fp32 params first, so a position from buffer order can name another tensor), and the
 // FP8 scale state of every FP8 parameter (identical on all ranks).
 //
 // Arenas are filled once at construction and keep their sizes; a loader overwrites their contents

@@ -13,7 +13,7 @@ File names are `<set>.<what>.<elem>.bin`: `<set>.f32.bin` holds the fp32 inputs 
 `<set>.<codec>.<u8|u16>.bin` the expected code for each input, in the same order. Sets:
   fp32_sample  dense fp32 sample: every exponent, every rounding boundary of bf16/fp16/E4M3/E5M2/E8M0
                (just below / at / just above each midpoint), fp32 and target subnormals, +-0, +-inf,
-               NaNs with various payloads and signs, the worked examples of notes/fp8.md, random values.
+               NaNs with various payloads and signs, float_codec_test.cpp's worked examples, random values.
   bf16_all     the 65,536 bf16 codes, as fp32 (this file is also the bf16 decode golden).
   fp16_all     the 65,536 fp16 codes, as fp32 (also the fp16 decode golden).
   e4m3_all, e5m2_all, e8m0_all   the 256 codes of each 8-bit format, decoded (`.f32.bin` only).
@@ -124,7 +124,7 @@ def build_sample(rng):
     nan = [0x7F800000 | p for p in payloads]
     add("specials", [0, 0x80000000, 0x7F800000, 0xFF800000] + nan + [n | 0x80000000 for n in nan])
 
-    # notes/fp8.md §1.2, §1.4, §1.5, §4.2 worked examples.
+    # The worked examples of tests/unit/float_codec_test.cpp and fp8_recipes_test.cpp.
     ex = [448.0, 464.0, np.nextafter(np.float32(464), np.float32(1e9)), 480.0, 1.0, 1.0625 + 2.0**-20,
           2.0**-10, 1.5 * 2.0**-10, 2.5 * 2.0**-9, -0.0, 61440.0, 57344.0, 1.25, 1.5, 3.0, -2.0,
           2.0**-127, 1.5 * 2.0**127, 0.75, 0.7, 1.3, 291.2, 358.4, 2.0**-9, 2.0**-16, 1e-40]

@@ -15,9 +15,9 @@ Writes, deterministically (fixed seed):
                                     shape) and NAME_scale_inv (F32, or the E8M0 bytes as U8) in the stacked
                                     shape [E..., grid...]
 
-Each [R, C] matrix of the expert dimensions is quantized on its own (notes/fp8.md §2.1 tensorwise,
-§3 blockwise with power-of-two scales, §4.2 MXFP8 RCEIL), so a 128-row block never spans two experts
-and each expert has its own tensorwise scale. Read by tests/unit/convert_experts_test.cpp.
+Each [R, C] matrix of the expert dimensions is quantized on its own (TE current scaling tensorwise,
+blockwise with power-of-two scales, MXFP8 with TE's round-up E8M0 rule), so a 128-row block never
+spans two experts and each expert has its own tensorwise scale. Read by tests/unit/convert_experts_test.cpp.
 """
 import os
 

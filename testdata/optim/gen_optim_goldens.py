@@ -11,8 +11,8 @@ Why CPU and which kernels:
   that rounds the second moment differently (lib/optim/adam_math.h). W is 8 for an AVX2 build and 16 for
   AVX-512; it is recorded in the manifest ("torch_vec_width") from torch's reported CPU capability.
   (torch's CUDA fused kernel rounds differently again; these goldens do not cover it.)
-- Lion: torch has none; this is google/automl's lion_pytorch.py step in torch fp32 ops (op order of
-  notes/optimizers.md §2).
+- Lion: torch has none; this is google/automl's lion/lion_pytorch.py step in torch fp32 ops, in its
+  op order.
 - Muon: torch.optim.Muon itself (bf16 Newton–Schulz on the CPU's bf16 matmul).
 
 Layout: one raw little-endian fp32 file per case (CASE.f32); manifest.json lists for every case the

@@ -20,7 +20,7 @@ cmp -s "$WORK/out" "$WORK/prefix/share/zsh/site-functions/_fpgather" || fail "in
 expect_exit 0 cmake -S "$SRC/tests/install/consumer" -B "$WORK/consumer" -DCMAKE_PREFIX_PATH="$WORK/prefix" \
   -DCMAKE_BUILD_TYPE=Release
 expect_exit 0 cmake --build "$WORK/consumer"
-# amax 2 -> scale 224: 1.3 -> 0x79 (notes/fp8.md §2.1), -0.5 -> -112 = 0xee, 2 -> 448 = 0x7e; 448 -> 0x7e
+# amax 2 -> scale 448/2 = 224: 1.3 -> 291.2 -> 288 = 0x79, -0.5 -> -112 = 0xee, 2 -> 448 = 0x7e; 448 -> 0x7e
 expect_exit 0 "$WORK/consumer/consumer"
 expect_in "$WORK/out" "79 ee 7e 00 7e"
 finish

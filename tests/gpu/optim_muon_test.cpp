@@ -1,6 +1,6 @@
 // Newton–Schulz and Muon on cuBLAS against the CPU. Not bitwise: the GEMMs sum in another order than
 // OpenBLAS, and bf16 rounding of the products then diverges. Tolerances are the CPU's own budgets
-// (tests/unit/optim_muon_test.cpp, notes/optimizers.md §6): NS within 3% relative Frobenius of the fp64
+// (tests/unit/optim_muon_test.cpp): NS within 3% relative Frobenius of the fp64
 // polynomial and of the CPU bf16 emulation; the Muon update within 5% of the CPU's. What IS elementwise
 // is bitwise: the momentum buffer, and a zero-gradient step (pure decay).
 #include <cublas_v2.h>

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Interop: files written by `fpgather convert` are opened by the official safetensors reader, and
 their FP8 bytes and scales equal an independent NumPy + ml_dtypes implementation of each recipe
-(notes/fp8.md §2.1, §3, §4.2) applied to the stored values; a tensor of rank >= 3 is quantized per
-expert (each [R, C] matrix on its own, scales stacked [E..., ...]). Dequantized files are checked the
-same way.
+(TE current scaling, blockwise, MXFP8 with TE's round-up E8M0 rule) applied to the stored values; a
+tensor of rank >= 3 is quantized per expert (each [R, C] matrix on its own, scales stacked
+[E..., ...]). Dequantized files are checked the same way.
 
 Run by ctest with FPGATHER (the binary) and TESTDATA set; exits 77 (skipped) without numpy,
 ml_dtypes or safetensors.

@@ -1,6 +1,6 @@
 // Holds lib/core/float_codec.h to independent goldens, bit for bit: the tables in testdata/codecs/
 // (made from PyTorch 2.11 and ml_dtypes by gen_codec_goldens.py; its README.md says which library each
-// table follows) and the worked examples of notes/fp8.md §1.2, §1.4, §1.5 and §4.2.
+// table follows) and hand-derived worked examples below.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -152,9 +152,9 @@ TEST_CASE("codec: every non-NaN code survives decode then encode", "[codec]") {
   CHECK(bad == 0);
 }
 
-// ---- notes/fp8.md §1.2: fp32 -> FP8 worked examples ------------------------------------------------
+// ---- fp32 -> FP8 worked examples -------------------------------------------------------------------
 
-TEST_CASE("codec: fp8.md §1.2 worked examples", "[codec]") {
+TEST_CASE("codec: fp32 -> FP8 worked examples", "[codec]") {
   const auto sat = Overflow::saturate, nosat = Overflow::nonsaturating;
   const float above464 = f(float_bits(464.0f) + 1);  // 464.00003
   // x | E4M3 | E5M2
@@ -187,7 +187,7 @@ TEST_CASE("codec: fp8.md §1.2 worked examples", "[codec]") {
   // Double rounding: via bf16 the same value is a tie and rounds to even 0x38.
   CHECK(bf16_from_float(1.0625f + 0x1p-20f) == 0x3F88);
   CHECK(e4m3_from_float(float_from_bf16(bf16_from_float(1.0625f + 0x1p-20f))) == 0x38);
-  // §1.3: inf and NaN under each policy.
+  // inf and NaN under each policy.
   const float inf = std::numeric_limits<float>::infinity(), nan = f(0xFFC00000u);
   CHECK(e4m3_from_float(-inf, nosat) == 0xFF);
   CHECK(e4m3_from_float(-inf, sat) == 0xFE);
@@ -199,9 +199,9 @@ TEST_CASE("codec: fp8.md §1.2 worked examples", "[codec]") {
   CHECK(e5m2_from_float(nan, sat) == 0x7F);
 }
 
-// ---- notes/fp8.md §1.4: the bf16 rule --------------------------------------------------------------
+// ---- the bf16 rule -------------------------------------------------------------------------------
 
-TEST_CASE("codec: fp8.md §1.4 bf16 rounding rule", "[codec]") {
+TEST_CASE("codec: bf16 rounding rule", "[codec]") {
   // (u + 0x7FFF + lsb) >> 16 for non-NaN u, against the sample's inputs.
   const auto in = load<uint32_t>("fp32_sample.f32.bin");
   size_t bad = 0, checked = 0;
@@ -223,9 +223,9 @@ TEST_CASE("codec: fp8.md §1.4 bf16 rounding rule", "[codec]") {
   CHECK(bf16_from_float(f(0x7F800001u)) == 0x7FC0);  // a signalling NaN stays a NaN
 }
 
-// ---- notes/fp8.md §1.5: E8M0 ----------------------------------------------------------------------
+// ---- E8M0 -----------------------------------------------------------------------------------------
 
-TEST_CASE("codec: fp8.md §1.5 E8M0 decode and PyTorch .to() rule", "[codec]") {
+TEST_CASE("codec: E8M0 decode and PyTorch .to() rule", "[codec]") {
   const float inf = std::numeric_limits<float>::infinity();
   CHECK(float_bits(float_from_e8m0(0x00)) == 0x00400000u);  // 2^-127, an fp32 subnormal
   CHECK(float_from_e8m0(0x7F) == 1.0f);
@@ -248,7 +248,7 @@ TEST_CASE("codec: fp8.md §1.5 E8M0 decode and PyTorch .to() rule", "[codec]") {
 
 TEST_CASE("codec: E8M0 round-up rule (TE / cuBLAS RCEIL), hand-derived cases", "[codec]") {
   const float inf = std::numeric_limits<float>::infinity();
-  // §1.5 table, TE row.
+  // TE float_to_e8m0 (util/ptx_arch_spec.cuh): zero, the table's values, inf and NaN.
   CHECK(e8m0_ceil_from_float(0.0f) == 0x00);
   CHECK(e8m0_ceil_from_float(-0.0f) == 0x00);
   CHECK(e8m0_ceil_from_float(1.25f) == 0x80);
@@ -273,8 +273,8 @@ TEST_CASE("codec: E8M0 round-up rule (TE / cuBLAS RCEIL), hand-derived cases", "
   CHECK(e8m0_ceil_from_float(f(0x00800000u)) == 0x01);  // 2^-126
   CHECK(e8m0_ceil_from_float(f(0x00800001u)) == 0x02);
 
-  // §4.2: e = ceil(amax * fp32(1/448)). 448*fp32(1/448) is exactly 1, so amax = 448*2^k gives 127+k;
-  // the next float up gives 128+k.
+  // MXFP8 RCEIL: e = ceil(amax * fp32(1/448)). 448*fp32(1/448) is exactly 1, so amax = 448*2^k
+  // gives 127+k; the next float up gives 128+k.
   const float rcp = 1.0f / 448.0f;
   REQUIRE(float_bits(rcp) == 0x3B124925u);
   for (int k = -126; k <= 119; ++k) {  // 448*2^120 overflows fp32
@@ -285,7 +285,7 @@ TEST_CASE("codec: E8M0 round-up rule (TE / cuBLAS RCEIL), hand-derived cases", "
     CHECK(int(e8m0_ceil_from_float(f(float_bits(amax) + 1) * rcp)) == 128 + k);
   }
   CHECK(e8m0_ceil_from_float(448.0f * 0x1p-130f * rcp) == 0x00);  // 2^-130: fp32 subnormal, under 2^-127
-  CHECK(e8m0_ceil_from_float(1.0f * rcp) == 119);                 // §4.2 table: amax 1 -> 2^-8
+  CHECK(e8m0_ceil_from_float(1.0f * rcp) == 119);                 // amax 1 -> 2^-8
   CHECK(e8m0_ceil_from_float(480.0f * rcp) == 128);               // amax 480 -> 2, 240 -> 0x77
   CHECK(e4m3_from_float(480.0f / 2.0f) == 0x77);
   CHECK(e8m0_ceil_from_float(1e-40f * rcp) == 0x00);

@@ -78,7 +78,7 @@ TEST_CASE("fp8 fast encoders on every bf16 input", "[fp8][format]") {
     }
 }
 
-TEST_CASE("fp8 fast encoders: worked examples of notes 1.2", "[fp8][format]") {
+TEST_CASE("fp8 fast encoders: fp32 -> FP8 worked examples", "[fp8][format]") {
   CHECK(e4m3_satfinite(448.0f) == 0x7E);
   CHECK(e4m3_satfinite(464.0f) == 0x7E);
   CHECK(e4m3_satfinite(480.0f) == 0x7E);

@@ -1,4 +1,5 @@
-// Worked examples of notes/fp8.md §2-§4 and the documented edge rules of every recipe.
+// Hand-worked examples of each recipe (TE Float8CurrentScaling, DelayedScaling, Float8BlockScaling,
+// MXFP8Quantizer; OCP MX v1.0 floor) and the documented edge rules of every recipe.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -46,7 +47,7 @@ TEST_CASE("fp8 amax ignores NaN and combines by max", "[fp8]") {
   CHECK(amax_fold(1.0f, -3.0f) == 3.0f);
 }
 
-TEST_CASE("fp8 tensorwise: notes 2.1 example and edge rules", "[fp8]") {
+TEST_CASE("fp8 tensorwise: worked example and edge rules", "[fp8]") {
   // amax 2 -> scale 224; 1.3 -> 291.2 -> 288 = 0x79; dequantized 288/224.
   CHECK(tensorwise_scale(2.0f, Format::e4m3, false, 0.0f) == 224.0f);
   std::vector<float> x = {1.3f, -2.0f, 0.5f};
@@ -89,7 +90,7 @@ TEST_CASE("fp8 tensorwise: notes 2.1 example and edge rules", "[fp8]") {
   CHECK(qz.data == std::vector<uint8_t>(8, 0));
 }
 
-TEST_CASE("fp8 delayed scaling: notes 2.2 example, update order and roll", "[fp8]") {
+TEST_CASE("fp8 delayed scaling: worked example, update order and roll", "[fp8]") {
   DelayedConfig c;
   c.history_len = 2;
   c.algo = AmaxAlgo::max;
@@ -149,7 +150,7 @@ TEST_CASE("fp8 delayed scaling: notes 2.2 example, update order and roll", "[fp8
   CHECK(s1.amax_history == std::vector<float>{0.0f});
 }
 
-TEST_CASE("fp8 blockwise: notes 3.3 example, shapes, edge rules", "[fp8]") {
+TEST_CASE("fp8 blockwise: worked example, shapes, edge rules", "[fp8]") {
   // pow2: amax 0.75 -> 597.33 -> 512, scale_inv 2^-9; 0.7 -> 358.4 -> 352 = 0x7B -> 0.6875.
   CHECK(blockwise_scale(0.75f, Format::e4m3, true, 0.0f, Input::f32) == 512.0f);
   std::vector<float> x(130 * 200, 0.0f);
@@ -181,7 +182,7 @@ TEST_CASE("fp8 blockwise: notes 3.3 example, shapes, edge rules", "[fp8]") {
   CHECK(float_bits(blockwise_scale(1e-39f, Format::e4m3, false, 0.0f, Input::f32_as_bf16)) == 0x7F7F0000u);
 }
 
-TEST_CASE("fp8 mxfp8: notes 4.2 table under floor and rceil", "[fp8]") {
+TEST_CASE("fp8 mxfp8: scale exponents under floor and rceil", "[fp8]") {
   struct Row {
     float amax;
     uint8_t floor_e, rceil_e;
@@ -198,7 +199,7 @@ TEST_CASE("fp8 mxfp8: notes 4.2 table under floor and rceil", "[fp8]") {
   CHECK(mx_scale(1.0f, Format::e5m2, MxRule::floor) == 112);
   CHECK(mx_scale(57344.0f, Format::e5m2, MxRule::rceil) == 127);
   CHECK(mx_scale(kFloatMax, Format::e4m3, MxRule::floor) == 246);
-  // exp2f_rcp edge cases (notes 4.2, 5).
+  // exp2f_rcp edge cases (TE util/ptx_arch_spec.cuh; TE#2408).
   CHECK(float_bits(mx_exp2f_rcp(0)) == 0x7F000000u);  // 2^127
   CHECK(float_bits(mx_exp2f_rcp(127)) == 0x3F800000u);
   CHECK(float_bits(mx_exp2f_rcp(254)) == 0x00400000u);  // 2^-127

@@ -1,4 +1,5 @@
-// The bucketed layout against the worked examples of notes/megatron.md §1.5, §4.3 and §4.5.
+// The bucketed layout against hand-worked examples of Megatron-Core's layout, shards and
+// dp_reshardable padding chunks (each case states its own figures).
 #include <string>
 #include <vector>
 
@@ -81,7 +82,7 @@ TEST_CASE("padding rules: 64-element param starts, bucket ends at lcm(dp, 128[, 
   CHECK(default_bucket_size(64) == 64'000'000);
 }
 
-TEST_CASE("worked example: DP=4, one bucket (notes 1.5)", "[layout]") {
+TEST_CASE("worked example: DP=4, one bucket", "[layout]") {
   const auto spec = vectors({300, 100, 1000, 10});
   const auto l = build_bucketed_layout(spec, opts(4));
   REQUIRE(l.buffers.size() == 1);
@@ -123,14 +124,14 @@ TEST_CASE("worked example: DP=4, one bucket (notes 1.5)", "[layout]") {
   CHECK(f.slot == 2);
   CHECK(k.shards[3].fragments[0].local == Range{0, 36});
 
-  // The §4.3 chunks: each shard's padding, clipped to numel_unpadded, fills its gaps.
+  // The dp_reshardable chunks: each shard's padding, clipped to numel_unpadded, fills its gaps.
   CHECK(k.shards[0].padding == std::vector<Range>{{10, 64}});
   CHECK(k.shards[1].padding.empty());
   CHECK(k.shards[2].padding == std::vector<Range>{{1064, 1088}});
   CHECK(k.shards[3].padding == std::vector<Range>{{1188, 1216}, {1516, 1536}});
 }
 
-TEST_CASE("worked example: bucket_size 1000 closes bucket 0 after p2 (notes 1.5)", "[layout]") {
+TEST_CASE("worked example: bucket_size 1000 closes bucket 0 after p2", "[layout]") {
   const auto spec = vectors({300, 100, 1000, 10});
   const auto l = build_bucketed_layout(spec, opts(4, 1000));
   REQUIRE(l.buffers.size() == 1);
@@ -173,7 +174,7 @@ TEST_CASE("a bucket closes as soon as it reaches bucket_size; a param never spli
   CHECK(big.buffers[0].buckets[1].numel_unpadded == 10);
 }
 
-TEST_CASE("DP=8 with a gap before the last shard's fragment (notes 4.5, without the shared embedding)", "[layout]") {
+TEST_CASE("DP=8 with a gap before the last shard's fragment", "[layout]") {
   const auto l = build_bucketed_layout(vectors({750, 900}), opts(8));
   const Bucket& k = l.buffers[0].buckets[0];
   CHECK(l.buffers[0].params[0].world == Range{0, 900});
@@ -291,7 +292,7 @@ TEST_CASE("one buffer per key: fp32-kept params apart, keys in order of first ap
   CHECK_THROWS_AS(build_bucketed_layout(spec, opts(0)), UsageError);
 }
 
-TEST_CASE("fragment_of follows the notes' formulas", "[layout]") {
+TEST_CASE("fragment_of follows Megatron's _build_model_gbuf_param_range_map", "[layout]") {
   // Bucket at 1152, L = 128, param at [1280, 1580): rank 1 owns [0, 128) of it.
   auto f = fragment_of({1280, 1580}, 1152, 128, 1);
   REQUIRE(f);

@@ -1,5 +1,5 @@
 // Muon against torch.optim.Muon (testdata/optim) and against an fp64 Newton–Schulz reference, plus exact
-// structural cases with the orthogonalization replaced by the identity (notes/optimizers.md §6).
+// structural cases with the orthogonalization replaced by the identity (as Emerging-Optimizers tests it).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -188,7 +188,7 @@ TEST_CASE("Newton-Schulz: orientation, zeros, bf16 output and accuracy against f
     CHECK(bad == 0);
     const double e = rel_frobenius(std::vector<double>(o.begin(), o.end()), o64);
     if (prec == NsPrecision::bf16) {
-      CHECK(e < 0.03);  // notes §6: bf16 addmm-form NS within ~1% of the same polynomial in high precision
+      CHECK(e < 0.03);  // torch's bf16 addmm-form NS is within ~1% of the same polynomial in high precision
       bool bf16_valued = true;
       for (float x : o) bf16_valued = bf16_valued && fpg::float_from_bf16(fpg::bf16_from_float(x)) == x;
       CHECK(bf16_valued);

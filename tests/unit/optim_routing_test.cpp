@@ -1,4 +1,4 @@
-// Which parameters Muon takes and which go to the scalar optimizer (notes/optimizers.md §3.3).
+// Which parameters Muon takes and which go to the scalar optimizer (Megatron-Core's _is_muon_excluded).
 #include "catch.h"
 #include "optim/routing.h"
 

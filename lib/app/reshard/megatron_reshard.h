@@ -1,6 +1,6 @@
 // `fpgather reshard SRC DST --dp M` for Megatron-Core torch_dist checkpoints: the distributed
 // optimizer's state moved into the buffer layout Megatron builds for M ranks with the given bucket
-// size and padding (notes/megatron.md §1), written as a torch_dist checkpoint Megatron-Core loads.
+// size and padding (layout/bucketed_layout.h), written as a torch_dist checkpoint Megatron-Core loads.
 //
 // The source's optimizer state is read per parameter (dcp::DcpParams: dp_reshardable buckets through
 // the recovered layout, or fully_reshardable model-space keys). The target is written in either form:
