@@ -9,7 +9,7 @@
 #include "cmd/bench/timing.h"
 #include "app/convert/checkpoint_params.h"
 #include "app/convert/param_export.h"
-#include "formats/fpckpt/commit.h"
+#include "core/fs.h"
 #include "formats/fpckpt/reader.h"
 
 namespace fpg::bench {
@@ -42,7 +42,7 @@ ExportBenchResult run_export_bench(const ExportBenchOptions& o) {
   r.peak_rss_after = read_rss().peak;
   r.bytes = s.bytes_written;
   r.bytes_read = s.bytes_read;
-  fpckpt::remove_tree(base + "/export");
+  fs::remove_tree(base + "/export");
 
   // Baseline: as many bytes, one file, 64 MiB writes, fsync; then read back cold (as bench io).
   const PlainIo plain = measure_plain_io(base, r.bytes, true);

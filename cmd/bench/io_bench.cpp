@@ -10,6 +10,7 @@
 #include "cmd/bench/scratch_dir.h"
 #include "cmd/bench/timing.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/chunk_pipeline.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/reader.h"
@@ -142,7 +143,7 @@ std::vector<IoBenchRow> run_io_bench(const IoBenchOptions& o) {
       }
       loads[ci].seconds.push_back(wall_seconds() - t0);
       loads[ci].peak_mb.push_back(peak->mb());
-      fpckpt::remove_tree(dir);
+      fs::remove_tree(dir);
     }
   }
 

@@ -8,7 +8,7 @@
 #include "cmd/bench/plain_io.h"
 #include "cmd/bench/scratch_dir.h"
 #include "cmd/bench/timing.h"
-#include "formats/fpckpt/commit.h"
+#include "core/fs.h"
 #include "model/spec_json.h"
 #include "app/checkpoint/checkpointing.h"
 #include "app/reshard/reshard.h"
@@ -70,8 +70,8 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     row.serial_ratio = serial > 0 ? row.gbps / serial : 0;
     row.duplex_ratio = res.duplex_gbps > 0 ? row.gbps / res.duplex_gbps : 0;
     res.rows.push_back(row);
-    fpckpt::remove_tree(src);
-    fpckpt::remove_tree(dst);
+    fs::remove_tree(src);
+    fs::remove_tree(dst);
   }
   return res;
 }

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "formats/fpckpt/commit.h"
+#include "core/fs.h"
 
 namespace fpg::bench {
 
@@ -16,6 +16,6 @@ ScratchDir::ScratchDir(const std::string& dir, const std::string& name)
   if (mkdir(path_.c_str(), 0755) != 0) throw FormatError(path_ + ": cannot create: " + std::strerror(errno));
 }
 
-ScratchDir::~ScratchDir() { fpckpt::remove_tree(path_); }
+ScratchDir::~ScratchDir() { fs::remove_tree(path_); }
 
 }  // namespace fpg::bench

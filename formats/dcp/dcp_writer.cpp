@@ -1,6 +1,5 @@
 #include "formats/dcp/dcp_writer.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,16 +10,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/shape.h"
 #include "formats/dcp/box_coverage.h"
 #include "formats/dcp/metadata_writer.h"
 #include "formats/fpckpt/commit.h"
-#include "formats/safetensors/fs_util.h"
 
 namespace fpg::dcp {
 namespace {
 
-using safetensors::join_path;
+using fs::join_path;
 
 constexpr size_t kSmallWriteBuffer = size_t{1} << 20;
 // Writeback is started every this many bytes written, so the disk writes while the caller reads;
@@ -102,8 +101,7 @@ std::string megatron_metadata_json(const MegatronMetadata& m) {
 DcpRankWriter::DcpRankWriter(const DcpWriter& owner, uint32_t rank)
     : owner_(owner), rank_(rank), file_name_("__" + std::to_string(rank) + "_0.distcp"),
       path_(join_path(owner.staging_.path(), file_name_)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw FormatError(path_ + ": cannot create: " + std::strerror(errno));
+  fd_ = fs::create_file(path_, 0644);
 }
 
 DcpRankWriter::~DcpRankWriter() {
@@ -112,7 +110,7 @@ DcpRankWriter::~DcpRankWriter() {
 
 void DcpRankWriter::flush() {
   if (buffered_ == 0) return;
-  safetensors::pwrite_all(fd_, path_, end_ - buffered_, buffer_.data(), buffered_);
+  fs::pwrite_all(fd_, path_, end_ - buffered_, buffer_.data(), buffered_);
   wrote(buffered_);
   buffered_ = 0;
 }
@@ -120,7 +118,7 @@ void DcpRankWriter::flush() {
 void DcpRankWriter::wrote(uint64_t bytes) {
   unsynced_ += bytes;
   if (unsynced_ < kWritebackBytes) return;
-  sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+  fs::start_writeback(fd_);
   unsynced_ = 0;
 }
 
@@ -128,7 +126,7 @@ void DcpRankWriter::wrote(uint64_t bytes) {
 void DcpRankWriter::append(const void* data, size_t size) {
   if (size >= kSmallWriteBuffer) {
     flush();
-    safetensors::pwrite_all(fd_, path_, end_, data, size);
+    fs::pwrite_all(fd_, path_, end_, data, size);
     wrote(size);
   } else {
     if (buffer_.empty()) buffer_.resize(kSmallWriteBuffer);
@@ -142,10 +140,10 @@ void DcpRankWriter::append(const void* data, size_t size) {
 void DcpRankWriter::finish() {
   if (fd_ < 0) return;
   flush();
-  if (::fsync(fd_) != 0) throw FormatError(path_ + ": fsync failed: " + std::strerror(errno));
-  const int rc = ::close(fd_);
+  fs::fsync_fd(fd_, path_);
+  const int fd = fd_;
   fd_ = -1;
-  if (rc != 0) throw FormatError(path_ + ": close failed: " + std::strerror(errno));
+  fs::close_fd(fd, path_);
 }
 
 template <typename WriteItem>
@@ -216,7 +214,7 @@ DcpWriter::DcpWriter(std::string target, DcpWriteOptions opts) : target_(std::mo
 DcpWriter::~DcpWriter() {
   if (!committed_) {
     ranks_.clear();
-    fpckpt::remove_tree(staging_.path());
+    fs::remove_tree(staging_.path());
   }
 }
 
@@ -311,9 +309,9 @@ Metadata DcpWriter::commit() {
     rank->finish();
   }
   Metadata md = build_metadata();
-  safetensors::write_file_atomic(join_path(staging_.path(), ".metadata"), metadata_pickle(md));
+  fs::write_file_atomic(join_path(staging_.path(), ".metadata"), metadata_pickle(md));
   if (opts_.megatron)
-    safetensors::write_file_atomic(join_path(staging_.path(), "metadata.json"), megatron_metadata_json(*opts_.megatron));
+    fs::write_file_atomic(join_path(staging_.path(), "metadata.json"), megatron_metadata_json(*opts_.megatron));
   fpckpt::publish_staging(staging_.path(), target_);
   committed_ = true;
   return md;

@@ -13,7 +13,7 @@
 
 #include "ckpt/checksum.h"
 #include "core/error.h"
-#include "formats/safetensors/fs_util.h"
+#include "core/fs.h"
 
 namespace fpg::fpckpt {
 
@@ -301,7 +301,7 @@ void ChunkPipeline::write(Slot& s) {
   H5Eclear2(H5E_DEFAULT);  // leave the writer thread no error records (see RankWriter::~RankWriter)
   unsynced_ += s.enc.size;
   if (vfd_ >= 0 && unsynced_ >= kWritebackBytes) {
-    sync_file_range(vfd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    fs::start_writeback(vfd_);
     unsynced_ = 0;
   }
 }
@@ -311,25 +311,19 @@ void ChunkPipeline::write_direct(Slot& s) {
     // One write at a time: the kernel copies a buffered write into one file under the file's lock
     // anyway, and threads that wait for it here sleep instead of spinning on that lock.
     std::lock_guard<std::mutex> one(direct_mu_);
-    for (uint64_t done = 0; done < s.enc.size;) {
-      const ssize_t n = ::pwrite(vfd_, s.enc.data + done, s.enc.size - done, static_cast<off_t>(s.addr + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int e = n < 0 ? errno : EIO;
-        std::string what;
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          what = placement_[s.meta.run].what;
-        }
-        throw FormatError(path_ + ": write chunk [" + std::to_string(s.meta.offset) + ", " +
-                          std::to_string(s.meta.hi()) + ") of " + what + ": " + safetensors::io_error_text(e));
+    if (const int e = fs::pwrite_full(vfd_, s.addr, s.enc.data, s.enc.size)) {
+      std::string what;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        what = placement_[s.meta.run].what;
       }
-      done += static_cast<uint64_t>(n);
+      throw FormatError(path_ + ": write chunk [" + std::to_string(s.meta.offset) + ", " +
+                        std::to_string(s.meta.hi()) + ") of " + what + ": " + fs::io_error_text(e));
     }
   }
   const uint64_t before = unsynced_direct_.fetch_add(s.enc.size);
   if ((before + s.enc.size) / kDirectWritebackBytes != before / kDirectWritebackBytes)
-    sync_file_range(vfd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    fs::start_writeback(vfd_);
 }
 
 void ChunkPipeline::run(Slot* s) {

@@ -14,25 +14,12 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/index_file.h"
-#include "formats/safetensors/fs_util.h"
 
 namespace fpg::fpckpt {
 
-using safetensors::fsync_directory;
-using safetensors::join_path;
-using safetensors::split_path;
-
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st {};
-  return lstat(p.c_str(), &st) == 0;
-}
-bool is_dir(const std::string& p) {
-  struct stat st {};
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
@@ -64,13 +51,13 @@ StagingDir::~StagingDir() {
 StagingDir begin_staging(const std::string& target) {
   std::string t = target;
   while (t.size() > 1 && t.back() == '/') t.pop_back();
-  if (exists(t)) throw UsageError(t + ": already exists; a checkpoint is never written over another");
-  const auto [dir, name] = split_path(t);
-  if (!is_dir(dir)) throw UsageError(t + ": parent directory " + dir + " does not exist");
+  if (fs::exists(t)) throw UsageError(t + ": already exists; a checkpoint is never written over another");
+  const auto [dir, name] = fs::split_path(t);
+  if (!fs::is_directory(dir)) throw UsageError(t + ": parent directory " + dir + " does not exist");
   std::random_device rd;
   char suffix[24];
   std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
-  const std::string staging = join_path(dir, "." + name + ".tmp-" + suffix);
+  const std::string staging = fs::join_path(dir, "." + name + ".tmp-" + suffix);
   if (mkdir(staging.c_str(), 0755) != 0) throw FormatError(staging + ": cannot create: " + std::strerror(errno));
   // Locked a moment after mkdir: recovery leaves a directory modified in the last minute alone.
   int fd = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -160,62 +147,42 @@ ckpt::Index merge_manifests(const std::vector<RankManifest>& manifests, const ck
 }
 
 void commit(const std::string& staging, const std::string& target, const ckpt::Index& index) {
-  write_index(join_path(staging, kIndexFile), index);
+  write_index(fs::join_path(staging, kIndexFile), index);
   publish_staging(staging, target);
 }
 
 void publish_staging(const std::string& staging, const std::string& target) {
-  fsync_directory(staging);
-  if (exists(target)) throw UsageError(target + ": already exists; a checkpoint is never written over another");
-  if (rename(staging.c_str(), target.c_str()) != 0)
-    throw FormatError(target + ": cannot rename " + staging + " into place: " + std::strerror(errno));
-  fsync_directory(split_path(target).first);
+  fs::fsync_directory(staging);
+  if (fs::exists(target)) throw UsageError(target + ": already exists; a checkpoint is never written over another");
+  fs::rename_into_place(staging, target);
+  fs::fsync_directory(fs::split_path(target).first);
 }
 
 void update_latest(const std::string& root, const std::string& name) {
   if (!ckpt::valid_file_name(name)) throw UsageError("latest: '" + name + "' is not a plain directory name");
-  safetensors::write_file_atomic(join_path(root, kLatestFile), name + "\n");
+  fs::write_file_atomic(fs::join_path(root, kLatestFile), name + "\n");
 }
 
 std::string latest_name(const std::string& root) {
-  std::ifstream in(join_path(root, kLatestFile));
+  std::ifstream in(fs::join_path(root, kLatestFile));
   std::string name;
   if (in) std::getline(in, name);
   return trim(name);
 }
 
 std::string resolve_checkpoint(const std::string& path) {
-  const std::string latest = join_path(path, kLatestFile);
-  struct stat st {};
-  if (lstat(latest.c_str(), &st) != 0) return path;
+  const std::string latest = fs::join_path(path, kLatestFile);
+  if (!fs::exists(latest)) return path;
   // Only a regular file is read: a FIFO would block, a symbolic link could name any file.
-  if (!S_ISREG(st.st_mode)) throw FormatError(latest + ": not a regular file");
+  if (!fs::is_regular_file(latest, false)) throw FormatError(latest + ": not a regular file");
   std::ifstream in(latest);
   std::string name;
   std::getline(in, name);
   name = trim(name);
   if (!ckpt::valid_file_name(name)) throw FormatError(latest + ": '" + name + "' is not a plain checkpoint name");
-  const std::string dir = join_path(path, name);
-  if (!is_dir(dir)) throw FormatError(latest + ": names " + name + ", which is not a directory in " + path);
+  const std::string dir = fs::join_path(path, name);
+  if (!fs::is_directory(dir)) throw FormatError(latest + ": names " + name + ", which is not a directory in " + path);
   return dir;
-}
-
-void remove_tree(const std::string& path) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    if (DIR* d = opendir(path.c_str())) {
-      while (dirent* e = readdir(d)) {
-        const std::string n = e->d_name;
-        if (n == "." || n == "..") continue;
-        remove_tree(join_path(path, n));
-      }
-      closedir(d);
-    }
-    rmdir(path.c_str());
-  } else {
-    unlink(path.c_str());
-  }
 }
 
 std::vector<std::string> apply_retention(const std::string& root, size_t keep) {
@@ -227,7 +194,7 @@ std::vector<std::string> apply_retention(const std::string& root, size_t keep) {
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
     if (n.empty() || n[0] == '.') continue;  // staging directories and hidden files are not checkpoints
-    if (exists(join_path(join_path(root, n), kIndexFile))) ckpts.push_back(n);
+    if (fs::exists(fs::join_path(fs::join_path(root, n), kIndexFile))) ckpts.push_back(n);
   }
   closedir(d);
   std::sort(ckpts.begin(), ckpts.end());
@@ -237,14 +204,14 @@ std::vector<std::string> apply_retention(const std::string& root, size_t keep) {
     if (ckpts[i] == latest) continue;
     // Out of sight first, in one rename: what a kill leaves is a hidden ".NAME.deleting" that
     // recovery finishes, never a checkpoint with some of its files gone.
-    const std::string doomed = join_path(root, "." + ckpts[i] + kDeletingSuffix);
-    remove_tree(doomed);
-    if (rename(join_path(root, ckpts[i]).c_str(), doomed.c_str()) != 0)
-      throw FormatError(join_path(root, ckpts[i]) + ": cannot rename for deletion: " + std::strerror(errno));
-    remove_tree(doomed);
+    const std::string doomed = fs::join_path(root, "." + ckpts[i] + kDeletingSuffix);
+    fs::remove_tree(doomed);
+    if (rename(fs::join_path(root, ckpts[i]).c_str(), doomed.c_str()) != 0)
+      throw FormatError(fs::join_path(root, ckpts[i]) + ": cannot rename for deletion: " + std::strerror(errno));
+    fs::remove_tree(doomed);
     removed.push_back(ckpts[i]);
   }
-  if (!removed.empty()) fsync_directory(root);
+  if (!removed.empty()) fs::fsync_directory(root);
   return removed;
 }
 
@@ -256,7 +223,7 @@ CheckpointWriter::CheckpointWriter(std::string target, WriteOptions opts) : targ
 CheckpointWriter::~CheckpointWriter() {
   if (!committed_) {
     ranks_.clear();
-    remove_tree(staging_.path());
+    fs::remove_tree(staging_.path());
   }
 }
 

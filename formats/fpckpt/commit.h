@@ -99,7 +99,4 @@ class CheckpointWriter {
   bool committed_ = false;
 };
 
-// Removes a directory tree (the staging directory of an abandoned save, old checkpoints).
-void remove_tree(const std::string& path);
-
 }  // namespace fpg::fpckpt

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "formats/safetensors/fs_util.h"
+#include "core/fs.h"
 
 namespace fpg::fpckpt {
 
@@ -56,7 +56,7 @@ std::string hdf5_error() {
   Cause cause;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk, &cause);
   H5Eclear2(H5E_DEFAULT);
-  return cause.system_error > 0 ? safetensors::io_error_text(cause.system_error) : cause.innermost;
+  return cause.system_error > 0 ? fs::io_error_text(cause.system_error) : cause.innermost;
 }
 
 void hdf5_fail(const std::string& path, const std::string& what) {
@@ -72,7 +72,7 @@ Hid checked(hid_t id, Hid::Closer close, const std::string& path, const std::str
 Hid open_checkpoint_file(const std::string& path) {
   struct stat want {};
   {
-    const int fd = safetensors::open_regular_file(path, false);
+    const int fd = fs::open_regular_file(path, false);
     fstat(fd, &want);
     ::close(fd);
   }
@@ -228,7 +228,7 @@ void OutputFile::close() {
   CloseReservation reserved(path_, file_);
   if (reserved.error() != 0) {
     abandon();
-    throw FormatError(path_ + ": cannot write: " + safetensors::io_error_text(reserved.error()));
+    throw FormatError(path_ + ": cannot write: " + fs::io_error_text(reserved.error()));
   }
   if (H5Fclose(file_.release()) < 0) hdf5_fail(path_, "cannot write");
   reserved.release();
@@ -241,15 +241,6 @@ void OutputFile::abandon() {
   // way, and hdf5_init()'s H5dont_atexit() keeps the library from closing the file again at exit.
   file_.reset();
   H5Eclear2(H5E_DEFAULT);
-}
-
-void fsync_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FormatError(path + ": cannot open for fsync: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw FormatError(path + ": fsync failed: " + safetensors::io_error_text(err));
 }
 
 }  // namespace fpg::fpckpt

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ckpt/zstd_frame.h"
+#include "core/fs.h"
 
 namespace fpg::fpckpt {
 
@@ -21,7 +22,7 @@ std::mutex& hdf5_mutex();
 void hdf5_init();
 
 // What HDF5's current error stack says went wrong, and clears it: where a record carries a system
-// error (a failed write on a full disk), that error in io_error_text()'s words ("no space left on
+// error (a failed write on a full disk), that error in fs::io_error_text()'s words ("no space left on
 // device", "file size limit exceeded"); otherwise the innermost message, or "". Records of the zstd
 // filter not being registered are never the cause (that filter is optional: chunks arrive encoded).
 std::string hdf5_error();
@@ -120,8 +121,5 @@ class OutputFile {
 };
 
 constexpr H5Z_filter_t kZstdFilterId = ckpt::kZstdHdf5FilterId;
-
-// fsync of a regular file by path; FormatError on failure.
-void fsync_file(const std::string& path);
 
 }  // namespace fpg::fpckpt

@@ -1,3 +1,4 @@
+#include "core/fs.h"
 #include "formats/fpckpt/index_file.h"
 
 #include <cstring>
@@ -345,7 +346,7 @@ void write_index(const std::string& path, const ckpt::Index& ix) {
     write_table(file, path, "padding", pad_type(), pads.data(), pads.size());
     file.close();
   }
-  fsync_file(path);
+  fs::fsync_file(path);
 }
 
 namespace {

@@ -1,3 +1,4 @@
+#include "core/fs.h"
 #include "formats/fpckpt/rank_writer.h"
 
 #include <fcntl.h>
@@ -230,7 +231,7 @@ RankManifest RankWriter::finish() {
       h5_->file.close();
       H5Eclear2(H5E_DEFAULT);  // closing flushes the zstd-filtered layouts: "filter not registered" again
     }
-    fsync_file(h5_->path);
+    fs::fsync_file(h5_->path);
     struct stat st {};
     if (stat(h5_->path.c_str(), &st) != 0) throw FormatError(h5_->path + ": cannot stat after writing");
     manifest_.file.size = static_cast<uint64_t>(st.st_size);

@@ -11,10 +11,10 @@
 
 #include "ckpt/checksum.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/hdf5_util.h"
 #include "formats/fpckpt/index_file.h"
-#include "formats/safetensors/fs_util.h"
 
 namespace fpg::fpckpt {
 
@@ -252,7 +252,7 @@ std::string CheckpointReader::locate_stored(uint32_t c, uint64_t& addr, uint64_t
     if (fit == where_->fds.end()) {
       int f = -1;
       try {
-        f = safetensors::open_regular_file(path, false);
+        f = fs::open_regular_file(path, false);
       } catch (const FormatError& e) {
         where_->fd_errors[run.file] = without_path(e.what(), path);
       }

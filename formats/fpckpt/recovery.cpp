@@ -13,16 +13,14 @@
 #include <ctime>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/validate.h"
-#include "formats/safetensors/fs_util.h"
 
 namespace fpg::fpckpt {
 namespace {
-
-using safetensors::join_path;
 
 struct Entry {
   std::string name;
@@ -36,7 +34,7 @@ std::vector<Entry> list_dir(const std::string& dir) {
   while (dirent* e = readdir(d)) {
     Entry x{e->d_name, {}};
     if (x.name == "." || x.name == "..") continue;
-    if (lstat(join_path(dir, x.name).c_str(), &x.st) == 0) out.push_back(std::move(x));
+    if (lstat(fs::join_path(dir, x.name).c_str(), &x.st) == 0) out.push_back(std::move(x));
   }
   closedir(d);
   std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
@@ -81,17 +79,14 @@ bool data_file_name(const std::string& n) {
 
 bool our_directory(const struct stat& st) { return S_ISDIR(st.st_mode) && st.st_uid == geteuid(); }
 
-bool has_index(const std::string& dir) {
-  struct stat st {};
-  return lstat(join_path(dir, kIndexFile).c_str(), &st) == 0;
-}
+bool has_index(const std::string& dir) { return fs::exists(fs::join_path(dir, kIndexFile)); }
 
 // Removes a staging directory if no live save holds its lock; the lock is held while removing.
 bool remove_if_unlocked(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return false;
   const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
-  if (free) remove_tree(path);
+  if (free) fs::remove_tree(path);
   ::close(fd);
   return free;
 }
@@ -117,13 +112,12 @@ std::vector<std::string> recover_root(const std::string& root) {
     spdlog::warn("{}", line);
     actions.push_back(std::move(line));
   };
-  struct stat rst {};
-  if (stat(root.c_str(), &rst) != 0 || !S_ISDIR(rst.st_mode)) return actions;
+  if (!fs::is_directory(root)) return actions;
   const time_t now = std::time(nullptr);
   bool changed = false;
 
   for (const Entry& e : list_dir(root)) {
-    const std::string path = join_path(root, e.name);
+    const std::string path = fs::join_path(root, e.name);
     if (S_ISREG(e.st.st_mode) && e.st.st_uid == geteuid() && latest_temp_name(e.name) &&
         now - e.st.st_mtime >= kStagingGraceSeconds) {
       if (unlink(path.c_str()) == 0) act(root + ": removed " + e.name + ", a `latest` whose write did not finish");
@@ -131,7 +125,7 @@ std::vector<std::string> recover_root(const std::string& root) {
     }
     if (!our_directory(e.st)) continue;
     if (e.name[0] == '.' && ends_with(e.name, kDeletingSuffix)) {
-      remove_tree(path);
+      fs::remove_tree(path);
       act(root + ": finished deleting " + e.name + " (a retention cut short)");
       changed = true;
     } else if (staging_name(e.name)) {
@@ -144,7 +138,7 @@ std::vector<std::string> recover_root(const std::string& root) {
         return S_ISREG(f.st.st_mode) && data_file_name(f.name);
       });
       if (!data_only) continue;
-      remove_tree(path);
+      fs::remove_tree(path);
       act(root + ": removed " + e.name + ", a checkpoint left without index.h5 by a deletion cut short");
       changed = true;
     }
@@ -153,17 +147,17 @@ std::vector<std::string> recover_root(const std::string& root) {
   // Newer committed checkpoints than `latest` names, newest first.
   const std::string latest = latest_name(root);
   if (!latest.empty() && !step_name(latest)) {
-    if (changed) safetensors::fsync_directory(root);
+    if (changed) fs::fsync_directory(root);
     return actions;  // named by hand: nothing to compare with
   }
   std::vector<std::string> newer;
   for (const Entry& e : list_dir(root))
-    if (S_ISDIR(e.st.st_mode) && step_name(e.name) && has_index(join_path(root, e.name)) &&
+    if (S_ISDIR(e.st.st_mode) && step_name(e.name) && has_index(fs::join_path(root, e.name)) &&
         (latest.empty() || step_of(e.name) > step_of(latest)))
       newer.push_back(e.name);
   std::sort(newer.begin(), newer.end(), [](const std::string& a, const std::string& b) { return step_of(a) > step_of(b); });
   for (const std::string& name : newer) {
-    const std::string problem = first_problem(join_path(root, name));
+    const std::string problem = first_problem(fs::join_path(root, name));
     if (problem.empty()) {
       update_latest(root, name);
       act(root + ": adopted " + name + " as latest: it was committed but `latest` named " +
@@ -171,13 +165,13 @@ std::vector<std::string> recover_root(const std::string& root) {
       break;
     }
     std::string aside = "." + name + kInvalidSuffix;
-    for (int i = 2; lstat(join_path(root, aside).c_str(), &rst) == 0; ++i)
+    for (int i = 2; fs::exists(fs::join_path(root, aside)); ++i)
       aside = "." + name + kInvalidSuffix + "-" + std::to_string(i);
-    if (rename(join_path(root, name).c_str(), join_path(root, aside).c_str()) != 0) continue;  // another did it
+    if (rename(fs::join_path(root, name).c_str(), fs::join_path(root, aside).c_str()) != 0) continue;  // another did it
     act(root + ": set " + name + " aside as " + aside + ": it is newer than `latest` but not valid: " + problem);
     changed = true;
   }
-  if (changed) safetensors::fsync_directory(root);
+  if (changed) fs::fsync_directory(root);
   return actions;
 }
 

@@ -4,8 +4,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/safetensors/format.h"
-#include "formats/safetensors/fs_util.h"
 #include "formats/safetensors/mapped_file.h"
 #include "formats/safetensors/strict_json.h"
 
@@ -104,7 +104,7 @@ void write_index(const std::string& path, const ShardIndex& index) {
   } catch (const nlohmann::json::exception&) {
     throw UsageError(path + ": a tensor or shard name is not valid UTF-8");
   }
-  write_file_atomic(path, text);
+  fs::write_file_atomic(path, text);
 }
 
 std::string shard_file_name(size_t i, size_t n, std::string_view stem) {

@@ -10,14 +10,14 @@
 #include <utility>
 
 #include "core/error.h"
-#include "formats/safetensors/fs_util.h"
+#include "core/fs.h"
 
 namespace fpg::safetensors {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   // Symbolic links are followed (a Hugging Face cache's snapshot links to its blobs); FIFOs and
   // devices are refused before they are opened.
-  const int fd = open_regular_file(path, true);
+  const int fd = fs::open_regular_file(path, true);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;

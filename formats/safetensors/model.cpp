@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/safetensors/format.h"
-#include "formats/safetensors/fs_util.h"
 
 namespace fpg::safetensors {
 namespace {
@@ -66,8 +66,8 @@ Model Model::open(const std::string& path) {
   if (!exists(path, &is_dir)) throw FormatError(path + ": cannot open: " + std::strerror(errno));
   std::string source = path;
   if (is_dir) {
-    const std::string index = join_path(path, kIndexFileName);
-    const std::string single = join_path(path, "model.safetensors");
+    const std::string index = fs::join_path(path, kIndexFileName);
+    const std::string single = fs::join_path(path, "model.safetensors");
     if (exists(index)) source = index;
     else if (exists(single)) source = single;
     else
@@ -82,12 +82,12 @@ Model Model::open(const std::string& path) {
   }
 
   m.index_ = read_index(source);
-  const std::string dir = split_path(source).first;
+  const std::string dir = fs::split_path(source).first;
   // One tensor the weight_map places in each shard, to name in messages.
   std::map<std::string, std::string> example;
   for (const auto& [tensor, shard] : m.index_->weight_map) example.emplace(shard, tensor);
   for (const std::string& shard : m.index_->shard_files()) {
-    const std::string shard_path = join_path(dir, shard);
+    const std::string shard_path = fs::join_path(dir, shard);
     if (!exists(shard_path))
       throw FormatError(source + ": shard " + quote_name(shard) + " (holding tensor " +
                         quote_name(example[shard]) + ") does not exist: " + shard_path);

@@ -8,29 +8,18 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/safetensors/format.h"
-#include "formats/safetensors/fs_util.h"
 
 namespace fpg::safetensors {
 namespace {
 
 std::string errno_text(int e) { return std::strerror(e); }
-
-std::string random_suffix() {
-  std::random_device rd;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid()));
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  uint64_t v = gen();
-  for (int i = 0; i < 12; ++i, v >>= 4) s += hex[v & 15];
-  return s;
-}
 
 }  // namespace
 
@@ -106,17 +95,7 @@ Writer::Writer(std::string path, std::vector<TensorSpec> specs,
   file_size_ = data_offset_ + offset;
 
   // ---- temporary file next to the final one (same filesystem, so rename is atomic) ----
-  const auto [dir, base] = split_path(path_);
-  for (int attempt = 0; fd_ < 0; ++attempt) {
-    temp_path_ = join_path(dir, "." + base + ".tmp-" + random_suffix());
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ < 0 && (errno != EEXIST || attempt >= 16)) {
-      const int e = errno;
-      temp_path_.clear();
-      throw FormatError(path_ + ": cannot create a temporary file in " + dir + ": " +
-                        errno_text(e));
-    }
-  }
+  fd_ = fs::create_temp_beside(path_, temp_path_);
   try {
     // Preallocating fails early on a full disk and keeps the file unfragmented.
     if (file_size_ > 0) {
@@ -132,8 +111,8 @@ Writer::Writer(std::string path, std::vector<TensorSpec> specs,
     }
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
-    pwrite_all(fd_, temp_path_, 0, len, 8);
-    pwrite_all(fd_, temp_path_, 8, text.data(), text.size());
+    fs::pwrite_all(fd_, temp_path_, 0, len, 8);
+    fs::pwrite_all(fd_, temp_path_, 8, text.data(), text.size());
   } catch (...) {
     remove_temp();
     throw;
@@ -167,7 +146,7 @@ void Writer::write(size_t index, uint64_t offset, const void* data, uint64_t siz
                         std::to_string(offset) + ", " + std::to_string(offset + size) +
                         ") outside its " + std::to_string(t.nbytes()) + " bytes");
   if (size == 0) return;
-  pwrite_all(fd_, temp_path_, data_offset_ + t.begin + offset, data, size);
+  fs::pwrite_all(fd_, temp_path_, data_offset_ + t.begin + offset, data, size);
 
   // Merge [offset, offset + size) into the tensor's interval set.
   std::lock_guard<std::mutex> lock(coverage_mutex_);
@@ -190,7 +169,7 @@ void Writer::write(size_t index, uint64_t offset, const void* data, uint64_t siz
 }
 
 void Writer::start_writeback() const {
-  if (fd_ >= 0 && !committed_) sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+  if (!committed_) fs::start_writeback(fd_);
 }
 
 void Writer::commit() {
@@ -219,7 +198,7 @@ void Writer::commit() {
                           ") were never written");
     }
   }
-  if (::fsync(fd_) != 0) throw FormatError(temp_path_ + ": fsync failed: " + errno_text(errno));
+  fs::fsync_fd(fd_, temp_path_);
   const int fd = fd_;
   fd_ = -1;
   const std::string tmp = std::move(temp_path_);
@@ -229,13 +208,14 @@ void Writer::commit() {
     ::unlink(tmp.c_str());
     throw FormatError(path_ + ": closing the temporary file failed: " + errno_text(e));
   }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    const int e = errno;
+  try {
+    fs::rename_into_place(tmp, path_);
+  } catch (...) {
     ::unlink(tmp.c_str());
-    throw FormatError(path_ + ": cannot rename " + tmp + " into place: " + errno_text(e));
+    throw;
   }
   committed_ = true;
-  fsync_directory(split_path(path_).first);  // makes the rename itself durable
+  fs::fsync_directory(fs::split_path(path_).first);  // makes the rename itself durable
 }
 
 }  // namespace fpg::safetensors

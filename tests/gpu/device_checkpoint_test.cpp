@@ -31,12 +31,12 @@
 #include "catch.h"
 #include "comm/group.h"
 #include "comm/nccl_backend.h"
+#include "core/fs.h"
 #include "pipeline/device/device_rank_pipeline.h"
 #include "app/checkpoint/device_state_mirror.h"
 #include "app/train/device_trainer.h"
 #include "formats/fpckpt/manifest_blob.h"
 #include "formats/fpckpt/rank_writer.h"
-#include "formats/safetensors/fs_util.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "model/presets.h"
@@ -303,7 +303,7 @@ Share write_share(const fpg::train::RankStateAccess& rank, uint32_t r, const std
   fpg::fpckpt::RankWriter w(dir, r);
   fpg::train::save_rank_state(w, rank, {});
   s.manifest = fpg::fpckpt::manifest_to_bytes(w.finish());
-  std::ifstream in(fpg::safetensors::join_path(dir, fpg::fpckpt::rank_file_name(r)), std::ios::binary);
+  std::ifstream in(fpg::fs::join_path(dir, fpg::fpckpt::rank_file_name(r)), std::ios::binary);
   s.file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   const fpg::train::TrainCursor cursor{1, 2, 16, 1, rank.state().dp};
   const auto docs = fpg::train::state_documents(rank, cursor, fpg::ckpt::StateLayout::bucket);

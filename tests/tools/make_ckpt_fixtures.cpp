@@ -16,6 +16,7 @@
 
 #include "ckpt/version.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
@@ -40,7 +41,7 @@ testing::FixtureOptions base() {
   return o;
 }
 
-void fresh(const std::string& dir) { fpckpt::remove_tree(dir); }
+void fresh(const std::string& dir) { fs::remove_tree(dir); }
 
 // Rewrites a checkpoint's index after `edit` changed it.
 template <class F>

@@ -9,6 +9,7 @@
 #include "ckpt/coverage.h"
 #include "ckpt/layout_check.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/diff.h"
 #include "formats/fpckpt/index_file.h"
@@ -26,7 +27,7 @@ struct TempDir {
     char tmpl[] = "/tmp/fpg-ckpt-test.XXXXXX";
     path = mkdtemp(tmpl);
   }
-  ~TempDir() { fpckpt::remove_tree(path); }
+  ~TempDir() { fs::remove_tree(path); }
 };
 
 testing::FixtureOptions opts(uint32_t dp, ckpt::StateLayout sl, const char* comp, uint64_t chunk_bytes = 128) {

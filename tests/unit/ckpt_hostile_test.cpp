@@ -14,11 +14,11 @@
 #include "catch.h"
 #include "ckpt/coverage.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/summary.h"
-#include "formats/safetensors/fs_util.h"
 #include "formats/safetensors/mapped_file.h"
 #include "tools/ckpt_fixture.h"
 
@@ -32,7 +32,7 @@ struct TempDir {
     char tmpl[] = "/tmp/fpg-hostile-test.XXXXXX";
     path = mkdtemp(tmpl);
   }
-  ~TempDir() { fpckpt::remove_tree(path); }
+  ~TempDir() { fs::remove_tree(path); }
 };
 
 std::string error_of(const std::function<void()>& f) {
@@ -166,13 +166,13 @@ TEST_CASE("ckpt hostile: only regular files are opened", "[ckpt][hostile]") {
   std::fclose(f);
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
   REQUIRE(symlink(file.c_str(), link.c_str()) == 0);
-  const int fd = safetensors::open_regular_file(file, false);
+  const int fd = fs::open_regular_file(file, false);
   CHECK(fd >= 0);
   close(fd);
-  CHECK(contains(error_of([&] { safetensors::open_regular_file(fifo, true); }), fifo + ": not a regular file (a FIFO)"));
-  CHECK(contains(error_of([&] { safetensors::open_regular_file(t.path, true); }), "not a regular file (a directory)"));
-  CHECK(contains(error_of([&] { safetensors::open_regular_file(link, false); }), "not a regular file (a symbolic link)"));
-  const int followed = safetensors::open_regular_file(link, true);
+  CHECK(contains(error_of([&] { fs::open_regular_file(fifo, true); }), fifo + ": not a regular file (a FIFO)"));
+  CHECK(contains(error_of([&] { fs::open_regular_file(t.path, true); }), "not a regular file (a directory)"));
+  CHECK(contains(error_of([&] { fs::open_regular_file(link, false); }), "not a regular file (a symbolic link)"));
+  const int followed = fs::open_regular_file(link, true);
   CHECK(followed >= 0);
   close(followed);
   CHECK(contains(error_of([&] { safetensors::MappedFile m(fifo); }), "not a regular file (a FIFO)"));

@@ -9,6 +9,7 @@
 
 #include "catch.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
@@ -24,7 +25,7 @@ struct TempDir {
     char tmpl[] = "/tmp/fpg-reader-test.XXXXXX";
     path = mkdtemp(tmpl);
   }
-  ~TempDir() { fpckpt::remove_tree(path); }
+  ~TempDir() { fs::remove_tree(path); }
 };
 
 std::string write_checkpoint(const std::string& dir, const char* comp, ckpt::StateLayout sl) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/task_queue.h"
 #include "formats/fpckpt/commit.h"
 
@@ -25,7 +26,7 @@ struct CkptTempDir {
     std::string tmpl = "/tmp/" + prefix + ".XXXXXX";
     path = mkdtemp(tmpl.data());
   }
-  ~CkptTempDir() { fpckpt::remove_tree(path); }
+  ~CkptTempDir() { fs::remove_tree(path); }
   CkptTempDir(const CkptTempDir&) = delete;
   CkptTempDir& operator=(const CkptTempDir&) = delete;
 };

@@ -13,6 +13,7 @@
 #include "app/convert/checkpoint_export.h"
 #include "app/convert/checkpoint_recompress.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/diff.h"
 #include "formats/fpckpt/param_state_read.h"
@@ -36,7 +37,7 @@ struct TempDir {
     REQUIRE(d != nullptr);
     path = d;
   }
-  ~TempDir() { fpckpt::remove_tree(path); }
+  ~TempDir() { fs::remove_tree(path); }
 };
 
 struct Case {

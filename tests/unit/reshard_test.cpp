@@ -21,6 +21,7 @@
 #include "ckpt/coverage.h"
 #include "ckpt/state_view.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/diff.h"
 #include "formats/fpckpt/reader.h"
@@ -45,7 +46,7 @@ struct TempDir {
     REQUIRE(d != nullptr);
     path = d;
   }
-  ~TempDir() { fpckpt::remove_tree(path); }
+  ~TempDir() { fs::remove_tree(path); }
 };
 
 constexpr uint64_t kGlobalBatch = 24;  // micro-batches per step: divisible by 1, 2, 3, 4 and 8

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace fpg::sttest {
 
@@ -28,7 +29,7 @@ class TempDir {
     if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
     path_ = templ;
   }
-  ~TempDir() { remove_tree(path_); }
+  ~TempDir() { fs::remove_tree(path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 
@@ -51,17 +52,6 @@ class TempDir {
   }
 
  private:
-  static void remove_tree(const std::string& p) {
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) return;
-    if (S_ISDIR(st.st_mode)) {
-      for (const auto& n : list_dir(p)) remove_tree(p + "/" + n);
-      ::rmdir(p.c_str());
-    } else {
-      ::unlink(p.c_str());
-    }
-  }
-
   std::string path_;
 };
 

@@ -20,6 +20,7 @@
 
 #include "catch.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
@@ -42,7 +43,7 @@ struct TempDir {
     base = d;
     path = base + "/" + tag;
   }
-  ~TempDir() { fpckpt::remove_tree(base); }
+  ~TempDir() { fs::remove_tree(base); }
 };
 
 bool exists(const std::string& p) {

@@ -11,13 +11,13 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/manifest_blob.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/recovery.h"
 #include "formats/fpckpt/validate.h"
-#include "formats/safetensors/fs_util.h"
 #include "app/train/safetensors_init.h"
 #include "app/checkpoint/state_documents.h"
 #include "app/checkpoint/state_load.h"
@@ -27,7 +27,7 @@
 namespace fpg::train {
 namespace {
 
-using safetensors::join_path;
+using fs::join_path;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -42,9 +42,8 @@ struct Session {
 };
 
 void ensure_root(const std::string& root) {
-  struct stat st {};
-  if (stat(root.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) throw UsageError("--save " + root + ": not a directory");
+  if (fs::exists(root, true)) {
+    if (!fs::is_directory(root)) throw UsageError("--save " + root + ": not a directory");
     return;
   }
   if (mkdir(root.c_str(), 0755) != 0 && errno != EEXIST)
@@ -62,8 +61,7 @@ std::string without_trailing_slash(std::string p) {
 std::vector<std::string> recovery_roots(const CheckpointOptions& c) {
   std::vector<std::string> roots;
   if (!c.save.empty()) roots.push_back(without_trailing_slash(c.save));
-  struct stat st {};
-  if (!c.load.empty() && stat(join_path(c.load, fpckpt::kIndexFile).c_str(), &st) != 0) {
+  if (!c.load.empty() && !fs::exists(join_path(c.load, fpckpt::kIndexFile), true)) {
     const std::string load = without_trailing_slash(c.load);
     if (roots.empty() || roots[0] != load) roots.push_back(load);
   }
@@ -186,7 +184,7 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
     out.train = train_run(hooks);
   } catch (...) {
     // Every rank thread has ended: nothing writes into the staging directory any more.
-    if (!session.staging.empty()) fpckpt::remove_tree(session.staging.path());
+    if (!session.staging.empty()) fs::remove_tree(session.staging.path());
     session.staging = fpckpt::StagingDir();
     throw;
   }

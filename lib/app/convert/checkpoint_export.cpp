@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,8 +13,10 @@
 #include "app/convert/quantize_model.h"
 #include "core/error.h"
 #include "core/float_codec.h"
+#include "core/fs.h"
 #include "core/progress.h"
 #include "core/shape.h"
+#include "formats/fpckpt/index_file.h"
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"
 #include "formats/fpckpt/commit.h"
@@ -27,7 +28,6 @@
 namespace fpg::convert {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 // One output tensor and where its elements come from: pieces of checkpoint keys of dtype `src`
@@ -281,9 +281,8 @@ class Streamer {
 }  // namespace
 
 bool is_checkpoint(const std::string& path) {
-  std::error_code ec;
-  return fs::is_directory(path, ec) &&
-         (fs::exists(fs::path(path) / "index.h5", ec) || fs::exists(fs::path(path) / fpckpt::kLatestFile, ec));
+  return fs::is_directory(path) && (fs::exists(fs::join_path(path, fpckpt::kIndexFile), true) ||
+                                    fs::exists(fs::join_path(path, fpckpt::kLatestFile), true));
 }
 
 uint64_t parse_byte_size(const std::string& text) {

@@ -8,6 +8,7 @@
 #include "app/convert/staged_output.h"
 #include "comm/group.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/thread_pool.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/param_state_read.h"
@@ -114,7 +115,7 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
                           "' of the rebuilt run differs from the saved one; cannot re-encode");
     fpckpt::commit(staging, target, fpckpt::merge_manifests(manifests, documents));
   } catch (...) {
-    fpckpt::remove_tree(staging);
+    fs::remove_tree(staging);
     throw;
   }
   out.commit();

@@ -4,16 +4,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "formats/safetensors/fs_util.h"
+#include "core/fs.h"
 
 namespace fpg::convert {
 namespace {
 
-namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -44,19 +42,18 @@ ojson quant_args(const char* strategy, bool dynamic, bool mx) {
 
 std::vector<std::string> companion_files(const safetensors::Model& in) {
   std::vector<std::string> files;
-  struct stat st {};
-  if (::stat(in.path().c_str(), &st) != 0) return files;
-  const bool dir_in = S_ISDIR(st.st_mode);
+  if (!fs::exists(in.path(), true)) return files;
+  const bool dir_in = fs::is_directory(in.path());
   if (!dir_in && !in.sharded()) return files;
-  const std::string dir = safetensors::split_path(in.source()).first;
-  const std::string index_name = in.sharded() ? safetensors::split_path(in.source()).second : std::string();
+  const std::string dir = fs::split_path(in.source()).first;
+  const std::string index_name = in.sharded() ? fs::split_path(in.source()).second : std::string();
   DIR* d = ::opendir(dir.c_str());
   if (!d) return files;
   while (const dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
     if (n.empty() || n[0] == '.' || n == index_name || is_weight_file(n)) continue;
-    const std::string path = safetensors::join_path(dir, n);
-    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) files.push_back(path);
+    const std::string path = fs::join_path(dir, n);
+    if (fs::is_regular_file(path)) files.push_back(path);
   }
   ::closedir(d);
   std::sort(files.begin(), files.end());

@@ -5,20 +5,20 @@
 
 #include "app/convert/model_dir_files.h"
 #include "core/error.h"
-#include "formats/safetensors/fs_util.h"
+#include "core/fs.h"
 #include "formats/safetensors/index.h"
 
 namespace fpg::convert {
 namespace {
 
-namespace fs = std::filesystem;
+namespace stdfs = std::filesystem;
 
 // A config.json is a few kilobytes; this bounds what a hostile one can make us hold.
 constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;
 
 bool same_directory(const std::string& a, const std::string& b) {
   std::error_code ec;
-  return fs::equivalent(a, b, ec);
+  return stdfs::equivalent(a, b, ec);
 }
 
 }  // namespace
@@ -37,17 +37,17 @@ ModelOutput::ModelOutput(const safetensors::Model& in, const std::string& out, b
 
 void ModelOutput::carry_companions(const std::string& quantization_config) {
   if (layout_.kind == OutputKind::file) return;
-  const std::string in_dir = safetensors::split_path(in_.source()).first;
-  if (fs::exists(staged_.dir()) && same_directory(in_dir, staged_.dir())) return;
+  const std::string in_dir = fs::split_path(in_.source()).first;
+  if (fs::exists(staged_.dir(), true) && same_directory(in_dir, staged_.dir())) return;
   for (const std::string& from : companion_files(in_)) {
-    const std::string name = safetensors::split_path(from).second;
+    const std::string name = fs::split_path(from).second;
     const std::string to = staged_.stage(name);
     if (name == "config.json") {
-      safetensors::write_file_atomic(
-          to, with_quantization_config(safetensors::read_small_file(from, kMaxConfigBytes), from, quantization_config));
+      fs::write_file_atomic(
+          to, with_quantization_config(fs::read_small_file(from, kMaxConfigBytes), from, quantization_config));
       writes_config_ = true;
     } else {
-      safetensors::copy_file(from, to);
+      fs::copy_file(from, to);
     }
     companions_.push_back(staged_.final_path(name));
   }

@@ -13,14 +13,14 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/fpckpt/commit.h"
-#include "formats/safetensors/fs_util.h"
 #include "formats/safetensors/index.h"
 
 namespace fpg::convert {
 namespace {
 
-namespace fs = std::filesystem;
+namespace stdfs = std::filesystem;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -32,35 +32,26 @@ std::string strip_trailing_slashes(std::string s) {
 }
 
 // Absolute and lexically normal, without a trailing separator.
-fs::path absolute_path(const std::string& p) {
-  fs::path a = fs::absolute(fs::path(p)).lexically_normal();
+stdfs::path absolute_path(const std::string& p) {
+  stdfs::path a = stdfs::absolute(stdfs::path(p)).lexically_normal();
   if (a.filename().empty() && a.has_parent_path() && a != a.root_path()) a = a.parent_path();
   return a;
 }
 
-fs::path canonical_or_absolute(const std::string& p) {
+stdfs::path canonical_or_absolute(const std::string& p) {
   std::error_code ec;
-  const fs::path c = fs::weakly_canonical(fs::path(p), ec);
+  const stdfs::path c = stdfs::weakly_canonical(stdfs::path(p), ec);
   return ec ? absolute_path(p) : c;
 }
 
 // Whether `p` is `dir` or lies below it (component-wise).
-bool inside(const fs::path& p, const fs::path& dir) {
+bool inside(const stdfs::path& p, const stdfs::path& dir) {
   auto a = p.begin(), b = dir.begin();
   for (; b != dir.end(); ++a, ++b) {
     if (b->empty()) continue;  // a trailing separator
     if (a == p.end() || *a != *b) return false;
   }
   return true;
-}
-
-struct Stat {
-  bool exists = false, dir = false;
-};
-Stat stat_of(const std::string& p) {
-  struct stat st {};
-  if (::stat(p.c_str(), &st) != 0) return {};
-  return {true, S_ISDIR(st.st_mode)};
 }
 
 std::vector<std::string> list_dir(const std::string& dir) {
@@ -104,55 +95,55 @@ StagedOutput::StagedOutput(const std::string& out, OutputKind kind, bool force, 
     : kind_(kind), force_(force) {
   if (out.empty()) throw UsageError("OUT is empty");
   display_out_ = strip_trailing_slashes(out);
-  const fs::path abs = absolute_path(out);
+  const stdfs::path abs = absolute_path(out);
   out_ = abs.string();
   for (const auto& in : inputs) inputs_.push_back(canonical_or_absolute(in).string());
-  const Stat st = stat_of(out_);
-  const fs::path canonical_out = canonical_or_absolute(out_);
-  auto is_input = [&](const fs::path& p) {
+  const bool present = fs::exists(out_, true), is_dir = fs::is_directory(out_);
+  const stdfs::path canonical_out = canonical_or_absolute(out_);
+  auto is_input = [&](const stdfs::path& p) {
     for (const auto& in : inputs_)
-      if (fs::path(in) == p) return true;
+      if (stdfs::path(in) == p) return true;
     return false;
   };
 
   if (kind_ == OutputKind::directory) {
     final_dir_ = out_;
     display_dir_ = display_out_;
-    if (st.exists && !st.dir)
+    if (present && !is_dir)
       throw UsageError("OUT " + display_out_ + " is a file where a directory is needed (a path ending in "
                        ".safetensors names one file, one ending in .json an index)");
-    const std::vector<std::string> entries = st.exists ? list_dir(out_) : std::vector<std::string>{};
+    const std::vector<std::string> entries = present ? list_dir(out_) : std::vector<std::string>{};
     if (!entries.empty()) {
       if (!force_)
         throw UsageError("OUT " + display_out_ + " exists and holds " + std::to_string(entries.size()) +
                          " file(s): give --force to replace it");
       for (const auto& e : entries)
-        if (stat_of(out_ + "/" + e).dir)
+        if (fs::is_directory(out_ + "/" + e))
           throw UsageError("OUT " + display_out_ + " holds the directory '" + e +
                            "': --force replaces only a directory of files, as convert writes; remove it yourself");
       for (const auto& in : inputs_)
-        if (inside(fs::path(in), canonical_out))
+        if (inside(stdfs::path(in), canonical_out))
           throw UsageError("OUT " + display_out_ + " holds the input " + in + ": choose another OUT");
       std::error_code ec;
-      const fs::path cwd = fs::current_path(ec);
+      const stdfs::path cwd = stdfs::current_path(ec);
       if (!ec && inside(cwd, canonical_out))
         throw UsageError("OUT " + display_out_ + " is the working directory or holds it: choose another OUT");
     }
   } else {
     final_dir_ = abs.parent_path().string();
-    const std::string parent = fs::path(display_out_).parent_path().string();
+    const std::string parent = stdfs::path(display_out_).parent_path().string();
     display_dir_ = parent.empty() ? "." : parent;
     const char* what = kind_ == OutputKind::file ? "a .safetensors file" : "an index .json";
-    if (st.exists && st.dir) throw UsageError("OUT " + display_out_ + " is a directory where " + what + " is needed");
-    if (st.exists && is_input(canonical_out))
+    if (present && is_dir) throw UsageError("OUT " + display_out_ + " is a directory where " + what + " is needed");
+    if (present && is_input(canonical_out))
       throw UsageError("OUT " + display_out_ + " is the input file " + canonical_out.string() + ": choose another OUT");
-    if (st.exists && !force_) throw UsageError("OUT " + display_out_ + " exists: give --force to replace it");
-    if (st.exists && kind_ == OutputKind::index) check_index_force();
+    if (present && !force_) throw UsageError("OUT " + display_out_ + " exists: give --force to replace it");
+    if (present && kind_ == OutputKind::index) check_index_force();
   }
 
-  const fs::path parent = abs.parent_path();
+  const stdfs::path parent = abs.parent_path();
   std::error_code ec;
-  fs::create_directories(parent, ec);
+  stdfs::create_directories(parent, ec);
   if (ec) throw FormatError("cannot create directory " + parent.string() + ": " + ec.message());
   std::string templ = (parent / ("." + abs.filename().string() + ".fpgather-staging-XXXXXX")).string();
   if (!::mkdtemp(templ.data()))
@@ -161,7 +152,7 @@ StagedOutput::StagedOutput(const std::string& out, OutputKind kind, bool force, 
   staged_dir_ = root_ + "/new";
   if (kind_ != OutputKind::directory && ::mkdir(staged_dir_.c_str(), 0777) != 0) {
     const int e = errno;
-    fpckpt::remove_tree(root_);
+    fs::remove_tree(root_);
     throw FormatError("cannot create " + staged_dir_ + ": " + std::strerror(e));
   }
 }
@@ -177,8 +168,8 @@ void StagedOutput::check_index_force() {
   }
   for (const auto& shard : old.shard_files()) {
     const std::string path = final_dir_ + "/" + shard;
-    const Stat st = stat_of(path);
-    if (!st.exists || st.dir) continue;
+    const bool present = fs::exists(path, true), is_dir = fs::is_directory(path);
+    if (!present || is_dir) continue;
     const std::string c = canonical_or_absolute(path).string();
     if (std::find(inputs_.begin(), inputs_.end(), c) != inputs_.end())
       throw UsageError("OUT " + display_out_ + " names the shard " + shard +
@@ -188,33 +179,33 @@ void StagedOutput::check_index_force() {
 }
 
 StagedOutput::~StagedOutput() {
-  if (!root_.empty() && !keep_root_) fpckpt::remove_tree(root_);
+  if (!root_.empty() && !keep_root_) fs::remove_tree(root_);
 }
 
 std::string StagedOutput::final_path(const std::string& name) const {
   if (kind_ == OutputKind::file) return display_out_;
-  return safetensors::join_path(display_dir_, name);
+  return fs::join_path(display_dir_, name);
 }
 
 std::string StagedOutput::stage(const std::string& name) {
   if (committed_) throw InternalError("convert: a file staged after the output was committed");
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
     throw InternalError("convert: output file name '" + name + "'");
-  if (kind_ == OutputKind::file && name != fs::path(out_).filename().string())
+  if (kind_ == OutputKind::file && name != stdfs::path(out_).filename().string())
     throw InternalError("convert: a single-file output staged '" + name + "'");
   if (std::find(names_.begin(), names_.end(), name) != names_.end())
     throw UsageError("two output files would be named " + final_path(name));
-  if (kind_ == OutputKind::index && name != fs::path(out_).filename().string()) {
+  if (kind_ == OutputKind::index && name != stdfs::path(out_).filename().string()) {
     const std::string target = final_dir_ + "/" + name;
-    const Stat st = stat_of(target);
+    const bool present = fs::exists(target, true), is_dir = fs::is_directory(target);
     const std::string c = canonical_or_absolute(target).string();
     if (std::find(inputs_.begin(), inputs_.end(), c) != inputs_.end())
       throw UsageError("output file " + final_path(name) + " is an input file: choose another OUT");
-    if (st.exists && st.dir)
+    if (present && is_dir)
       throw UsageError("output file " + final_path(name) + " is a directory: choose another OUT");
-    if (st.exists && !force_) throw UsageError(final_path(name) + " exists: give --force to replace it");
+    if (present && !force_) throw UsageError(final_path(name) + " exists: give --force to replace it");
   }
-  if (kind_ == OutputKind::directory && !stat_of(staged_dir_).exists && ::mkdir(staged_dir_.c_str(), 0777) != 0)
+  if (kind_ == OutputKind::directory && !fs::exists(staged_dir_, true) && ::mkdir(staged_dir_.c_str(), 0777) != 0)
     throw FormatError("cannot create " + staged_dir_ + ": " + std::strerror(errno));
   names_.push_back(name);
   return staged_dir_ + "/" + name;
@@ -222,28 +213,28 @@ std::string StagedOutput::stage(const std::string& name) {
 
 void StagedOutput::commit() {
   if (committed_) throw InternalError("convert: output committed twice");
-  if (!stat_of(staged_dir_).exists) throw InternalError("convert: nothing was staged for " + display_out_);
+  if (!fs::exists(staged_dir_, true)) throw InternalError("convert: nothing was staged for " + display_out_);
   switch (kind_) {
     case OutputKind::file: commit_file(); break;
     case OutputKind::index: commit_index(); break;
     case OutputKind::directory: commit_directory(); break;
   }
   committed_ = true;
-  safetensors::fsync_directory(fs::path(out_).parent_path().string());
-  fpckpt::remove_tree(root_);
+  fs::fsync_directory(stdfs::path(out_).parent_path().string());
+  fs::remove_tree(root_);
   root_.clear();
 }
 
 void StagedOutput::commit_file() {
-  rename_or_throw(staged_dir_ + "/" + fs::path(out_).filename().string(), out_);
+  rename_or_throw(staged_dir_ + "/" + stdfs::path(out_).filename().string(), out_);
 }
 
 void StagedOutput::commit_index() {
-  const std::string index_name = fs::path(out_).filename().string();
+  const std::string index_name = stdfs::path(out_).filename().string();
   std::vector<std::string> doomed = old_files_;
   for (const auto& n : names_) {
     const std::string target = final_dir_ + "/" + n;
-    if (stat_of(target).exists && std::find(doomed.begin(), doomed.end(), target) == doomed.end())
+    if (fs::exists(target, true) && std::find(doomed.begin(), doomed.end(), target) == doomed.end())
       doomed.push_back(target);
   }
   const std::string trash = root_ + "/old";
@@ -263,7 +254,7 @@ void StagedOutput::commit_index() {
     order.push_back(index_name);
     for (const auto& n : order) {
       const std::string from = staged_dir_ + "/" + n, to = final_dir_ + "/" + n;
-      if (!stat_of(from).exists) continue;
+      if (!fs::exists(from, true)) continue;
       rename_or_throw(from, to);
       placed.push_back(to);
     }
@@ -281,15 +272,14 @@ void StagedOutput::commit_index() {
 }
 
 void StagedOutput::commit_directory() {
-  safetensors::fsync_directory(staged_dir_);
-  const Stat st = stat_of(out_);
-  if (!st.exists) {
+  fs::fsync_directory(staged_dir_);
+  if (!fs::exists(out_, true)) {
     rename_or_throw(staged_dir_, out_);
     return;
   }
   if (list_dir(out_).empty()) {  // fill it: the directory the user made stays
     for (const auto& n : list_dir(staged_dir_)) rename_or_throw(staged_dir_ + "/" + n, out_ + "/" + n);
-    safetensors::fsync_directory(out_);
+    fs::fsync_directory(out_);
     return;
   }
   if (exchange_paths(staged_dir_, out_)) return;  // the old output is now staged_dir_, removed with root_
