@@ -322,14 +322,7 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     for (uint32_t p = 0; p < params.size(); ++p)
       for (const std::string& s : map.states_of(p)) tensors.push_back(pl.state(params[p].name + "." + s, p, s, DType::F32));
 
-  std::vector<uint64_t> sizes;
-  std::vector<safetensors::TensorSpec> specs;
-  uint64_t total = 0;
-  for (const auto& t : tensors) {
-    sizes.push_back(t.bytes());
-    specs.push_back(t.spec);
-    total += t.bytes();
-  }
+  const auto [sizes, specs, total] = planned_specs(tensors);
   const ExportFiles files = plan_export_files(sizes, out, o.max_shard_bytes);
   std::vector<std::string> inputs = o.inputs;
   inputs.insert(inputs.end(), {checkpoint, dir});

@@ -27,6 +27,23 @@ struct ExportFiles {
 // Plans files for tensors of these sizes (bytes, in export order).
 ExportFiles plan_export_files(const std::vector<uint64_t>& tensor_bytes, const std::string& out, uint64_t max_shard);
 
+// The sizes, specs and total bytes of planned tensors (anything with `bytes()` and a `spec`), in order.
+struct PlannedSpecs {
+  std::vector<uint64_t> sizes;
+  std::vector<safetensors::TensorSpec> specs;
+  uint64_t total = 0;
+};
+template <class Planned>
+PlannedSpecs planned_specs(const std::vector<Planned>& tensors) {
+  PlannedSpecs r;
+  for (const auto& t : tensors) {
+    r.sizes.push_back(t.bytes());
+    r.specs.push_back(t.spec);
+    r.total += t.bytes();
+  }
+  return r;
+}
+
 // The planned files being written: one staged Writer per file, then everything committed.
 class ExportOutput {
  public:

@@ -98,14 +98,7 @@ std::string dcp_key(const ckpt::ParamTensor& t, const std::string& exported_name
 
 ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
   const std::vector<Planned> tensors = plan(src, o);
-  std::vector<uint64_t> sizes;
-  std::vector<safetensors::TensorSpec> specs;
-  uint64_t total = 0;
-  for (const auto& t : tensors) {
-    sizes.push_back(t.bytes());
-    specs.push_back(t.spec);
-    total += t.bytes();
-  }
+  const auto [sizes, specs, total] = planned_specs(tensors);
   const ExportFiles files = plan_export_files(sizes, out, o.max_shard_bytes);
 
   std::map<std::string, std::string> meta{{"format", "pt"},
