@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "layout/shard.h"
 
 namespace fpg::layout {
@@ -12,73 +13,12 @@ namespace {
 
 using json = nlohmann::json;
 
-// Reads fields of one JSON document, naming `source` and the field path in every error.
-class Reader {
- public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
-    throw FormatError(source_ + ": " + field + ": " + msg);
-  }
-  const json& at(const json& obj, const std::string& path, const char* key) const {
-    if (!obj.is_object()) fail(path, "expected an object");
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(join(path, key), "missing");
-    return *it;
-  }
-  uint64_t u64(const json& obj, const std::string& path, const char* key) const {
-    const json& v = at(obj, path, key);
-    if (!v.is_number_unsigned()) fail(join(path, key), "expected a non-negative integer, got " + v.dump());
-    return v.get<uint64_t>();
-  }
-  uint32_t u32(const json& obj, const std::string& path, const char* key) const {
-    const uint64_t x = u64(obj, path, key);
-    if (x > UINT32_MAX) fail(join(path, key), "out of range");
-    return static_cast<uint32_t>(x);
-  }
-  bool boolean(const json& obj, const std::string& path, const char* key) const {
-    const json& v = at(obj, path, key);
-    if (!v.is_boolean()) fail(join(path, key), "expected true or false, got " + v.dump());
-    return v.get<bool>();
-  }
-  std::string str(const json& obj, const std::string& path, const char* key) const {
-    const json& v = at(obj, path, key);
-    if (!v.is_string()) fail(join(path, key), "expected a string, got " + v.dump());
-    return v.get<std::string>();
-  }
-  DType dtype(const json& obj, const std::string& path, const char* key) const {
-    const std::string s = str(obj, path, key);
-    auto t = parse_dtype(s);
-    if (!t) fail(join(path, key), "unknown dtype \"" + s + "\"");
-    return *t;
-  }
-  const json& array(const json& obj, const std::string& path, const char* key) const {
-    const json& v = at(obj, path, key);
-    if (!v.is_array()) fail(join(path, key), "expected an array");
-    return v;
-  }
-  Range pair(const json& obj, const std::string& path, const char* key) const {
-    const json& v = array(obj, path, key);
-    if (v.size() != 2 || !v[0].is_number_unsigned() || !v[1].is_number_unsigned() ||
-        v[1].get<uint64_t>() < v[0].get<uint64_t>())
-      fail(join(path, key), "expected [begin, end], got " + v.dump());
-    return {v[0].get<uint64_t>(), v[1].get<uint64_t>()};
-  }
-  json parse(std::string_view text) const {
-    try {
-      return json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
-      fail("(document)", std::string("invalid JSON: ") + e.what());
-    }
-  }
-  static std::string join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
-  static std::string index(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
-
- private:
-  std::string source_;
-};
+DType read_dtype(const JsonField& f) {
+  const std::string s = f.str();
+  auto t = parse_dtype(s);
+  if (!t) f.fail("unknown dtype \"" + s + "\"");
+  return *t;
+}
 
 json bucketed_to_json(const BucketedLayout& l) {
   json bufs = json::array();
@@ -105,49 +45,52 @@ json bucketed_to_json(const BucketedLayout& l) {
   return j;
 }
 
-void expect_kind(const Reader& rd, const json& doc, const std::string& path, const char* kind) {
-  const std::string k = rd.str(doc, path, "kind");
-  if (k != kind) rd.fail(Reader::join(path, "kind"), "expected \"" + std::string(kind) + "\", got \"" + k + "\"");
+void expect_kind(const JsonField& doc, const char* kind) {
+  const JsonField k = doc.at("kind");
+  if (k.str() != kind) k.fail("expected \"" + std::string(kind) + "\", got \"" + k.str() + "\"");
 }
 
-BucketedLayout bucketed_from_json(const Reader& rd, const json& doc, const std::string& path) {
-  expect_kind(rd, doc, path, "bucketed");
+BucketedLayout bucketed_from_json(const JsonField& doc) {
+  expect_kind(doc, "bucketed");
   BucketedLayout l;
-  l.dp = rd.u32(doc, path, "dp");
-  if (l.dp == 0) rd.fail(Reader::join(path, "dp"), "must be at least 1");
-  l.pad_for_nccl = rd.boolean(doc, path, "pad_for_nccl");
-  const json& bs = rd.at(doc, path, "bucket_size");
-  if (!bs.is_null()) l.bucket_size = rd.u64(doc, path, "bucket_size");
-  const json& bufs = rd.array(doc, path, "buffers");
+  l.dp = doc.get<uint32_t>("dp");
+  if (l.dp == 0) doc.at("dp").fail("must be at least 1");
+  l.pad_for_nccl = doc.get<bool>("pad_for_nccl");
+  if (const JsonField bs = doc.at("bucket_size"); !bs.is_null()) l.bucket_size = bs.u64();
+  const JsonField bufs = doc.at("buffers");
   for (size_t i = 0; i < bufs.size(); ++i) {
-    const std::string bp = Reader::index(Reader::join(path, "buffers"), i);
-    const json& jb = bufs[i];
+    const JsonField jb = bufs[i];
     Buffer b;
-    b.key.param_dtype = rd.dtype(jb, bp, "param_dtype");
-    b.key.grad_dtype = rd.dtype(jb, bp, "grad_dtype");
-    b.key.layer_wise = rd.boolean(jb, bp, "layer_wise");
-    b.numel = rd.u64(jb, bp, "numel");
-    const json& params = rd.array(jb, bp, "params");
+    b.key.param_dtype = read_dtype(jb.at("param_dtype"));
+    b.key.grad_dtype = read_dtype(jb.at("grad_dtype"));
+    b.key.layer_wise = jb.get<bool>("layer_wise");
+    b.numel = jb.get<uint64_t>("numel");
+    const JsonField params = jb.at("params");
     for (size_t s = 0; s < params.size(); ++s) {
-      const std::string sp = Reader::index(Reader::join(bp, "params"), s);
+      const JsonField js = params[s];
       ParamSlot slot;
-      slot.param = rd.u32(params[s], sp, "index");
-      slot.name = rd.str(params[s], sp, "name");
-      slot.bucket = rd.u32(params[s], sp, "bucket");
-      slot.world = {rd.u64(params[s], sp, "start"), rd.u64(params[s], sp, "end")};
-      if (slot.world.end < slot.world.begin) rd.fail(Reader::join(sp, "end"), "before start");
+      slot.param = js.get<uint32_t>("index");
+      slot.name = js.get<std::string>("name");
+      slot.bucket = js.get<uint32_t>("bucket");
+      slot.world = {js.get<uint64_t>("start"), js.get<uint64_t>("end")};
+      if (slot.world.end < slot.world.begin) js.at("end").fail("before start");
       b.params.push_back(std::move(slot));
     }
-    const json& buckets = rd.array(jb, bp, "buckets");
+    const JsonField buckets = jb.at("buckets");
     for (size_t k = 0; k < buckets.size(); ++k) {
-      const std::string kp = Reader::index(Reader::join(bp, "buckets"), k);
+      const JsonField jk = buckets[k];
       Bucket bk;
-      bk.world = {rd.u64(buckets[k], kp, "start"), rd.u64(buckets[k], kp, "end")};
-      bk.numel_unpadded = rd.u64(buckets[k], kp, "numel_unpadded");
-      bk.slots = rd.pair(buckets[k], kp, "slots");
+      bk.world = {jk.get<uint64_t>("start"), jk.get<uint64_t>("end")};
+      bk.numel_unpadded = jk.get<uint64_t>("numel_unpadded");
+      const JsonField slots = jk.at("slots");
+      const json& v = slots.value();
+      if (slots.size() != 2 || !v[0].is_number_unsigned() || !v[1].is_number_unsigned() ||
+          v[1].get<uint64_t>() < v[0].get<uint64_t>())
+        slots.fail("expected [begin, end], got " + slots.dump());
+      bk.slots = {v[0].get<uint64_t>(), v[1].get<uint64_t>()};
       b.buckets.push_back(std::move(bk));
     }
-    if (std::string why = check_buffer(b, l.dp, l.pad_for_nccl); !why.empty()) rd.fail(bp, why);
+    if (std::string why = check_buffer(b, l.dp, l.pad_for_nccl); !why.empty()) jb.fail(why);
     for (auto& bk : b.buckets) cut_bucket(bk, b.params, l.dp);
     l.buffers.push_back(std::move(b));
   }
@@ -157,7 +100,7 @@ BucketedLayout bucketed_from_json(const Reader& rd, const json& doc, const std::
     for (const ParamSlot& s : b.params) seen.push_back(s.param);
   std::sort(seen.begin(), seen.end());
   if (auto dup = std::adjacent_find(seen.begin(), seen.end()); dup != seen.end())
-    rd.fail(Reader::join(path, "buffers"), "param index " + std::to_string(*dup) + " appears twice");
+    bufs.fail("param index " + std::to_string(*dup) + " appears twice");
   return l;
 }
 
@@ -182,47 +125,47 @@ std::string to_json(const LayerWiseLayout& layout, int indent) {
 }
 
 BucketedLayout bucketed_layout_from_json(std::string_view text, const std::string& source) {
-  Reader rd(source);
-  return bucketed_from_json(rd, rd.parse(text), "");
+  return bucketed_from_json(JsonDocument(text, source).root());
 }
 
 LayerWiseLayout layer_wise_layout_from_json(std::string_view text, const std::string& source) {
-  Reader rd(source);
-  const json doc = rd.parse(text);
-  expect_kind(rd, doc, "", "layer_wise");
+  const JsonDocument parsed(text, source);
+  const JsonField doc = parsed.root();
+  expect_kind(doc, "layer_wise");
   LayerWiseLayout l;
-  l.dp = rd.u32(doc, "", "dp");
-  if (l.dp == 0) rd.fail("dp", "must be at least 1");
-  l.fp32_matrices = rd.boolean(doc, "", "fp32_matrices");
-  const json& ms = rd.array(doc, "", "matrices");
+  l.dp = doc.get<uint32_t>("dp");
+  if (l.dp == 0) doc.at("dp").fail("must be at least 1");
+  l.fp32_matrices = doc.get<bool>("fp32_matrices");
+  const JsonField ms = doc.at("matrices");
   for (size_t i = 0; i < ms.size(); ++i) {
-    const std::string mp = Reader::index("matrices", i);
+    const JsonField jm = ms[i];
     OwnedMatrix m;
-    m.param = rd.u32(ms[i], mp, "index");
-    m.name = rd.str(ms[i], mp, "name");
-    m.dtype = rd.dtype(ms[i], mp, "dtype");
-    if (m.dtype != DType::BF16 && m.dtype != DType::F32) rd.fail(mp + ".dtype", "must be BF16 or F32");
-    const json& shape = rd.array(ms[i], mp, "shape");
-    if (shape.size() != 2 || !shape[0].is_number_unsigned() || !shape[1].is_number_unsigned() ||
-        shape[0].get<uint64_t>() == 0 || shape[1].get<uint64_t>() == 0)
-      rd.fail(mp + ".shape", "expected [rows, cols] of positive integers, got " + shape.dump());
-    m.rows = shape[0].get<uint64_t>();
-    m.cols = shape[1].get<uint64_t>();
+    m.param = jm.get<uint32_t>("index");
+    m.name = jm.get<std::string>("name");
+    m.dtype = read_dtype(jm.at("dtype"));
+    if (m.dtype != DType::BF16 && m.dtype != DType::F32) jm.at("dtype").fail("must be BF16 or F32");
+    const JsonField shape = jm.at("shape");
+    if (shape.size() != 2 || !shape.value()[0].is_number_unsigned() || !shape.value()[1].is_number_unsigned() ||
+        shape[0].u64() == 0 || shape[1].u64() == 0)
+      shape.fail("expected [rows, cols] of positive integers, got " + shape.dump());
+    m.rows = shape[0].u64();
+    m.cols = shape[1].u64();
     try {
       m.cost = newton_schulz_cost(m.rows, m.cols);
     } catch (const UsageError& e) {
-      rd.fail(mp + ".shape", e.what());
+      shape.fail(e.what());
     }
-    m.owner = rd.u32(ms[i], mp, "owner");
-    if (m.owner >= l.dp) rd.fail(mp + ".owner", "rank " + std::to_string(m.owner) + " >= dp " + std::to_string(l.dp));
-    if (i > 0 && m.param <= l.matrices.back().param) rd.fail(mp + ".index", "not in registration order");
+    m.owner = jm.get<uint32_t>("owner");
+    if (m.owner >= l.dp) jm.at("owner").fail("rank " + std::to_string(m.owner) + " >= dp " + std::to_string(l.dp));
+    if (i > 0 && m.param <= l.matrices.back().param) jm.at("index").fail("not in registration order");
     l.matrices.push_back(std::move(m));
   }
   pack_layer_wise(l);
-  l.scalar = bucketed_from_json(rd, rd.at(doc, "", "scalar"), "scalar");
-  if (l.scalar.dp != l.dp) rd.fail("scalar.dp", "differs from dp");
+  const JsonField scalar = doc.at("scalar");
+  l.scalar = bucketed_from_json(scalar);
+  if (l.scalar.dp != l.dp) scalar.at("dp").fail("differs from dp");
   for (const OwnedMatrix& m : l.matrices)
-    if (l.scalar.locate(m.param)) rd.fail("scalar", "param index " + std::to_string(m.param) + " is also a matrix");
+    if (l.scalar.locate(m.param)) scalar.fail("param index " + std::to_string(m.param) + " is also a matrix");
   return l;
 }
 

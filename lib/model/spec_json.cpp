@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "model/presets.h"
 
 namespace fpg::model {
@@ -15,79 +16,46 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void fail(const std::string& source, const std::string& field, const std::string& msg) {
-  throw FormatError(source + ": " + field + ": " + msg);
-}
-
-void check_keys(const json& obj, std::initializer_list<const char*> allowed, const std::string& source,
-                const std::string& where) {
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || it.key() == a;
-    if (!ok) fail(source, where + (where.empty() ? "" : ".") + it.key(), "unknown key");
-  }
-}
-
-uint64_t get_positive(const json& v, const std::string& source, const std::string& field, bool allow_zero) {
-  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-    fail(source, field, "expected a non-negative integer, got " + v.dump());
-  const uint64_t x = v.get<uint64_t>();
-  if (x == 0 && !allow_zero) fail(source, field, "must be positive");
+uint64_t read_dim(const JsonField& f, bool allow_zero) {
+  const uint64_t x = f.u64();
+  if (x == 0 && !allow_zero) f.fail("must be positive");
   return x;
 }
 
-std::string get_string(const json& v, const std::string& source, const std::string& field) {
-  if (!v.is_string()) fail(source, field, "expected a string, got " + v.dump());
-  return v.get<std::string>();
-}
-
-bool get_bool(const json& v, const std::string& source, const std::string& field) {
-  if (!v.is_boolean()) fail(source, field, "expected true or false, got " + v.dump());
-  return v.get<bool>();
-}
-
-DType get_dtype(const json& v, const std::string& source, const std::string& field) {
-  const std::string s = get_string(v, source, field);
+DType read_dtype(const JsonField& f) {
+  const std::string s = f.str();
   if (s == "BF16" || s == "bf16") return DType::BF16;
   if (s == "F32" || s == "fp32" || s == "f32") return DType::F32;
-  fail(source, field, "dtype must be \"BF16\" or \"F32\", got \"" + s + "\"");
+  f.fail("dtype must be \"BF16\" or \"F32\", got \"" + s + "\"");
 }
 
-NetworkDims parse_network(const json& v, const std::string& source) {
-  if (!v.is_object()) fail(source, "network", "expected an object");
-  check_keys(v, {"input", "hidden", "ffn", "layers", "output"}, source, "network");
+NetworkDims read_network(const JsonField& v) {
+  v.check_keys({"input", "hidden", "ffn", "layers", "output"});
   NetworkDims d;
-  auto dim = [&](const char* key, bool allow_zero) {
-    if (!v.contains(key)) fail(source, std::string("network.") + key, "missing");
-    return get_positive(v.at(key), source, std::string("network.") + key, allow_zero);
-  };
-  d.input = dim("input", false);
-  d.hidden = dim("hidden", false);
-  d.ffn = dim("ffn", false);
-  d.layers = dim("layers", true);
-  d.output = dim("output", false);
+  d.input = read_dim(v.at("input"), false);
+  d.hidden = read_dim(v.at("hidden"), false);
+  d.ffn = read_dim(v.at("ffn"), false);
+  d.layers = read_dim(v.at("layers"), true);
+  d.output = read_dim(v.at("output"), false);
   return d;
 }
 
-Param parse_param(const json& v, const std::string& source, const std::string& where) {
-  if (!v.is_object()) fail(source, where, "expected an object");
-  check_keys(v, {"name", "shape", "role", "dtype", "keep_in_fp32", "gated"}, source, where);
-  for (const char* key : {"name", "shape", "role"})
-    if (!v.contains(key)) fail(source, where + "." + key, "missing");
+Param read_param(const JsonField& v) {
+  v.check_keys({"name", "shape", "role", "dtype", "keep_in_fp32", "gated"});
+  for (const char* key : {"name", "shape", "role"}) v.at(key);
   Param p;
-  p.name = get_string(v.at("name"), source, where + ".name");
-  const json& shape = v.at("shape");
-  if (!shape.is_array() || shape.empty()) fail(source, where + ".shape", "expected a non-empty array");
-  for (size_t i = 0; i < shape.size(); ++i)
-    p.shape.push_back(get_positive(shape[i], source, where + ".shape[" + std::to_string(i) + "]", false));
-  const std::string role = get_string(v.at("role"), source, where + ".role");
-  auto r = parse_role(role);
-  if (!r) fail(source, where + ".role", "unknown role \"" + role + "\" (matrix, embedding, output, vector)");
+  p.name = v.get<std::string>("name");
+  const JsonField shape = v.at("shape");
+  if (!shape.value().is_array() || shape.size() == 0) shape.fail("expected a non-empty array");
+  for (size_t i = 0; i < shape.size(); ++i) p.shape.push_back(read_dim(shape[i], false));
+  const JsonField role = v.at("role");
+  auto r = parse_role(role.str());
+  if (!r) role.fail("unknown role \"" + role.str() + "\" (matrix, embedding, output, vector)");
   p.role = *r;
-  if (v.contains("keep_in_fp32")) p.keep_in_fp32 = get_bool(v.at("keep_in_fp32"), source, where + ".keep_in_fp32");
+  p.keep_in_fp32 = v.get<bool>("keep_in_fp32", false);
   p.dtype = p.keep_in_fp32 ? DType::F32 : DType::BF16;
-  if (v.contains("dtype")) p.dtype = get_dtype(v.at("dtype"), source, where + ".dtype");
-  if (v.contains("gated")) p.gated = get_bool(v.at("gated"), source, where + ".gated");
+  if (auto dtype = v.find("dtype")) p.dtype = read_dtype(*dtype);
+  p.gated = v.get<bool>("gated", false);
   return p;
 }
 
@@ -101,32 +69,25 @@ std::string default_name(const std::string& source) {
 }  // namespace
 
 ModelSpec parse_spec_json(std::string_view text, const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    fail(source, "(document)", std::string("invalid JSON: ") + e.what());
-  }
-  if (!doc.is_object()) fail(source, "(document)", "expected a JSON object");
-  check_keys(doc, {"name", "network", "params"}, source, "");
+  const JsonDocument parsed(text, source);
+  const JsonField doc = parsed.root();
+  if (!parsed.value().is_object()) doc.fail("expected a JSON object");
+  doc.check_keys({"name", "network", "params"});
 
   ModelSpec spec;
-  spec.name = doc.contains("name") ? get_string(doc.at("name"), source, "name") : default_name(source);
-  if (doc.contains("network")) spec.network = parse_network(doc.at("network"), source);
-  if (doc.contains("params")) {
-    const json& ps = doc.at("params");
-    if (!ps.is_array()) fail(source, "params", "expected an array");
-    for (size_t i = 0; i < ps.size(); ++i)
-      spec.params.push_back(parse_param(ps[i], source, "params[" + std::to_string(i) + "]"));
+  spec.name = doc.get<std::string>("name", default_name(source));
+  if (auto network = doc.find("network")) spec.network = read_network(*network);
+  if (auto ps = doc.find("params")) {
+    for (size_t i = 0; i < ps->size(); ++i) spec.params.push_back(read_param((*ps)[i]));
   } else if (spec.network) {
     spec.params = network_params(*spec.network);
   } else {
-    fail(source, "params", "missing (give \"params\", \"network\" or both)");
+    throw FormatError(source + ": params: missing (give \"params\", \"network\" or both)");
   }
   if (auto pr = check_spec(spec)) {
     const std::string field =
         pr->param >= 0 ? "params[" + std::to_string(pr->param) + "]." + pr->field : pr->field;
-    fail(source, field, pr->message);
+    throw FormatError(source + ": " + field + ": " + pr->message);
   }
   return spec;
 }
