@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "fp8/recipe.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
@@ -99,14 +100,32 @@ std::string first_difference(const json& saved, const json& run) {
          ", this run " + value_at(run, path);
 }
 
-json parse_doc(const ckpt::Documents& d, const char* name, const std::string& dir) {
+JsonDocument training_document(const ckpt::Documents& d, const char* name, const std::string& dir) {
   const auto text = d.get(name);
   if (!text) throw FormatError(dir + ": the index has no '" + name + "' document: not a training checkpoint");
-  try {
-    return json::parse(*text);
-  } catch (const std::exception& e) {
-    throw FormatError(dir + ": document '" + name + "' is not JSON: " + e.what());
-  }
+  return JsonDocument(*text, dir + ": document '" + name + "'");
+}
+
+json parse_doc(const ckpt::Documents& d, const char* name, const std::string& dir) {
+  return training_document(d, name, dir).value();
+}
+
+fp8::Recipe read_recipe(const JsonField& r) {
+  fp8::Recipe out;
+  const auto s = fp8::parse_scaling(r.get<std::string>("scaling"));
+  if (!s) r.at("scaling").fail("unknown scaling");
+  const auto f = fp8::parse_format(r.get<std::string>("format"));
+  if (!f) r.at("format").fail("unknown format");
+  const auto m = fp8::parse_mx_rule(r.get<std::string>("mx_rule"));
+  if (!m) r.at("mx_rule").fail("unknown mx_rule");
+  out.scaling = *s;
+  out.format = *f;
+  out.pow2 = r.get<bool>("pow2");
+  out.amax_epsilon = r.get<float>("amax_epsilon");
+  out.mx_rule = *m;
+  out.mx_rowwise = r.get<bool>("mx_rowwise");
+  out.mx_columnwise = r.get<bool>("mx_columnwise");
+  return out;
 }
 
 json without(json j, std::initializer_list<const char*> fields) {
@@ -186,19 +205,77 @@ ckpt::Documents state_documents(const RankStateAccess& rank, const TrainCursor& 
 }
 
 TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir) {
-  const json d = parse_doc(saved, ckpt::doc::data, dir);
-  try {
-    const json& c = d.at("cursor");
-    TrainCursor t;
-    t.seed = c.at("seed").get<uint64_t>();
-    t.next_step = c.at("next_step").get<uint64_t>();
-    t.micro_batch = c.at("micro_batch").get<int64_t>();
-    t.accumulation = c.at("accumulation").get<uint64_t>();
-    t.dp = c.at("dp").get<uint32_t>();
-    return t;
-  } catch (const json::exception& e) {
-    throw FormatError(dir + ": document 'data': malformed cursor: " + e.what());
+  const JsonDocument d = training_document(saved, ckpt::doc::data, dir);
+  const JsonField c = d.root().at("cursor");
+  TrainCursor t;
+  t.seed = c.get<uint64_t>("seed");
+  t.next_step = c.get<uint64_t>("next_step");
+  t.micro_batch = c.get<int64_t>("micro_batch");
+  t.accumulation = c.get<uint64_t>("accumulation");
+  t.dp = c.get<uint32_t>("dp");
+  return t;
+}
+
+TrainOptions run_from_documents(const ckpt::Documents& docs, const std::string& dir) {
+  TrainOptions o;
+  o.spec = model::parse_spec_json(docs.get(ckpt::doc::model).value_or("null"), dir + ": document 'model'");
+  const TrainCursor cur = saved_cursor(docs, dir);
+  o.seed = cur.seed;
+  o.steps = cur.next_step;
+  o.micro_batch = cur.micro_batch;
+  o.accumulation = cur.accumulation;
+  o.dp = cur.dp;
+
+  pipeline::PipelineConfig& c = o.pipeline;
+  const JsonDocument layout_doc = training_document(docs, ckpt::doc::layout, dir);
+  const JsonField layout = layout_doc.root();
+  const bool layer_wise = layout.get<std::string>("kind") == "layer_wise";
+  const JsonField bucketed = layer_wise ? layout.at("scalar") : layout;
+  if (const JsonField bs = bucketed.at("bucket_size"); !bs.is_null()) c.bucket_size = bs.u64();
+  c.pad_for_nccl = bucketed.get<bool>("pad_for_nccl");
+  if (layer_wise) c.fp32_matrices = layout.get<bool>("fp32_matrices");
+
+  const JsonDocument opt_doc = training_document(docs, ckpt::doc::optimizer, dir);
+  const JsonField opt = opt_doc.root();
+  const auto kind = optim::parse_optimizer(opt.get<std::string>("name"));
+  if (!kind) opt.at("name").fail("unknown optimizer");
+  const auto dist = pipeline::parse_dist_opt(opt.get<std::string>("dist_opt"));
+  if (!dist) opt.at("dist_opt").fail("unknown distributed optimizer");
+  c.optimizer = *kind;
+  c.dist_opt = *dist;
+  if (const auto so = opt.find("scalar_optimizer")) {
+    const auto s = optim::parse_scalar_optimizer(so->str());
+    if (!s) so->fail("unknown scalar optimizer");
+    c.scalar_optimizer = *s;
   }
+  const JsonField h = opt.at("hyperparameters");
+  c.lr = h.get<double>("lr");
+  c.beta1 = h.get<double>("beta1");
+  c.beta2 = h.get<double>("beta2");
+  c.eps = h.get<double>("eps");
+  c.weight_decay = h.get<double>("weight_decay");
+  c.torch_vec_width = h.get<int>("torch_vec_width");
+  c.clip_grad = h.get<double>("clip_grad");
+  if (c.optimizer == optim::OptimizerKind::muon) {
+    c.muon_momentum = h.get<double>("muon_momentum");
+    c.muon_nesterov = h.get<bool>("muon_nesterov");
+    c.muon_ns_steps = h.get<int>("muon_ns_steps");
+    c.muon_adjust_lr = h.get<std::string>("muon_adjust_lr") == "original" ? optim::MuonLrAdjust::original
+                                                                         : optim::MuonLrAdjust::match_rms_adamw;
+  }
+
+  const JsonDocument fp8_doc = training_document(docs, ckpt::doc::fp8, dir);
+  const JsonField f = fp8_doc.root();
+  c.fp8.enabled = f.get<bool>("enabled");
+  if (c.fp8.enabled) {
+    c.fp8.recipe = read_recipe(f.at("recipe"));
+    if (const auto d = f.find("delayed")) {
+      c.fp8.amax_history_len = d->get<uint64_t>("history_len");
+      c.fp8.amax_algo = d->get<std::string>("algo") == "max" ? fp8::AmaxAlgo::max : fp8::AmaxAlgo::most_recent;
+      c.fp8.margin = d->get<int>("margin");
+    }
+  }
+  return o;
 }
 
 void check_resumable(const ckpt::Documents& saved_docs, const ckpt::Documents& run_docs, const std::string& dir) {

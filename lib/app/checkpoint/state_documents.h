@@ -41,4 +41,12 @@ void check_resumable(const ckpt::Documents& saved, const ckpt::Documents& run, c
 // The saved cursor (FormatError naming `dir` if the data document is missing or malformed).
 TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir);
 
+// The run the documents describe: the model spec, DP size, distributed optimizer and layout
+// options, optimizer and hyperparameters, FP8 recipe, data stream; steps = the saved cursor's
+// next_step. Offline tools that rebuild the pipelines of a saved run (re-encoding a checkpoint with
+// another FP8 recipe) start from it, and prove the rebuild by comparing the documents the rebuilt
+// run would write with the saved ones. FormatError naming `dir`, the document and the field on a
+// missing or malformed field.
+TrainOptions run_from_documents(const ckpt::Documents& docs, const std::string& dir);
+
 }  // namespace fpg::train

@@ -16,7 +16,6 @@
 #include "formats/fpckpt/validate.h"
 #include "layout/layout_json.h"
 #include "pipeline/pipeline_layout.h"
-#include "app/replay/run_from_documents.h"
 #include "app/checkpoint/state_documents.h"
 #include "app/checkpoint/state_save.h"
 #include "app/train/train_setup.h"
