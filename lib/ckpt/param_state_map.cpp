@@ -1,9 +1,9 @@
 #include "ckpt/param_state_map.h"
 
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/shape.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
@@ -11,23 +11,17 @@
 namespace fpg::ckpt {
 namespace {
 
-using nlohmann::json;
-
 std::string document(const Index& index, const char* name, const std::string& source) {
   const auto text = index.documents.get(name);
   if (!text) throw FormatError(source + ": the index has no '" + name + "' document: not a training checkpoint");
   return *text;
 }
 
-std::vector<std::string> string_list(const json& j, const char* field, const std::string& source) {
-  std::vector<std::string> out;
-  try {
-    for (const auto& s : j.at(field)) out.push_back(s.get<std::string>());
-  } catch (const json::exception& e) {
-    throw FormatError(source + ": document 'optimizer': " + field + ": " + e.what());
-  }
-  if (out.empty() || out.front() != "master")
-    throw FormatError(source + ": document 'optimizer': " + field + " does not start with \"master\"");
+// A list of state names: the master weights first, then the optimizer's.
+std::vector<std::string> state_names(const JsonField& opt, const char* field) {
+  const JsonField f = opt.at(field);
+  std::vector<std::string> out = f.strings();
+  if (out.empty() || out.front() != "master") f.fail("does not start with \"master\"");
   return out;
 }
 
@@ -36,23 +30,14 @@ std::vector<std::string> string_list(const json& j, const char* field, const std
 ParamStateMap ParamStateMap::from_index(const Index& index, const std::string& source) {
   ParamStateMap m;
   m.spec_ = model::parse_spec_json(document(index, doc::model, source), source + " (document 'model')");
-  json opt;
-  try {
-    opt = json::parse(document(index, doc::optimizer, source));
-    const auto sl = parse_state_layout(opt.at("state_layout").get<std::string>());
-    if (!sl) throw FormatError("state_layout is neither \"bucket\" nor \"model\"");
-    m.state_layout_ = *sl;
-  } catch (const std::exception& e) {
-    throw FormatError(source + ": document 'optimizer': " + e.what());
-  }
-  m.states_ = string_list(opt, "states", source);
+  const JsonDocument opt(document(index, doc::optimizer, source), source + ": document 'optimizer'");
+  const JsonField state_layout = opt.root().at("state_layout");
+  const auto sl = parse_state_layout(state_layout.str());
+  if (!sl) state_layout.fail("neither \"bucket\" nor \"model\"");
+  m.state_layout_ = *sl;
+  m.states_ = state_names(opt.root(), "states");
   const std::string layout_text = document(index, doc::layout, source);
-  std::string kind;
-  try {
-    kind = json::parse(layout_text).at("kind").get<std::string>();
-  } catch (const std::exception& e) {
-    throw FormatError(source + ": document 'layout': " + e.what());
-  }
+  const std::string kind = JsonDocument(layout_text, source + ": document 'layout'").root().get<std::string>("kind");
 
   const size_t n = m.spec_.params.size();
   m.slots_.assign(n, Slot{});
@@ -60,7 +45,7 @@ ParamStateMap ParamStateMap::from_index(const Index& index, const std::string& s
   layout::BucketedLayout bucketed;
   if (kind == "layer_wise") {
     const layout::LayerWiseLayout lw = layout::layer_wise_layout_from_json(layout_text, source + " (document 'layout')");
-    m.matrix_states_ = string_list(opt, "matrix_states", source);
+    m.matrix_states_ = state_names(opt.root(), "matrix_states");
     for (const auto& mx : lw.matrices) {
       if (mx.param >= n) throw FormatError(source + ": document 'layout': matrix param #" + std::to_string(mx.param) + " is not in the model");
       m.slots_[mx.param].matrix = true;  // always layout `model` keys

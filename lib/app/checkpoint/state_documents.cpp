@@ -216,6 +216,10 @@ TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir) {
   return t;
 }
 
+int64_t saved_optimizer_step(const ckpt::Documents& saved, const std::string& dir) {
+  return training_document(saved, ckpt::doc::optimizer, dir).root().get<int64_t>("step");
+}
+
 TrainOptions run_from_documents(const ckpt::Documents& docs, const std::string& dir) {
   TrainOptions o;
   o.spec = model::parse_spec_json(docs.get(ckpt::doc::model).value_or("null"), dir + ": document 'model'");

@@ -41,6 +41,9 @@ void check_resumable(const ckpt::Documents& saved, const ckpt::Documents& run, c
 // The saved cursor (FormatError naming `dir` if the data document is missing or malformed).
 TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir);
 
+// Optimizer steps taken by the saved run (the optimizer document's "step": Adam's bias correction).
+int64_t saved_optimizer_step(const ckpt::Documents& saved, const std::string& dir);
+
 // The run the documents describe: the model spec, DP size, distributed optimizer and layout
 // options, optimizer and hyperparameters, FP8 recipe, data stream; steps = the saved cursor's
 // next_step. Offline tools that rebuild the pipelines of a saved run (re-encoding a checkpoint with

@@ -1,12 +1,12 @@
 #include "app/checkpoint/state_load.h"
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "ckpt/key_names.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "layout/bucketed_layout.h"
 #include "pipeline/fp8_params.h"
 #include "app/checkpoint/state_documents.h"
@@ -149,18 +149,13 @@ void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& ra
   const model::ModelSpec& spec = rank.spec();
   pipeline::RankState& rs = rank.state();
 
-  nlohmann::json opt;
-  ckpt::StateLayout sl = ckpt::StateLayout::model;
-  int64_t step = 0;
-  try {
-    opt = nlohmann::json::parse(reader.index().documents.get(ckpt::doc::optimizer).value_or("null"));
-    const auto parsed = ckpt::parse_state_layout(opt.at("state_layout").get<std::string>());
-    if (!parsed) throw FormatError("state_layout is neither \"bucket\" nor \"model\"");
-    sl = *parsed;
-    step = opt.at("step").get<int64_t>();
-  } catch (const std::exception& e) {
-    throw FormatError(dir + ": document 'optimizer': " + e.what());
-  }
+  const JsonDocument opt(reader.index().documents.get(ckpt::doc::optimizer).value_or("null"),
+                         dir + ": document 'optimizer'");
+  const JsonField state_layout = opt.root().at("state_layout");
+  const auto parsed = ckpt::parse_state_layout(state_layout.str());
+  if (!parsed) state_layout.fail("neither \"bucket\" nor \"model\"");
+  const ckpt::StateLayout sl = *parsed;
+  const int64_t step = saved_optimizer_step(reader.index().documents, dir);
 
   // Bucketed part: this rank's fragments, from the keys of the checkpoint's state layout.
   const std::vector<std::string> states = saved_states(rs.bucketed.kind);

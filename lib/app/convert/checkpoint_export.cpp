@@ -4,14 +4,15 @@
 #include <cstring>
 #include <future>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "app/checkpoint/state_documents.h"
 #include "ckpt/key_names.h"
 #include "ckpt/param_state_map.h"
 #include "app/convert/export_files.h"
 #include "app/convert/quantize_model.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/float_codec.h"
 #include "core/fs.h"
 #include "core/progress.h"
@@ -28,7 +29,6 @@
 namespace fpg::convert {
 namespace {
 
-using nlohmann::json;
 
 // One output tensor and where its elements come from: pieces of checkpoint keys of dtype `src`
 // that tile [0, numel); F32 sources may be rounded to BF16 on the way.
@@ -53,24 +53,22 @@ struct Fp8Export {
 std::optional<Fp8Export> checkpoint_recipe(const ckpt::Index& index, const std::string& dir) {
   const auto text = index.documents.get(ckpt::doc::fp8);
   if (!text) return std::nullopt;
-  try {
-    const json j = json::parse(*text);
-    if (!j.value("enabled", false)) return std::nullopt;
-    const json& r = j.at("recipe");
-    Fp8Export e;
-    e.scaling = r.at("scaling").get<std::string>();
-    const auto s = fp8::parse_scaling(e.scaling);
-    const auto f = fp8::parse_format(r.at("format").get<std::string>());
-    const auto rule = fp8::parse_mx_rule(r.value("mx_rule", std::string("rceil")));
-    if (!s || !f || !rule) throw FormatError("unknown scaling, format or mx_rule");
-    e.recipe.scaling = *s == fp8::Scaling::delayed ? fp8::Scaling::tensorwise : *s;
-    e.recipe.format = *f;
-    e.recipe.pow2 = r.value("pow2", false);
-    e.recipe.mx_rule = *rule;
-    return e;
-  } catch (const std::exception& ex) {
-    throw FormatError(dir + ": document 'fp8': " + ex.what());
-  }
+  const JsonDocument doc(*text, dir + ": document 'fp8'");
+  if (!doc.root().get<bool>("enabled", false)) return std::nullopt;
+  const JsonField r = doc.root().at("recipe");
+  Fp8Export e;
+  e.scaling = r.get<std::string>("scaling");
+  const auto s = fp8::parse_scaling(e.scaling);
+  if (!s) r.at("scaling").fail("unknown scaling");
+  const auto f = fp8::parse_format(r.get<std::string>("format"));
+  if (!f) r.at("format").fail("unknown format");
+  const auto rule = fp8::parse_mx_rule(r.get<std::string>("mx_rule", "rceil"));
+  if (!rule) r.at("mx_rule").fail("unknown mx_rule");
+  e.recipe.scaling = *s == fp8::Scaling::delayed ? fp8::Scaling::tensorwise : *s;
+  e.recipe.format = *f;
+  e.recipe.pow2 = r.get<bool>("pow2", false);
+  e.recipe.mx_rule = *rule;
+  return e;
 }
 
 class Planner {
@@ -152,9 +150,9 @@ std::map<std::string, std::string> export_metadata(const fpckpt::CheckpointReade
   m["format"] = "pt";
   m["fpgather.source"] = r.dir();
   try {
-    m["fpgather.step"] = std::to_string(json::parse(r.index().documents.get(ckpt::doc::optimizer).value_or("{}"))
-                                            .value("step", int64_t{0}));
-  } catch (const std::exception&) {
+    m["fpgather.step"] = std::to_string(train::saved_optimizer_step(r.index().documents, r.dir()));
+  } catch (const FormatError&) {
+    m["fpgather.step"] = "0";  // metadata only: a checkpoint without a readable step exports as step 0
   }
   m["fpgather.weights"] = o.weights == ExportWeights::fp32 ? "fp32" : o.weights == ExportWeights::fp8 ? "fp8" : "bf16";
   if (o.states) {

@@ -9,6 +9,7 @@
 #include "comm/group.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_reader.h"
 #include "core/thread_pool.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/param_state_read.h"
@@ -32,7 +33,9 @@ std::vector<float>& arena(pipeline::OptimizerState& st, const std::string& state
   throw InternalError("reencode: no optimizer state named " + state);
 }
 
-json doc_json(const ckpt::Documents& d, const char* name) { return json::parse(d.get(name).value_or("null")); }
+json doc_json(const ckpt::Documents& d, const char* name, const std::string& dir) {
+  return JsonDocument(d.get(name).value_or("null"), dir + ": document '" + name + "'").value();
+}
 
 std::string layout_json(const TrainOptions& o) {
   const pipeline::PipelineLayout l = training_layout(o);
@@ -49,14 +52,9 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
   const ckpt::ParamStateMap map = ckpt::ParamStateMap::from_index(reader.index(), dir);
   const TrainOptions before = run_from_documents(saved, dir);
   const TrainCursor cursor = saved_cursor(saved, dir);
-  int64_t step = 0;
-  try {
-    step = doc_json(saved, ckpt::doc::optimizer).at("step").get<int64_t>();
-  } catch (const std::exception& e) {
-    throw FormatError(dir + ": document 'optimizer': " + e.what());
-  }
+  const int64_t step = saved_optimizer_step(saved, dir);
   // The rebuilt run must lay its state out as the saved one did.
-  if (json::parse(layout_json(before)) != doc_json(saved, ckpt::doc::layout))
+  if (json::parse(layout_json(before)) != doc_json(saved, ckpt::doc::layout, dir))
     throw FormatError(dir + ": the layout rebuilt from the documents differs from the saved one; cannot re-encode");
 
   TrainOptions after = before;
@@ -109,7 +107,7 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
     });
     // Only the FP8 recipe (and the buffers FP8 params live in) may differ from the saved run.
     for (const char* name : {ckpt::doc::model, ckpt::doc::optimizer, ckpt::doc::data, ckpt::doc::rng})
-      if (doc_json(documents, name) != doc_json(saved, name))
+      if (doc_json(documents, name, dir) != doc_json(saved, name, dir))
         throw FormatError(dir + ": document '" + std::string(name) +
                           "' of the rebuilt run differs from the saved one; cannot re-encode");
     fpckpt::commit(staging, target, fpckpt::merge_manifests(manifests, documents));

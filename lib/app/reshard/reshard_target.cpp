@@ -6,6 +6,7 @@
 
 #include "ckpt/coverage.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "formats/fpckpt/layout_save.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
@@ -16,21 +17,11 @@ namespace {
 
 using nlohmann::json;
 
-json doc_json(const ckpt::Documents& d, const char* name, const std::string& dir) {
+JsonDocument training_document(const ckpt::Documents& d, const char* name, const std::string& dir) {
   const auto text = d.get(name);
   if (!text)
     throw FormatError(dir + ": the index has no '" + name + "' document: not a training checkpoint, nothing to reshard");
-  try {
-    return json::parse(*text);
-  } catch (const std::exception& e) {
-    throw FormatError(dir + ": document '" + name + "' is not JSON: " + e.what());
-  }
-}
-
-std::vector<std::string> names(const json& j) {
-  std::vector<std::string> out;
-  for (const auto& s : j) out.push_back(s.get<std::string>());
-  return out;
+  return JsonDocument(*text, dir + ": document '" + name + "'");
 }
 
 const layout::BucketedLayout& bucketed_part(const pipeline::PipelineLayout& l) {
@@ -113,7 +104,7 @@ struct RankPlanner {
 ckpt::Documents target_documents(const ckpt::Documents& src, const std::string& dir, const RecordedRun& T) {
   ckpt::Documents d = src;  // model, fp8 (recipe, scales' keys, delayed settings), rng and any other: unchanged
   d.set(ckpt::doc::layout, T.layout.layer_wise ? layout::to_json(*T.layout.layer_wise) : layout::to_json(*T.layout.bucketed));
-  json opt = doc_json(src, ckpt::doc::optimizer, dir);
+  json opt = training_document(src, ckpt::doc::optimizer, dir).value();
   opt["dist_opt"] = pipeline::dist_opt_name(T.config.dist_opt);
   opt["state_layout"] = std::string(ckpt::state_layout_name(T.state_layout));
   opt["states"] = T.states;
@@ -121,7 +112,9 @@ ckpt::Documents target_documents(const ckpt::Documents& src, const std::string& 
   else opt.erase("matrix_states");
   d.set(ckpt::doc::optimizer, opt.dump());
   if (src.has(ckpt::doc::data)) {
-    json data = doc_json(src, ckpt::doc::data, dir);
+    json data = training_document(src, ckpt::doc::data, dir).value();
+    if (!data.is_object() || !data.contains("cursor") || !data["cursor"].is_object())
+      throw FormatError(dir + ": document 'data': cursor: missing");
     data["cursor"]["dp"] = T.dp;
     data["cursor"]["accumulation"] = T.accumulation;
     d.set(ckpt::doc::data, data.dump());
@@ -229,40 +222,33 @@ std::vector<ckpt::RankPlan> plan_ranks(const ckpt::Index& ix, const std::string&
 
 RecordedRun recorded_run(const ckpt::Documents& docs, const std::string& dir) {
   RecordedRun r;
-  const json model_doc = doc_json(docs, ckpt::doc::model, dir);
-  r.spec = model::parse_spec_json(model_doc.dump(), dir + ": document 'model'");
-  const json opt = doc_json(docs, ckpt::doc::optimizer, dir);
-  const json lay = doc_json(docs, ckpt::doc::layout, dir);
+  r.spec = model::parse_spec_json(training_document(docs, ckpt::doc::model, dir).value().dump(),
+                                  dir + ": document 'model'");
+  const JsonDocument opt_doc = training_document(docs, ckpt::doc::optimizer, dir);
+  const JsonDocument lay_doc = training_document(docs, ckpt::doc::layout, dir);
   const std::string layout_text = *docs.get(ckpt::doc::layout);
   pipeline::PipelineConfig& c = r.config;
-  try {
-    const auto kind = optim::parse_optimizer(opt.at("name").get<std::string>());
-    if (!kind) throw FormatError("unknown optimizer " + opt.at("name").dump());
-    c.optimizer = *kind;
-    if (opt.contains("scalar_optimizer")) {
-      const auto s = optim::parse_scalar_optimizer(opt.at("scalar_optimizer").get<std::string>());
-      if (!s) throw FormatError("unknown scalar_optimizer " + opt.at("scalar_optimizer").dump());
-      c.scalar_optimizer = *s;
-    }
-    const auto sl = ckpt::parse_state_layout(opt.at("state_layout").get<std::string>());
-    if (!sl) throw FormatError("state_layout must be \"bucket\" or \"model\"");
-    r.state_layout = *sl;
-    r.states = names(opt.at("states"));
-    r.matrix_states = opt.contains("matrix_states") ? names(opt.at("matrix_states")) : r.states;
-    const std::string lk = lay.at("kind").get<std::string>();
-    if (lk != "bucketed" && lk != "layer_wise") throw FormatError("layout kind '" + lk + "' is unknown");
-    c.dist_opt = lk == "layer_wise" ? pipeline::DistOpt::layerwise : pipeline::DistOpt::bucketed;
-    const json fp8 = doc_json(docs, ckpt::doc::fp8, dir);
-    c.fp8.enabled = fp8.value("enabled", false);
-    if (const auto data = docs.get(ckpt::doc::data)) {
-      const json d = json::parse(*data);
-      r.accumulation = d.at("cursor").at("accumulation").get<uint64_t>();
-    }
-  } catch (const FormatError& e) {
-    throw FormatError(dir + ": " + e.what());
-  } catch (const std::exception& e) {
-    throw FormatError(dir + ": documents 'optimizer', 'layout', 'fp8' or 'data': " + e.what());
+  const JsonField opt = opt_doc.root();
+  const auto kind = optim::parse_optimizer(opt.get<std::string>("name"));
+  if (!kind) opt.at("name").fail("unknown optimizer");
+  c.optimizer = *kind;
+  if (const auto so = opt.find("scalar_optimizer")) {
+    const auto s = optim::parse_scalar_optimizer(so->str());
+    if (!s) so->fail("unknown scalar optimizer");
+    c.scalar_optimizer = *s;
   }
+  const auto sl = ckpt::parse_state_layout(opt.get<std::string>("state_layout"));
+  if (!sl) opt.at("state_layout").fail("must be \"bucket\" or \"model\"");
+  r.state_layout = *sl;
+  r.states = opt.get<std::vector<std::string>>("states");
+  r.matrix_states = opt.get<std::vector<std::string>>("matrix_states", r.states);
+  const JsonField lk = lay_doc.root().at("kind");
+  if (lk.str() != "bucketed" && lk.str() != "layer_wise") lk.fail("unknown layout kind '" + lk.str() + "'");
+  c.dist_opt = lk.str() == "layer_wise" ? pipeline::DistOpt::layerwise : pipeline::DistOpt::bucketed;
+  const JsonDocument fp8_doc = training_document(docs, ckpt::doc::fp8, dir);
+  c.fp8.enabled = fp8_doc.root().get<bool>("enabled", false);
+  if (docs.has(ckpt::doc::data))
+    r.accumulation = training_document(docs, ckpt::doc::data, dir).root().at("cursor").get<uint64_t>("accumulation");
   // The recorded layout, and the options that rebuild it.
   if (c.dist_opt == pipeline::DistOpt::layerwise) {
     r.layout.layer_wise = layout::layer_wise_layout_from_json(layout_text, dir + ": document 'layout'");
