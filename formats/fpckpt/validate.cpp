@@ -2,12 +2,13 @@
 
 #include <atomic>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "ckpt/coverage.h"
 #include "ckpt/layout_check.h"
+#include "ckpt/stored_states.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
@@ -25,41 +26,29 @@ std::vector<ckpt::Problem> check_recorded_layout(const ckpt::Index& ix, bool& ch
   auto problem = [](const std::string& msg) {
     return std::vector<ckpt::Problem>{{ckpt::ProblemKind::layout_mismatch, "", 0, 0, "", msg}};
   };
-  nlohmann::json opt;
+  ckpt::StoredStates stored;
   try {
-    opt = nlohmann::json::parse(*opt_doc);
-  } catch (const std::exception& e) {
-    return problem(std::string("optimizer document is not JSON: ") + e.what());
+    const JsonDocument opt(*opt_doc, "optimizer document");
+    // A document without the state fields records nothing to check against.
+    if (!opt.root().is_object() || !opt.root().has("state_layout") || !opt.root().has("states")) return {};
+    stored = ckpt::read_stored_states(opt.root());
+  } catch (const FormatError& e) {
+    return problem(e.what());
   }
-  if (!opt.is_object() || !opt.contains("state_layout") || !opt.contains("states")) return {};
-  const auto sl = opt["state_layout"].is_string() ? ckpt::parse_state_layout(opt["state_layout"].get<std::string>())
-                                                  : std::nullopt;
-  if (!sl) return problem("optimizer document: state_layout must be \"bucket\" or \"model\"");
-  std::vector<std::string> states, matrix_states;
-  auto names = [&](const char* field, std::vector<std::string>& out) {
-    if (!opt[field].is_array()) return false;
-    for (const auto& s : opt[field]) {
-      if (!s.is_string()) return false;
-      out.push_back(s.get<std::string>());
-    }
-    return true;
-  };
-  if (!names("states", states)) return problem("optimizer document: states must be an array of names");
-  // Layer-wise matrices may have their own optimizer (Muon: momentum_buffer); default: `states`.
-  if (!opt.contains("matrix_states")) matrix_states = states;
-  else if (!names("matrix_states", matrix_states))
-    return problem("optimizer document: matrix_states must be an array of names");
   try {
-    const auto j = nlohmann::json::parse(*layout_doc);
-    const std::string kind = j.value("kind", "");
+    const std::string kind = JsonDocument(*layout_doc, "layout document").root().get<std::string>("kind", "");
     checked = true;
     if (kind == "bucketed")
-      return ckpt::check_layout(ix, layout::bucketed_layout_from_json(*layout_doc, "layout document"), *sl, states);
+      return ckpt::check_layout(ix, layout::bucketed_layout_from_json(*layout_doc, "layout document"), stored.layout,
+                                stored.states);
     if (kind == "layer_wise")
-      return ckpt::check_layout(ix, layout::layer_wise_layout_from_json(*layout_doc, "layout document"), *sl, states,
-                                matrix_states);
+      return ckpt::check_layout(ix, layout::layer_wise_layout_from_json(*layout_doc, "layout document"),
+                                stored.layout, stored.states, stored.matrix_states);
     checked = false;
     return problem("layout document: unknown kind '" + kind + "'");
+  } catch (const FormatError& e) {  // the message names the layout document
+    checked = false;
+    return problem(e.what());
   } catch (const std::exception& e) {
     checked = false;
     return problem(std::string("layout document: ") + e.what());

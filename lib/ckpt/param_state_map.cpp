@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "ckpt/stored_states.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "core/shape.h"
@@ -17,25 +18,15 @@ std::string document(const Index& index, const char* name, const std::string& so
   return *text;
 }
 
-// A list of state names: the master weights first, then the optimizer's.
-std::vector<std::string> state_names(const JsonField& opt, const char* field) {
-  const JsonField f = opt.at(field);
-  std::vector<std::string> out = f.strings();
-  if (out.empty() || out.front() != "master") f.fail("does not start with \"master\"");
-  return out;
-}
-
 }  // namespace
 
 ParamStateMap ParamStateMap::from_index(const Index& index, const std::string& source) {
   ParamStateMap m;
-  m.spec_ = model::parse_spec_json(document(index, doc::model, source), source + " (document 'model')");
+  m.spec_ = model::parse_spec_json(document(index, doc::model, source), source + ": document 'model'");
   const JsonDocument opt(document(index, doc::optimizer, source), source + ": document 'optimizer'");
-  const JsonField state_layout = opt.root().at("state_layout");
-  const auto sl = parse_state_layout(state_layout.str());
-  if (!sl) state_layout.fail("neither \"bucket\" nor \"model\"");
-  m.state_layout_ = *sl;
-  m.states_ = state_names(opt.root(), "states");
+  const StoredStates stored = read_stored_states(opt.root());
+  m.state_layout_ = stored.layout;
+  m.states_ = stored.states;
   const std::string layout_text = document(index, doc::layout, source);
   const std::string kind = JsonDocument(layout_text, source + ": document 'layout'").root().get<std::string>("kind");
 
@@ -44,8 +35,8 @@ ParamStateMap ParamStateMap::from_index(const Index& index, const std::string& s
   std::vector<bool> placed(n, false);
   layout::BucketedLayout bucketed;
   if (kind == "layer_wise") {
-    const layout::LayerWiseLayout lw = layout::layer_wise_layout_from_json(layout_text, source + " (document 'layout')");
-    m.matrix_states_ = state_names(opt.root(), "matrix_states");
+    const layout::LayerWiseLayout lw = layout::layer_wise_layout_from_json(layout_text, source + ": document 'layout'");
+    m.matrix_states_ = stored.matrix_states;
     for (const auto& mx : lw.matrices) {
       if (mx.param >= n) throw FormatError(source + ": document 'layout': matrix param #" + std::to_string(mx.param) + " is not in the model");
       m.slots_[mx.param].matrix = true;  // always layout `model` keys
@@ -53,7 +44,7 @@ ParamStateMap ParamStateMap::from_index(const Index& index, const std::string& s
     }
     bucketed = lw.scalar;
   } else if (kind == "bucketed") {
-    bucketed = layout::bucketed_layout_from_json(layout_text, source + " (document 'layout')");
+    bucketed = layout::bucketed_layout_from_json(layout_text, source + ": document 'layout'");
   } else {
     throw FormatError(source + ": document 'layout': unknown kind '" + kind + "'");
   }

@@ -1,9 +1,10 @@
 #include "ckpt/state_view.h"
 
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "ckpt/key_names.h"
+#include "ckpt/stored_states.h"
+#include "core/json_reader.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
 
@@ -14,13 +15,11 @@ std::optional<std::vector<ViewedState>> bucket_state_view(const Index& ix) {
              model_doc = ix.documents.get(doc::model);
   if (!opt_doc || !layout_doc || !model_doc) return std::nullopt;
   try {
-    const auto opt = nlohmann::json::parse(*opt_doc);
-    if (opt.value("state_layout", "") != "bucket") return std::nullopt;
-    std::vector<std::string> states;
-    for (const auto& s : opt.at("states")) states.push_back(s.get<std::string>());
+    const StoredStates stored = read_stored_states(JsonDocument(*opt_doc, "optimizer document").root());
+    if (stored.layout != StateLayout::bucket) return std::nullopt;
+    const std::vector<std::string>& states = stored.states;
     const model::ModelSpec spec = model::parse_spec_json(*model_doc, "model document");
-    const auto lj = nlohmann::json::parse(*layout_doc);
-    const std::string kind = lj.value("kind", "");
+    const std::string kind = JsonDocument(*layout_doc, "layout document").root().get<std::string>("kind", "");
     layout::BucketedLayout L;
     if (kind == "bucketed") L = layout::bucketed_layout_from_json(*layout_doc, "layout document");
     else if (kind == "layer_wise") L = layout::layer_wise_layout_from_json(*layout_doc, "layout document").scalar;

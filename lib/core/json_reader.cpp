@@ -59,6 +59,7 @@ JsonField JsonField::operator[](size_t i) const {
 }
 
 bool JsonField::is_null() const { return value_->is_null(); }
+bool JsonField::is_object() const { return value_->is_object(); }
 
 uint64_t JsonField::u64() const {
   if (value_->is_number_unsigned()) return value_->get<uint64_t>();

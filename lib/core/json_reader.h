@@ -53,6 +53,7 @@ class JsonField {
   JsonField operator[](size_t i) const;
 
   bool is_null() const;
+  bool is_object() const;
 
   // Scalars, each failing with "expected <kind>, got <the value>" on another type or out of range.
   uint64_t u64() const;      // a non-negative integer

@@ -71,7 +71,7 @@ std::string default_name(const std::string& source) {
 ModelSpec parse_spec_json(std::string_view text, const std::string& source) {
   const JsonDocument parsed(text, source);
   const JsonField doc = parsed.root();
-  if (!parsed.value().is_object()) doc.fail("expected a JSON object");
+  if (!doc.is_object()) doc.fail("expected a JSON object");
   doc.check_keys({"name", "network", "params"});
 
   ModelSpec spec;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "ckpt/stored_states.h"
 #include "core/json_reader.h"
 #include "fp8/recipe.h"
 #include "layout/layout_json.h"
@@ -78,9 +79,9 @@ json optimizer_json(const RankStateAccess& rank, ckpt::StateLayout sl) {
   j["hyperparameters"] = h;
   // Optimizer steps taken (skipped steps not counted): Adam's bias correction.
   j["step"] = rank.state().bucketed.step;
-  j["state_layout"] = std::string(ckpt::state_layout_name(sl));
-  j["states"] = saved_states(rank.state().bucketed.kind);
-  if (rank.layer_wise_layout()) j["matrix_states"] = saved_states(rank.state().layer_wise.kind);
+  ckpt::put_stored_states(j, {sl, saved_states(rank.state().bucketed.kind),
+                              rank.layer_wise_layout() ? saved_states(rank.state().layer_wise.kind)
+                                                       : std::vector<std::string>{}});
   return j;
 }
 

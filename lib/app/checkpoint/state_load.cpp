@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ckpt/key_names.h"
+#include "ckpt/stored_states.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "layout/bucketed_layout.h"
@@ -151,10 +152,7 @@ void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& ra
 
   const JsonDocument opt(reader.index().documents.get(ckpt::doc::optimizer).value_or("null"),
                          dir + ": document 'optimizer'");
-  const JsonField state_layout = opt.root().at("state_layout");
-  const auto parsed = ckpt::parse_state_layout(state_layout.str());
-  if (!parsed) state_layout.fail("neither \"bucket\" nor \"model\"");
-  const ckpt::StateLayout sl = *parsed;
+  const ckpt::StateLayout sl = ckpt::read_stored_states(opt.root()).layout;
   const int64_t step = saved_optimizer_step(reader.index().documents, dir);
 
   // Bucketed part: this rank's fragments, from the keys of the checkpoint's state layout.

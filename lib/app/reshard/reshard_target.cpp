@@ -6,6 +6,7 @@
 
 #include "ckpt/coverage.h"
 #include "core/error.h"
+#include "ckpt/stored_states.h"
 #include "core/json_reader.h"
 #include "formats/fpckpt/layout_save.h"
 #include "layout/layout_json.h"
@@ -106,10 +107,8 @@ ckpt::Documents target_documents(const ckpt::Documents& src, const std::string& 
   d.set(ckpt::doc::layout, T.layout.layer_wise ? layout::to_json(*T.layout.layer_wise) : layout::to_json(*T.layout.bucketed));
   json opt = training_document(src, ckpt::doc::optimizer, dir).value();
   opt["dist_opt"] = pipeline::dist_opt_name(T.config.dist_opt);
-  opt["state_layout"] = std::string(ckpt::state_layout_name(T.state_layout));
-  opt["states"] = T.states;
-  if (T.layout.layer_wise) opt["matrix_states"] = T.matrix_states;
-  else opt.erase("matrix_states");
+  ckpt::put_stored_states(opt, {T.state_layout, T.states,
+                                T.layout.layer_wise ? T.matrix_states : std::vector<std::string>{}});
   d.set(ckpt::doc::optimizer, opt.dump());
   if (src.has(ckpt::doc::data)) {
     json data = training_document(src, ckpt::doc::data, dir).value();
@@ -237,11 +236,10 @@ RecordedRun recorded_run(const ckpt::Documents& docs, const std::string& dir) {
     if (!s) so->fail("unknown scalar optimizer");
     c.scalar_optimizer = *s;
   }
-  const auto sl = ckpt::parse_state_layout(opt.get<std::string>("state_layout"));
-  if (!sl) opt.at("state_layout").fail("must be \"bucket\" or \"model\"");
-  r.state_layout = *sl;
-  r.states = opt.get<std::vector<std::string>>("states");
-  r.matrix_states = opt.get<std::vector<std::string>>("matrix_states", r.states);
+  const ckpt::StoredStates stored = ckpt::read_stored_states(opt);
+  r.state_layout = stored.layout;
+  r.states = stored.states;
+  r.matrix_states = stored.matrix_states;
   const JsonField lk = lay_doc.root().at("kind");
   if (lk.str() != "bucketed" && lk.str() != "layer_wise") lk.fail("unknown layout kind '" + lk.str() + "'");
   c.dist_opt = lk.str() == "layer_wise" ? pipeline::DistOpt::layerwise : pipeline::DistOpt::bucketed;
