@@ -155,10 +155,13 @@ std::string reshard_command_for(const ckpt::Documents& saved_docs, const ckpt::D
                                                                            : rb.at("bucket_size").dump());
   if (sb.value("pad_for_nccl", false) != rb.value("pad_for_nccl", false))
     extra += rb.value("pad_for_nccl", false) ? " --pad-for-nccl" : " --no-pad-for-nccl";
-  const auto accumulation = [](const ckpt::Documents& d) -> uint64_t {
-    const auto text = d.get(ckpt::doc::data);
-    if (!text || !json::accept(*text)) return 1;
-    return json::parse(*text).value(json::json_pointer("/cursor/accumulation"), uint64_t{1});
+  // A hint only: a data document without a readable cursor counts as accumulation 1.
+  const auto accumulation = [&](const ckpt::Documents& d) -> uint64_t {
+    try {
+      return saved_cursor(d, dir).accumulation;
+    } catch (const FormatError&) {
+      return 1;
+    }
   };
   const uint64_t sa = accumulation(saved_docs), ra = accumulation(run_docs);
   if (rdp == 0 || (uint64_t{sdp} * sa) % rdp != 0 || (uint64_t{sdp} * sa) / rdp != ra)

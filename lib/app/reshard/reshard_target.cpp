@@ -221,8 +221,8 @@ std::vector<ckpt::RankPlan> plan_ranks(const ckpt::Index& ix, const std::string&
 
 RecordedRun recorded_run(const ckpt::Documents& docs, const std::string& dir) {
   RecordedRun r;
-  r.spec = model::parse_spec_json(training_document(docs, ckpt::doc::model, dir).value().dump(),
-                                  dir + ": document 'model'");
+  training_document(docs, ckpt::doc::model, dir);  // present, and JSON
+  r.spec = model::parse_spec_json(*docs.get(ckpt::doc::model), dir + ": document 'model'");
   const JsonDocument opt_doc = training_document(docs, ckpt::doc::optimizer, dir);
   const JsonDocument lay_doc = training_document(docs, ckpt::doc::layout, dir);
   const std::string layout_text = *docs.get(ckpt::doc::layout);
