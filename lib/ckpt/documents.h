@@ -1,7 +1,8 @@
 // Free-form JSON documents stored in a checkpoint index: the model spec, the layout, the optimizer
 // config and step, the FP8 recipe state, the data cursor and RNG state. The checkpoint layer does not
-// interpret them (except `optimizer`'s "state_layout"/"states" and `layout`, for the layout check in
-// layout_check.h); the pipeline fills and reads them. Names are short identifiers.
+// interpret them (except `optimizer`'s stored-state fields, stored_states.h, and `layout`, for the
+// layout check in layout_check.h); app/checkpoint/state_documents.h writes and reads the rest. Names
+// are short identifiers.
 #pragma once
 
 #include <map>
