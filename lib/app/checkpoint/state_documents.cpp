@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
 #include "ckpt/stored_states.h"
+#include "core/error.h"
 #include "core/json_reader.h"
 #include "fp8/recipe.h"
 #include "layout/layout_json.h"
@@ -24,6 +24,24 @@ json recipe_json(const fp8::Recipe& r) {
           {"mx_rule", std::string(fp8::mx_rule_name(r.mx_rule))},
           {"mx_rowwise", r.mx_rowwise},
           {"mx_columnwise", r.mx_columnwise}};
+}
+
+fp8::Recipe read_recipe(const JsonField& r) {
+  fp8::Recipe out;
+  const auto s = fp8::parse_scaling(r.get<std::string>("scaling"));
+  if (!s) r.at("scaling").fail("unknown scaling");
+  const auto f = fp8::parse_format(r.get<std::string>("format"));
+  if (!f) r.at("format").fail("unknown format");
+  const auto m = fp8::parse_mx_rule(r.get<std::string>("mx_rule"));
+  if (!m) r.at("mx_rule").fail("unknown mx_rule");
+  out.scaling = *s;
+  out.format = *f;
+  out.pow2 = r.get<bool>("pow2");
+  out.amax_epsilon = r.get<float>("amax_epsilon");
+  out.mx_rule = *m;
+  out.mx_rowwise = r.get<bool>("mx_rowwise");
+  out.mx_columnwise = r.get<bool>("mx_columnwise");
+  return out;
 }
 
 json fp8_json(const RankStateAccess& rank) {
@@ -109,24 +127,6 @@ JsonDocument training_document(const ckpt::Documents& d, const char* name, const
 
 json parse_doc(const ckpt::Documents& d, const char* name, const std::string& dir) {
   return training_document(d, name, dir).value();
-}
-
-fp8::Recipe read_recipe(const JsonField& r) {
-  fp8::Recipe out;
-  const auto s = fp8::parse_scaling(r.get<std::string>("scaling"));
-  if (!s) r.at("scaling").fail("unknown scaling");
-  const auto f = fp8::parse_format(r.get<std::string>("format"));
-  if (!f) r.at("format").fail("unknown format");
-  const auto m = fp8::parse_mx_rule(r.get<std::string>("mx_rule"));
-  if (!m) r.at("mx_rule").fail("unknown mx_rule");
-  out.scaling = *s;
-  out.format = *f;
-  out.pow2 = r.get<bool>("pow2");
-  out.amax_epsilon = r.get<float>("amax_epsilon");
-  out.mx_rule = *m;
-  out.mx_rowwise = r.get<bool>("mx_rowwise");
-  out.mx_columnwise = r.get<bool>("mx_columnwise");
-  return out;
 }
 
 json without(json j, std::initializer_list<const char*> fields) {

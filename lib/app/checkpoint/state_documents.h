@@ -1,6 +1,7 @@
 // The documents of a training checkpoint (man 5 fpgather-format, "TRAINING STATE"): what the run
 // was, so that a loader can check it resumes the same run, and so that validate, inspect and
-// reshard can read the state without the program that wrote it.
+// reshard can read the state without the program that wrote it. Each is written and read here (the
+// stored-state fields of `optimizer`: ckpt/stored_states.h; model and layout: their JSON modules).
 //   model      the spec (model/spec_json.h), fp32-kept params marked
 //   layout     the bucketed or layer-wise layout (layout/layout_json.h): DP size, bucket size,
 //              padding rules; its kind is the distributed optimizer

@@ -5,8 +5,8 @@
 #include <unordered_map>
 
 #include "ckpt/coverage.h"
-#include "core/error.h"
 #include "ckpt/stored_states.h"
+#include "core/error.h"
 #include "core/json_reader.h"
 #include "formats/fpckpt/layout_save.h"
 #include "layout/layout_json.h"
