@@ -359,14 +359,15 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   auto* dst = static_cast<uint8_t*>(out);
   uint64_t copied = 0;
   // Chunks that are one run of the key and wanted whole are read straight into `out`, several at
-  // once; the others pass through the cached chunk.
+  // once; the others pass through the cached chunk. Only the cache and the asking ahead are shared
+  // between reads, so reads of distinct ranges run at once (concurrent_reads).
   struct Whole {
     size_t chunk;
     uint64_t at, n;  // elements: where in `out`, how many
   };
   std::vector<Whole> whole;
+  std::vector<size_t> partial;
   size_t last_chunk = SIZE_MAX;
-  std::lock_guard<std::mutex> lock(cache_mu_);
   for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
     const ChunkMeta& ch = e.tensor.chunks[c];
     if (ch.offsets.size() != n || ch.sizes.size() != n) continue;  // validate reports the arity
@@ -379,41 +380,18 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
     }
     if (empty || first >= B || last + 1 <= A) continue;
     last_chunk = c;
-    if (A <= first && last < B && is_row_major_run(size, ch.offsets.data(), ch.sizes.data()) &&
-        (cache_.entry != s.entry || cache_.chunk != c)) {
+    if (A <= first && last < B && is_row_major_run(size, ch.offsets.data(), ch.sizes.data())) {
       whole.push_back({c, first - A, last + 1 - first});
       copied += last + 1 - first;
-      continue;
-    }
-    if (cache_.entry != s.entry || cache_.chunk != c) {
-      cache_.entry = SIZE_MAX;
-      cache_.bytes.resize(r_.chunk_bytes(e, c));
-      r_.read_chunk(e, c, cache_.bytes.data(), cache_.bytes.size());
-      cache_.entry = s.entry;
-      cache_.chunk = c;
-    }
-    // Walk the chunk's rows (runs along the last axis), copying what falls inside [A, B).
-    const uint64_t run = n ? ch.sizes[n - 1] : 1;
-    const uint64_t rows = run ? volume(ch.sizes) / run : 0;
-    std::vector<uint64_t> idx(n ? n - 1 : 0, 0);
-    for (uint64_t row = 0; row < rows; ++row) {
-      uint64_t g = n ? ch.offsets[n - 1] : 0;
-      for (size_t d = 0; d + 1 < n; ++d) g += (ch.offsets[d] + idx[d]) * stride[d];
-      const uint64_t a = std::max(g, A), b = std::min(g + run, B);
-      if (a < b) {
-        std::memcpy(dst + (a - A) * elem, cache_.bytes.data() + (row * run + (a - g)) * elem, (b - a) * elem);
-        copied += b - a;
-      }
-      for (size_t d = idx.size(); d-- > 0;) {
-        if (++idx[d] < ch.sizes[d]) break;
-        idx[d] = 0;
-      }
+    } else {
+      partial.push_back(c);
     }
   }
   if (last_chunk != SIZE_MAX) {
     std::vector<size_t> now;
     now.reserve(whole.size());
     for (const Whole& w : whole) now.push_back(w.chunk);
+    std::lock_guard<std::mutex> lock(ask_mu_);
     prefetch(t, s.entry, now, last_chunk);
   }
   // Reads of whole chunks wait on the disk more than they compute: up to kReaders at once, whatever
@@ -426,6 +404,36 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       for (size_t i = k; i < whole.size(); i += readers)
         r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
     }));
+  if (!partial.empty()) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    for (size_t c : partial) {
+      const ChunkMeta& ch = e.tensor.chunks[c];
+      if (cache_.entry != s.entry || cache_.chunk != c) {
+        cache_.entry = SIZE_MAX;
+        cache_.bytes.resize(r_.chunk_bytes(e, c));
+        r_.read_chunk(e, c, cache_.bytes.data(), cache_.bytes.size());
+        cache_.entry = s.entry;
+        cache_.chunk = c;
+      }
+      // Walk the chunk's rows (runs along the last axis), copying what falls inside [A, B).
+      const uint64_t run = n ? ch.sizes[n - 1] : 1;
+      const uint64_t rows = run ? volume(ch.sizes) / run : 0;
+      std::vector<uint64_t> idx(n ? n - 1 : 0, 0);
+      for (uint64_t row = 0; row < rows; ++row) {
+        uint64_t g = n ? ch.offsets[n - 1] : 0;
+        for (size_t d = 0; d + 1 < n; ++d) g += (ch.offsets[d] + idx[d]) * stride[d];
+        const uint64_t a = std::max(g, A), b = std::min(g + run, B);
+        if (a < b) {
+          std::memcpy(dst + (a - A) * elem, cache_.bytes.data() + (row * run + (a - g)) * elem, (b - a) * elem);
+          copied += b - a;
+        }
+        for (size_t d = idx.size(); d-- > 0;) {
+          if (++idx[d] < ch.sizes[d]) break;
+          idx[d] = 0;
+        }
+      }
+    }
+  }
   for (size_t i = 0; i < whole.size(); i += std::max<size_t>(readers, 1))
     r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
   for (auto& f : reading) f.get();

@@ -56,6 +56,7 @@ class DcpParams : public ckpt::ParamSource {
   std::string describe() const override;
   const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
   void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override;
+  bool concurrent_reads() const override { return true; }
 
   bool megatron() const { return megatron_; }
   // Megatron: the parameters in registration order, as the model keys give them.
@@ -107,8 +108,9 @@ class DcpParams : public ckpt::ParamSource {
     std::vector<uint8_t> bytes;
   };
   mutable std::mutex cache_mu_;
-  mutable Cached cache_;
-  // Read order positions (tensor, chunk), under cache_mu_: the furthest chunk asked for, and the
+  mutable Cached cache_;  // under cache_mu_
+  mutable std::mutex ask_mu_;
+  // Read order positions (tensor, chunk), under ask_mu_: the furthest chunk asked for, and the
   // previous read's first chunk (a read before it starts the asking over).
   struct Position {
     size_t t = 0, chunk = 0;

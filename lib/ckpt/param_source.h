@@ -40,6 +40,9 @@ class ParamSource {
   // Elements [lo, hi) of tensor `t` (row-major) into `out`, as its dtype. FormatError naming the
   // file, key and range when the checkpoint cannot supply them.
   virtual void read(size_t t, uint64_t lo, uint64_t hi, void* out) const = 0;
+  // Whether read() may be called from several threads at once: a streaming reader then keeps more
+  // than one read in flight.
+  virtual bool concurrent_reads() const { return false; }
 };
 
 }  // namespace fpg::ckpt
