@@ -1,7 +1,8 @@
 // The pipeline's gradient scaling and exact grad norm (lib/pipeline/grad_norm.h) on the GPU, over many
 // gradient spans in one launch each. Every result equals the CPU's bit for bit: the max is order-free,
 // each element's fixed-point square is the CPU's formula, and the 128-bit sum is integer (associative),
-// so neither the launch shape nor the atomics' order can change it. Include from plain C++.
+// so neither the launch shape nor the order the blocks' partials are added in can change it. Include
+// from plain C++.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +22,9 @@ struct GradSpan {
   int64_t numel = 0;
 };
 
-// Device descriptors + chunk list of a set of gradient spans, and the reduction's result slots. Build
-// once per layout. The reductions below synchronize `stream` to return their result.
+// Device descriptors of a set of gradient spans (float-aligned pointers at any offset, any sizes), and
+// the reductions' partials and result. Build once per layout. The reductions below synchronize
+// `stream` to return their result; one table serves one call at a time.
 class GradSpanTable {
  public:
   explicit GradSpanTable(const std::vector<GradSpan>& spans);
@@ -45,7 +47,8 @@ float scale_and_max_abs(const GradSpanTable& t, float divisor, float acc, cudaSt
 // max(acc, |g|) without scaling.
 float max_abs(const GradSpanTable& t, float acc, cudaStream_t stream);
 
-// Σ q(g) as pipeline::add_scaled_squares adds it (q(g) = floor((g/2^E)^2 · 2^60)), for finite grads.
+// Σ q(g) as pipeline::add_scaled_squares adds it (q(g) = floor((g/2^E)^2 · 2^60)), for finite grads
+// and E = pipeline::norm_exponent of a max of every |g|.
 uint128 scaled_squares(const GradSpanTable& t, int exponent, cudaStream_t stream);
 
 // g ← g · coef (the clip multiply). Asynchronous.

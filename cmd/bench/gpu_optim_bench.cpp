@@ -140,12 +140,16 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
       const float mx = cuda::scale_and_max_abs(gt, 1.0f, 0.0f, s);
       cuda::scaled_squares(gt, pipeline::norm_exponent(mx), s);
     });
+    const auto tm = timed([&] { cuda::scale_and_max_abs(gt, 1.0f, 0.0f, s); });
+    const int exponent = pipeline::norm_exponent(cuda::max_abs(gt, 0.0f, s));
+    const auto tq = timed([&] { cuda::scaled_squares(gt, exponent, s); });
     struct Measured {
       const char* name;
       Timing t;
       int bytes_per_element;
     };
-    for (const Measured& x : {Measured{"adamw", ta, 28}, Measured{"lion", tl, 20}, Measured{"grad-norm", tn, 12}}) {
+    for (const Measured& x : {Measured{"adamw", ta, 28}, Measured{"lion", tl, 20}, Measured{"grad-norm", tn, 12},
+                              Measured{"grad-max", tm, 8}, Measured{"grad-sq", tq, 4}}) {
       const auto& t = x.t;
       GpuTimedRow r = make_row(x.name, "", 0, elements, uint64_t(elements) * x.bytes_per_element, t);
       r.gbps = r.bytes / (t.median * 1e-3) / 1e9;

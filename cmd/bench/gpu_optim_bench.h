@@ -7,7 +7,8 @@
 //              each (allocated 16-byte aligned, as a framework allocates tensors). AdamW reads p, g, m,
 //              v and writes p, m, v: 28 B/element; Lion 20 B. ratio = GB/s / copy GB/s.
 //   grad-norm  max |g| (with the 1/N scaling) plus the exact 128-bit square sum over the same grads:
-//              two passes over g (read + write, then read: 12 B/element).
+//              two passes over g (read + write, then read: 12 B/element). grad-max and grad-sq time
+//              each pass alone (8 and 4 B/element); each call includes copying its result to the host.
 //   muon       one Muon step (momentum, 5 bf16 Newton–Schulz iterations on cuBLAS, update) of each
 //              listed matrix, and of all the model's Muon matrices batched by shape; TFLOP/s counts
 //              the NS GEMMs, N·(4m²n + 2m³) per matrix, m = min(A,B), n = max(A,B).
@@ -31,7 +32,7 @@ struct GpuOptimBenchOptions {
 };
 
 struct GpuTimedRow {
-  std::string what;       // "copy", "adamw", "lion", "grad-norm", "muon"
+  std::string what;       // "copy", "adamw", "lion", "grad-norm", "grad-max", "grad-sq", "muon"
   std::string shape;      // muon: "4096x4096" or "model"; else ""
   int64_t matrices = 0;   // muon: matrices stepped
   int64_t elements = 0;
