@@ -22,6 +22,8 @@ namespace {
 
 // Slabs read ahead of the one being converted and written, for sources that serve concurrent reads.
 constexpr size_t kSlabsReadAhead = 2;
+// Blocks of half a slab read ahead of the DCP writer.
+constexpr size_t kDcpBlocksReadAhead = 4;
 
 struct Planned {
   size_t source = 0;  // index into ParamSource::tensors()
@@ -198,11 +200,12 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
 ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
   const std::vector<Planned> tensors = plan(src, o);
   StagedOutput staged(out, OutputKind::directory, o.force, o.inputs);
-  // The writer asks for bytes in blocks of a slab: each source read then spans many chunks, read in
-  // parallel, as the safetensors export's slabs do (DCP's 8 MiB default block left the disk idle
-  // between small reads).
+  // The writer asks for each tensor's bytes in consecutive blocks of its I/O block size, tensor after
+  // tensor, and checksums and writes each before asking for the next. Those blocks are read (and
+  // converted) ahead into a ring of buffers while it does, so a write that waits on the disk does not
+  // stop the reading; each read spans many source chunks, read in parallel.
   dcp::DcpWriteOptions wo;
-  wo.io_block_bytes = static_cast<size_t>(std::max<uint64_t>(o.slab_bytes, 1));
+  wo.io_block_bytes = static_cast<size_t>(std::max<uint64_t>(o.slab_bytes / 2, 1));
   dcp::DcpWriter w(staged.staged_dir(), wo);
   for (const Planned& t : tensors) {
     const dcp::TorchDType* dtype = dcp::find_torch_dtype(dcp::torch_dtype_name(t.spec.dtype));
@@ -214,78 +217,95 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   uint64_t total = 0;
   for (const auto& t : tensors) total += t.bytes();
   Progress progress("export", total, o.progress);
-  // The writer asks for each tensor's bytes in consecutive blocks of its I/O block size, tensor after
-  // tensor; the source elements of the block it will ask for next are read in the background while it
-  // checksums and writes the current one (a guess: a block asked for otherwise is read then).
-  const uint64_t block = wo.io_block_bytes;
+
   struct Block {
     size_t tensor = SIZE_MAX;
-    uint64_t offset = 0, size = 0;
-    std::vector<uint8_t> in;  // source elements covering [offset, offset + size)
+    uint64_t offset = 0, size = 0;  // output bytes
+    uint64_t read = 0;              // source bytes read for them
+    std::vector<uint8_t> in, bytes;  // source elements covering them; the output bytes
   };
-  Block cur;
-  auto elements = [&](const Block& b, uint64_t& lo, uint64_t& hi) {
-    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(tensors[b.tensor].spec.dtype) / 8, 1);
-    lo = b.offset / out_elem;
-    hi = (b.offset + b.size + out_elem - 1) / out_elem;
-  };
-  auto read_block = [&](Block& b) {
-    const ckpt::ParamTensor& st = src.tensors()[tensors[b.tensor].source];
-    uint64_t lo = 0, hi = 0;
-    elements(b, lo, hi);
-    b.in.resize((hi - lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
-    src.read(tensors[b.tensor].source, lo, hi, b.in.data());
-  };
-  // Declared after what its read uses, so that an exception waits for it before they go.
-  struct Ahead {
-    Block b;
-    std::future<void> done;  // declared last: destroyed (waited for) before the buffer
-  } ahead;
-  auto read_ahead = [&](size_t t, uint64_t offset) {
-    if (offset >= tensors[t].bytes()) {
-      if (++t >= tensors.size()) return;
-      offset = 0;
+  // Reads source elements covering output bytes [b.offset, b.offset + b.size) of tensor b.tensor and
+  // leaves exactly those bytes in b.bytes.
+  auto read_block = [&src, &tensors](Block& b) {
+    const Planned& t = tensors[b.tensor];
+    const ckpt::ParamTensor& st = src.tensors()[t.source];
+    const uint64_t in_elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
+    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
+    const uint64_t lo = b.offset / out_elem, hi = (b.offset + b.size + out_elem - 1) / out_elem;
+    b.read = (hi - lo) * in_elem;
+    b.bytes.resize((hi - lo) * out_elem);
+    if (st.dtype == t.spec.dtype) {
+      src.read(t.source, lo, hi, b.bytes.data());
+    } else {
+      b.in.resize(b.read);
+      src.read(t.source, lo, hi, b.in.data());
+      convert_elements(b.in.data(), st.dtype, b.bytes.data(), t.spec.dtype, hi - lo);
     }
-    ahead.b.tensor = t;
-    ahead.b.offset = offset;
-    ahead.b.size = std::min(block, tensors[t].bytes() - offset);
-    ahead.done = std::async(std::launch::async, [&] { read_block(ahead.b); });
+    // A block that does not start or end on an element (never with whole-element block sizes).
+    if (b.offset % out_elem != 0)
+      b.bytes.erase(b.bytes.begin(), b.bytes.begin() + static_cast<ptrdiff_t>(b.offset % out_elem));
+    b.bytes.resize(b.size);
   };
-  std::vector<uint8_t> out_buf;  // reused from tensor to tensor: no page faults, no zero-filling
+  struct Want {
+    size_t tensor;
+    uint64_t offset, size;
+  };
+  std::vector<Want> expected;  // the blocks the writer will ask for, in order
+  for (size_t ti = 0; ti < tensors.size(); ++ti)
+    for (uint64_t at = 0, n = tensors[ti].bytes(); at < n; at += wo.io_block_bytes)
+      expected.push_back({ti, at, std::min<uint64_t>(wo.io_block_bytes, n - at)});
+  std::vector<Block> ring(kDcpBlocksReadAhead);
+  // Declared after the buffers they fill: destroyed (waited for) first on an exception. A source that
+  // does not serve concurrent reads has each read wait for the one before it.
+  std::deque<std::shared_future<void>> reading;  // blocks [next_read - reading.size(), next_read)
+  size_t next_read = 0, next_fill = 0;
+  auto start_read = [&] {
+    if (next_read >= expected.size()) return;
+    Block& b = ring[next_read % ring.size()];
+    b.tensor = expected[next_read].tensor;  // field by field: the buffers keep their memory
+    b.offset = expected[next_read].offset;
+    b.size = expected[next_read].size;
+    std::shared_future<void> before;
+    if (!src.concurrent_reads() && !reading.empty()) before = reading.back();
+    reading.push_back(std::async(std::launch::async, [&b, before, &read_block] {
+                        if (before.valid()) before.wait();
+                        read_block(b);
+                      }).share());
+    ++next_read;
+  };
+  while (next_read < ring.size()) start_read();
+  Block cur;  // a block asked for out of the expected order
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
     const Planned& t = tensors[ti];
     const ckpt::ParamTensor& st = src.tensors()[t.source];
-    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
-    // Each byte range the writer asks for is served from the elements that cover it.
     auto fill = [&](uint64_t offset, void* dst, size_t size) {
-      bool ready = false;
-      if (ahead.done.valid()) {
-        ahead.done.get();
-        ready = ahead.b.tensor == ti && ahead.b.offset == offset && ahead.b.size == size;
-        if (ready) std::swap(cur, ahead.b);
-      }
-      if (!ready) {
+      const Block* b = nullptr;
+      if (next_fill < expected.size() && expected[next_fill].tensor == ti && expected[next_fill].offset == offset &&
+          expected[next_fill].size == size) {
+        reading.front().get();
+        b = &ring[next_fill % ring.size()];
+      } else {
         cur.tensor = ti;
         cur.offset = offset;
         cur.size = size;
         read_block(cur);
+        b = &cur;
       }
-      read_ahead(ti, offset + size);
-      uint64_t lo = 0, hi = 0;
-      elements(cur, lo, hi);
-      const uint8_t* bytes = cur.in.data();
-      if (st.dtype != t.spec.dtype) {
-        out_buf.resize((hi - lo) * out_elem);
-        convert_elements(cur.in.data(), st.dtype, out_buf.data(), t.spec.dtype, hi - lo);
-        bytes = out_buf.data();
-      }
-      std::memcpy(dst, bytes + offset % out_elem, size);
-      sum.bytes_read += cur.in.size();
+      std::memcpy(dst, b->bytes.data(), size);
+      sum.bytes_read += b->read;
       progress.advance(size);
+      if (b != &cur) {
+        reading.pop_front();
+        ++next_fill;
+        start_read();  // into the buffer just emptied
+      }
     };
     w.rank(0).write_tensor(dcp_key(st, t.spec.name), std::vector<uint64_t>(t.spec.shape.size(), 0), t.spec.shape, fill);
   }
-  if (ahead.done.valid()) ahead.done.get();
+  while (!reading.empty()) {
+    reading.front().wait();
+    reading.pop_front();
+  }
   w.commit();
   staged.commit();
   sum.files = {staged.dir()};
