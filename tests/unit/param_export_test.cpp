@@ -11,6 +11,8 @@
 #include "ckpt_test_util.h"
 #include "core/dtype.h"
 #include "formats/dcp/dcp_params.h"
+#include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/torch_dtype.h"
 #include "formats/dcp/reader.h"
 #include "formats/safetensors/model.h"
 
@@ -83,4 +85,31 @@ TEST_CASE("per-parameter exports cut into many slabs write what one slab per ten
         }
       }
     }
+}
+
+TEST_CASE("per-parameter exports of a checkpoint with fewer slabs than they read ahead", "[export]") {
+  // One F32 tensor of 3 elements: one slab, one DCP block, fewer than either export reads ahead.
+  test::CkptTempDir tmp("fpg-param-export");
+  const float values[3] = {1.5f, -2.25f, 3.0f};
+  {
+    dcp::DcpWriter w(tmp.path + "/src");
+    w.declare_tensor("model.w", *dcp::find_torch_dtype("float32"), {3});
+    w.rank(0).write_tensor("model.w", {0}, {3}, [&](uint64_t offset, void* dst, size_t size) {
+      std::memcpy(dst, reinterpret_cast<const uint8_t*>(values) + offset, size);
+    });
+    w.commit();
+  }
+  const auto opened = convert::open_params(tmp.path + "/src", "export it");
+  convert::ExportOptions o;
+  o.weights = convert::ExportWeights::fp32;
+  convert::export_params(opened->params(), tmp.path + "/out.safetensors", o);
+  const auto m = safetensors::Model::open(tmp.path + "/out.safetensors");
+  REQUIRE(m.size() == 1);
+  REQUIRE(std::memcmp(m.data(m.tensors()[0]), values, sizeof values) == 0);
+  convert::export_params_dcp(opened->params(), tmp.path + "/out-dcp", o);
+  const dcp::Reader r(tmp.path + "/out-dcp");
+  const dcp::DcpParams p(r);
+  REQUIRE(all_tensors(p) == std::vector<std::vector<uint8_t>>{
+                               std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(values),
+                                                    reinterpret_cast<const uint8_t*>(values) + sizeof values)});
 }

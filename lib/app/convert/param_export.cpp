@@ -166,7 +166,7 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     writing.get();
     progress.advance(writing_bytes);
   };
-  while (next_read < depth) start_read();
+  while (next_read < std::min(depth, units.size())) start_read();
   for (size_t k = 0; k < units.size(); ++k) {
     const Unit& u = units[k];
     const Planned& t = tensors[u.tensor];
@@ -273,7 +273,7 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
                       }).share());
     ++next_read;
   };
-  while (next_read < ring.size()) start_read();
+  while (next_read < std::min(ring.size(), expected.size())) start_read();
   Block cur;  // a block asked for out of the expected order
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
     const Planned& t = tensors[ti];
