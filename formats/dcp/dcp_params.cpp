@@ -395,8 +395,9 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
     prefetch(t, s.entry, now, last_chunk);
   }
   // Reads of whole chunks wait on the disk more than they compute: up to kReaders at once, whatever
-  // the thread pool's size, keep it busy.
-  constexpr size_t kReaders = 8;
+  // the thread pool's size, keep it busy (on the H200 host's virtio disk 16 read a cold 2 GB export
+  // 5% faster than 8; more read-ahead, 256 MiB, was slower).
+  constexpr size_t kReaders = 16;
   const size_t readers = std::min(kReaders, whole.size());
   std::vector<std::future<void>> reading;
   for (size_t k = 1; k < readers; ++k)
