@@ -25,7 +25,7 @@ set(FPG_LAYER_RANK_api 5)
 set(FPG_LAYER_RANK_fpgather 5)
 set(FPG_LAYER_RANK_cmd 6)
 set(FPG_LAYER_NAMES "core" "numerics (fp8, optim, model, layout, comm, kernels)" "pipeline and ckpt" "formats"
-    "app" "api (the public API and its implementation)" "cmd")
+    "app" "api" "cmd")
 set(FPG_LAYER_DIRS_0 lib/core)
 set(FPG_LAYER_DIRS_1 lib/fp8 lib/optim lib/model lib/layout lib/comm kernels)
 set(FPG_LAYER_DIRS_2 lib/pipeline lib/ckpt)
