@@ -99,7 +99,7 @@ CheckpointSummary inspect_fpckpt(const std::string& path) {
     t.dtype = std::string(fpg::dtype_name(k.dtype));
     t.shape = k.shape;
     t.numel = k.numel;
-    t.bytes = fpg::dtype_bytes(k.dtype, k.numel);
+    t.bytes = k.logical_bytes;
     t.stored_bytes = k.stored_bytes;
     t.chunks = k.chunks;
     c.tensors.push_back(std::move(t));
@@ -129,9 +129,8 @@ CheckpointSummary inspect_dcp(const std::string& path) {
     const fpg::dcp::TorchDType* torch = k.is_tensor ? fpg::dcp::find_torch_dtype(k.dtype) : nullptr;
     t.dtype = torch && torch->dtype ? std::string(fpg::dtype_name(*torch->dtype)) : k.dtype;
     t.shape = k.shape;
-    t.numel = 1;
+    t.numel = k.is_tensor ? 1 : 0;
     for (uint64_t d : k.shape) t.numel *= d;
-    if (!k.is_tensor) t.numel = 0;
     t.bytes = k.bytes;
     t.stored_bytes = k.stored_bytes;
     t.chunks = k.chunks;

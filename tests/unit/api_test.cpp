@@ -93,6 +93,10 @@ TEST_CASE("api: open and inspect an fpgather checkpoint", "[api]") {
   REQUIRE(m);
   CHECK(m->kind == "master");
   CHECK(m->chunks == 4);
+  CHECK(m->bytes == 660);  // 228 elements, 63 of them declared padding
+  uint64_t bytes = 0;
+  for (const auto& t : s.tensors) bytes += t.bytes;
+  CHECK(bytes == s.bytes);
 }
 
 TEST_CASE("api: open resolves latest and refuses what is no checkpoint", "[api]") {
@@ -265,6 +269,13 @@ TEST_CASE("api: convert a checkpoint to safetensors and to DCP", "[api]") {
   const auto dcp = fpgather::Checkpoint::open(tmp.path + "/dcp");
   CHECK(dcp.format() == fpgather::CheckpointFormat::torch_dcp);
   CHECK(dcp.validate().valid);
+  const auto ds = dcp.inspect();
+  CHECK(ds.optimizer == "model space");
+  const auto* weight = find_tensor(ds, "model.blocks.0.w");
+  REQUIRE(weight);
+  CHECK(weight->kind == "tensor");
+  CHECK(weight->dtype == "BF16");
+  CHECK(weight->numel == 100);
   CHECK(fpgather::diff(src, dcp).equal);
 
   CHECK(error_kind_of([&] { fpgather::convert(src, tmp.path + "/dcp", d); }) == fpgather::ErrorKind::usage);

@@ -56,7 +56,9 @@ struct TensorSummary {
   std::string dtype;  // as safetensors names it ("BF16"); a DCP dtype safetensors lacks by torch's name
   std::vector<uint64_t> shape;
   uint64_t numel = 0;
-  uint64_t bytes = 0;         // of the data as held (DCP bytes entries: their stored length)
+  // Of the data held, uncompressed: fpgather's declared padding, never stored, is not counted; a DCP
+  // bytes entry counts its stored length.
+  uint64_t bytes = 0;
   uint64_t stored_bytes = 0;  // on disk, after compression
   uint64_t chunks = 0;
 };
@@ -71,11 +73,12 @@ struct CheckpointSummary {
   // distributed-optimizer layout is recovered, as the number of ranks whose files hold it.
   std::optional<uint32_t> dp;
   // fpgather: what the model, layout, optimizer and FP8 recipe documents say, as inspect prints it;
-  // "" when absent. Megatron: optimizer is the optimizer state's form.
+  // "" when absent. DCP: optimizer is the form of the optimizer state (none, dp_reshardable or
+  // model space; "" when it cannot be mapped to parameters).
   std::string model, layout, optimizer, fp8;
   uint64_t files = 0;
-  uint64_t bytes = 0;         // of the tensors as held
-  uint64_t stored_bytes = 0;  // of the tensors on disk
+  uint64_t bytes = 0;         // the tensors' bytes, summed
+  uint64_t stored_bytes = 0;  // the tensors' stored bytes, summed
   std::vector<TensorSummary> tensors;  // index (metadata) order
 };
 

@@ -15,8 +15,8 @@ std::string version();
 void set_threads(std::size_t threads);
 
 // What the library logs to stderr: trace, debug, info, warn, error or off; "" means the FPGATHER_LOG
-// environment variable, else warn, which is also what applies until this is called. It sets spdlog's
-// default logger, which the library logs through. Error(usage) for another name.
+// environment variable, else warn. The library logs through spdlog's default logger, which its first
+// call sets up with "" unless this was called before. Error(usage) for another name.
 void set_log_level(const std::string& level);
 
 }  // namespace fpgather
