@@ -1,7 +1,9 @@
 # The layers of libfpgather (lib/ARCHITECTURE.md) and their check: a source or header of one layer
 # that includes a header of a layer above it is an error naming both. Includes are written from the include
-# roots lib/ and the repository root ("core/error.h", "formats/fpckpt/reader.h", "kernels/device.h"),
-# so the first path component says the layer.
+# roots lib/ and the repository root ("core/error.h", "formats/fpckpt/reader.h", "kernels/device.h")
+# and lib/include (<fpgather/checkpoint.h>, the public API), so the first path component says the layer.
+# The public headers (lib/include/fpgather) include only the standard library and each other: they are
+# all that is installed.
 #
 # Included by CMakeLists.txt, it checks when CMake configures; run as a script
 # (cmake -DFPG_SOURCE_DIR=DIR -P cmake/LayerCheck.cmake) it checks again, which the build does
@@ -19,15 +21,18 @@ set(FPG_LAYER_RANK_pipeline 2)
 set(FPG_LAYER_RANK_ckpt 2)
 set(FPG_LAYER_RANK_formats 3)
 set(FPG_LAYER_RANK_app 4)
-set(FPG_LAYER_RANK_cmd 5)
+set(FPG_LAYER_RANK_api 5)
+set(FPG_LAYER_RANK_fpgather 5)
+set(FPG_LAYER_RANK_cmd 6)
 set(FPG_LAYER_NAMES "core" "numerics (fp8, optim, model, layout, comm, kernels)" "pipeline and ckpt" "formats"
-    "app" "cmd")
+    "app" "api" "cmd")
 set(FPG_LAYER_DIRS_0 lib/core)
 set(FPG_LAYER_DIRS_1 lib/fp8 lib/optim lib/model lib/layout lib/comm kernels)
 set(FPG_LAYER_DIRS_2 lib/pipeline lib/ckpt)
 set(FPG_LAYER_DIRS_3 formats)
 set(FPG_LAYER_DIRS_4 lib/app)
-set(FPG_LAYER_DIRS_5 cmd)
+set(FPG_LAYER_DIRS_5 lib/api)
+set(FPG_LAYER_DIRS_6 cmd)
 
 # Every file under the layer's folders includes nothing ranked above it; returns the files read.
 function(fpg_check_layer RANK OUT_FILES)
@@ -39,9 +44,9 @@ function(fpg_check_layer RANK OUT_FILES)
          ${FPG_SOURCE_DIR}/${dir}/*.cpp ${FPG_SOURCE_DIR}/${dir}/*.cu)
     list(APPEND all ${files})
     foreach(file ${files})
-      file(STRINGS ${file} includes REGEX "^[ \t]*#[ \t]*include[ \t]+\"[a-z0-9_]+/")
+      file(STRINGS ${file} includes REGEX "^[ \t]*#[ \t]*include[ \t]+[\"<][a-z0-9_]+/")
       foreach(line ${includes})
-        string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"([a-z0-9_]+)/.*" "\\1" prefix "${line}")
+        string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+[\"<]([a-z0-9_]+)/.*" "\\1" prefix "${line}")
         set(rank "${FPG_LAYER_RANK_${prefix}}")
         if(NOT rank STREQUAL "" AND rank GREATER RANK)
           list(GET FPG_LAYER_NAMES ${rank} above)
@@ -56,12 +61,35 @@ function(fpg_check_layer RANK OUT_FILES)
   set(${OUT_FILES} ${all} PARENT_SCOPE)
 endfunction()
 
+# Every public header includes only <fpgather/NAME.h> and standard headers (<name>, no dot, no folder);
+# returns the files read.
+function(fpg_check_public_headers OUT_FILES)
+  file(GLOB files ${FPG_SOURCE_DIR}/lib/include/fpgather/*)
+  foreach(file ${files})
+    file(RELATIVE_PATH rel ${FPG_SOURCE_DIR} ${file})
+    if(NOT file MATCHES "\\.h$")
+      message(FATAL_ERROR "public API: ${rel} is not a header; lib/include/fpgather holds the installed headers only")
+    endif()
+    file(STRINGS ${file} includes REGEX "^[ \t]*#[ \t]*include")
+    foreach(line ${includes})
+      if(NOT line MATCHES "^[ \t]*#[ \t]*include[ \t]+<(fpgather/[a-z0-9_]+\\.h|[a-z_]+)>[ \t]*(//.*)?$")
+        string(STRIP "${line}" line)
+        message(FATAL_ERROR "public API: ${rel} has `${line}`; public headers include only the standard "
+                            "library and <fpgather/...> (lib/ARCHITECTURE.md)")
+      endif()
+    endforeach()
+  endforeach()
+  set(${OUT_FILES} ${files} PARENT_SCOPE)
+endfunction()
+
 function(fpg_check_layers OUT_FILES)
   set(all "")
-  foreach(rank RANGE 5)
+  foreach(rank RANGE 6)
     fpg_check_layer(${rank} files)
     list(APPEND all ${files})
   endforeach()
+  fpg_check_public_headers(files)
+  list(APPEND all ${files})
   set(${OUT_FILES} ${all} PARENT_SCOPE)
 endfunction()
 

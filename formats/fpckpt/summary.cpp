@@ -33,6 +33,7 @@ Summary summarize(const ckpt::Index& ix) {
   for (const auto& [n, t] : ix.documents.all()) s.documents.push_back(n);
   if (auto o = doc_json(ix, ckpt::doc::optimizer); o.is_object()) {
     if (o.contains("step")) s.step = scalar_text(o["step"]);
+    if (o.contains("step") && o["step"].is_number_unsigned()) s.step_count = o["step"].get<uint64_t>();
     s.optimizer = scalar_text(o.value("name", nlohmann::json()));
     if (o.contains("state_layout")) s.optimizer += (s.optimizer.empty() ? "" : ", ") + std::string("state layout ") + scalar_text(o["state_layout"]);
   }
@@ -44,6 +45,7 @@ Summary summarize(const ckpt::Index& ix) {
   if (auto l = doc_json(ix, ckpt::doc::layout); l.is_object()) {
     s.layout = scalar_text(l.value("kind", nlohmann::json()));
     if (l.contains("dp")) s.layout += ", dp " + scalar_text(l["dp"]);
+    if (l.contains("dp") && l["dp"].is_number_unsigned()) s.dp = l["dp"].get<uint64_t>();
   }
   if (auto f = doc_json(ix, ckpt::doc::fp8); f.is_object()) s.fp8 = scalar_text(f.value("recipe", nlohmann::json()));
 

@@ -28,6 +28,7 @@ struct KeyRow {
 struct Summary {
   std::string format_version, producer;
   std::string step, model, layout, optimizer, fp8;  // "" when the document is absent
+  std::optional<uint64_t> step_count, dp;  // the step and the layout's dp, where the documents hold integers
   std::vector<std::string> documents;
   KindSizes by_kind[ckpt::kKeyKindCount];
   KindSizes total;

@@ -1,0 +1,13 @@
+# Finds NCCL and defines NCCL::NCCL. NCCL ships with the CUDA toolkit on some machines and in the
+# system paths on others: the toolkit's folders (find_package(CUDAToolkit) first) are searched first,
+# then NCCL_ROOT and the system paths.
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ENV NCCL_ROOT ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} ENV NCCL_ROOT ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(NCCL REQUIRED_VARS NCCL_LIBRARY NCCL_INCLUDE_DIR)
+if(NCCL_FOUND AND NOT TARGET NCCL::NCCL)
+  add_library(NCCL::NCCL UNKNOWN IMPORTED)
+  set_target_properties(NCCL::NCCL PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                        INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+endif()
+mark_as_advanced(NCCL_INCLUDE_DIR NCCL_LIBRARY)
