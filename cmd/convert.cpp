@@ -4,9 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "app/convert/checkpoint_export.h"
 #include "app/convert/checkpoint_params.h"
-#include "app/convert/param_export.h"
+#include "app/convert/export_any.h"
 #include "app/convert/checkpoint_recompress.h"
 #include "app/convert/quantize_model.h"
 #include "core/error.h"
@@ -115,21 +114,15 @@ int run_reencode_fp8(const ConvertArgs& a, const GlobalOptions& g) {
 int run_export(const ConvertArgs& a, const GlobalOptions& g) {
   const auto t0 = std::chrono::steady_clock::now();
   convert::ExportOptions o;
-  if (a.dtype == "bf16") o.weights = convert::ExportWeights::bf16;
-  else if (a.dtype == "fp32") o.weights = convert::ExportWeights::fp32;
-  else if (a.dtype == "fp8") o.weights = convert::ExportWeights::fp8;
-  else throw UsageError("--dtype of a checkpoint export must be bf16, fp32 or fp8, not '" + a.dtype + "'");
+  const auto weights = convert::parse_export_weights(a.dtype);
+  if (!weights) throw UsageError("--dtype of a checkpoint export must be bf16, fp32 or fp8, not '" + a.dtype + "'");
+  o.weights = *weights;
   o.states = a.states;
   o.max_shard_bytes = convert::parse_byte_size(a.max_shard_size);
   o.progress = progress_enabled(g);
   o.validate = !a.no_validate;
   o.force = a.force;
-  o.inputs = {a.in};
-  convert::ExportSummary s;
-  if (a.to == "dcp") s = convert::export_params_dcp(convert::open_params(a.in, "export it", o.validate)->params(), a.out, o);
-  else if (convert::is_dcp_checkpoint(a.in))
-    s = convert::export_params(convert::open_params(a.in, "export it", o.validate)->params(), a.out, o);
-  else s = convert::export_checkpoint(a.in, a.out, o);
+  const convert::ExportSummary s = convert::export_any(a.in, a.out, *convert::parse_export_format(a.to), o);
   const double secs = seconds_since(t0);
   if (g.json) {
     const nlohmann::json j = {{"input", s.checkpoint}, {"output", a.out},   {"operation", "export"},
@@ -146,7 +139,7 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
 }
 
 int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
-  if (a.to != "safetensors" && a.to != "dcp") throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
+  if (!convert::parse_export_format(a.to)) throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
   if (a.to == "dcp" && !convert::is_checkpoint(a.in) && !convert::is_dcp_checkpoint(a.in))
     throw UsageError("--to dcp exports a checkpoint; " + a.in + " is not one");
   if (a.to == "dcp" && (!a.fp8.empty() || !a.compress.empty() || a.dequantize))

@@ -6,10 +6,7 @@
 
 #include "cli.h"
 #include "core/error.h"
-#include "ckpt/param_diff.h"
-#include "app/convert/checkpoint_params.h"
-#include "formats/fpckpt/diff.h"
-#include "formats/fpckpt/validate.h"
+#include "app/convert/checkpoint_diff.h"
 
 namespace fpg::cli {
 namespace {
@@ -23,27 +20,13 @@ struct DiffArgs {
 
 int run_diff(const DiffArgs& args, const GlobalOptions& g) {
   if (args.rtol < 0 || args.atol < 0) throw UsageError("--rtol and --atol must be >= 0");
-  fpckpt::DiffOptions o;
+  ckpt::DiffOptions o;
   o.rtol = args.rtol;
   o.atol = args.atol;
   o.max_reports = args.max_reports;
-  ckpt::DiffReport rep;
-  std::string dir_a, dir_b;
-  if (convert::is_dcp_checkpoint(args.a) || convert::is_dcp_checkpoint(args.b)) {
-    // A DCP or Megatron checkpoint on either side: compare parameter by parameter.
-    const auto a = convert::open_params(args.a, "compare it", !args.no_validate);
-    const auto b = convert::open_params(args.b, "compare it", !args.no_validate);
-    rep = ckpt::diff_params(a->params(), b->params(), o);
-    dir_a = args.a;
-    dir_b = args.b;
-  } else {
-    const auto ra = fpckpt::open_valid(args.a, "compare it", !args.no_validate);
-    const auto rb = fpckpt::open_valid(args.b, "compare it", !args.no_validate);
-    const fpckpt::CheckpointReader &a = *ra, &b = *rb;
-    rep = fpckpt::diff_checkpoints(a, b, o);
-    dir_a = a.dir();
-    dir_b = b.dir();
-  }
+  const convert::CheckpointDiff d = convert::diff_any(args.a, args.b, o, !args.no_validate);
+  const ckpt::DiffReport& rep = d.report;
+  const std::string &dir_a = d.dir_a, &dir_b = d.dir_b;
   const int code = rep.equal() ? 0 : 1;
   if (g.json) {
     nlohmann::json j = {{"a", dir_a}, {"b", dir_b}, {"rtol", args.rtol}, {"atol", args.atol},

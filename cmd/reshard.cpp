@@ -85,9 +85,10 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
   o.bucket_size = ro.bucket_size;
   o.pad_for_nccl = ro.pad_for_nccl;
   o.dry_run = a.dry_run;
-  if (a.to == "dp_reshardable") o.to = app::MegatronForm::dp_reshardable;
-  else if (a.to == "fully_reshardable") o.to = app::MegatronForm::fully_reshardable;
-  else if (!a.to.empty()) throw UsageError("--to must be dp_reshardable or fully_reshardable, not '" + a.to + "'");
+  if (!a.to.empty()) {
+    o.to = app::parse_megatron_form(a.to);
+    if (!o.to) throw UsageError("--to must be dp_reshardable or fully_reshardable, not '" + a.to + "'");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const app::MegatronReshardSummary s = app::reshard_megatron(a.src, a.dst, o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/dcp/dcp_params.h"
-#include "formats/dcp/validate.h"
 
 namespace fpg::cli {
 
@@ -12,10 +11,8 @@ int validate_dcp(const std::string& path, bool data, bool json) {
   const dcp::Reader reader(path);
   dcp::ValidateOptions o;
   o.data = data;
-  dcp::ValidationReport rep = dcp::validate(reader, o);
   std::unique_ptr<dcp::DcpParams> params;
-  if (rep.ok())
-    for (auto& p : dcp::check_param_mapping(reader, &params)) rep.problems.push_back(std::move(p));
+  const dcp::ValidationReport rep = dcp::validate_with_params(reader, o, &params);
   uint64_t padding = 0;
   if (params)
     for (const auto& p : params->stored_padding()) padding += p.hi - p.lo;

@@ -460,4 +460,12 @@ std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique
   }
 }
 
+ValidationReport validate_with_params(const Reader& reader, const ValidateOptions& options,
+                                      std::unique_ptr<DcpParams>* view) {
+  ValidationReport rep = validate(reader, options);
+  if (rep.ok())
+    for (auto& p : check_param_mapping(reader, view)) rep.problems.push_back(std::move(p));
+  return rep;
+}
+
 }  // namespace fpg::dcp

@@ -34,6 +34,7 @@
 #include "ckpt/problem.h"
 #include "formats/dcp/megatron_layout.h"
 #include "formats/dcp/reader.h"
+#include "formats/dcp/validate.h"
 
 namespace fpg::dcp {
 
@@ -128,5 +129,11 @@ namespace fpg::dcp {
 // Megatron optimizer layout that cannot be recovered (layout_mismatch) or objects that cannot be
 // decoded (checksum). `view` receives the mapping when it succeeds.
 std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view = nullptr);
+
+// What `fpgather validate` runs on a DCP directory: DCP's rules (validate.h) and, for a checkpoint
+// that passes them, check_param_mapping's problems added to the report. `view` receives the mapping
+// when it succeeds; it reads through `reader`, which must outlive it.
+ValidationReport validate_with_params(const Reader& reader, const ValidateOptions& options,
+                                      std::unique_ptr<DcpParams>* view = nullptr);
 
 }  // namespace fpg::dcp

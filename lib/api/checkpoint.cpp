@@ -55,15 +55,12 @@ ValidationReport validate_fpckpt(const std::string& path, const ValidateOptions&
   return r;
 }
 
-// DCP's rules and, for a checkpoint that passes them, the mapping to parameters (a Megatron
-// optimizer layout that cannot be recovered is a problem), as `fpgather validate` runs them.
+// DCP's rules and the mapping to parameters, as `fpgather validate` runs them.
 ValidationReport validate_dcp(const std::string& path, const ValidateOptions& options) {
   const fpg::dcp::Reader reader(path);
   fpg::dcp::ValidateOptions o;
   o.data = options.data;
-  fpg::dcp::ValidationReport rep = fpg::dcp::validate(reader, o);
-  if (rep.ok())
-    for (auto& p : fpg::dcp::check_param_mapping(reader)) rep.problems.push_back(std::move(p));
+  const fpg::dcp::ValidationReport rep = fpg::dcp::validate_with_params(reader, o);
   ValidationReport r;
   r.valid = rep.ok();
   r.data_checked = options.data;

@@ -1,12 +1,8 @@
-// fpgather/diff.h over the comparisons `fpgather diff` runs: key by key between two fpgather
-// checkpoints (formats/fpckpt/diff.h), parameter by parameter when either is a DCP or Megatron one.
+// fpgather/diff.h over the comparison `fpgather diff` runs (app/convert/checkpoint_diff.h).
 #include <fpgather/diff.h>
 
 #include "api/boundary.h"
-#include "app/convert/checkpoint_params.h"
-#include "ckpt/param_diff.h"
-#include "formats/fpckpt/diff.h"
-#include "formats/fpckpt/validate.h"
+#include "app/convert/checkpoint_diff.h"
 
 namespace fpgather {
 
@@ -17,16 +13,7 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     o.rtol = options.rtol;
     o.atol = options.atol;
     o.max_reports = options.max_reports;
-    fpg::ckpt::DiffReport rep;
-    if (a.format() != CheckpointFormat::fpgather || b.format() != CheckpointFormat::fpgather) {
-      const auto pa = fpg::convert::open_params(a.path(), "compare it", options.validate);
-      const auto pb = fpg::convert::open_params(b.path(), "compare it", options.validate);
-      rep = fpg::ckpt::diff_params(pa->params(), pb->params(), o);
-    } else {
-      const auto ra = fpg::fpckpt::open_valid(a.path(), "compare it", options.validate);
-      const auto rb = fpg::fpckpt::open_valid(b.path(), "compare it", options.validate);
-      rep = fpg::fpckpt::diff_checkpoints(*ra, *rb, o);
-    }
+    const fpg::ckpt::DiffReport rep = fpg::convert::diff_any(a.path(), b.path(), o, options.validate).report;
     DiffReport r;
     r.equal = rep.equal();
     r.model_space = rep.model_space;

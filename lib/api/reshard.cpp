@@ -77,11 +77,12 @@ ReshardReport reshard_megatron(const std::string& source, const std::string& tar
   o.bucket_size = common.bucket_size;
   o.pad_for_nccl = common.pad_for_nccl;
   o.dry_run = options.dry_run;
-  if (options.megatron_form == "dp_reshardable") o.to = fpg::app::MegatronForm::dp_reshardable;
-  else if (options.megatron_form == "fully_reshardable") o.to = fpg::app::MegatronForm::fully_reshardable;
-  else if (!options.megatron_form.empty())
-    throw fpg::UsageError("reshard: megatron_form must be dp_reshardable or fully_reshardable, not '" +
-                          options.megatron_form + "'");
+  if (!options.megatron_form.empty()) {
+    o.to = fpg::app::parse_megatron_form(options.megatron_form);
+    if (!o.to)
+      throw fpg::UsageError("reshard: megatron_form must be dp_reshardable or fully_reshardable, not '" +
+                            options.megatron_form + "'");
+  }
   const fpg::app::MegatronReshardSummary s = fpg::app::reshard_megatron(source, target, o);
   ReshardReport r;
   r.source = source;

@@ -106,6 +106,12 @@ dcp::FillBytes state_fill(const Source& s, std::string param, std::string role, 
 
 }  // namespace
 
+std::optional<MegatronForm> parse_megatron_form(const std::string& name) {
+  for (MegatronForm f : {MegatronForm::dp_reshardable, MegatronForm::fully_reshardable})
+    if (name == form_name(f)) return f;
+  return std::nullopt;
+}
+
 MegatronReshardSummary reshard_megatron(const std::string& src, const std::string& dst,
                                         const MegatronReshardOptions& opts) {
   if (opts.dp == 0) throw UsageError("--dp must be at least 1");

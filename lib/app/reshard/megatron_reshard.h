@@ -24,6 +24,9 @@ namespace fpg::app {
 
 enum class MegatronForm : uint8_t { dp_reshardable, fully_reshardable };
 
+// "dp_reshardable" or "fully_reshardable"; nullopt otherwise.
+std::optional<MegatronForm> parse_megatron_form(const std::string& name);
+
 struct MegatronReshardOptions {
   uint32_t dp = 0;
   // Unset: the source's (recovered) bucket size; set to nullopt: one bucket per buffer.

@@ -1,0 +1,22 @@
+// `fpgather diff A B` over any two checkpoints fpgather reads: key by key between two fpgather
+// checkpoints (formats/fpckpt/diff.h, which compares bucket-layout state per param), parameter by
+// parameter (ckpt/param_diff.h) when either is a PyTorch DCP or Megatron torch_dist one.
+#pragma once
+
+#include <string>
+
+#include "ckpt/value_diff.h"
+
+namespace fpg::convert {
+
+struct CheckpointDiff {
+  ckpt::DiffReport report;
+  // What was compared: an fpgather checkpoint's directory after resolving `latest`, a DCP path as given.
+  std::string dir_a, dir_b;
+};
+
+// With `validate`, each side must pass the checks that need no data first (fpckpt::open_valid,
+// dcp::validate: exit 1 with the problems); FormatError for a path that is no readable checkpoint.
+CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& opts, bool validate);
+
+}  // namespace fpg::convert
