@@ -156,8 +156,7 @@ void BucketedPart::scale_grads(float divisor, GradNorm& nrm) {
   for (size_t i = 0; i < st_.fragments.size(); ++i) {
     float* g = bufs_[frag_buffer_[i]].grad.data() + frag_world_[i];
     const uint64_t n = st_.fragments[i].param_range.size();
-    for (uint64_t k = 0; k < n; ++k) g[k] = g[k] / divisor;
-    nrm.local_max = max_abs(g, n, nrm.local_max);
+    nrm.local_max = divide_and_max_abs(g, n, divisor, nrm.local_max);
   }
 }
 

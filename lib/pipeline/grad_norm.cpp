@@ -4,15 +4,46 @@
 #include <cstring>
 #include <vector>
 
+#include "optim/simd_clones.h"
+
 namespace fpg::pipeline {
 
-float max_abs(const float* x, size_t n, float acc) {
+namespace {
+
+// |x| as its bit pattern: for non-negative floats, and NaNs with the sign cleared (which sort above
+// +inf), integer order is float order, so an integer max is the float max with any NaN winning.
+// Integer max vectorizes; the float compare-and-select with its NaN rule does not.
+uint32_t abs_bits(float x) {
+  uint32_t u = 0;
+  std::memcpy(&u, &x, 4);
+  return u & 0x7fffffffu;
+}
+
+float from_bits(uint32_t u) {
+  float f = 0;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+FPG_SIMD_CLONES float max_abs(const float* x, size_t n, float acc) {
+  uint32_t mx = abs_bits(acc);
   for (size_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    // a > acc picks larger values; a != a makes a NaN stick (acc NaN: nothing compares greater).
-    acc = (a > acc || a != a) ? a : acc;
+    const uint32_t a = abs_bits(x[i]);
+    mx = a > mx ? a : mx;
   }
-  return acc;
+  return from_bits(mx);
+}
+
+FPG_SIMD_CLONES float divide_and_max_abs(float* x, size_t n, float divisor, float acc) {
+  uint32_t mx = abs_bits(acc);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = x[i] / divisor;
+    const uint32_t a = abs_bits(x[i]);
+    mx = a > mx ? a : mx;
+  }
+  return from_bits(mx);
 }
 
 int norm_exponent(float global_max) {
@@ -22,20 +53,24 @@ int norm_exponent(float global_max) {
   return e;
 }
 
-void add_scaled_squares(const float* x, size_t n, int exponent, uint128& sum) {
+FPG_SIMD_CLONES void add_scaled_squares(const float* x, size_t n, int exponent, uint128& sum) {
   const double scale = std::ldexp(1.0, -exponent);  // exact power of two
   const double lift = std::ldexp(1.0, 60);
+  // Blocks of 8 fit a uint64 (8 · 2^60 < 2^64), then fold into the 128-bit sum; a whole block is a
+  // fixed-length loop the compiler turns into vector code. Integer sums: the order cannot change them.
+  auto q = [&](float v) {
+    const double r = static_cast<double>(v) * scale;
+    return static_cast<uint64_t>((r * r) * lift);  // r*r < 1 exact; truncation = floor (>= 0)
+  };
   size_t i = 0;
-  // Blocks of 8 fit a uint64 (8 · 2^60 < 2^64), then fold into the 128-bit sum.
-  while (i < n) {
-    const size_t end = i + 8 < n ? i + 8 : n;
+  for (; i + 8 <= n; i += 8) {
     uint64_t part = 0;
-    for (; i < end; ++i) {
-      const double r = static_cast<double>(x[i]) * scale;
-      part += static_cast<uint64_t>((r * r) * lift);  // r*r < 1 exact; truncation = floor (>= 0)
-    }
+    for (size_t k = 0; k < 8; ++k) part += q(x[i + k]);
     sum += part;
   }
+  uint64_t part = 0;
+  for (; i < n; ++i) part += q(x[i]);
+  sum += part;
 }
 
 uint128 all_sum(comm::Communicator& comm, uint128 local) {

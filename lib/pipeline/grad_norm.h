@@ -29,8 +29,12 @@ namespace fpg::pipeline {
 
 using uint128 = unsigned __int128;
 
-// max(acc, |x_i|) over n values; a NaN anywhere makes the result NaN (and keeps it).
+// max(acc, |x_i|) over n values; a NaN anywhere makes the result NaN (and keeps it): of several NaNs,
+// the one with the largest payload (the max of the bit patterns with the sign cleared, as the GPU's).
 float max_abs(const float* x, size_t n, float acc);
+
+// x_i ← x_i / divisor (IEEE division), then max_abs of the results: one pass.
+float divide_and_max_abs(float* x, size_t n, float divisor, float acc);
 
 // The exponent E of step 3 for a finite global max m > 0 (m < 2^E); 0 for m == 0.
 int norm_exponent(float global_max);

@@ -125,8 +125,7 @@ void LayerWisePart::all_reduce(std::vector<comm::WorkPtr>& works) {
 void LayerWisePart::scale_grads(float divisor, GradNorm& n) {
   for (uint32_t i : owned_) {
     float* g = grad_.data() + mats_[i].grad_off;
-    for (uint64_t k = 0; k < mats_[i].numel; ++k) g[k] = g[k] / divisor;
-    n.local_max = max_abs(g, mats_[i].numel, n.local_max);
+    n.local_max = divide_and_max_abs(g, mats_[i].numel, divisor, n.local_max);
   }
 }
 
