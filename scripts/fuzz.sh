@@ -65,10 +65,15 @@ hdf5_targets=" fuzz_ckpt_index_image "
 fork=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
 
 # Whether the report of rerunning finding $2 with target $1 shows HDF5's code before fpgather's
-# (a frame with a source line under this repository; libstdc++ and the sanitizers are neither).
+# (a frame with a source line under this repository; libstdc++ and the sanitizers are neither). The
+# rerun has the fuzzing run's limit on one allocation, which a single-input run does not apply by
+# default, so that an oom-* finding reproduces with the stack of its allocation; the limit on the
+# process's memory is set above it, so that the memory watcher (which prints no stack) does not
+# report first.
 in_hdf5() (
   set +o pipefail  # the rerun fails, as a finding does
-  ASAN_OPTIONS=$ASAN_OPTIONS:malloc_context_size=30 "$1" "$2" 2>&1 | grep -E '^ +#[0-9]+ ' |
+  ASAN_OPTIONS=$ASAN_OPTIONS:malloc_context_size=30 "$1" -malloc_limit_mb=2048 -rss_limit_mb=4096 "$2" 2>&1 |
+    grep -E '^ +#[0-9]+ ' |
     grep -m1 -E "libhdf5|$PWD/[^ ]+\.(cpp|h):[0-9]" | grep -q libhdf5
 )
 
