@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/float_codec.h"
 #include "optim/simd_clones.h"
 
 namespace fpg::pipeline {
@@ -13,17 +14,7 @@ namespace {
 // |x| as its bit pattern: for non-negative floats, and NaNs with the sign cleared (which sort above
 // +inf), integer order is float order, so an integer max is the float max with any NaN winning.
 // Integer max vectorizes; the float compare-and-select with its NaN rule does not.
-uint32_t abs_bits(float x) {
-  uint32_t u = 0;
-  std::memcpy(&u, &x, 4);
-  return u & 0x7fffffffu;
-}
-
-float from_bits(uint32_t u) {
-  float f = 0;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+uint32_t abs_bits(float x) { return float_bits(x) & 0x7fffffffu; }
 
 }  // namespace
 
@@ -33,7 +24,7 @@ FPG_SIMD_CLONES float max_abs(const float* x, size_t n, float acc) {
     const uint32_t a = abs_bits(x[i]);
     mx = a > mx ? a : mx;
   }
-  return from_bits(mx);
+  return bits_float(mx);
 }
 
 FPG_SIMD_CLONES float divide_and_max_abs(float* x, size_t n, float divisor, float acc) {
@@ -43,7 +34,7 @@ FPG_SIMD_CLONES float divide_and_max_abs(float* x, size_t n, float divisor, floa
     const uint32_t a = abs_bits(x[i]);
     mx = a > mx ? a : mx;
   }
-  return from_bits(mx);
+  return bits_float(mx);
 }
 
 int norm_exponent(float global_max) {
