@@ -6,6 +6,7 @@
 #include "kernels/grad_norm.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -160,9 +161,18 @@ __global__ void __launch_bounds__(kThreads)
 // lift = 2^(30-E): r = g·2^(30-E) is exact (a power-of-two scale of an fp32 in double), r·r is exact
 // (48 significant bits) and equals add_scaled_squares' exact (g·2^-E)²·2^60, so the truncation
 // (= floor, r·r >= 0) gives the CPU's q(g).
+// With max_bits, lift comes from the max the max kernel left there (norm_exponent on the device, as
+// the CPU's frexp); a non-finite max (the step is skipped) leaves the sum unset, in every block alike.
 __global__ void __launch_bounds__(kThreads)
-    squares_kernel(const GradTile* __restrict__ tiles, int64_t n_tiles, double lift,
+    squares_kernel(const GradTile* __restrict__ tiles, int64_t n_tiles, double lift, const unsigned long long* max_bits,
                    ulonglong2* __restrict__ block_sum, unsigned* arrivals, unsigned long long* result) {
+  if (max_bits) {
+    const float m = __uint_as_float(static_cast<unsigned>(__ldcg(max_bits)));
+    if (!(m <= FLT_MAX)) return;
+    int e = 0;
+    if (m > 0.0f) frexp(static_cast<double>(m), &e);
+    lift = ldexp(1.0, 30 - e);
+  }
   uint128 sum = 0;
   // Last tile first: the scale pass before this one finished there, so those tiles are still in L2.
   for_each_tile(tiles, n_tiles, true, [&](const GradTile& t) {
@@ -228,18 +238,45 @@ float float_of(uint32_t bits) {
   return out;
 }
 
+// Enqueues the max pass (scaling by divisor unless it is 1: x / 1 == x, so the pass only reads),
+// leaving the max's bits in result[0]. The table has tiles.
 template <bool kScale>
-float run_max(const GradSpanTable& t, float divisor, float acc, cudaStream_t stream) {
-  const auto& im = t.impl();
-  const unsigned init = acc_bits(acc);
-  if (im.tiles.size() == 0) return float_of(init);
+void launch_max(const GradSpanTable::Impl& im, float divisor, unsigned init, cudaStream_t stream) {
   const unsigned grid = grid_for(max_kernel_ptr(kScale), im.tiles.size(), static_cast<size_t>(im.max_grid));
   max_kernel<kScale><<<grid, kThreads, 0, stream>>>(im.tiles.get(), static_cast<int64_t>(im.tiles.size()), divisor,
                                                     init, im.block_max.get(), im.arrivals.get(), im.result.get());
   FPG_CUDA_CHECK_LAUNCH();
-  unsigned long long bits = 0;
-  FPG_CUDA_CHECK(cudaMemcpyAsync(&bits, im.result.get(), sizeof bits, cudaMemcpyDeviceToHost, stream));
+}
+
+void launch_max(const GradSpanTable::Impl& im, float divisor, float acc, cudaStream_t stream) {
+  if (divisor == 1.0f)
+    launch_max<false>(im, divisor, acc_bits(acc), stream);
+  else
+    launch_max<true>(im, divisor, acc_bits(acc), stream);
+}
+
+// Enqueues the squares pass at `exponent`, or at the exponent of the max in result[0] when from_max.
+void launch_squares(const GradSpanTable::Impl& im, int exponent, bool from_max, cudaStream_t stream) {
+  const unsigned grid =
+      grid_for(reinterpret_cast<const void*>(&squares_kernel), im.tiles.size(), static_cast<size_t>(im.max_grid));
+  squares_kernel<<<grid, kThreads, 0, stream>>>(im.tiles.get(), static_cast<int64_t>(im.tiles.size()),
+                                                std::ldexp(1.0, 30 - exponent), from_max ? im.result.get() : nullptr,
+                                                im.block_sum.get(), im.arrivals.get(), im.result.get());
+  FPG_CUDA_CHECK_LAUNCH();
+}
+
+// result[first, first + n) copied to the host once the stream gets there.
+void copy_result(const GradSpanTable::Impl& im, size_t first, size_t n, unsigned long long* out, cudaStream_t stream) {
+  FPG_CUDA_CHECK(cudaMemcpyAsync(out, im.result.get() + first, n * sizeof *out, cudaMemcpyDeviceToHost, stream));
   FPG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+float run_max(const GradSpanTable& t, float divisor, float acc, cudaStream_t stream) {
+  const auto& im = t.impl();
+  if (im.tiles.size() == 0) return float_of(acc_bits(acc));
+  launch_max(im, divisor, acc, stream);
+  unsigned long long bits = 0;
+  copy_result(im, 0, 1, &bits, stream);
   return float_of(static_cast<uint32_t>(bits));
 }
 
@@ -272,24 +309,30 @@ GradSpanTable& GradSpanTable::operator=(GradSpanTable&&) noexcept = default;
 int64_t GradSpanTable::elements() const { return impl_->elements; }
 
 float scale_and_max_abs(const GradSpanTable& t, float divisor, float acc, cudaStream_t stream) {
-  return run_max<true>(t, divisor, acc, stream);
+  return run_max(t, divisor, acc, stream);
 }
 
-float max_abs(const GradSpanTable& t, float acc, cudaStream_t stream) { return run_max<false>(t, 1.0f, acc, stream); }
+float max_abs(const GradSpanTable& t, float acc, cudaStream_t stream) { return run_max(t, 1.0f, acc, stream); }
 
 uint128 scaled_squares(const GradSpanTable& t, int exponent, cudaStream_t stream) {
   const auto& im = t.impl();
   if (im.tiles.size() == 0) return 0;
-  const unsigned grid =
-      grid_for(reinterpret_cast<const void*>(&squares_kernel), im.tiles.size(), static_cast<size_t>(im.max_grid));
-  squares_kernel<<<grid, kThreads, 0, stream>>>(im.tiles.get(), static_cast<int64_t>(im.tiles.size()),
-                                                std::ldexp(1.0, 30 - exponent), im.block_sum.get(),
-                                                im.arrivals.get(), im.result.get());
-  FPG_CUDA_CHECK_LAUNCH();
+  launch_squares(im, exponent, false, stream);
   unsigned long long w[2] = {0, 0};
-  FPG_CUDA_CHECK(cudaMemcpyAsync(w, im.result.get() + 1, sizeof w, cudaMemcpyDeviceToHost, stream));
-  FPG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  copy_result(im, 1, 2, w, stream);
   return (static_cast<uint128>(w[1]) << 64) | w[0];
+}
+
+MaxAndSquares scale_max_and_squares(const GradSpanTable& t, float divisor, float acc, cudaStream_t stream) {
+  const auto& im = t.impl();
+  if (im.tiles.size() == 0) return {float_of(acc_bits(acc)), 0};
+  launch_max(im, divisor, acc, stream);
+  launch_squares(im, 0, true, stream);
+  unsigned long long w[3] = {0, 0, 0};
+  copy_result(im, 0, 3, w, stream);
+  const float mx = float_of(static_cast<uint32_t>(w[0]));
+  if (!std::isfinite(mx)) return {mx, 0};
+  return {mx, (static_cast<uint128>(w[2]) << 64) | w[1]};
 }
 
 void scale(const GradSpanTable& t, float coef, cudaStream_t stream) {

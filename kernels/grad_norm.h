@@ -41,7 +41,8 @@ class GradSpanTable {
 };
 
 // g ← g / divisor on every element (the pipeline's grad averaging), then max(acc, |g|) over all of them
-// as pipeline::max_abs: NaN anywhere makes the result NaN. One fused launch.
+// as pipeline::max_abs: NaN anywhere makes the result NaN. One fused launch; with divisor 1 the grads
+// are only read (x / 1 == x), as pipeline::divide_and_max_abs does.
 float scale_and_max_abs(const GradSpanTable& t, float divisor, float acc, cudaStream_t stream);
 
 // max(acc, |g|) without scaling.
@@ -50,6 +51,15 @@ float max_abs(const GradSpanTable& t, float acc, cudaStream_t stream);
 // Σ q(g) as pipeline::add_scaled_squares adds it (q(g) = floor((g/2^E)^2 · 2^60)), for finite grads
 // and E = pipeline::norm_exponent of a max of every |g|.
 uint128 scaled_squares(const GradSpanTable& t, int exponent, cudaStream_t stream);
+
+// scale_and_max_abs, then scaled_squares at pipeline::norm_exponent of that max, which the squares
+// pass takes from device memory: two launches, one copy back, one synchronisation. For a group of one
+// rank, whose local max is the global one. sum is 0 when max is not finite (the step is skipped).
+struct MaxAndSquares {
+  float max = 0.0f;
+  uint128 sum = 0;
+};
+MaxAndSquares scale_max_and_squares(const GradSpanTable& t, float divisor, float acc, cudaStream_t stream);
 
 // g ← g · coef (the clip multiply). Asynchronous.
 void scale(const GradSpanTable& t, float coef, cudaStream_t stream);

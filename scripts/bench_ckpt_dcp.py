@@ -17,7 +17,11 @@ DCP: R processes (torch.multiprocessing, gloo), as torch's own distributed check
   fsynced like fpgather's commit) for each T of --dcp-threads (its default is 1; the figure compared is
   the fastest T); then the page cache is dropped and dcp.load into preallocated tensors of the same
   structure with FileSystemReader. Each time is rank 0's, from a barrier before to a barrier after.
-  DCP writes no checksums.
+  DCP writes no checksums. With R > 1 each process gets cpus/R intra-op threads, as ranks sharing
+  a host under torchrun do.
+The disk's own rates in the same run, for each case: a file of the state's size (at most 4 GB)
+  written in 16 MiB blocks and fsynced, then read back cold; both tools' rates are also given as a
+  fraction of these.
 
 GB/s = the state's logical bytes / seconds, for both. Cold cache: /proc/sys/vm/drop_caches (root),
 else every file of the checkpoint evicted with posix_fadvise(DONTNEED) after a sync.
@@ -58,6 +62,35 @@ def drop_cache(path):
                 finally:
                     os.close(fd)
         return "fadvise"
+
+
+def disk_rates(directory, nbytes):
+    """The disk's own rates, GB/s: a file of nbytes (at most 4 GB) written in 16 MiB blocks and fsynced,
+    then read back cold in 16 MiB blocks."""
+    nbytes = min(nbytes, 4 << 30)
+    block = os.urandom(16 << 20)
+    path = os.path.join(directory, "disk-baseline.bin")
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        left = nbytes
+        while left > 0:
+            left -= os.write(fd, block[:min(left, len(block))])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    write_s = time.perf_counter() - t0
+    drop_cache(path)
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while os.read(fd, 16 << 20):
+            pass
+    finally:
+        os.close(fd)
+    read_s = time.perf_counter() - t0
+    os.unlink(path)
+    return {"bytes": nbytes, "write_gbps": nbytes / write_s / 1e9, "read_gbps": nbytes / read_s / 1e9}
 
 
 def fpgather_json(cmd):
@@ -128,6 +161,8 @@ def dcp_worker(rank, ranks, port, model, path, threads, result_file):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if ranks > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // ranks))  # as torchrun's ranks share the CPUs
     dist.init_process_group("gloo", rank=rank, world_size=ranks)
     try:
         sd = dcp_state(model, rank, ranks, fill=True)
@@ -198,6 +233,7 @@ def main():
             model, ranks = case.split(":")
             ranks = int(ranks)
             state_bytes = sum(math.prod(s) for _, s in network_params(PRESETS[model])) * BYTES_PER_PARAM
+            disk = disk_rates(a.dir, state_bytes)
             ours, theirs = [], {int(t): [] for t in a.dcp_threads.split(",")}
             for rep in range(a.reps):  # interleaved: fpgather, then DCP at each thread count
                 root = os.path.join(a.dir, f"fpgather-{model}-{ranks}")
@@ -217,11 +253,16 @@ def main():
                    "dcp": {str(t): rs for t, rs in theirs.items()},
                    "fpgather_save_gbps": o_save, "fpgather_load_gbps": o_load,
                    "dcp_gbps": {str(t): {"save": s, "load": l} for t, (s, l) in d.items()},
-                   "save_ratio": o_save / d[best_save_t][0], "load_ratio": o_load / d[best_load_t][1]}
+                   "save_ratio": o_save / d[best_save_t][0], "load_ratio": o_load / d[best_load_t][1],
+                   "disk": disk}
             rows.append(row)
             print(f"{model:6} {ranks:>5} {state_bytes / 1e9:>9.2f} | {o_save:>13.2f} {o_load:>6.2f} | "
                   f"{d[best_save_t][0]:>9.2f} {d[best_load_t][1]:>6.2f} {f'{best_save_t}/{best_load_t}':>5} | "
                   f"{row['save_ratio']:>6.2f} {row['load_ratio']:>6.2f}")
+            print(f"{'':6} {'':>5} {'':>9}   disk ({disk['bytes'] / 1e9:.2f} GB file): write+fsync {disk['write_gbps']:.2f}, "
+                  f"cold read {disk['read_gbps']:.2f} GB/s; of those, fpgather save {o_save / disk['write_gbps']:.2f} "
+                  f"load {o_load / disk['read_gbps']:.2f}, DCP save {d[best_save_t][0] / disk['write_gbps']:.2f} "
+                  f"load {d[best_load_t][1] / disk['read_gbps']:.2f}")
             for t, (s, l) in sorted(d.items()):
                 print(f"{'':6} {'':>5} {'':>9}   DCP thread_count {t}: save {s:.2f}, load {l:.2f} GB/s")
             print(f"{'':6} {'':>5} {'':>9}   cold cache: {ours[0]['cold']}; fpgather stored {ours[0]['stored_bytes'] / 1e9:.2f} GB "

@@ -5,7 +5,8 @@
 #   [TARGETS="t1 t2"] bash scripts/device-run.sh STEP...
 #
 # Steps: tests (all of ctest), gpu-tests, bench-quantize, bench-io, bench-validate, bench-step,
-# bench-reshard, bench-export, bench-dcp (scripts/bench-dcp.sh), train-cuda (tiny GPU vs CPU loss
+# bench-reshard, bench-export, bench-dcp (scripts/bench-dcp.sh), bench-ckpt-dcp (scripts/bench_ckpt_dcp.py:
+# checkpoint save/load against torch DCP; CKPT_CASES, DCP_THREADS, CKPT_REPS), train-cuda (tiny GPU vs CPU loss
 # curves, 1b --dp 2 step time; needs 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh:
 # comm, optim, ...).
 # Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
@@ -64,6 +65,10 @@ for what in "$@"; do
     bench-dcp)
       FPGATHER=$B/fpgather PYTHON=${PYTHON:-python3} RESULTS="$RES/bench-dcp.json" \
         bash scripts/bench-dcp.sh "$(mktemp -u "${BENCH_DIR:-/tmp}/bench-dcp-XXXX")" | tee "$RES/bench-dcp.txt" ;;
+    bench-ckpt-dcp)
+      ${PYTHON:-python3} scripts/bench_ckpt_dcp.py --fpgather $B/fpgather --dir "$(mktemp -u "${BENCH_DIR:-/tmp}/ckpt-dcp-XXXX")" \
+        --cases "${CKPT_CASES:-base:1,base:8,1b:1}" --dcp-threads "${DCP_THREADS:-1,8}" --reps "${CKPT_REPS:-1}" \
+        --json "$RES/bench-ckpt-dcp.json" 2>&1 | tee "$RES/bench-ckpt-dcp.txt" ;;
     train-cuda)
       for dev in cpu cuda; do
         $B/fpgather --no-progress --json train --device $dev --dp 2 --steps 200 --metrics "$RES/tiny-$dev.jsonl" \

@@ -136,11 +136,13 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
     std::vector<cuda::GradSpan> spans;
     for (size_t i = 0; i < offsets.size(); ++i) spans.push_back({g.get() + offsets[i], int64_t(opt.spec.params[i].numel())});
     const cuda::GradSpanTable gt(spans);
-    const auto tn = timed([&] {
-      const float mx = cuda::scale_and_max_abs(gt, 1.0f, 0.0f, s);
-      cuda::scaled_squares(gt, pipeline::norm_exponent(mx), s);
+    const auto tn = timed([&] { cuda::scale_max_and_squares(gt, 1.0f, 0.0f, s); });
+    bool halve = true;  // ÷2 then ÷0.5: the grads keep their magnitude over the repetitions
+    const auto td = timed([&] {
+      cuda::scale_max_and_squares(gt, halve ? 2.0f : 0.5f, 0.0f, s);
+      halve = !halve;
     });
-    const auto tm = timed([&] { cuda::scale_and_max_abs(gt, 1.0f, 0.0f, s); });
+    const auto tm = timed([&] { cuda::max_abs(gt, 0.0f, s); });
     const int exponent = pipeline::norm_exponent(cuda::max_abs(gt, 0.0f, s));
     const auto tq = timed([&] { cuda::scaled_squares(gt, exponent, s); });
     struct Measured {
@@ -148,8 +150,9 @@ GpuOptimBenchResult run_gpu_optim_bench(const GpuOptimBenchOptions& opt) {
       Timing t;
       int bytes_per_element;
     };
-    for (const Measured& x : {Measured{"adamw", ta, 28}, Measured{"lion", tl, 20}, Measured{"grad-norm", tn, 12},
-                              Measured{"grad-max", tm, 8}, Measured{"grad-sq", tq, 4}}) {
+    for (const Measured& x : {Measured{"adamw", ta, 28}, Measured{"lion", tl, 20}, Measured{"grad-norm", tn, 8},
+                              Measured{"grad-norm-div", td, 12}, Measured{"grad-max", tm, 4},
+                              Measured{"grad-sq", tq, 4}}) {
       const auto& t = x.t;
       GpuTimedRow r = make_row(x.name, "", 0, elements, uint64_t(elements) * x.bytes_per_element, t);
       r.gbps = r.bytes / (t.median * 1e-3) / 1e9;

@@ -6,9 +6,12 @@
 //   adamw/lion one fused multi-tensor step over every parameter of the model preset as one fragment
 //              each (allocated 16-byte aligned, as a framework allocates tensors). AdamW reads p, g, m,
 //              v and writes p, m, v: 28 B/element; Lion 20 B. ratio = GB/s / copy GB/s.
-//   grad-norm  max |g| (with the 1/N scaling) plus the exact 128-bit square sum over the same grads:
-//              two passes over g (read + write, then read: 12 B/element). grad-max and grad-sq time
-//              each pass alone (8 and 4 B/element); each call includes copying its result to the host.
+//   grad-norm  max |g| plus the exact 128-bit square sum over the same grads, as a one-rank step
+//              runs them (cuda::scale_max_and_squares, N = 1): two reading passes over g (8 B/element)
+//              and one copy of the results to the host. grad-norm-div: the same with the 1/N grad
+//              averaging fused into the max pass (N = 2; read + write, then read: 12 B/element).
+//              grad-max and grad-sq time each pass alone (4 B/element each), each with its own copy
+//              of the result to the host, as a rank of a larger group runs them.
 //   muon       one Muon step (momentum, 5 bf16 Newton–Schulz iterations on cuBLAS, update) of each
 //              listed matrix, and of all the model's Muon matrices batched by shape; TFLOP/s counts
 //              the NS GEMMs, N·(4m²n + 2m³) per matrix, m = min(A,B), n = max(A,B).

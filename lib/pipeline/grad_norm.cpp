@@ -28,6 +28,7 @@ FPG_SIMD_CLONES float max_abs(const float* x, size_t n, float acc) {
 }
 
 FPG_SIMD_CLONES float divide_and_max_abs(float* x, size_t n, float divisor, float acc) {
+  if (divisor == 1.0f) return max_abs(x, n, acc);  // x / 1 == x: nothing to write
   uint32_t mx = abs_bits(acc);
   for (size_t i = 0; i < n; ++i) {
     x[i] = x[i] / divisor;

@@ -33,7 +33,8 @@ using uint128 = unsigned __int128;
 // the one with the largest payload (the max of the bit patterns with the sign cleared, as the GPU's).
 float max_abs(const float* x, size_t n, float acc);
 
-// x_i ← x_i / divisor (IEEE division), then max_abs of the results: one pass.
+// x_i ← x_i / divisor (IEEE division), then max_abs of the results: one pass. With divisor 1 the values
+// are left as they are (x / 1 == x; a signalling NaN stays unquieted) and only read.
 float divide_and_max_abs(float* x, size_t n, float divisor, float acc);
 
 // The exponent E of step 3 for a finite global max m > 0 (m < 2^E); 0 for m == 0.

@@ -27,7 +27,9 @@ StepReport run_step(StepBackend& b, const GradFn& grad_fn, uint64_t micro_batche
 
   t0 = Clock::now();
   GradNorm norm;
-  b.scale_grads(static_cast<float>(micro_batches), norm);
+  const float divisor = static_cast<float>(micro_batches);
+  const bool squares_added = b.communicator().size() == 1 && b.scale_grads_and_add_squares(divisor, norm);
+  if (!squares_added) b.scale_grads(divisor, norm);
   norm.set_global_max(b.all_reduce_max(norm.local_max));
   if (!norm.finite) {  // found_inf: no update, the step count stays
     rep.grad_norm = norm.norm;
@@ -36,7 +38,7 @@ StepReport run_step(StepBackend& b, const GradFn& grad_fn, uint64_t micro_batche
     rep.times.optimizer = since(t0);
     return rep;
   }
-  b.add_squares(norm);
+  if (!squares_added) b.add_squares(norm);
   norm.reduce_sum(b.communicator());
   rep.grad_norm = norm.norm;
   const double max_norm = b.config().clip_grad;

@@ -81,6 +81,10 @@ class StepBackend {
   // 3. Owned grads /= divisor (one correctly rounded fp32 division each), their max |g| folded into
   //    norm.local_max in the same pass.
   virtual void scale_grads(float divisor, GradNorm& norm) = 0;
+  // 3 and 4 at once, for a group of one rank (its local max is the global max): scale_grads, then
+  // add_squares at norm_exponent of the max, without returning to the host in between. False when
+  // the backend does not (run_step then calls the two).
+  virtual bool scale_grads_and_add_squares(float /*divisor*/, GradNorm& /*norm*/) { return false; }
   // All-reduce MAX of one float over the group (NaN-propagating).
   virtual float all_reduce_max(float local) = 0;
   // 4. Σ q(g) of the owned grads at norm.exponent into norm.local_sum (grad_norm.h, step 3).

@@ -14,7 +14,7 @@ expect_in "$WORK/err" "no-such-preset"
 "${F[@]}" --json bench gpu-optim --model tiny --muon-shapes 64x32,40x96 --iters 2 --warmup 1 >"$WORK/out" 2>"$WORK/err"
 rc=$?
 if [ "$rc" -eq 0 ]; then
-  for what in '"copy"' '"adamw"' '"lion"' '"grad-norm"' '"grad-max"' '"grad-sq"' '"64x32"' '"40x96"' '"model"'; do expect_in "$WORK/out" "$what"; done
+  for what in '"copy"' '"adamw"' '"lion"' '"grad-norm"' '"grad-norm-div"' '"grad-max"' '"grad-sq"' '"64x32"' '"40x96"' '"model"'; do expect_in "$WORK/out" "$what"; done
 elif [ "$rc" -eq 2 ]; then
   grep -qE "no CUDA device|built without CUDA" "$WORK/err" || fail "exit 2 without saying why: $(head -1 "$WORK/err")"
 else

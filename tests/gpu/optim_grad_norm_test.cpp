@@ -74,8 +74,8 @@ void check_sum(pl::uint128 gpu, pl::uint128 cpu) {
 // the max's exponent, a clip multiply), each result against the CPU's bit for bit, gaps included.
 // Returns the CPU's square sum.
 pl::uint128 check_against_cpu(const Layout& l, std::vector<float> g, float divisor) {
-  Dev<float> dg(g);
-  const fpg::cuda::GradSpanTable t(l.spans(dg.get()));
+  Dev<float> dg(g), dg_once(g);
+  const fpg::cuda::GradSpanTable t(l.spans(dg.get())), t_once(l.spans(dg_once.get()));
   CHECK(t.elements() == l.elements());
 
   float cpu_max = 0.0f;
@@ -95,6 +95,12 @@ pl::uint128 check_against_cpu(const Layout& l, std::vector<float> g, float divis
   const pl::uint128 gpu_sum = fpg::cuda::scaled_squares(t, e, nullptr);
   check_sum(gpu_sum, cpu_sum);
   CHECK(pl::norm_from_sum(gpu_sum, e) == pl::norm_from_sum(cpu_sum, e));
+
+  // Both passes with one synchronisation, the exponent taken on the device: the same results.
+  const fpg::cuda::MaxAndSquares once = fpg::cuda::scale_max_and_squares(t_once, divisor, 0.0f, nullptr);
+  CHECK(bits(once.max) == bits(cpu_max));
+  check_sum(once.sum, cpu_sum);
+  CHECK(mismatches(dg_once.host(), g) == 0);
 
   const float coef = 0.7133f;
   for (size_t i = 0; i < l.numel.size(); ++i)
@@ -193,6 +199,11 @@ TEST_CASE("GPU grad max is NaN or inf when a gradient is, in a span's head, body
       CHECK((scaled_max != scaled_max) == (cpu_max != cpu_max));
       if (cpu_max == cpu_max) CHECK(bits(scaled_max) == bits(cpu_max));
       CHECK(mismatches(dg.host(), g) == 0);
+      // One synchronisation: a non-finite max comes back with a zero sum (the step is skipped).
+      const fpg::cuda::MaxAndSquares once = fpg::cuda::scale_max_and_squares(t, 1.0f, 0.0f, nullptr);
+      CHECK((once.max != once.max) == (cpu_max != cpu_max));
+      if (cpu_max == cpu_max) CHECK(bits(once.max) == bits(cpu_max));
+      check_sum(once.sum, 0);
     }
   }
 }
@@ -211,6 +222,9 @@ TEST_CASE("GPU grad max starts from acc; an empty table leaves everything as it 
     CHECK(empty.elements() == 0);
     CHECK(fpg::cuda::scale_and_max_abs(empty, 4.0f, 0.25f, nullptr) == 0.25f);
     check_sum(fpg::cuda::scaled_squares(empty, 3, nullptr), 0);
+    const fpg::cuda::MaxAndSquares once = fpg::cuda::scale_max_and_squares(empty, 4.0f, 0.25f, nullptr);
+    CHECK(once.max == 0.25f);
+    check_sum(once.sum, 0);
     fpg::cuda::scale(empty, 0.5f, nullptr);
   }
   FPG_CUDA_CHECK(cudaDeviceSynchronize());

@@ -84,3 +84,15 @@ TEST_CASE("grad norm passes: infinities and NaNs make the max infinite or NaN, w
   const std::vector<float> two = {big_nan, 1.0f, small_nan};
   REQUIRE(bits(pipeline::max_abs(two.data(), two.size(), 0.0f)) == l);
 }
+
+TEST_CASE("grad norm passes: dividing by 1 only reads, a signalling NaN left as it is", "[gradnorm]") {
+  std::vector<float> g = values(64, 5);
+  float snan = 0;
+  const uint32_t sbits = 0xff800123u;  // negative, quiet bit clear
+  std::memcpy(&snan, &sbits, 4);
+  g[17] = snan;
+  const std::vector<float> before = g;
+  const float m = pipeline::divide_and_max_abs(g.data(), g.size(), 1.0f, 0.0f);
+  REQUIRE(bits(m) == (sbits & 0x7fffffffu));
+  REQUIRE(std::memcmp(g.data(), before.data(), g.size() * sizeof(float)) == 0);
+}

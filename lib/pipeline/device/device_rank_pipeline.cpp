@@ -107,6 +107,7 @@ struct DeviceRankPipeline::Impl final : pipeline::StepBackend {
   void reduce_grads() override;
   void scale_grads(float divisor, pipeline::GradNorm& norm) override;
   float all_reduce_max(float local) override;
+  bool scale_grads_and_add_squares(float divisor, pipeline::GradNorm& norm) override;
   void add_squares(pipeline::GradNorm& norm) override;
   void clip(float coef) override;
   void step_optimizer() override;
@@ -462,6 +463,16 @@ void DeviceRankPipeline::Impl::reduce_grads() {
 void DeviceRankPipeline::Impl::scale_grads(float divisor, pipeline::GradNorm& norm) {
   norm.local_max = cuda::scale_and_max_abs(*grads, divisor, norm.local_max, stream);
   if (lw) norm.local_max = lw->scale_and_max_abs(divisor, norm.local_max);
+}
+
+// Both in one synchronisation, for the bucketed part alone (the layer-wise part's grads have their
+// own table and stream: they take the two calls).
+bool DeviceRankPipeline::Impl::scale_grads_and_add_squares(float divisor, pipeline::GradNorm& norm) {
+  if (lw) return false;
+  const cuda::MaxAndSquares r = cuda::scale_max_and_squares(*grads, divisor, norm.local_max, stream);
+  norm.local_max = r.max;
+  norm.local_sum += r.sum;
+  return true;
 }
 
 // The fixed-point squares (one launch per part).
