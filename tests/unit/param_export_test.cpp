@@ -1,7 +1,10 @@
 // The per-parameter exports stream a checkpoint slab by slab (safetensors) or block by block (DCP),
 // reading ahead of the writer; sources that serve concurrent reads (DCP) read two slabs at once. Cut
-// into many small slabs, both must write exactly what one slab per tensor writes.
+// into many small slabs, both must write exactly what one slab per tensor writes (for DCP, the same
+// data file byte for byte).
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,12 @@ std::vector<std::vector<uint8_t>> all_tensors(const ckpt::ParamSource& src) {
     out.push_back(std::move(bytes));
   }
   return out;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE(f);
+  return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 }  // namespace
@@ -73,6 +82,8 @@ TEST_CASE("per-parameter exports cut into many slabs write what one slab per ten
         REQUIRE(pa.tensors().size() == pb.tensors().size());
         REQUIRE(pa.tensors().size() == a.size());
         REQUIRE(all_tensors(pa) == all_tensors(pb));
+        // Byte for byte the same data file: blocks checksummed apart give each record the whole's CRC-32.
+        REQUIRE(file_bytes(tmp.path + "/whole-dcp/__0_0.distcp") == file_bytes(tmp.path + "/sliced-dcp/__0_0.distcp"));
         // And the DCP export holds the safetensors export's bytes.
         for (size_t t = 0; t < pa.tensors().size(); ++t) {
           const ckpt::ParamTensor& p = pa.tensors()[t];
