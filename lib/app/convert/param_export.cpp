@@ -224,30 +224,34 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     size_t tensor = SIZE_MAX;
     uint64_t offset = 0, size = 0;  // output bytes
     uint64_t read = 0;              // source bytes read for them
-    uint32_t crc = 0;               // CRC-32 of the output bytes
-    std::vector<uint8_t> in, bytes;  // source elements covering them; the output bytes
+    uint64_t skip = 0;              // bytes of `bytes` before them
+    uint32_t crc = 0;               // their CRC-32
+    // Source elements covering them; the output elements. Both only grow: shrunk for a short block and
+    // grown again, they would be zero-filled again.
+    std::vector<uint8_t> in, bytes;
+    const uint8_t* data() const { return bytes.data() + skip; }
+  };
+  auto grow = [](std::vector<uint8_t>& v, uint64_t n) {
+    if (v.size() < n) v.resize(n);
   };
   // Reads source elements covering output bytes [b.offset, b.offset + b.size) of tensor b.tensor and
-  // leaves exactly those bytes in b.bytes.
-  auto read_block = [&src, &tensors](Block& b) {
+  // leaves those bytes at b.data().
+  auto read_block = [&src, &tensors, grow](Block& b) {
     const Planned& t = tensors[b.tensor];
     const ckpt::ParamTensor& st = src.tensors()[t.source];
     const uint64_t in_elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
     const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
     const uint64_t lo = b.offset / out_elem, hi = (b.offset + b.size + out_elem - 1) / out_elem;
     b.read = (hi - lo) * in_elem;
-    b.bytes.resize((hi - lo) * out_elem);
+    b.skip = b.offset % out_elem;  // a block that starts inside an element (never with whole-element block sizes)
+    grow(b.bytes, (hi - lo) * out_elem);
     if (st.dtype == t.spec.dtype) {
       src.read(t.source, lo, hi, b.bytes.data());
     } else {
-      b.in.resize(b.read);
+      grow(b.in, b.read);
       src.read(t.source, lo, hi, b.in.data());
       convert_elements(b.in.data(), st.dtype, b.bytes.data(), t.spec.dtype, hi - lo);
     }
-    // A block that does not start or end on an element (never with whole-element block sizes).
-    if (b.offset % out_elem != 0)
-      b.bytes.erase(b.bytes.begin(), b.bytes.begin() + static_cast<ptrdiff_t>(b.offset % out_elem));
-    b.bytes.resize(b.size);
   };
   struct Want {
     size_t tensor;
@@ -288,7 +292,7 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
                   throw;
                 }
                 read->set_value();
-                b.crc = dcp::crc32_update(0, b.bytes.data(), b.size);
+                b.crc = dcp::crc32_update(0, b.data(), b.size);
               }).share();
     reading.push_back(std::move(p));
     ++next_read;
@@ -319,12 +323,12 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
         cur.offset = offset;
         cur.size = size;
         read_block(cur);
-        cur.crc = dcp::crc32_update(0, cur.bytes.data(), cur.size);
+        cur.crc = dcp::crc32_update(0, cur.data(), cur.size);
         b = &cur;
       }
       sum.bytes_read += b->read;
       progress.advance(size);
-      return dcp::BorrowedBlock{b->bytes.data(), size, b->crc};
+      return dcp::BorrowedBlock{b->data(), size, b->crc};
     };
     w.rank(0).write_tensor(dcp_key(st, t.spec.name), std::vector<uint64_t>(t.spec.shape.size(), 0), t.spec.shape,
                            dcp::BorrowBytes(borrow));
