@@ -11,8 +11,9 @@
 //
 // Use: declare every key (state_dict_metadata order), then write each rank's items through rank(r)
 // one at a time, then commit(). An item's data passes through one buffer of an I/O block (or is written
-// from the producer's own blocks), headers and pickles through a 1 MiB buffer per rank; nothing of an item is kept but its place in the file. Distinct ranks may be written from distinct
-// threads at once; declarations must be complete before the first item is written.
+// from the producer's own blocks), headers and pickles through a 1 MiB buffer per rank; nothing of an
+// item is kept but its place in the file. Distinct ranks may be written from distinct threads at once;
+// declarations must be complete before the first item is written.
 //
 // commit() refuses (fpg::UsageError, naming the key and chunks) a checkpoint that torch could not load
 // whole: a tensor whose chunks do not tile it exactly (box_coverage.h: an overlap or a gap), a tensor
