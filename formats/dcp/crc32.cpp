@@ -93,4 +93,9 @@ uint32_t crc32_update(uint32_t crc, const void* data, uint64_t size) {
   return crc32_zlib(crc, p, size);
 }
 
+uint32_t crc32_concat(uint32_t crc_a, uint32_t crc_b, uint64_t size_b) {
+  static_assert(sizeof(z_off_t) >= sizeof(uint64_t), "zlib's crc32_combine takes the size as z_off_t");
+  return static_cast<uint32_t>(::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(size_b)));
+}
+
 }  // namespace fpg::dcp

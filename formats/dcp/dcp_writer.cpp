@@ -164,8 +164,9 @@ void DcpRankWriter::write_item(size_t key, Item item, WriteItem write) {
   items_.push_back(std::move(item));
 }
 
-void DcpRankWriter::write_tensor(const std::string& fqn, const std::vector<uint64_t>& offsets,
-                                 const std::vector<uint64_t>& sizes, const FillBytes& fill) {
+template <typename Bytes>
+void DcpRankWriter::write_tensor_item(const std::string& fqn, const std::vector<uint64_t>& offsets,
+                                      const std::vector<uint64_t>& sizes, const Bytes& bytes) {
   const size_t key = owner_.key_index(fqn);
   const DcpWriter::Key& k = owner_.keys_[key];
   if (!k.dtype) throw UsageError("DCP write: " + fqn + " is a bytes key, not a tensor");
@@ -180,7 +181,17 @@ void DcpRankWriter::write_tensor(const std::string& fqn, const std::vector<uint6
   item.offsets = offsets;
   item.sizes = sizes;
   const size_t block = owner_.opts_.io_block_bytes;
-  write_item(key, std::move(item), [&](const ByteSink& sink) { write_torch_save_tensor(sink, *k.dtype, sizes, fill, block); });
+  write_item(key, std::move(item), [&](const ByteSink& sink) { write_torch_save_tensor(sink, *k.dtype, sizes, bytes, block); });
+}
+
+void DcpRankWriter::write_tensor(const std::string& fqn, const std::vector<uint64_t>& offsets,
+                                 const std::vector<uint64_t>& sizes, const FillBytes& fill) {
+  write_tensor_item(fqn, offsets, sizes, fill);
+}
+
+void DcpRankWriter::write_tensor(const std::string& fqn, const std::vector<uint64_t>& offsets,
+                                 const std::vector<uint64_t>& sizes, const BorrowBytes& borrow) {
+  write_tensor_item(fqn, offsets, sizes, borrow);
 }
 
 void DcpRankWriter::write_object(const std::string& fqn, const Value& value) {

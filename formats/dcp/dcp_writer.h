@@ -10,9 +10,10 @@
 // target and a fresh save id.
 //
 // Use: declare every key (state_dict_metadata order), then write each rank's items through rank(r)
-// one at a time, then commit(). An item's data passes through one buffer of an I/O block, headers and
-// pickles through a 1 MiB buffer per rank; nothing of an item is kept but its place in the file. Distinct ranks may be written from distinct
-// threads at once; declarations must be complete before the first item is written.
+// one at a time, then commit(). An item's data passes through one buffer of an I/O block (or is written
+// from the producer's own blocks), headers and pickles through a 1 MiB buffer per rank; nothing of an
+// item is kept but its place in the file. Distinct ranks may be written from distinct threads at once;
+// declarations must be complete before the first item is written.
 //
 // commit() refuses (fpg::UsageError, naming the key and chunks) a checkpoint that torch could not load
 // whole: a tensor whose chunks do not tile it exactly (box_coverage.h: an overlap or a gap), a tensor
@@ -71,6 +72,10 @@ class DcpRankWriter {
   // `fill` and fpg::FormatError for a failed write propagate, after which this rank refuses more items.
   void write_tensor(const std::string& fqn, const std::vector<uint64_t>& offsets,
                     const std::vector<uint64_t>& sizes, const FillBytes& fill);
+  // The same, the chunk's bytes lent by `borrow` in blocks of the I/O block size and written to the file
+  // from there: no copy, and no checksum pass where the blocks come with their CRC-32.
+  void write_tensor(const std::string& fqn, const std::vector<uint64_t>& offsets,
+                    const std::vector<uint64_t>& sizes, const BorrowBytes& borrow);
   // Appends torch.save(value) as the bytes item `fqn` (a Megatron ShardedObject, param_groups …).
   void write_object(const std::string& fqn, const Value& value);
   // Appends `size` bytes from `fill` unchanged as the bytes item `fqn` (an item carried over from
@@ -95,6 +100,9 @@ class DcpRankWriter {
   void finish();  // flush, fsync, close
   template <typename WriteItem>
   void write_item(size_t key, Item item, WriteItem write);
+  template <typename Bytes>
+  void write_tensor_item(const std::string& fqn, const std::vector<uint64_t>& offsets,
+                         const std::vector<uint64_t>& sizes, const Bytes& bytes);
 
   const DcpWriter& owner_;
   uint32_t rank_;

@@ -73,6 +73,19 @@ const TorchDType& whole_byte_dtype(const TorchDType& dtype) {
   return dtype;
 }
 
+// torch.save of a tensor whose bytes come from `bytes` (FillBytes or BorrowBytes).
+template <typename Bytes>
+uint64_t write_tensor_archive(const ByteSink& sink, const TorchDType& dtype, const std::vector<uint64_t>& shape,
+                              const Bytes& bytes, size_t block_bytes) {
+  const std::string pkl = tensor_data_pickle(dtype, shape);
+  const uint64_t nbytes = checked_numel(shape, dtype.element_bytes) * dtype.element_bytes;
+  ZipWriter zip(sink);
+  write_header_records(zip, pkl);
+  zip.write_record("data/0", nbytes, bytes, block_bytes);
+  zip.finish();
+  return zip.bytes_written();
+}
+
 }  // namespace
 
 std::string tensor_data_pickle(const TorchDType& dtype, const std::vector<uint64_t>& shape) {
@@ -84,13 +97,12 @@ std::string tensor_data_pickle(const TorchDType& dtype, const std::vector<uint64
 
 uint64_t write_torch_save_tensor(const ByteSink& sink, const TorchDType& dtype, const std::vector<uint64_t>& shape,
                                  const FillBytes& fill, size_t block_bytes) {
-  const std::string pkl = tensor_data_pickle(dtype, shape);
-  const uint64_t nbytes = checked_numel(shape, dtype.element_bytes) * dtype.element_bytes;
-  ZipWriter zip(sink);
-  write_header_records(zip, pkl);
-  zip.write_record("data/0", nbytes, fill, block_bytes);
-  zip.finish();
-  return zip.bytes_written();
+  return write_tensor_archive(sink, dtype, shape, fill, block_bytes);
+}
+
+uint64_t write_torch_save_tensor(const ByteSink& sink, const TorchDType& dtype, const std::vector<uint64_t>& shape,
+                                 const BorrowBytes& borrow, size_t block_bytes) {
+  return write_tensor_archive(sink, dtype, shape, borrow, block_bytes);
 }
 
 uint64_t write_torch_save_value(const ByteSink& sink, const Value& value) {

@@ -32,6 +32,9 @@ std::string tensor_data_pickle(const TorchDType& dtype, const std::vector<uint64
 // Throws fpg::UsageError for a dtype without whole-byte elements or a shape whose size overflows.
 uint64_t write_torch_save_tensor(const ByteSink& sink, const TorchDType& dtype, const std::vector<uint64_t>& shape,
                                  const FillBytes& fill, size_t block_bytes = kDefaultIoBlockBytes);
+// The same, its bytes lent by `borrow` in blocks of at most `block_bytes` and written from there.
+uint64_t write_torch_save_tensor(const ByteSink& sink, const TorchDType& dtype, const std::vector<uint64_t>& shape,
+                                 const BorrowBytes& borrow, size_t block_bytes = kDefaultIoBlockBytes);
 
 // Writes torch.save(value) to `sink` (pickle_value's kinds); returns the size. Each tensor value
 // inside is pickled as above over its own storage, data/0, data/1 … in the order the pickle meets

@@ -116,14 +116,26 @@ void ZipWriter::write_record(std::string_view name, const void* data, uint64_t s
 }
 
 void ZipWriter::write_record(std::string_view name, uint64_t size, const FillBytes& fill, size_t block_bytes) {
-  begin_record(name, size);
   std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(std::max<size_t>(block_bytes, 1), size)));
+  const BorrowBytes from_buffer = [&](uint64_t offset, size_t n) {
+    fill(offset, buf.data(), n);
+    return BorrowedBlock{buf.data(), n, std::nullopt};
+  };
+  write_record(name, size, from_buffer, buf.size());
+}
+
+void ZipWriter::write_record(std::string_view name, uint64_t size, const BorrowBytes& borrow, size_t block_bytes) {
+  begin_record(name, size);
+  const size_t block = std::max<size_t>(block_bytes, 1);
   uint32_t crc = 0;
   for (uint64_t off = 0; off < size;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
-    fill(off, buf.data(), n);
-    crc = crc32_update(crc, buf.data(), n);
-    emit(buf.data(), n);
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(block, size - off));
+    const BorrowedBlock b = borrow(off, n);
+    if (b.size != n || (n > 0 && !b.data))
+      throw InternalError("torch zip: record '" + std::string(name) + "': asked for " + std::to_string(n) +
+                          " bytes at " + std::to_string(off) + ", lent " + std::to_string(b.size));
+    crc = b.crc32 ? crc32_concat(crc, *b.crc32, n) : crc32_update(crc, b.data, n);
+    emit(b.data, n);
     off += n;
   }
   end_record(crc);

@@ -36,6 +36,9 @@ class ZipWriter {
   void write_record(std::string_view name, const void* data, uint64_t size);
   // A record of `size` bytes supplied by `fill` in blocks of at most `block_bytes`, through one buffer.
   void write_record(std::string_view name, uint64_t size, const FillBytes& fill, size_t block_bytes);
+  // A record of `size` bytes lent by `borrow` in blocks of at most `block_bytes`, written as lent; a
+  // block's CRC-32, where lent with it, is combined rather than computed.
+  void write_record(std::string_view name, uint64_t size, const BorrowBytes& borrow, size_t block_bytes);
 
   // Writes `version`, `.data/serialization_id`, the central directory and the end records.
   void finish();

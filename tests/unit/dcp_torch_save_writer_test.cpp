@@ -1,15 +1,18 @@
 // torch.save writer: every tensor item of the committed Megatron-Core checkpoints (written by torch
 // 2.11's torch.save) is re-encoded byte for byte; the zip layout (64-byte aligned records, CRCs,
-// descriptors, ZIP64 past 4 GiB) read back by the zip reader; objects with tensors inside.
+// descriptors, ZIP64 past 4 GiB) read back by the zip reader; objects with tensors inside; a tensor's
+// bytes lent in blocks (with their CRCs or without) written as its filled bytes are.
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "catch.h"
 #include "core/error.h"
 #include "formats/dcp/byte_source.h"
+#include "formats/dcp/crc32.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/torch_save.h"
 #include "formats/dcp/torch_save_writer.h"
@@ -126,6 +129,51 @@ TEST_CASE("torch.save writer: zip records aligned, CRC-checked, in torch's order
   REQUIRE(d0);
   CHECK(d0->size == 0);
   CHECK(empty.bytes.compare(d0->data_offset, 4, "PK\x03\x04") == 0);  // the next local header follows at once
+}
+
+TEST_CASE("torch.save writer: a tensor's lent blocks give the archive its filled bytes give", "[dcp][torch_save_writer]") {
+  std::vector<uint8_t> data(4 * 1000 * 3);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131 + i / 97);
+  for (const size_t block : {size_t{1}, size_t{64}, size_t{1000}, size_t{4097}, data.size(), data.size() * 2}) {
+    CAPTURE(block);
+    StringSink filled;
+    write_torch_save_tensor(filled.sink(), dt("float32"), {1000, 3}, from(data), block);
+    for (const bool with_crc : {false, true}) {
+      CAPTURE(with_crc);
+      std::vector<std::pair<uint64_t, size_t>> asked;
+      const BorrowBytes borrow = [&](uint64_t off, size_t n) {
+        asked.emplace_back(off, n);
+        BorrowedBlock b{data.data() + off, n, std::nullopt};
+        if (with_crc) b.crc32 = crc32_update(0, b.data, n);
+        return b;
+      };
+      StringSink lent;
+      const uint64_t total = write_torch_save_tensor(lent.sink(), dt("float32"), {1000, 3}, borrow, block);
+      CHECK(total == lent.bytes.size());
+      CHECK(lent.bytes == filled.bytes);
+      // Consecutive blocks of the block size, the last one shorter.
+      uint64_t at = 0;
+      for (const auto& [off, n] : asked) {
+        CHECK(off == at);
+        CHECK(n == std::min<uint64_t>(block, data.size() - off));
+        at += n;
+      }
+      CHECK(at == data.size());
+    }
+  }
+  // A lent CRC is written as given: the reader's CRC check refuses a wrong one.
+  StringSink bad;
+  write_torch_save_tensor(bad.sink(), dt("uint8"), {100}, [&](uint64_t off, size_t n) {
+    return BorrowedBlock{data.data() + off, n, crc32_update(0, data.data() + off, n) ^ 1u};
+  }, 64);
+  const BufferSource src("bad", reinterpret_cast<const uint8_t*>(bad.bytes.data()), bad.bytes.size());
+  const ZipArchive zip(src);
+  CHECK_THROWS_AS(zip.read_all(*zip.find("archive/data/0"), 1 << 20), FormatError);
+  // A block lent short of what was asked is refused.
+  StringSink shortened;
+  CHECK_THROWS_AS(write_torch_save_tensor(shortened.sink(), dt("uint8"), {100}, [&](uint64_t off, size_t n) {
+    return BorrowedBlock{data.data() + off, n - 1, std::nullopt};
+  }, 64), InternalError);
 }
 
 namespace {

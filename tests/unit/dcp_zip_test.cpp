@@ -2,6 +2,7 @@
 // overlapping, truncated) and real torch.save files written by torch (views, fp8, Python objects).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -63,7 +64,17 @@ TEST_CASE("crc32: equals the bitwise definition at every length and alignment, w
     for (size_t cut : {size_t{1}, size_t{17}, size_t{64}, size_t{100}, n / 2, n - 63}) {
       CAPTURE(cut);
       CHECK(crc32_update(crc32_update(0, buf.data() + 3, cut), buf.data() + 3 + cut, n - cut) == whole);
+      CHECK(crc32_concat(crc32_update(0, buf.data() + 3, cut), crc32_update(0, buf.data() + 3 + cut, n - cut), n - cut) ==
+            whole);
     }
+    // Pieces checksummed apart, an empty one among them, joined in order.
+    uint32_t joined = crc32_concat(0, crc32_update(0, buf.data(), 0), 0);
+    for (size_t at = 0; at < n;) {
+      const size_t piece = std::min<size_t>(n - at, 1 + (at * 7919) % 5000);
+      joined = crc32_concat(joined, crc32_update(0, buf.data() + 3 + at, piece), piece);
+      at += piece;
+    }
+    CHECK(joined == whole);
   }
 }
 

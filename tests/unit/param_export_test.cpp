@@ -1,7 +1,10 @@
 // The per-parameter exports stream a checkpoint slab by slab (safetensors) or block by block (DCP),
 // reading ahead of the writer; sources that serve concurrent reads (DCP) read two slabs at once. Cut
-// into many small slabs, both must write exactly what one slab per tensor writes.
+// into many small slabs, both must write exactly what one slab per tensor writes (for DCP, the same
+// data file byte for byte).
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,12 @@ std::vector<std::vector<uint8_t>> all_tensors(const ckpt::ParamSource& src) {
   return out;
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE(f);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
 }  // namespace
 
 TEST_CASE("per-parameter exports cut into many slabs write what one slab per tensor writes", "[export]") {
@@ -49,7 +58,7 @@ TEST_CASE("per-parameter exports cut into many slabs write what one slab per ten
         whole.states = sliced.states = true;
         whole.progress = sliced.progress = false;
         whole.slab_bytes = uint64_t{1} << 30;
-        sliced.slab_bytes = 1000;  // not a multiple of 8 bytes: blocks end inside elements too
+        sliced.slab_bytes = 1002;  // not a multiple of 8 bytes; DCP blocks of 501 bytes start and end inside elements
 
         convert::export_params(src, tmp.path + "/whole.safetensors", whole);
         convert::export_params(src, tmp.path + "/sliced.safetensors", sliced);
@@ -73,6 +82,8 @@ TEST_CASE("per-parameter exports cut into many slabs write what one slab per ten
         REQUIRE(pa.tensors().size() == pb.tensors().size());
         REQUIRE(pa.tensors().size() == a.size());
         REQUIRE(all_tensors(pa) == all_tensors(pb));
+        // Byte for byte the same data file: blocks checksummed apart give each record the whole's CRC-32.
+        REQUIRE(file_bytes(tmp.path + "/whole-dcp/__0_0.distcp") == file_bytes(tmp.path + "/sliced-dcp/__0_0.distcp"));
         // And the DCP export holds the safetensors export's bytes.
         for (size_t t = 0; t < pa.tensors().size(); ++t) {
           const ckpt::ParamTensor& p = pa.tensors()[t];

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/progress.h"
+#include "formats/dcp/crc32.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/torch_dtype.h"
 #include "formats/dcp/torch_save_writer.h"
@@ -22,7 +23,7 @@ namespace {
 
 // Slabs read ahead of the one being converted and written, for sources that serve concurrent reads.
 constexpr size_t kSlabsReadAhead = 2;
-// Blocks of half a slab read ahead of the DCP writer.
+// Blocks of half a slab read ahead of the one the DCP writer is writing.
 constexpr size_t kDcpBlocksReadAhead = 4;
 
 struct Planned {
@@ -201,9 +202,10 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   const std::vector<Planned> tensors = plan(src, o);
   StagedOutput staged(out, OutputKind::directory, o.force, o.inputs);
   // The writer asks for each tensor's bytes in consecutive blocks of its I/O block size, tensor after
-  // tensor, and checksums and writes each before asking for the next. Those blocks are read (and
-  // converted) ahead into a ring of buffers while it does, so a write that waits on the disk does not
-  // stop the reading; each read spans many source chunks, read in parallel.
+  // tensor, and writes each before asking for the next. Those blocks are read, converted and
+  // checksummed ahead into a ring of buffers while it does, so a write that waits on the disk does not
+  // stop the reading, and the writer writes each from its buffer with its CRC-32 already known; each
+  // read spans many source chunks, read in parallel.
   dcp::DcpWriteOptions wo;
   wo.io_block_bytes = static_cast<size_t>(std::max<uint64_t>(o.slab_bytes / 2, 1));
   dcp::DcpWriter w(staged.staged_dir(), wo);
@@ -222,29 +224,34 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     size_t tensor = SIZE_MAX;
     uint64_t offset = 0, size = 0;  // output bytes
     uint64_t read = 0;              // source bytes read for them
-    std::vector<uint8_t> in, bytes;  // source elements covering them; the output bytes
+    uint64_t skip = 0;              // bytes of `bytes` before them
+    uint32_t crc = 0;               // their CRC-32
+    // Source elements covering them; the output elements. Both only grow: shrunk for a short block and
+    // grown again, they would be zero-filled again.
+    std::vector<uint8_t> in, bytes;
+    const uint8_t* data() const { return bytes.data() + skip; }
+  };
+  auto grow = [](std::vector<uint8_t>& v, uint64_t n) {
+    if (v.size() < n) v.resize(n);
   };
   // Reads source elements covering output bytes [b.offset, b.offset + b.size) of tensor b.tensor and
-  // leaves exactly those bytes in b.bytes.
-  auto read_block = [&src, &tensors](Block& b) {
+  // leaves those bytes at b.data().
+  auto read_block = [&src, &tensors, grow](Block& b) {
     const Planned& t = tensors[b.tensor];
     const ckpt::ParamTensor& st = src.tensors()[t.source];
     const uint64_t in_elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
     const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
     const uint64_t lo = b.offset / out_elem, hi = (b.offset + b.size + out_elem - 1) / out_elem;
     b.read = (hi - lo) * in_elem;
-    b.bytes.resize((hi - lo) * out_elem);
+    b.skip = b.offset % out_elem;  // a block that starts inside an element (never with whole-element block sizes)
+    grow(b.bytes, (hi - lo) * out_elem);
     if (st.dtype == t.spec.dtype) {
       src.read(t.source, lo, hi, b.bytes.data());
     } else {
-      b.in.resize(b.read);
+      grow(b.in, b.read);
       src.read(t.source, lo, hi, b.in.data());
       convert_elements(b.in.data(), st.dtype, b.bytes.data(), t.spec.dtype, hi - lo);
     }
-    // A block that does not start or end on an element (never with whole-element block sizes).
-    if (b.offset % out_elem != 0)
-      b.bytes.erase(b.bytes.begin(), b.bytes.begin() + static_cast<ptrdiff_t>(b.offset % out_elem));
-    b.bytes.resize(b.size);
   };
   struct Want {
     size_t tensor;
@@ -254,11 +261,17 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   for (size_t ti = 0; ti < tensors.size(); ++ti)
     for (uint64_t at = 0, n = tensors[ti].bytes(); at < n; at += wo.io_block_bytes)
       expected.push_back({ti, at, std::min<uint64_t>(wo.io_block_bytes, n - at)});
-  std::vector<Block> ring(kDcpBlocksReadAhead);
+  // One buffer is lent to the writer, the others are read ahead.
+  std::vector<Block> ring(kDcpBlocksReadAhead + 1);
   // Declared after the buffers they fill: destroyed (waited for) first on an exception. A source that
-  // does not serve concurrent reads has each read wait for the one before it.
-  std::deque<std::shared_future<void>> reading;  // blocks [next_read - reading.size(), next_read)
+  // does not serve concurrent reads has each read wait for the read (not the checksum) before it.
+  struct Pending {
+    std::shared_future<void> read;   // the block's bytes are in its buffer
+    std::shared_future<void> ready;  // and checksummed
+  };
+  std::deque<Pending> reading;  // blocks [next_fill, next_read)
   size_t next_read = 0, next_fill = 0;
+  bool lent = false;  // ring[next_fill % ring.size()] is lent to the writer
   auto start_read = [&] {
     if (next_read >= expected.size()) return;
     Block& b = ring[next_read % ring.size()];
@@ -266,44 +279,63 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     b.offset = expected[next_read].offset;
     b.size = expected[next_read].size;
     std::shared_future<void> before;
-    if (!src.concurrent_reads() && !reading.empty()) before = reading.back();
-    reading.push_back(std::async(std::launch::async, [&b, before, &read_block] {
-                        if (before.valid()) before.wait();
-                        read_block(b);
-                      }).share());
+    if (!src.concurrent_reads() && !reading.empty()) before = reading.back().read;
+    auto read = std::make_shared<std::promise<void>>();
+    Pending p;
+    p.read = read->get_future().share();
+    p.ready = std::async(std::launch::async, [&b, before, read, &read_block] {
+                try {
+                  if (before.valid()) before.wait();
+                  read_block(b);
+                } catch (...) {
+                  read->set_exception(std::current_exception());
+                  throw;
+                }
+                read->set_value();
+                b.crc = dcp::crc32_update(0, b.data(), b.size);
+              }).share();
+    reading.push_back(std::move(p));
     ++next_read;
+  };
+  // The writer is done with the lent buffer: it takes the next read.
+  auto give_back = [&] {
+    if (!lent) return;
+    lent = false;
+    reading.pop_front();
+    ++next_fill;
+    start_read();
   };
   while (next_read < std::min(ring.size(), expected.size())) start_read();
   Block cur;  // a block asked for out of the expected order
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
     const Planned& t = tensors[ti];
     const ckpt::ParamTensor& st = src.tensors()[t.source];
-    auto fill = [&](uint64_t offset, void* dst, size_t size) {
+    auto borrow = [&](uint64_t offset, size_t size) {
+      give_back();  // the writer has written the block it was lent before
       const Block* b = nullptr;
       if (next_fill < expected.size() && expected[next_fill].tensor == ti && expected[next_fill].offset == offset &&
           expected[next_fill].size == size) {
-        reading.front().get();
+        reading.front().ready.get();
         b = &ring[next_fill % ring.size()];
+        lent = true;
       } else {
         cur.tensor = ti;
         cur.offset = offset;
         cur.size = size;
         read_block(cur);
+        cur.crc = dcp::crc32_update(0, cur.data(), cur.size);
         b = &cur;
       }
-      std::memcpy(dst, b->bytes.data(), size);
       sum.bytes_read += b->read;
       progress.advance(size);
-      if (b != &cur) {
-        reading.pop_front();
-        ++next_fill;
-        start_read();  // into the buffer just emptied
-      }
+      return dcp::BorrowedBlock{b->data(), size, b->crc};
     };
-    w.rank(0).write_tensor(dcp_key(st, t.spec.name), std::vector<uint64_t>(t.spec.shape.size(), 0), t.spec.shape, fill);
+    w.rank(0).write_tensor(dcp_key(st, t.spec.name), std::vector<uint64_t>(t.spec.shape.size(), 0), t.spec.shape,
+                           dcp::BorrowBytes(borrow));
+    give_back();
   }
   while (!reading.empty()) {
-    reading.front().wait();
+    reading.front().ready.wait();
     reading.pop_front();
   }
   w.commit();
