@@ -3,7 +3,10 @@
 // that follow, up to `window` bytes past the one about to be read, are handed to
 // CheckpointReader::prefetch, so the disk is already reading them while the caller checks, converts
 // and writes what it has. Without it a copy reads one piece (or slab) at a time and the disk idles
-// between pieces. The prefetched bytes wait in the page cache, not in the process's memory.
+// between pieces. The prefetched bytes wait in the page cache, not in the process's memory. The
+// first next() also starts reading where the datasets the ranges read are described
+// (CheckpointReader::prefetch_datasets), which locating their chunks needs first. Each range's own
+// reads are asked for before those of the ranges after it, so that the disk serves them first.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +26,13 @@ class ReadAhead {
  public:
   ReadAhead(const CheckpointReader& reader, std::vector<ReadRange> ranges, uint64_t window);
 
-  // The caller is about to read the next range of the sequence: prefetches what follows it within
-  // the window (each range once).
+  // The caller is about to read the next range of the sequence: prefetches it, unless it was, and
+  // what follows it within the window (each range once).
   void next();
 
  private:
+  void prefetch_datasets();
+
   const CheckpointReader& reader_;
   std::vector<ReadRange> ranges_;
   uint64_t window_;
