@@ -5,9 +5,21 @@
 namespace fpg::fpckpt {
 
 ReadAhead::ReadAhead(const CheckpointReader& reader, std::vector<ReadRange> ranges, uint64_t window)
-    : reader_(reader), ranges_(std::move(ranges)), window_(window) {}
+    : reader_(reader), ranges_(std::move(ranges)), before_(ranges_.size() + 1), window_(window) {
+  for (size_t i = 0; i < ranges_.size(); ++i) before_[i + 1] = before_[i] + ranges_[i].bytes;
+  if (!ranges_.empty()) thread_ = std::thread([this] { run(); });
+}
 
-void ReadAhead::prefetch_datasets() {
+ReadAhead::~ReadAhead() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ReadAhead::prefetch_datasets() const {
   const ckpt::Index& ix = reader_.index();
   std::vector<uint32_t> runs;  // in the order the ranges first need them
   std::vector<bool> seen(ix.runs.size());
@@ -26,23 +38,47 @@ void ReadAhead::prefetch_datasets() {
   reader_.prefetch_datasets(runs);
 }
 
+void ReadAhead::prefetch(size_t range) const {
+  const ReadRange& r = ranges_[range];
+  reader_.prefetch(r.key, r.lo, r.hi);
+}
+
+void ReadAhead::run() {
+  // Hints only: a failure to locate or prefetch is left to the reads, which report it.
+  try {
+    prefetch_datasets();
+    for (;;) {
+      size_t take;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        // The next range not asked for yet (those that were are being read: too late for them).
+        cv_.wait(l, [&] {
+          take = std::max(taken_, at_);
+          return stop_ || (take < ranges_.size() && before_[take] - before_[at_] < window_);
+        });
+        if (stop_) return;
+        taken_ = take + 1;
+      }
+      prefetch(take);
+    }
+  } catch (...) {
+  }
+}
+
 void ReadAhead::next() {
-  if (at_ >= ranges_.size()) return;
-  if (at_ == 0) prefetch_datasets();
-  // The range about to be read leaves the window (it is being read now). Not prefetched yet, it is
-  // first: its reads then reach the disk before those of the ranges after it.
-  if (at_ < issued_) {
-    in_window_ -= ranges_[at_].bytes;
-  } else {
-    reader_.prefetch(ranges_[at_].key, ranges_[at_].lo, ranges_[at_].hi);
-    issued_ = at_ + 1;
+  bool mine = false;
+  size_t range = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (at_ >= ranges_.size()) return;
+    range = at_++;
+    if (taken_ <= range) {
+      taken_ = range + 1;
+      mine = true;
+    }
   }
-  ++at_;
-  while (issued_ < ranges_.size() && in_window_ < window_) {
-    const ReadRange& r = ranges_[issued_++];
-    reader_.prefetch(r.key, r.lo, r.hi);
-    in_window_ += r.bytes;
-  }
+  cv_.notify_all();
+  if (mine) prefetch(range);
 }
 
 }  // namespace fpg::fpckpt
