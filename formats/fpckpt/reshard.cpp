@@ -321,6 +321,16 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     writers.push_back(&w);
     ids.push_back(std::move(id));
   }
+  // A rank's pieces come one after another: once the batch holding its last ones is released, its
+  // file is finished (closed and fsynced) in the background while the next ranks are written.
+  std::vector<std::vector<uint32_t>> done_after(batches.size());  // ranks whose last batch it is
+  {
+    std::vector<size_t> last(plan.ranks.size(), SIZE_MAX);
+    for (size_t b = 0; b < batches.size(); ++b)
+      for (size_t i = batches[b].begin; i < batches[b].end; ++i) last[pieces[i].rank] = b;
+    for (uint32_t i = 0; i < last.size(); ++i)
+      if (last[i] != SIZE_MAX) done_after[last[i]].push_back(plan.ranks[i].rank);
+  }
   // The previous batch's slot is released once its chunks no longer read it, after the next
   // batch's chunks are queued, so that the write pool never runs dry between batches.
   std::vector<std::pair<RankWriter*, uint64_t>> held;  // the writers of the held batch, with marks
@@ -343,7 +353,9 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
       if (marks.empty() || marks.back().first != &w) marks.emplace_back(&w, 0);
       marks.back().second = w.mark();
     }
-    release_held();
+    release_held();  // batch b - 1: its ranks' writers are not used after this
+    if (b > 0)
+      for (uint32_t r : done_after[b - 1]) cw.finish_rank(r);
     held = std::move(marks);
     holding = true;
     res.bytes_written += buf.size;

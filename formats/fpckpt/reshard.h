@@ -8,9 +8,11 @@
 // batch i is written, so reads and writes overlap: its pool of `threads` threads preads and checks
 // the batch's chunks in parallel, outside the HDF5 mutex (reader.h), and the disk reads ahead of it
 // (read_ahead.h: the next pieces' chunks, at least 64 MiB, into the page cache), so it never waits
-// for the reader to ask. Padding is declared as the plan says. The target is committed atomically
-// (commit.h: staging directory, fsync, rename); on any failure the staging directory is removed and
-// nothing is left at the target.
+// for the reader to ask. Padding is declared as the plan says. The ranks' pieces come one rank after
+// another: once a rank's last batch is written its file is closed and fsynced in the background
+// (CheckpointWriter::finish_rank) while the next ranks are written. The target is committed
+// atomically (commit.h: staging directory, fsync, rename); on any failure the staging directory is
+// removed and nothing is left at the target.
 //
 // Memory: three batch buffers, the writer's per-thread chunk buffers (3 chunks), the reader's
 // per-thread buffers (about 4 source chunks) and the cache; independent of the checkpoint's size.
