@@ -255,14 +255,25 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     }
   // Batches of at most a piece, and of at most an eighth of the copy (but at least a source chunk),
   // so that a small checkpoint's reads and writes overlap too instead of going in two or three steps.
-  const uint64_t batch = std::max<uint64_t>(std::min<uint64_t>(piece, total / 8), max_chunk_bytes(source.index()));
+  // The first batches grow from one source chunk (the writes start once the first is read: the disk
+  // only reads until then) and the last ones shrink to one (after the last is read, it only writes).
+  const uint64_t src_chunk = std::max<uint64_t>(1, max_chunk_bytes(source.index()));
+  const uint64_t batch = std::max<uint64_t>(std::min<uint64_t>(piece, total / 8), src_chunk);
+  auto batch_limit = [&](uint64_t before) {
+    return std::max(src_chunk, std::min({batch, before, (total - before) / 2}));
+  };
   std::vector<Batch> batches;
+  uint64_t batched = 0, limit = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     Piece& p = pieces[i];
-    if (batches.empty() || batches.back().bytes + p.bytes > batch) batches.push_back({i, i, 0});
+    if (batches.empty() || batches.back().bytes + p.bytes > limit) {
+      batches.push_back({i, i, 0});
+      limit = batch_limit(batched);
+    }
     p.at = batches.back().bytes;
     batches.back().bytes += p.bytes;
     batches.back().end = i + 1;
+    batched += p.bytes;
   }
   Progress progress("reshard", total, o.progress);
   // The reader's own pool of `threads` threads (the writer keeps the write pool): source chunks are

@@ -1,7 +1,8 @@
 // Running a reshard plan (ckpt/reshard_plan.h): every target rank's runs are streamed from the
 // source in pieces of at most threads x chunk bytes (each one dataset of the target), read in
-// batches of consecutive pieces of at most as many bytes (and an eighth of the copy) — the source chunks a batch intersects are
-// read and decoded in parallel (checksums checked), each once: a chunk only partly used stays in a
+// batches of consecutive pieces of at most as many bytes (and an eighth of the copy; the first
+// batches grow from one source chunk and the last ones shrink to one, so that the writes start
+// early and the reads end late) — the source chunks a batch intersects are read and decoded in parallel (checksums checked), each once: a chunk only partly used stays in a
 // small cache of decoded chunks for the next batch — and written with the rank writer straight from
 // the batch's buffer (chunked and checksummed in parallel; uncompressed chunks written in parallel at
 // addresses allocated with their dataset, rank_writer.h). A reader thread reads batch i + 1 while
