@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/dcp/reader.h"
-#include "formats/fpckpt/reader.h"
 #include "layout/describe.h"
 #include "app/reshard/reshard.h"
 
@@ -140,13 +139,12 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   const train::ReshardTarget& t = out.target;
   const ckpt::PlanSummary& s = out.summary;
   const fpckpt::ReshardRunOptions& ro = out.run_options;
-  const fpckpt::CheckpointReader src(out.source_dir);
   const bool json = g.json;
   const std::string resume = "fpgather train --load " + a.dst + " --dp " + std::to_string(t.target.dp) +
                              " --accumulation " + std::to_string(t.target.accumulation) + " --dist-opt " +
                              pipeline::dist_opt_name(t.target.config.dist_opt);
 
-  nlohmann::json j = {{"source", src.dir()},
+  nlohmann::json j = {{"source", out.source_dir},
                       {"target", a.dst},
                       {"dry_run", a.dry_run},
                       {"from", describe(t.source)},
@@ -174,7 +172,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
         for (const auto& r : rp.runs) {
           runs[r.key] += 1;
           bytes[r.key] += dtype_bytes(t.plan.keys[r.key].dtype, r.numel);
-          const std::string& sk = src.index().keys[r.src_key].name;
+          const std::string& sk = out.source_keys.at(r.src_key);
           if (std::find(from[r.key].begin(), from[r.key].end(), sk) == from[r.key].end()) from[r.key].push_back(sk);
         }
       for (size_t k = 0; k < t.plan.keys.size(); ++k)
@@ -184,7 +182,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
       std::printf("%s\n", j.dump(2).c_str());
       return 0;
     }
-    std::printf("reshard plan (dry run): %s -> %s\n", src.dir().c_str(), a.dst.c_str());
+    std::printf("reshard plan (dry run): %s -> %s\n", out.source_dir.c_str(), a.dst.c_str());
     std::printf("  from: %s\n  to:   %s\n", describe(t.source).c_str(), describe(t.target).c_str());
     std::printf("  keys %llu, runs %llu, files %llu, padding intervals %llu\n", static_cast<unsigned long long>(s.keys),
                 static_cast<unsigned long long>(s.runs), static_cast<unsigned long long>(s.files),
@@ -211,7 +209,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("resharded %s (%s)\n       -> %s (%s)\n", src.dir().c_str(), describe(t.source).c_str(), a.dst.c_str(),
+  std::printf("resharded %s (%s)\n       -> %s (%s)\n", out.source_dir.c_str(), describe(t.source).c_str(), a.dst.c_str(),
               describe(t.target).c_str());
   std::printf("%llu keys, %llu files, %llu bytes read, %llu bytes written (%llu stored) in %.2f s\n",
               static_cast<unsigned long long>(s.keys), static_cast<unsigned long long>(s.files),

@@ -7,6 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -84,17 +87,31 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  RankWriter& rank(uint32_t r);  // created on first use
+  RankWriter& rank(uint32_t r);  // created on first use; InternalError once finish_rank(r) was called
   ckpt::Documents& documents() { return documents_; }
-  // Finishes every rank, writes the index, commits. Returns the committed index.
+  // Starts finishing rank r (RankWriter::finish: its chunks written, its file closed and fsynced)
+  // on a thread of its own and returns: a caller done with one rank while it writes the next
+  // (reshard) overlaps the closing and fsync of the one with the writing of the other. Rank r is
+  // not written to afterwards; commit() waits for it and throws its error. No-op for a rank that
+  // was never created or is finishing already.
+  void finish_rank(uint32_t r);
+  // Finishes every rank (those not finishing yet all at once, each on a thread of its own, so that
+  // their files' closing and fsyncs overlap), writes the index, commits. Returns the committed index.
   ckpt::Index commit();
   const std::string& staging() const { return staging_.path(); }
 
  private:
+  // Waits for the oldest rank being finished; keeps its manifest, or the first error for commit().
+  void reap_one();
+
   std::string target_;
   StagingDir staging_;
   WriteOptions opts_;
   std::vector<std::unique_ptr<RankWriter>> ranks_;
+  std::vector<bool> finishing_started_;  // by rank
+  std::deque<std::future<RankManifest>> finishing_;  // oldest first
+  std::vector<RankManifest> finished_;
+  std::exception_ptr finish_error_;
   ckpt::Documents documents_;
   bool committed_ = false;
 };

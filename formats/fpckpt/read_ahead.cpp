@@ -1,21 +1,84 @@
 #include "formats/fpckpt/read_ahead.h"
 
+#include <algorithm>
+
 namespace fpg::fpckpt {
 
 ReadAhead::ReadAhead(const CheckpointReader& reader, std::vector<ReadRange> ranges, uint64_t window)
-    : reader_(reader), ranges_(std::move(ranges)), window_(window) {}
+    : reader_(reader), ranges_(std::move(ranges)), before_(ranges_.size() + 1), window_(window) {
+  for (size_t i = 0; i < ranges_.size(); ++i) before_[i + 1] = before_[i] + ranges_[i].bytes;
+  if (!ranges_.empty()) thread_ = std::thread([this] { run(); });
+}
+
+ReadAhead::~ReadAhead() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ReadAhead::prefetch_datasets() const {
+  const ckpt::Index& ix = reader_.index();
+  std::vector<uint32_t> runs;  // in the order the ranges first need them
+  std::vector<bool> seen(ix.runs.size());
+  for (const ReadRange& r : ranges_) {
+    if (r.key >= ix.keys.size()) continue;
+    const auto& list = reader_.chunks_of(r.key);
+    auto it = std::partition_point(list.begin(), list.end(), [&](uint32_t c) { return ix.chunks[c].hi() <= r.lo; });
+    for (; it != list.end() && ix.chunks[*it].offset < r.hi; ++it) {
+      const uint32_t run = ix.chunks[*it].run;
+      if (run < seen.size() && !seen[run]) {
+        seen[run] = true;
+        runs.push_back(run);
+      }
+    }
+  }
+  reader_.prefetch_datasets(runs);
+}
+
+void ReadAhead::prefetch(size_t range) const {
+  const ReadRange& r = ranges_[range];
+  reader_.prefetch(r.key, r.lo, r.hi);
+}
+
+void ReadAhead::run() {
+  // Hints only: a failure to locate or prefetch is left to the reads, which report it.
+  try {
+    prefetch_datasets();
+    for (;;) {
+      size_t take;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        // The next range not asked for yet (those that were are being read: too late for them).
+        cv_.wait(l, [&] {
+          take = std::max(taken_, at_);
+          return stop_ || (take < ranges_.size() && before_[take] - before_[at_] < window_);
+        });
+        if (stop_) return;
+        taken_ = take + 1;
+      }
+      prefetch(take);
+    }
+  } catch (...) {
+  }
+}
 
 void ReadAhead::next() {
-  if (at_ >= ranges_.size()) return;
-  // The range about to be read leaves the window (it is being read now, prefetched or not).
-  if (at_ < issued_) in_window_ -= ranges_[at_].bytes;
-  else issued_ = at_ + 1;
-  ++at_;
-  while (issued_ < ranges_.size() && in_window_ < window_) {
-    const ReadRange& r = ranges_[issued_++];
-    reader_.prefetch(r.key, r.lo, r.hi);
-    in_window_ += r.bytes;
+  bool mine = false;
+  size_t range = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (at_ >= ranges_.size()) return;
+    range = at_++;
+    if (taken_ <= range) {
+      taken_ = range + 1;
+      mine = true;
+    }
   }
+  cv_.notify_all();
+  if (mine) prefetch(range);
 }
 
 }  // namespace fpg::fpckpt

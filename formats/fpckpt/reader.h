@@ -59,6 +59,15 @@ class CheckpointReader {
   // left to read(); no-op where chunks are read through HDF5 (ChunkReads::hdf5).
   void prefetch(uint32_t key, uint64_t lo, uint64_t hi) const;
 
+  // Starts reading where the datasets of `runs` (indices into index().runs) are described into the
+  // page cache: the first pages of each dataset (its HDF5 object header and chunk index), at the
+  // address its file's root group lists for it, and returns without waiting. Opening a dataset and
+  // locating its chunks read those pages under the HDF5 mutex, a few small reads at a time; on a
+  // cold file, a copy that reads hundreds of runs would wait for the disk that many times in a row,
+  // where these requests reach the disk all at once. A hint, as prefetch() is; no-op where chunks
+  // are read through HDF5.
+  void prefetch_datasets(const std::vector<uint32_t>& runs) const;
+
   // Reads chunk `c`, checks both checksums and decodes it into `logical` (resized). Returns "" or
   // what is wrong; `kind` is set to "checksum" or "read".
   std::string verify_chunk(uint32_t c, ckpt::CodecScratch& scratch, std::vector<uint8_t>& stored,
@@ -88,9 +97,15 @@ class CheckpointReader {
   // Where chunk c's stored bytes lie in its data file and that file's descriptor (locating the
   // chunk's run under the HDF5 mutex the first time); "" or the error.
   std::string locate_stored(uint32_t c, uint64_t& addr, uint64_t& size, int& fd) const;
+  // With the HDF5 mutex held: the open HDF5 file `file` (index into index().files; opened once), or
+  // the error. Returns a borrowed id.
+  std::string file_of(uint32_t file, int64_t& id) const;
   // With the HDF5 mutex held: the open dataset of chunk c's run (opening file and dataset once), or
   // the error. Returns a borrowed id.
   std::string dataset_of(uint32_t c, int64_t& dataset) const;
+  // With where_mu_ held: the descriptor stored bytes of data file `file` are read from (opened
+  // once), or the error.
+  std::string data_fd(uint32_t file, int& fd) const;
   // With the HDF5 mutex held: where every chunk of chunk c's run lies (into where_).
   void locate_run(uint32_t c, int64_t dataset) const;
 

@@ -255,14 +255,25 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     }
   // Batches of at most a piece, and of at most an eighth of the copy (but at least a source chunk),
   // so that a small checkpoint's reads and writes overlap too instead of going in two or three steps.
-  const uint64_t batch = std::max<uint64_t>(std::min<uint64_t>(piece, total / 8), max_chunk_bytes(source.index()));
+  // The first batches grow from one source chunk (the writes start once the first is read: the disk
+  // only reads until then) and the last ones shrink to one (after the last is read, it only writes).
+  const uint64_t src_chunk = std::max<uint64_t>(1, max_chunk_bytes(source.index()));
+  const uint64_t batch = std::max<uint64_t>(std::min<uint64_t>(piece, total / 8), src_chunk);
+  auto batch_limit = [&](uint64_t before) {
+    return std::max(src_chunk, std::min({batch, before, (total - before) / 2}));
+  };
   std::vector<Batch> batches;
+  uint64_t batched = 0, limit = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     Piece& p = pieces[i];
-    if (batches.empty() || batches.back().bytes + p.bytes > batch) batches.push_back({i, i, 0});
+    if (batches.empty() || batches.back().bytes + p.bytes > limit) {
+      batches.push_back({i, i, 0});
+      limit = batch_limit(batched);
+    }
     p.at = batches.back().bytes;
     batches.back().bytes += p.bytes;
     batches.back().end = i + 1;
+    batched += p.bytes;
   }
   Progress progress("reshard", total, o.progress);
   // The reader's own pool of `threads` threads (the writer keeps the write pool): source chunks are
@@ -321,6 +332,16 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     writers.push_back(&w);
     ids.push_back(std::move(id));
   }
+  // A rank's pieces come one after another: once the batch holding its last ones is released, its
+  // file is finished (closed and fsynced) in the background while the next ranks are written.
+  std::vector<std::vector<uint32_t>> done_after(batches.size());  // ranks whose last batch it is
+  {
+    std::vector<size_t> last(plan.ranks.size(), SIZE_MAX);
+    for (size_t b = 0; b < batches.size(); ++b)
+      for (size_t i = batches[b].begin; i < batches[b].end; ++i) last[pieces[i].rank] = b;
+    for (uint32_t i = 0; i < last.size(); ++i)
+      if (last[i] != SIZE_MAX) done_after[last[i]].push_back(plan.ranks[i].rank);
+  }
   // The previous batch's slot is released once its chunks no longer read it, after the next
   // batch's chunks are queued, so that the write pool never runs dry between batches.
   std::vector<std::pair<RankWriter*, uint64_t>> held;  // the writers of the held batch, with marks
@@ -343,7 +364,9 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
       if (marks.empty() || marks.back().first != &w) marks.emplace_back(&w, 0);
       marks.back().second = w.mark();
     }
-    release_held();
+    release_held();  // batch b - 1: its ranks' writers are not used after this
+    if (b > 0)
+      for (uint32_t r : done_after[b - 1]) cw.finish_rank(r);
     held = std::move(marks);
     holding = true;
     res.bytes_written += buf.size;

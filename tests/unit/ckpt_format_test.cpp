@@ -137,6 +137,69 @@ TEST_CASE("ckpt format: latest, retention and abandoned saves", "[ckpt]") {
   CHECK_THROWS_AS(fpckpt::CheckpointWriter(t.path + "/step-00000004"), UsageError);
 }
 
+TEST_CASE("ckpt format: ranks finished early (finish_rank) commit the checkpoint commit() alone makes", "[ckpt]") {
+  TempDir t;
+  // Three ranks, each with its own keys and a share of a common one, written one rank after another.
+  auto save = [&](const std::string& dir, const char* comp, bool early) {
+    fpckpt::WriteOptions o;
+    o.compression = ckpt::parse_compression(comp);
+    o.chunk_bytes = 256;
+    fpckpt::CheckpointWriter w(dir, o);
+    w.documents().set("note", "{\"early\": true}");
+    for (uint32_t r = 0; r < 3; ++r) {
+      auto& rw = w.rank(r);
+      std::vector<float> v(1000 + 100 * r);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r * 10000 + i) * 0.5f;
+      rw.write(rw.declare({"own" + std::to_string(r), DType::F32, {v.size()}, ckpt::KeyKind::weight}), 0, v.data(), v.size());
+      const uint32_t shared = rw.declare({"shared", DType::F32, {300}, ckpt::KeyKind::master});
+      rw.write(shared, 100 * r, v.data(), 100);
+      if (early) {
+        w.finish_rank(r);
+        CHECK_THROWS_AS(w.rank(r), InternalError);
+      }
+    }
+    return w.commit();
+  };
+  for (const char* comp : {"none", "zstd:1"}) {
+    INFO(comp);
+    const std::string a = t.path + "/at-commit-" + comp, b = t.path + "/early-" + comp;
+    const ckpt::Index ia = save(a, comp, false), ib = save(b, comp, true);
+    REQUIRE(ia.keys.size() == ib.keys.size());
+    for (size_t k = 0; k < ia.keys.size(); ++k) CHECK(ia.keys[k].name == ib.keys[k].name);
+    REQUIRE(ia.files.size() == 3);
+    REQUIRE(ib.files.size() == 3);
+    for (size_t f = 0; f < 3; ++f) {
+      CHECK(ia.files[f].name == ib.files[f].name);
+      // Uncompressed chunks have their place from their dataset's creation: the same file, byte for
+      // byte (where compressed chunks land depends on the order the encoding threads finish in).
+      if (std::string(comp) == "none")
+        CHECK(fs::read_small_file(a + "/" + ia.files[f].name, 1 << 20) == fs::read_small_file(b + "/" + ib.files[f].name, 1 << 20));
+    }
+    REQUIRE(ia.chunks.size() == ib.chunks.size());
+    for (size_t c = 0; c < ia.chunks.size(); ++c) {
+      CHECK(ia.chunks[c].offset == ib.chunks[c].offset);
+      CHECK(ia.chunks[c].checksum_logical == ib.chunks[c].checksum_logical);
+    }
+    fpckpt::ValidateOptions vo;
+    vo.data = true;
+    const auto rep = fpckpt::validate_checkpoint(b, vo);
+    CHECK(rep.problems.empty());
+    CHECK(rep.chunks_read == ib.chunks.size());
+  }
+  // Abandoned with ranks finishing in the background: nothing is left.
+  {
+    fpckpt::CheckpointWriter w(t.path + "/abandoned");
+    for (uint32_t r = 0; r < 2; ++r) {
+      const float x = static_cast<float>(r);
+      auto& rw = w.rank(r);
+      rw.write(rw.declare({"x" + std::to_string(r), DType::F32, {1}, ckpt::KeyKind::other}), 0, &x, 1);
+      w.finish_rank(r);
+    }
+    CHECK(exists(w.staging()));
+  }
+  CHECK(!exists(t.path + "/abandoned"));
+}
+
 TEST_CASE("ckpt format: a newer major version is refused with a clear message", "[ckpt]") {
   TempDir t;
   const std::string dir = t.path + "/c";

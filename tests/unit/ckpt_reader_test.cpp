@@ -1,9 +1,15 @@
 // CheckpointReader's direct reads (pread at the address HDF5 reports, outside the HDF5 mutex) against
 // the H5Dread_chunk path: the same bytes for every chunk and encoding, and clear errors when the
-// index and the file disagree on a chunk's size or the file ends inside a chunk.
+// index and the file disagree on a chunk's size or the file ends inside a chunk. What the
+// prefetches (prefetch_datasets, ReadAhead) bring into the page cache of a cold file.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstring>
 #include <functional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -12,6 +18,7 @@
 #include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
+#include "formats/fpckpt/read_ahead.h"
 #include "formats/fpckpt/reader.h"
 #include "tools/ckpt_fixture.h"
 
@@ -142,4 +149,129 @@ TEST_CASE("ckpt reader: a data file that ends inside a chunk is a FormatError, n
   CHECK(contains(what, file));
   CHECK(contains(what, "master"));
   CHECK(contains(what, "the file ends at byte"));
+}
+
+namespace {
+
+// Which pages of the file at `path` (`len` bytes) are in the page cache.
+std::vector<unsigned char> resident_pages(const std::string& path, size_t len) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  void* map = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  REQUIRE(map != MAP_FAILED);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> v((len + page - 1) / page);
+  const int rc = mincore(map, len, v.data());
+  munmap(map, len);
+  REQUIRE(rc == 0);
+  for (auto& b : v) b &= 1;
+  return v;
+}
+
+// A one-file checkpoint of kKeys uncompressed keys of 2 MiB (one chunk each), key k holding value(k)
+// throughout, out of the page cache, and where each key's data begins in its file.
+struct ColdCheckpoint {
+  static constexpr uint64_t kElems = 1 << 19;
+  static constexpr int kKeys = 6;
+  static float value(int k) { return 1.25f + static_cast<float>(k); }
+  std::string dir, path;
+  size_t len = 0, page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<uint64_t> data_at;
+  bool cold = false;  // false where the file system keeps files in memory (tmpfs)
+
+  explicit ColdCheckpoint(const std::string& d) : dir(d) {
+    fpckpt::WriteOptions o;
+    o.compression = ckpt::parse_compression("none");
+    o.chunk_bytes = kElems * 4;
+    fpckpt::CheckpointWriter w(dir, o);
+    for (int k = 0; k < kKeys; ++k) {
+      std::vector<float> data(kElems, value(k));
+      auto& r = w.rank(0);
+      const uint32_t id = r.declare({"key" + std::to_string(k), DType::F32, {kElems}, ckpt::KeyKind::weight});
+      r.write(id, 0, data.data(), kElems);
+    }
+    const ckpt::Index ix = w.commit();
+    REQUIRE(ix.files.size() == 1);
+    REQUIRE(ix.runs.size() == kKeys);
+    path = dir + "/" + ix.files[0].name;
+    len = ix.files[0].size;
+    // The first of each key's values in the file (each key has its own).
+    const std::string bytes = fs::read_small_file(path, 64ull << 20);
+    for (int k = 0; k < kKeys; ++k) {
+      const std::vector<float> pattern(16, value(k));
+      const size_t at = std::string_view(bytes).find(
+          std::string_view(reinterpret_cast<const char*>(pattern.data()), pattern.size() * sizeof(float)));
+      REQUIRE(at != std::string::npos);
+      data_at.push_back(at);
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    const auto now = resident_pages(path, len);
+    cold = true;
+    for (uint64_t a : data_at) cold = cold && !now[(a - 1) / page] && !now[(a + (1 << 20)) / page];
+    if (!cold) WARN("the file system keeps " << path << " in memory (tmpfs?): nothing to prefetch, test skipped");
+  }
+  // The page cache once `done` holds of it, or after 5 s (the reads asked for are asynchronous).
+  std::vector<unsigned char> wait_for(const std::function<bool(const std::vector<unsigned char>&)>& done) const {
+    std::vector<unsigned char> now;
+    for (int i = 0; i < 500; ++i) {
+      now = resident_pages(path, len);
+      if (done(now)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return now;
+  }
+  bool header_in(const std::vector<unsigned char>& pages, int k) const { return pages[(data_at[k] - 1) / page]; }
+  bool data_in(const std::vector<unsigned char>& pages, int k) const { return pages[(data_at[k] + (1 << 20)) / page]; }
+};
+
+}  // namespace
+
+TEST_CASE("ckpt reader: prefetch_datasets reads the pages before each dataset's data, not the data", "[ckpt][reader]") {
+  TempDir t;
+  const ColdCheckpoint c(t.path + "/c");
+  if (!c.cold) return;
+  const fpckpt::CheckpointReader r(c.dir);
+  std::vector<uint32_t> runs;
+  for (uint32_t i = 0; i < r.index().runs.size(); ++i) runs.push_back(i);
+  r.prefetch_datasets(runs);
+  const auto now = c.wait_for([&](const std::vector<unsigned char>& p) {
+    for (int k = 0; k < c.kKeys; ++k)
+      if (!c.header_in(p, k)) return false;
+    return true;
+  });
+  for (int k = 0; k < c.kKeys; ++k) {
+    INFO("key " << k << ", data at byte " << c.data_at[k]);
+    CHECK(c.header_in(now, k));  // its dataset's object header and chunk index
+    CHECK(!c.data_in(now, k));   // its data, a MiB in: not read
+  }
+  size_t resident = 0;
+  for (auto b : now) resident += b;
+  CHECK(resident <= c.kKeys * 4 + 8);  // 12 KiB a dataset (four pages unaligned), and what opening the file read
+  // Reads are unchanged.
+  std::vector<float> v(c.kElems);
+  r.read(3, 0, c.kElems, v.data());
+  CHECK(v[0] == c.value(3));
+  CHECK(v[c.kElems - 1] == c.value(3));
+}
+
+TEST_CASE("ckpt read-ahead: the range about to be read is asked for first, even with no window", "[ckpt][reader]") {
+  TempDir t;
+  const ColdCheckpoint c(t.path + "/c");
+  if (!c.cold) return;
+  const fpckpt::CheckpointReader r(c.dir);
+  std::vector<fpckpt::ReadRange> ranges;
+  for (uint32_t k = 0; k < 3; ++k) ranges.push_back({k, 0, c.kElems, c.kElems * 4});
+  fpckpt::ReadAhead ahead(r, ranges, 0);
+  ahead.next();  // range 0 is about to be read: it, and the datasets of all three, are asked for
+  const auto now = c.wait_for([&](const std::vector<unsigned char>& p) {
+    return c.data_in(p, 0) && c.header_in(p, 0) && c.header_in(p, 1) && c.header_in(p, 2);
+  });
+  CHECK(c.data_in(now, 0));
+  CHECK(!c.data_in(now, 1));  // beyond a window of 0
+  for (int k = 0; k < 3; ++k) CHECK(c.header_in(now, k));
+  CHECK(!c.header_in(now, 4));  // a dataset no range reads
 }

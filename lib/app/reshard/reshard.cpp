@@ -34,6 +34,7 @@ ReshardOutcome reshard(const ReshardRequest& q) {
   const auto opened = fpckpt::open_valid(q.source, "reshard it");
   const fpckpt::CheckpointReader& src = *opened;
   out.source_dir = src.dir();
+  for (const ckpt::Key& k : src.index().keys) out.source_keys.push_back(k.name);
   out.target = plan_reshard(src.index(), src.dir(), q.options);
   fpckpt::ReshardRunOptions& ro = out.run_options;
   ro.write.compression = q.compression ? *q.compression : source_compression(src.index());

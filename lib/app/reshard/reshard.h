@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ckpt/chunk_codec.h"
 #include "ckpt/reshard_plan.h"
@@ -25,7 +26,8 @@ struct ReshardRequest {
 };
 
 struct ReshardOutcome {
-  std::string source_dir;  // after resolving `latest`
+  std::string source_dir;                // after resolving `latest`
+  std::vector<std::string> source_keys;  // the source's key names, by number (the plan's src_key)
   ReshardTarget target;
   ckpt::PlanSummary summary;  // with the peak memory estimate
   fpckpt::ReshardRunOptions run_options;
