@@ -35,4 +35,14 @@ void CheckpointParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const
     reader_.read(piece.key, piece.key_lo, piece.key_lo + piece.numel, dst + (piece.param_lo - lo) * 4, pool_);
 }
 
+void CheckpointParams::will_read(size_t t, uint64_t lo, uint64_t hi) const {
+  const Source& s = sources_.at(t);
+  if (s.weight_key >= 0) {
+    reader_.prefetch(static_cast<uint32_t>(s.weight_key), lo, hi);
+    return;
+  }
+  for (const ckpt::StatePiece& piece : map_.pieces(s.param, s.state, lo, hi))
+    reader_.prefetch(piece.key, piece.key_lo, piece.key_lo + piece.numel);
+}
+
 }  // namespace fpg::fpckpt

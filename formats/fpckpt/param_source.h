@@ -21,6 +21,7 @@ class CheckpointParams : public ckpt::ParamSource {
   std::string describe() const override;
   const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
   void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override;
+  void will_read(size_t t, uint64_t lo, uint64_t hi) const override;  // CheckpointReader::prefetch
 
  private:
   struct Source {

@@ -43,6 +43,9 @@ class ParamSource {
   // Whether read() may be called from several threads at once: a streaming reader then keeps more
   // than one read in flight.
   virtual bool concurrent_reads() const { return false; }
+  // A hint that elements [lo, hi) of tensor `t` will be read soon: a source may start bringing them
+  // into the page cache and return without waiting. Nothing is checked; errors are left to read().
+  virtual void will_read(size_t /*t*/, uint64_t /*lo*/, uint64_t /*hi*/) const {}
 };
 
 }  // namespace fpg::ckpt

@@ -205,7 +205,8 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   // tensor, and writes each before asking for the next. Those blocks are read, converted and
   // checksummed ahead into a ring of buffers while it does, so a write that waits on the disk does not
   // stop the reading, and the writer writes each from its buffer with its CRC-32 already known; each
-  // read spans many source chunks, read in parallel.
+  // read spans many source chunks, read in parallel. A source that serves one read at a time is told
+  // each block's range when its read is queued (will_read), so that the disk reads ahead meanwhile.
   dcp::DcpWriteOptions wo;
   wo.io_block_bytes = static_cast<size_t>(std::max<uint64_t>(o.slab_bytes / 2, 1));
   dcp::DcpWriter w(staged.staged_dir(), wo);
@@ -234,14 +235,18 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   auto grow = [](std::vector<uint8_t>& v, uint64_t n) {
     if (v.size() < n) v.resize(n);
   };
-  // Reads source elements covering output bytes [b.offset, b.offset + b.size) of tensor b.tensor and
-  // leaves those bytes at b.data().
-  auto read_block = [&src, &tensors, grow](Block& b) {
+  // The source elements [lo, hi) covering output bytes [b.offset, b.offset + b.size) of tensor b.tensor.
+  auto source_range = [&tensors](const Block& b) {
+    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(tensors[b.tensor].spec.dtype) / 8, 1);
+    return std::pair<uint64_t, uint64_t>{b.offset / out_elem, (b.offset + b.size + out_elem - 1) / out_elem};
+  };
+  // Reads those elements and leaves the block's bytes at b.data().
+  auto read_block = [&src, &tensors, grow, source_range](Block& b) {
     const Planned& t = tensors[b.tensor];
     const ckpt::ParamTensor& st = src.tensors()[t.source];
     const uint64_t in_elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
     const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
-    const uint64_t lo = b.offset / out_elem, hi = (b.offset + b.size + out_elem - 1) / out_elem;
+    const auto [lo, hi] = source_range(b);
     b.read = (hi - lo) * in_elem;
     b.skip = b.offset % out_elem;  // a block that starts inside an element (never with whole-element block sizes)
     grow(b.bytes, (hi - lo) * out_elem);
@@ -283,9 +288,13 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     auto read = std::make_shared<std::promise<void>>();
     Pending p;
     p.read = read->get_future().share();
-    p.ready = std::async(std::launch::async, [&b, before, read, &read_block] {
+    p.ready = std::async(std::launch::async, [&b, before, read, &read_block, &src, &tensors, source_range] {
                 try {
-                  if (before.valid()) before.wait();
+                  if (before.valid()) {  // meanwhile the disk can read this block's bytes ahead
+                    const auto [lo, hi] = source_range(b);
+                    src.will_read(tensors[b.tensor].source, lo, hi);
+                    before.wait();
+                  }
                   read_block(b);
                 } catch (...) {
                   read->set_exception(std::current_exception());
