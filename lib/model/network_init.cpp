@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "model/philox.h"
 
 namespace fpg::model {
@@ -52,7 +53,15 @@ void init_network_param(const Param& p, const NetworkDims& dims, uint64_t seed, 
     return;
   }
   const PhiloxKey key = philox_key(seed, role == NetworkRole::student ? kStudentDomain : kTeacherDomain);
-  philox_normal_fill(key, fnv1a64(p.name), p.numel(), static_cast<float>(std_dev), out);
+  // Element pairs are drawn by their index (counter-based), so filling blocks of an even size on
+  // several threads gives the values one thread gives. A 1b network is 2 × 1e9 draws.
+  constexpr uint64_t kBlock = uint64_t{1} << 20;
+  const uint64_t n = p.numel(), stream = fnv1a64(p.name);
+  const float scale = static_cast<float>(std_dev);
+  ThreadPool::global().parallel_for((n + kBlock - 1) / kBlock, [&](size_t b) {
+    const uint64_t lo = b * kBlock;
+    philox_normal_fill(key, stream, lo, std::min(n, lo + kBlock) - lo, scale, out + lo);
+  });
 }
 
 std::vector<std::vector<float>> init_network_params(const ModelSpec& spec, uint64_t seed,

@@ -70,13 +70,18 @@ inline float philox_normal(PhiloxKey key, uint64_t stream, uint64_t elem) {
   return philox_normal_pair(key, stream, elem >> 1)[elem & 1];
 }
 
-// out[j] = scale · philox_normal(key, stream, j) for j in [0, n), one Philox block per pair.
-inline void philox_normal_fill(PhiloxKey key, uint64_t stream, uint64_t n, float scale, float* out) {
+// out[j - first] = scale · philox_normal(key, stream, j) for j in [first, first + n), first even, one
+// Philox block per pair: any even split of a range fills what the whole range fills.
+inline void philox_normal_fill(PhiloxKey key, uint64_t stream, uint64_t first, uint64_t n, float scale, float* out) {
   for (uint64_t j = 0; j < n; j += 2) {
-    const std::array<float, 2> z = philox_normal_pair(key, stream, j >> 1);
+    const std::array<float, 2> z = philox_normal_pair(key, stream, (first + j) >> 1);
     out[j] = scale * z[0];
     if (j + 1 < n) out[j + 1] = scale * z[1];
   }
+}
+
+inline void philox_normal_fill(PhiloxKey key, uint64_t stream, uint64_t n, float scale, float* out) {
+  philox_normal_fill(key, stream, 0, n, scale, out);
 }
 
 }  // namespace fpg::model

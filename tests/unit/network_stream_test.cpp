@@ -139,3 +139,19 @@ TEST_CASE("any network spec runs with its own shapes", "[network]") {
   std::vector<float> x(3), y(7);
   CHECK_THROWS_AS(net.forward(too_few, x.data(), 1, y.data()), fpg::UsageError);
 }
+
+TEST_CASE("a param larger than the init's block is filled on threads with the one-thread values", "[network]") {
+  const ModelSpec spec = preset("base");
+  const Param* big = nullptr;
+  for (const Param& p : spec.params)
+    if (p.name == "blocks.0.fc1.weight") big = &p;
+  REQUIRE(big != nullptr);
+  REQUIRE(big->numel() > (uint64_t{1} << 20) + 1);  // several blocks, the last one partial
+  std::vector<float> threaded(big->numel());
+  init_network_param(*big, *spec.network, 9, NetworkRole::student, threaded.data());
+  // The same values drawn in one pass, as philox_normal defines them.
+  std::vector<float> one(big->numel());
+  const double std_dev = 1.0 / std::sqrt(double(spec.network->hidden));
+  philox_normal_fill(philox_key(9, 0x5354554445ull), fnv1a64(big->name), one.size(), static_cast<float>(std_dev), one.data());
+  CHECK(same_bits(threaded, one));
+}
