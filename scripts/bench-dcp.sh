@@ -7,9 +7,10 @@
 #     times torch on the same files (FileSystemReader.read_metadata, _validate_global_plan); the
 #     ratios are torch's median over ours.
 #  2. export: checkpoints of $EXPORT_GB GB in $CHUNK_MIB MiB chunks (keys of 16 chunks, 8 ranks). $ROUNDS
-#     rounds, each: the page cache dropped, a plain file of the export's size read with dd (the disk's
-#     cold-read rate); dropped again, the checkpoint's data files read with cat (the same bytes as the
-#     checkpoint lays them out); dropped again, the export (`bench dcp --export-reps 1`, written to
+#     rounds, each: the page cache dropped, a plain file of the export's size read with dd (a file
+#     written in one go); dropped again, the checkpoint's data files read in file order (the same bytes
+#     as the checkpoint lays them out: the disk's cold-read rate of these bytes, the export's target
+#     reference, since a checkpoint's ranks write their files at once and they interleave on disk); dropped again, the export (`bench dcp --export-reps 1`, written to
 #     $EXPORT_OUT, tmpfs by default, so that the disk only reads). Medians over the rounds, and the
 #     export's rate over each baseline; the export's peak RSS at each size.
 #
