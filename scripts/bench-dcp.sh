@@ -10,8 +10,9 @@
 #     rounds, each: the page cache dropped, a plain file of the export's size read with dd (a file
 #     written in one go); dropped again, the checkpoint's data files read in file order (the same bytes
 #     as the checkpoint lays them out: the disk's cold-read rate of these bytes, the export's target
-#     reference, since a checkpoint's ranks write their files at once and they interleave on disk); dropped again, the export (`bench dcp --export-reps 1`, written to
-#     $EXPORT_OUT, tmpfs by default, so that the disk only reads). Medians over the rounds, and the
+#     reference, since a checkpoint's ranks write their files at once and they interleave on disk);
+#     dropped again, the export (`bench dcp --export-reps 1`, written to $EXPORT_OUT, tmpfs by default,
+#     so that the disk only reads). Medians over the rounds, and the
 #     export's rate over each baseline; the export's peak RSS at each size.
 #
 # Usage: scripts/bench-dcp.sh [WORK_DIR]   (default /tmp/fpgather-bench-dcp, removed at the end)
