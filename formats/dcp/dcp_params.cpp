@@ -7,6 +7,7 @@
 #include <map>
 #include <regex>
 
+#include "ckpt/index.h"
 #include "core/error.h"
 #include "formats/dcp/box_coverage.h"
 
@@ -88,7 +89,12 @@ DcpParams::DcpParams(const Reader& reader) : r_(reader) {
   uint32_t ranks = 0;
   for (const StorageEntry& s : r_.metadata().storage) {
     std::smatch m;
-    if (std::regex_match(s.relative_path, m, kRankFile)) ranks = std::max<uint32_t>(ranks, std::stoul(m[1]) + 1);
+    if (!std::regex_match(s.relative_path, m, kRankFile)) continue;
+    const std::string digits = m[1];
+    if (digits.size() > 7 || std::stoul(digits) >= ckpt::kMaxRanks)
+      throw FormatError(r_.dir() + ": storage file '" + s.relative_path + "' names rank " + digits + ", beyond the " +
+                        std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
+    ranks = std::max<uint32_t>(ranks, static_cast<uint32_t>(std::stoul(digits)) + 1);
   }
   dp_ = std::max<uint32_t>(ranks, 1);
   if (megatron_) map_megatron();

@@ -231,9 +231,10 @@ CheckpointWriter::~CheckpointWriter() {
 
 RankWriter& CheckpointWriter::rank(uint32_t r) {
   if (committed_) throw InternalError("CheckpointWriter used after commit()");
+  if (r >= ckpt::kMaxRanks) throw InternalError("CheckpointWriter: rank " + std::to_string(r) + " is beyond the most ranks");
   if (r >= ranks_.size()) {
-    ranks_.resize(r + 1);
-    finishing_started_.resize(r + 1);
+    ranks_.resize(size_t{r} + 1);
+    finishing_started_.resize(size_t{r} + 1);
   }
   if (finishing_started_[r]) throw InternalError("CheckpointWriter: rank " + std::to_string(r) + " used after finish_rank");
   if (!ranks_[r]) ranks_[r] = std::make_unique<RankWriter>(staging_.path(), r, opts_);
@@ -247,12 +248,12 @@ constexpr size_t kFinishingAtOnce = 8;
 
 void CheckpointWriter::finish_rank(uint32_t r) {
   if (r >= ranks_.size() || !ranks_[r] || finishing_started_[r]) return;
-  finishing_started_[r] = true;
   while (!finishing_.empty() && (finishing_.size() >= kFinishingAtOnce ||
                                  finishing_.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready))
     reap_one();
   RankWriter* w = ranks_[r].get();
   finishing_.push_back(std::async(std::launch::async, [w] { return w->finish(); }));
+  finishing_started_[r] = true;  // only once its finish() runs: commit() finishes the others
 }
 
 void CheckpointWriter::reap_one() {

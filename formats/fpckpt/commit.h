@@ -87,7 +87,8 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  RankWriter& rank(uint32_t r);  // created on first use; InternalError once finish_rank(r) was called
+  // Created on first use; InternalError once finish_rank(r) was called, or for r >= ckpt::kMaxRanks.
+  RankWriter& rank(uint32_t r);
   ckpt::Documents& documents() { return documents_; }
   // Starts finishing rank r (RankWriter::finish: its chunks written, its file closed and fsynced)
   // on a thread of its own and returns: a caller done with one rank while it writes the next

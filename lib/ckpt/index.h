@@ -20,6 +20,10 @@
 
 namespace fpg::ckpt {
 
+// The most ranks a checkpoint holds (fpgather's or a DCP one): a rank number read from a file is
+// checked against it before anything is sized by it.
+constexpr uint32_t kMaxRanks = 1u << 20;
+
 struct FileEntry {
   std::string name;   // relative to the checkpoint directory, e.g. "rank-00003.h5"
   uint32_t rank = 0;  // the writing rank

@@ -45,6 +45,7 @@ class ParamSource {
   virtual bool concurrent_reads() const { return false; }
   // A hint that elements [lo, hi) of tensor `t` will be read soon: a source may start bringing them
   // into the page cache and return without waiting. Nothing is checked; errors are left to read().
+  // May be called while a read() runs, also by a source without concurrent reads.
   virtual void will_read(size_t /*t*/, uint64_t /*lo*/, uint64_t /*hi*/) const {}
 };
 

@@ -260,3 +260,13 @@ TEST_CASE("ckpt layout check: ownership and padding mismatches are reported", "[
                             layout::build_bucketed_layout(spec, lo), ckpt::StateLayout::model, testing::fixture_states())
              .empty());
 }
+
+TEST_CASE("ckpt format: a rank number beyond the most ranks is refused before anything is sized by it", "[ckpt]") {
+  TempDir t;
+  fpckpt::WriteOptions o;
+  o.compression = ckpt::parse_compression("none");
+  fpckpt::CheckpointWriter w(t.path + "/c", o);
+  CHECK_THROWS_AS(w.rank(ckpt::kMaxRanks), InternalError);
+  CHECK_THROWS_AS(w.rank(UINT32_MAX), InternalError);
+  CHECK_NOTHROW(w.rank(ckpt::kMaxRanks - 1));
+}

@@ -1,9 +1,15 @@
 // DCP validation with interval precision: the box coverage sweep on constructed layouts, metadata
 // decoding errors that name the field, and the hand-broken metadata of testdata/dcp/broken.
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
 #include "catch.h"
 #include "core/error.h"
 #include "dcp_test_util.h"
 #include "formats/dcp/box_coverage.h"
+#include "formats/dcp/dcp_params.h"
+#include "formats/dcp/reader.h"
 #include "formats/dcp/metadata.h"
 #include "formats/dcp/validate.h"
 
@@ -53,7 +59,7 @@ Pickle& size_of(Pickle& p, const V& dims) {
 // (repeats and omissions allowed); otherwise every chunk's, in chunk order.
 std::string metadata_pickle(const V& size, const std::vector<std::pair<V, V>>& chunks, bool with_storage,
                             const std::string& chunk_sizes_override = "", const std::string& extra_field = "",
-                            std::vector<size_t> storage_order = {}) {
+                            std::vector<size_t> storage_order = {}, const std::string& relative_path = "__0_0.distcp") {
   Pickle p;
   p.proto().stack_global(kMeta, "Metadata").raw(")\x81").raw("}").raw("(");
   p.str("state_dict_metadata").raw("}").str("w").stack_global(kMeta, "TensorStorageMetadata").raw(")\x81").raw("}(");
@@ -84,7 +90,7 @@ std::string metadata_pickle(const V& size, const std::vector<std::pair<V, V>>& c
       p.stack_global(kMeta, "MetadataIndex").raw(")\x81}(").str("fqn").str("w").str("offset");
       size_of(p, off);
       p.raw("ub").stack_global("torch.distributed.checkpoint.filesystem", "_StorageInfo").raw(")\x81}(")
-          .str("relative_path").str("__0_0.distcp").str("offset").int1(0).str("length").int1(10).raw("ub").raw("s");
+          .str("relative_path").str(relative_path).str("offset").int1(0).str("length").int1(10).raw("ub").raw("s");
     }
   p.str("mcore_data").raw("}").str("w").str("x").raw("s");
   p.raw("ub").stop();
@@ -290,4 +296,24 @@ TEST_CASE("dcp metadata: repeated keys, bytes entries and other planner data", "
   const auto missing = check_metadata(one);
   REQUIRE(missing.size() == 1);
   CHECK(ckpt::to_string(missing[0]) == "missing_file b [0, 0) -: bytes entry has no storage_data entry");
+}
+
+TEST_CASE("dcp params: a storage file naming a rank beyond the most ranks is refused, not sized by", "[dcp][metadata]") {
+  namespace stdfs = std::filesystem;
+  const stdfs::path dir = stdfs::temp_directory_path() / ("fpg-dcp-rank-" + std::to_string(::getpid()));
+  for (const std::string& name : {std::string("__99999999_0.distcp"), std::string("__1048576_0.distcp")}) {
+    INFO(name);
+    stdfs::remove_all(dir);
+    stdfs::create_directories(dir);
+    std::ofstream(dir / ".metadata", std::ios::binary) << metadata_pickle({10}, {{{0}, {10}}}, true, "", "", {}, name);
+    std::ofstream(dir / name, std::ios::binary) << std::string(10, '\0');
+    const dcp::Reader reader(dir.string());
+    try {
+      const dcp::DcpParams params(reader);
+      FAIL("opened");
+    } catch (const FormatError& e) {
+      CHECK(std::string(e.what()).find("beyond the 1048576 ranks") != std::string::npos);
+    }
+  }
+  stdfs::remove_all(dir);
 }

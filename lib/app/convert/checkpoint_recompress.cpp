@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "app/convert/staged_output.h"
+#include "ckpt/index.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
@@ -41,6 +42,9 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
                         (run.key >= ix.keys.size() ? "key #" + std::to_string(run.key) : "file #" + std::to_string(run.file)) +
                         ", which the index does not hold");
     const uint32_t rank = ix.files[run.file].rank;
+    if (rank >= ckpt::kMaxRanks)
+      throw FormatError(s.source + ": file '" + ix.files[run.file].name + "' records rank " + std::to_string(rank) +
+                        ", beyond the " + std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
     if (first_rank[run.key] < 0) first_rank[run.key] = rank;
     fpckpt::RankWriter& rw = w.rank(rank);
     const uint32_t key = rw.declare(ix.keys[run.key]);

@@ -292,7 +292,10 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
                 try {
                   if (before.valid()) {  // meanwhile the disk can read this block's bytes ahead
                     const auto [lo, hi] = source_range(b);
-                    src.will_read(tensors[b.tensor].source, lo, hi);
+                    try {
+                      src.will_read(tensors[b.tensor].source, lo, hi);
+                    } catch (...) {  // a hint: what went wrong is read()'s to report, after the wait
+                    }
                     before.wait();
                   }
                   read_block(b);
