@@ -91,10 +91,11 @@ DcpParams::DcpParams(const Reader& reader) : r_(reader) {
     std::smatch m;
     if (!std::regex_match(s.relative_path, m, kRankFile)) continue;
     const std::string digits = m[1];
-    if (digits.size() > 7 || std::stoul(digits) >= ckpt::kMaxRanks)
+    const uint64_t rank = digits.size() > 7 ? UINT64_MAX : std::stoull(digits);  // 7 digits: no overflow
+    if (rank >= ckpt::kMaxRanks)
       throw FormatError(r_.dir() + ": storage file '" + s.relative_path + "' names rank " + digits + ", beyond the " +
                         std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
-    ranks = std::max<uint32_t>(ranks, static_cast<uint32_t>(std::stoul(digits)) + 1);
+    ranks = std::max<uint32_t>(ranks, static_cast<uint32_t>(rank) + 1);
   }
   dp_ = std::max<uint32_t>(ranks, 1);
   if (megatron_) map_megatron();

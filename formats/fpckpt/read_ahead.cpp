@@ -25,9 +25,8 @@ void ReadAhead::prefetch_datasets() const {
   std::vector<bool> seen(ix.runs.size());
   for (const ReadRange& r : ranges_) {
     if (r.key >= ix.keys.size()) continue;
-    const auto& list = reader_.chunks_of(r.key);
-    auto it = std::partition_point(list.begin(), list.end(), [&](uint32_t c) { return ix.chunks[c].hi() <= r.lo; });
-    for (; it != list.end() && ix.chunks[*it].offset < r.hi; ++it) {
+    const auto [first, last] = reader_.chunks_in(r.key, r.lo, r.hi);
+    for (const uint32_t* it = first; it != last; ++it) {
       const uint32_t run = ix.chunks[*it].run;
       if (run < seen.size() && !seen[run]) {
         seen[run] = true;

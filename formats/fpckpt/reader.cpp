@@ -356,11 +356,19 @@ std::string CheckpointReader::verify_chunk(uint32_t c, ckpt::CodecScratch& scrat
   return "";
 }
 
+std::pair<const uint32_t*, const uint32_t*> CheckpointReader::chunks_in(uint32_t key, uint64_t lo, uint64_t hi) const {
+  const std::vector<uint32_t>& list = by_key_[key];
+  const uint32_t* first = std::partition_point(list.data(), list.data() + list.size(),
+                                               [&](uint32_t c) { return index_.chunks[c].hi() <= lo; });
+  const uint32_t* last = std::partition_point(first, list.data() + list.size(),
+                                              [&](uint32_t c) { return index_.chunks[c].offset < hi; });
+  return {first, last};
+}
+
 void CheckpointReader::prefetch(uint32_t key, uint64_t lo, uint64_t hi) const {
   if (reads_ != ChunkReads::direct || key >= index_.keys.size() || lo >= hi) return;
-  const auto& list = by_key_[key];
-  auto it = std::partition_point(list.begin(), list.end(), [&](uint32_t c) { return index_.chunks[c].hi() <= lo; });
-  for (; it != list.end() && index_.chunks[*it].offset < hi; ++it) {
+  const auto [first, last] = chunks_in(key, lo, hi);
+  for (const uint32_t* it = first; it != last; ++it) {
     uint64_t addr = 0, size = 0;
     int fd = -1;
     // A chunk that cannot be located is left to read() to report.
@@ -410,8 +418,6 @@ void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, T
   if (lo == hi) return;
   const size_t elem = dtype_bits(k.dtype) / 8;
   auto* dst = static_cast<uint8_t*>(out);
-  const auto& list = by_key_[key];
-  auto first = std::partition_point(list.begin(), list.end(), [&](uint32_t c) { return index_.chunks[c].hi() <= lo; });
   // Every element of [lo, hi) must come from a chunk or declared padding; padding reads as zeros
   // (only the gaps between chunks are cleared: the chunks fill the rest).
   const auto& pads = pad_by_key_[key];
@@ -427,7 +433,8 @@ void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, T
   };
   std::vector<uint32_t> todo;
   uint64_t cursor = lo;
-  for (auto it = first; it != list.end() && index_.chunks[*it].offset < hi; ++it) {
+  const auto [first, last] = chunks_in(key, lo, hi);
+  for (const uint32_t* it = first; it != last; ++it) {
     const ckpt::Chunk& ch = index_.chunks[*it];
     if (ch.offset > cursor) covered_by_padding(cursor, ch.offset);
     todo.push_back(*it);

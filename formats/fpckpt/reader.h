@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/chunk_codec.h"
@@ -78,6 +79,8 @@ class CheckpointReader {
 
   // The chunks of `key` sorted by offset (indices into index().chunks).
   const std::vector<uint32_t>& chunks_of(uint32_t key) const { return by_key_[key]; }
+  // Those of them that hold elements of [lo, hi), as [first, last) of chunks_of(key).
+  std::pair<const uint32_t*, const uint32_t*> chunks_in(uint32_t key, uint64_t lo, uint64_t hi) const;
 
   // What this reader has read from the data files so far, over all threads: chunks and their
   // stored bytes (a load's cost, and the proof that each rank reads only what it needs).
