@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "ckpt/param_source.h"
 #include "ckpt/param_state_map.h"
+#include "formats/fpckpt/read_ahead.h"
 #include "formats/fpckpt/reader.h"
 
 namespace fpg::fpckpt {
@@ -21,7 +24,8 @@ class CheckpointParams : public ckpt::ParamSource {
   std::string describe() const override;
   const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
   void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override;
-  void will_read(size_t t, uint64_t lo, uint64_t hi) const override;  // CheckpointReader::prefetch
+  // A ReadAhead over the plan's key ranges, advanced as the planned reads arrive.
+  void plan_reads(std::vector<ckpt::ParamRange> reads, uint64_t window) const override;
 
  private:
   struct Source {
@@ -34,6 +38,17 @@ class CheckpointParams : public ckpt::ParamSource {
   ckpt::ParamStateMap map_;
   std::vector<ckpt::ParamTensor> tensors_;
   std::vector<Source> sources_;
+  // The key ranges tensor range `r` reads, in order (the pieces of a master or state).
+  std::vector<ReadRange> key_ranges(const ckpt::ParamRange& r) const;
+  // The planned reads and how far they have come: read() is const, the plan is a hint about it.
+  struct Plan {
+    std::vector<ckpt::ParamRange> reads;
+    std::vector<size_t> ranges;  // the ReadAhead ranges of each read
+    size_t next = 0;             // the planned read expected next
+    std::unique_ptr<ReadAhead> ahead;
+  };
+  mutable std::mutex plan_mu_;
+  mutable Plan plan_;
 };
 
 }  // namespace fpg::fpckpt

@@ -8,6 +8,7 @@
 // fp32 master) and NAME.<state> (exp_avg, exp_avg_sq, momentum_buffer …).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +16,12 @@
 #include "core/dtype.h"
 
 namespace fpg::ckpt {
+
+// Elements [lo, hi) of tensor `tensor` of a ParamSource.
+struct ParamRange {
+  size_t tensor = 0;
+  uint64_t lo = 0, hi = 0;
+};
 
 struct ParamTensor {
   std::string name;   // NAME, NAME.master or NAME.<state>
@@ -43,10 +50,10 @@ class ParamSource {
   // Whether read() may be called from several threads at once: a streaming reader then keeps more
   // than one read in flight.
   virtual bool concurrent_reads() const { return false; }
-  // A hint that elements [lo, hi) of tensor `t` will be read soon: a source may start bringing them
-  // into the page cache and return without waiting. Nothing is checked; errors are left to read().
-  // May be called while a read() runs, also by a source without concurrent reads.
-  virtual void will_read(size_t /*t*/, uint64_t /*lo*/, uint64_t /*hi*/) const {}
+  // A hint: the reads that follow, in this order, one at a time. A source may read ahead along them,
+  // up to `window` bytes past the read in progress, so that the disk is busy between reads. A read
+  // that is not the next one planned is served as usual. Nothing is checked; errors are left to read().
+  virtual void plan_reads(std::vector<ParamRange> /*reads*/, uint64_t /*window*/) const {}
 };
 
 }  // namespace fpg::ckpt

@@ -2,6 +2,7 @@
 // sizes and state layouts compares equal, a perturbed state does not.
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "catch.h"
 #include "ckpt/param_diff.h"
@@ -29,6 +30,45 @@ TEST_CASE("an fpgather checkpoint seen per parameter", "[ckpt][param_source]") {
   }
   CHECK(master);
   CHECK(weight);
+}
+
+TEST_CASE("a plan of reads changes no value read: in the plan, out of it, and replanned", "[ckpt][param_source]") {
+  fpckpt::CheckpointReader r(valid("dp2-bucket"));
+  fpckpt::CheckpointParams src(r);
+  const auto& ts = src.tensors();
+  auto bytes_of = [&](size_t t) { return ts[t].numel() * (dtype_bits(ts[t].dtype) / 8); };
+  std::vector<std::vector<uint8_t>> whole(ts.size());
+  for (size_t t = 0; t < ts.size(); ++t) {
+    whole[t].resize(bytes_of(t));
+    src.read(t, 0, ts[t].numel(), whole[t].data());
+  }
+  // Each tensor in two halves, in order.
+  std::vector<ckpt::ParamRange> plan;
+  for (size_t t = 0; t < ts.size(); ++t) {
+    const uint64_t n = ts[t].numel(), mid = n / 2;
+    if (mid > 0) plan.push_back({t, 0, mid});
+    plan.push_back({t, mid, n});
+  }
+  auto read_and_check = [&](const ckpt::ParamRange& p) {
+    const size_t elem = dtype_bits(ts[p.tensor].dtype) / 8;
+    std::vector<uint8_t> got((p.hi - p.lo) * elem);
+    src.read(p.tensor, p.lo, p.hi, got.data());
+    INFO(ts[p.tensor].name << " [" << p.lo << ", " << p.hi << ")");
+    CHECK(std::memcmp(got.data(), whole[p.tensor].data() + p.lo * elem, got.size()) == 0);
+  };
+  src.plan_reads(plan, 1 << 16);
+  for (const auto& p : plan) read_and_check(p);
+  // Replanned, with reads outside the plan between planned ones, and entries no read can match.
+  auto odd = plan;
+  odd.push_back({ts.size() + 5, 0, 1});
+  odd.insert(odd.begin() + 1, {0, 1, 0});
+  src.plan_reads(odd, 1 << 20);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    read_and_check(plan[i]);
+    read_and_check({i % ts.size(), 0, 1});  // not the next planned read
+  }
+  src.plan_reads({}, 0);
+  read_and_check(plan.back());
 }
 
 TEST_CASE("diff_params: bucket and model layouts of one state are equal", "[ckpt][param_diff]") {

@@ -143,6 +143,11 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   // last chunks overlap the next read's first); one that does not reads them one at a time on this
   // thread (deferred). Memory: depth + 1 slabs.
   const size_t depth = src.concurrent_reads() ? kSlabsReadAhead : 1;
+  if (depth == 1) {
+    std::vector<ckpt::ParamRange> plan;
+    for (const Unit& u : units) plan.push_back({tensors[u.tensor].source, u.lo, u.hi});
+    src.plan_reads(std::move(plan), 2 * o.slab_bytes);
+  }
   struct Slab {
     std::vector<uint8_t> in, converted;
   };
@@ -235,10 +240,10 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   auto grow = [](std::vector<uint8_t>& v, uint64_t n) {
     if (v.size() < n) v.resize(n);
   };
-  // The source elements [lo, hi) covering output bytes [b.offset, b.offset + b.size) of tensor b.tensor.
-  auto source_range = [&tensors](const Block& b) {
-    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(tensors[b.tensor].spec.dtype) / 8, 1);
-    return std::pair<uint64_t, uint64_t>{b.offset / out_elem, (b.offset + b.size + out_elem - 1) / out_elem};
+  // The source elements [lo, hi) covering output bytes [offset, offset + size) of a tensor.
+  auto source_range = [&tensors](size_t tensor, uint64_t offset, uint64_t size) {
+    const uint64_t out_elem = std::max<uint64_t>(dtype_bits(tensors[tensor].spec.dtype) / 8, 1);
+    return std::pair<uint64_t, uint64_t>{offset / out_elem, (offset + size + out_elem - 1) / out_elem};
   };
   // Reads those elements and leaves the block's bytes at b.data().
   auto read_block = [&src, &tensors, grow, source_range](Block& b) {
@@ -246,7 +251,7 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     const ckpt::ParamTensor& st = src.tensors()[t.source];
     const uint64_t in_elem = std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1);
     const uint64_t out_elem = std::max<uint64_t>(dtype_bits(t.spec.dtype) / 8, 1);
-    const auto [lo, hi] = source_range(b);
+    const auto [lo, hi] = source_range(b.tensor, b.offset, b.size);
     b.read = (hi - lo) * in_elem;
     b.skip = b.offset % out_elem;  // a block that starts inside an element (never with whole-element block sizes)
     grow(b.bytes, (hi - lo) * out_elem);
@@ -266,6 +271,14 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   for (size_t ti = 0; ti < tensors.size(); ++ti)
     for (uint64_t at = 0, n = tensors[ti].bytes(); at < n; at += wo.io_block_bytes)
       expected.push_back({ti, at, std::min<uint64_t>(wo.io_block_bytes, n - at)});
+  {
+    std::vector<ckpt::ParamRange> plan;
+    for (const Want& e : expected) {
+      const auto [lo, hi] = source_range(e.tensor, e.offset, e.size);
+      plan.push_back({tensors[e.tensor].source, lo, hi});
+    }
+    src.plan_reads(std::move(plan), 2 * o.slab_bytes);
+  }
   // One buffer is lent to the writer, the others are read ahead.
   std::vector<Block> ring(kDcpBlocksReadAhead + 1);
   // Declared after the buffers they fill: destroyed (waited for) first on an exception. A source that
@@ -288,16 +301,9 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     auto read = std::make_shared<std::promise<void>>();
     Pending p;
     p.read = read->get_future().share();
-    p.ready = std::async(std::launch::async, [&b, before, read, &read_block, &src, &tensors, source_range] {
+    p.ready = std::async(std::launch::async, [&b, before, read, &read_block] {
                 try {
-                  if (before.valid()) {  // meanwhile the disk can read this block's bytes ahead
-                    const auto [lo, hi] = source_range(b);
-                    try {
-                      src.will_read(tensors[b.tensor].source, lo, hi);
-                    } catch (...) {  // a hint: what went wrong is read()'s to report, after the wait
-                    }
-                    before.wait();
-                  }
+                  if (before.valid()) before.wait();
                   read_block(b);
                 } catch (...) {
                   read->set_exception(std::current_exception());
