@@ -128,8 +128,8 @@ int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
   std::printf("%-20s %8.2f %8.2f  (read one file || write+fsync another: GB/s each way)\n", "duplex", r.duplex_s,
               r.duplex_gbps());
   std::printf("%-20s %8.2f %8.2f\n", "export (cold)", r.export_s, r.export_gbps());
-  std::printf("ratio to min(read, write): %.2f (the target); to reading then writing at those rates: %.2f; to duplex: "
-              "%.2f\n",
+  std::printf("ratio to min(read, write): %.2f; to reading then writing at those rates: %.2f; to duplex: "
+              "%.2f (the target)\n",
               r.ratio(), r.ratio_to_serial(), r.ratio_to_duplex());
   std::printf("peak RSS %.1f MB (%.1f MB before the export)\n", r.peak_rss_after / 1e6, r.peak_rss_before / 1e6);
   return 0;
@@ -312,7 +312,8 @@ int run_bench_reshard(BenchReshardArgs a, const GlobalOptions& g) {
       j["results"].push_back({{"model", x.model}, {"bytes_read", x.bytes_read}, {"bytes_written", x.bytes_written},
                               {"train_s", x.train_s}, {"reshard_s", x.reshard_s}, {"gbps", x.gbps},
                               {"ratio_to_disk", x.ratio}, {"ratio_to_serial_bound", x.serial_ratio},
-                              {"ratio_to_duplex", x.duplex_ratio},
+                              {"ratio_to_duplex", x.duplex_ratio}, {"same_size_duplex_gbps", x.same_size_duplex_gbps},
+                              {"ratio_to_same_size_duplex", x.same_size_duplex_ratio},
                               {"peak_rss_bytes", x.peak_rss}});
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -322,14 +323,16 @@ int run_bench_reshard(BenchReshardArgs a, const GlobalOptions& g) {
   std::printf("disk: plain write+fsync %.3f GB/s, plain read (cold) %.3f GB/s; min %.3f GB/s\n", r.plain_write_gbps,
               r.plain_read_gbps, disk);
   std::printf("disk duplex (read one file || write+fsync another, at once): %.3f GB/s each way\n", r.duplex_gbps);
-  std::printf("(ratio = GB/s / min(read, write), the target; serial = GB/s / (1 / (1/read + 1/write)), the bound when "
-              "reads and writes share the disk; duplex = GB/s / the duplex rate)\n");
-  std::printf("%-8s %14s %14s %10s %9s %8s %8s %8s %14s\n", "model", "bytes read", "bytes written", "reshard s", "GB/s",
-              "ratio", "serial", "duplex", "peak RSS MiB");
+  std::printf("(ratio = GB/s / min(read, write); serial = GB/s / (1 / (1/read + 1/write)), the bound when reads and "
+              "writes share the disk; duplex = GB/s / the duplex rate above; same-size duplex: the duplex rate of as "
+              "many bytes as the reshard wrote, measured after it, and GB/s / that rate, the target)\n");
+  std::printf("%-8s %14s %14s %10s %9s %8s %8s %8s %10s %8s %14s\n", "model", "bytes read", "bytes written",
+              "reshard s", "GB/s", "ratio", "serial", "duplex", "same GB/s", "/ same", "peak RSS MiB");
   for (const auto& x : r.rows)
-    std::printf("%-8s %14llu %14llu %10.3f %9.3f %8.2f %8.2f %8.2f %14.1f\n", x.model.c_str(),
+    std::printf("%-8s %14llu %14llu %10.3f %9.3f %8.2f %8.2f %8.2f %10.3f %8.2f %14.1f\n", x.model.c_str(),
                 static_cast<unsigned long long>(x.bytes_read), static_cast<unsigned long long>(x.bytes_written),
-                x.reshard_s, x.gbps, x.ratio, x.serial_ratio, x.duplex_ratio, x.peak_rss / 1048576.0);
+                x.reshard_s, x.gbps, x.ratio, x.serial_ratio, x.duplex_ratio, x.same_size_duplex_gbps,
+                x.same_size_duplex_ratio, x.peak_rss / 1048576.0);
   return 0;
 }
 

@@ -5,7 +5,8 @@
 #   [TARGETS="t1 t2"] bash scripts/device-run.sh STEP...
 #
 # Steps: tests (all of ctest), gpu-tests, bench-quantize, bench-io, bench-validate, bench-step,
-# bench-reshard, bench-export, bench-dcp (scripts/bench-dcp.sh), bench-ckpt-dcp (scripts/bench_ckpt_dcp.py:
+# bench-reshard, bench-export, bench-export-rounds (scripts/bench-export-rounds.sh; ROUNDS), bench-dcp
+# (scripts/bench-dcp.sh), bench-ckpt-dcp (scripts/bench_ckpt_dcp.py:
 # checkpoint save/load against torch DCP; CKPT_CASES, DCP_THREADS, CKPT_REPS), train-cuda (tiny GPU vs CPU loss
 # curves, 1b --dp 2 step time; needs 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh:
 # comm, optim, ...).
@@ -62,6 +63,8 @@ for what in "$@"; do
         $B/fpgather bench export "$d/ckpt" --dir "$d" | tee "$RES/bench-export.txt" &&
         $B/fpgather bench export "$d/ckpt" --dir "$d" --to dcp | tee "$RES/bench-export-dcp.txt"
       rm -rf "$d" ;;
+    bench-export-rounds)
+      bash scripts/bench-export-rounds.sh $B/fpgather "${BENCH_DIR:-/tmp}" | tee "$RES/bench-export-rounds.txt" ;;
     bench-dcp)
       FPGATHER=$B/fpgather PYTHON=${PYTHON:-python3} RESULTS="$RES/bench-dcp.json" \
         bash scripts/bench-dcp.sh "$(mktemp -u "${BENCH_DIR:-/tmp}/bench-dcp-XXXX")" | tee "$RES/bench-dcp.txt" ;;

@@ -69,9 +69,11 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     const double serial = 1 / (1 / res.plain_read_gbps + 1 / res.plain_write_gbps);
     row.serial_ratio = serial > 0 ? row.gbps / serial : 0;
     row.duplex_ratio = res.duplex_gbps > 0 ? row.gbps / res.duplex_gbps : 0;
-    res.rows.push_back(row);
     fs::remove_tree(src);
     fs::remove_tree(dst);
+    row.same_size_duplex_gbps = measure_plain_io(base, row.bytes_written, true).duplex_gbps();
+    row.same_size_duplex_ratio = row.same_size_duplex_gbps > 0 ? row.gbps / row.same_size_duplex_gbps : 0;
+    res.rows.push_back(row);
   }
   return res;
 }

@@ -6,7 +6,9 @@
 // while resharding (peak_rss.h: reset to the RSS before the reshard, so the training before it is not
 // counted) — measured at two sizes to show it does not grow with them. Beside it, the "duplex" disk
 // figure: the plain file read cold while a second one is written + fsynced at once — what this disk
-// gives a copy that reads and writes together.
+// gives a copy that reads and writes together — measured once at the plain size and again, after
+// each reshard, at that reshard's own size (as `bench export` measures its baseline): a copy of a
+// fraction of a second pays a file's creation and fsync as the plain copy of as many bytes does.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,8 @@ struct ReshardBenchRow {
   // bandwidth allows for reading every byte once and writing it once.
   double serial_ratio = 0;
   double duplex_ratio = 0;                     // gbps / the duplex rate (plain read || write+fsync)
+  double same_size_duplex_gbps = 0;            // the duplex rate of bytes_written, measured after it
+  double same_size_duplex_ratio = 0;           // gbps / same_size_duplex_gbps: the target
   uint64_t peak_rss = 0;                       // bytes, of this process while resharding
 };
 
