@@ -95,6 +95,7 @@ int inspect_dcp(const std::string& path, bool keys, const std::string& key, bool
       if (params->layout()) {
         const auto& L = *params->layout();
         j["optimizer"]["dp"] = params->dp();
+        j["optimizer"]["dp_is_smallest"] = params->dp_is_smallest();
         j["optimizer"]["pad_for_nccl"] = L.layout.pad_for_nccl;
         j["optimizer"]["buffers"] = L.layout.buffers.size();
         if (L.bucket_size_lo) j["optimizer"]["bucket_size_range"] = {*L.bucket_size_lo, L.bucket_size_hi ? nlohmann::json(*L.bucket_size_hi) : nlohmann::json()};
@@ -129,7 +130,9 @@ int inspect_dcp(const std::string& path, bool keys, const std::string& key, bool
     std::printf("  %zu parameters; optimizer state: %s", param_count, std::string(dcp::optimizer_form_name(params->optimizer_form())).c_str());
     if (params->layout()) {
       const auto& L = *params->layout();
-      std::printf(" at dp %u, %zu buffer%s", params->dp(), L.layout.buffers.size(), L.layout.buffers.size() == 1 ? "" : "s");
+      std::printf(" at dp %u%s, %zu buffer%s", params->dp(),
+                  params->dp_is_smallest() ? " (the smallest the buckets allow: only the first ranks store any of them)" : "",
+                  L.layout.buffers.size(), L.layout.buffers.size() == 1 ? "" : "s");
       if (L.bucket_size_lo)
         std::printf(", bucket_size in (%llu, %s]", static_cast<unsigned long long>(*L.bucket_size_lo),
                     L.bucket_size_hi ? std::to_string(*L.bucket_size_hi).c_str() : "inf");

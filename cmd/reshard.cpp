@@ -95,6 +95,8 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
     nlohmann::json j = {{"source", a.src}, {"target", a.dst}, {"dry_run", a.dry_run}, {"from", s.source_form},
                         {"to", s.target_form}, {"dp", o.dp}, {"keys", s.keys}, {"chunks", s.chunks},
                         {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
+                        {"first_padding_only_rank", s.first_padding_only_rank ? nlohmann::json(*s.first_padding_only_rank)
+                                                                             : nlohmann::json(nullptr)},
                         {"seconds", secs}};
     if (!s.target.buffers.empty()) {
       j["bucket_size"] = s.target.bucket_size ? nlohmann::json(*s.target.bucket_size) : nlohmann::json("none");
@@ -118,6 +120,12 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
   if (!s.target.buffers.empty()) std::printf("%s", layout::describe(s.target).c_str());
   if (s.grad_dtype_assumed)
     std::printf("note: the source records no grad dtype; buckets are named for float32 grads (grad_reduce_in_fp32)\n");
+  if (s.first_padding_only_rank)
+    std::printf("note: from rank %u on, some ranks' shards of a bucket hold only tail padding and store nothing; "
+                "Megatron-Core 0.19 stops with 'empty bucket encountered' when it saves such a layout, so the run "
+                "that loads this checkpoint may not be able to save it again; a smaller DP or no --pad-for-nccl keeps "
+                "every rank in every bucket\n",
+                *s.first_padding_only_rank);
   if (!a.dry_run)
     std::printf("%llu keys, %llu chunks, %llu bytes written in %.2f s\n", static_cast<unsigned long long>(s.keys),
                 static_cast<unsigned long long>(s.chunks), static_cast<unsigned long long>(s.bytes_written), secs);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include "ckpt/index.h"
@@ -29,6 +30,19 @@ const std::regex kBucketKey(
 const std::regex kModelSpaceState(R"(^(?:chained_\d+\.)?optimizer\.state\.(\w+)\.(.+)$)");
 const std::regex kPlainState(R"(^(?:optim|optimizer)\.state\.(.+)\.(\w+)$)");
 const std::regex kRankFile(R"(^__(\d+)_\d+\.distcp$)");
+
+// The rank of a storage file named `__R_N.distcp`; nothing for other names. FormatError for a rank
+// beyond what a checkpoint may hold (nothing may be sized by it).
+std::optional<uint64_t> rank_of_file(const std::string& relative_path) {
+  std::smatch m;
+  if (!std::regex_match(relative_path, m, kRankFile)) return std::nullopt;
+  const std::string digits = m[1];
+  const uint64_t rank = digits.size() > 7 ? UINT64_MAX : std::stoull(digits);  // 7 digits: no overflow
+  if (rank >= ckpt::kMaxRanks)
+    throw FormatError("storage file '" + relative_path + "' names rank " + digits + ", beyond the " +
+                      std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
+  return rank;
+}
 
 uint64_t volume(const std::vector<uint64_t>& shape) {
   uint64_t n = 1;
@@ -88,14 +102,13 @@ DcpParams::DcpParams(const Reader& reader) : r_(reader) {
   megatron_ = r_.megatron() && r_.megatron()->sharded_backend == "torch_dist";
   uint32_t ranks = 0;
   for (const StorageEntry& s : r_.metadata().storage) {
-    std::smatch m;
-    if (!std::regex_match(s.relative_path, m, kRankFile)) continue;
-    const std::string digits = m[1];
-    const uint64_t rank = digits.size() > 7 ? UINT64_MAX : std::stoull(digits);  // 7 digits: no overflow
-    if (rank >= ckpt::kMaxRanks)
-      throw FormatError(r_.dir() + ": storage file '" + s.relative_path + "' names rank " + digits + ", beyond the " +
-                        std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
-    ranks = std::max<uint32_t>(ranks, static_cast<uint32_t>(rank) + 1);
+    std::optional<uint64_t> rank;
+    try {
+      rank = rank_of_file(s.relative_path);
+    } catch (const FormatError& e) {
+      throw FormatError(r_.dir() + ": " + e.what());
+    }
+    if (rank) ranks = std::max<uint32_t>(ranks, static_cast<uint32_t>(*rank) + 1);
   }
   dp_ = std::max<uint32_t>(ranks, 1);
   if (megatron_) map_megatron();
@@ -203,8 +216,66 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
   for (size_t g = 0; g < padded.size(); ++g)
     stored.push_back({padded[g].first.first, padded[g].first.second, padded[g].second, unpadded[g].second});
 
+  // The DP size is the highest rank file's + 1, unless the last ranks' shards hold only tail padding:
+  // nothing is stored for them (as Megatron's fix for padding-only ranks does). A rank r > 0 that
+  // stores part of a bucket starts its shard at r·L (with a fragment or a gap chunk), and the
+  // bucket's padded size is DP·L; that DP is tried first.
+  const uint32_t ranks_stored = dp_;
+  uint32_t from_starts = 0;
+  for (const BucketKey& k : keys) {
+    if (k.gbuf >= stored.size() || k.bucket >= stored[k.gbuf].numel.size()) continue;
+    const Entry& e = md.entries[k.entry];
+    std::map<uint64_t, uint64_t> first;  // storage rank -> its lowest offset in this key
+    for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+      const ChunkMeta& ch = e.tensor.chunks[c];
+      const std::optional<uint64_t> rank = rank_of_file(r_.storage(e, c).relative_path);
+      if (ch.offsets.size() != 1 || !rank || *rank == 0) continue;
+      auto [it, fresh] = first.emplace(*rank, ch.offsets[0]);
+      if (!fresh) it->second = std::min(it->second, ch.offsets[0]);
+    }
+    const uint64_t padded = stored[k.gbuf].numel[k.bucket];
+    for (const auto& [rank, start] : first) {
+      const uint64_t shard = start / rank;
+      if (start % rank != 0 || shard == 0 || padded % shard != 0 || padded / shard > ckpt::kMaxRanks) continue;
+      from_starts = std::max(from_starts, static_cast<uint32_t>(padded / shard));
+    }
+  }
   std::string mismatch;
-  layout_ = recover_layout(params, stored, dp_, mismatch);
+  if (from_starts > dp_) {
+    layout_ = recover_layout(params, stored, from_starts, mismatch);
+    if (layout_) dp_ = from_starts;
+  }
+  if (!layout_) layout_ = recover_layout(params, stored, dp_, mismatch);
+  // When only the first ranks store anything (every bucket smaller than a shard), nothing on disk
+  // tells the DP size apart from its multiples: the smallest one the buckets' padding allows is
+  // taken, whose layout reads every parameter where any of them would.
+  if (!layout_ && !stored.empty() && !stored[0].numel.empty()) {
+    const uint64_t padded = stored[0].numel[0];
+    size_t tried = 0;  // a hostile file's sizes may have many divisors: a few are tried
+    for (uint64_t d = uint64_t{dp_} + 1; d <= std::min<uint64_t>(padded, ckpt::kMaxRanks) && tried < 64; ++d) {
+      if (padded % d != 0) continue;
+      ++tried;
+      std::string ignored;
+      layout_ = recover_layout(params, stored, static_cast<uint32_t>(d), ignored);
+      if (layout_) {
+        dp_ = static_cast<uint32_t>(d);
+        dp_is_smallest_ = true;
+        break;
+      }
+    }
+  }
+  // Without a rank > 0 storing part of a bucket, twice the DP may read alike too: then every bucket
+  // lies in the shards of the ranks that have files at that DP as well.
+  if (layout_ && !dp_is_smallest_ && from_starts == 0 && uint64_t{dp_} * 2 <= ckpt::kMaxRanks) {
+    std::string ignored;
+    const std::optional<RecoveredLayout> twice = recover_layout(params, stored, dp_ * 2, ignored);
+    bool alike = twice.has_value();
+    if (twice)
+      for (const layout::Buffer& buf : twice->layout.buffers)
+        for (const layout::Bucket& bucket : buf.buckets)
+          alike = alike && bucket.numel_unpadded <= bucket.shard_numel * std::max<uint32_t>(ranks_stored, 1);
+    dp_is_smallest_ = alike;
+  }
   if (!layout_)
     throw Error(ExitCode::check_failed,
                 r_.dir() + ": the dp_reshardable optimizer state does not match Megatron's buffer layout "

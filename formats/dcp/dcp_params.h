@@ -71,6 +71,9 @@ class DcpParams : public ckpt::ParamSource {
   // The recovered buffer layout and the DP size it was recovered at (dp_reshardable only).
   const std::optional<RecoveredLayout>& layout() const { return layout_; }
   uint32_t dp() const { return dp_; }
+  // Whether dp() is only the smallest DP size the stored buckets allow: when every bucket is smaller
+  // than a rank's shard, only the first ranks store anything and larger sizes read alike.
+  bool dp_is_smallest() const { return dp_is_smallest_; }
   // dp_reshardable: the stored chunks that are padding under the recovered layout.
   const std::vector<StoredPadding>& stored_padding() const { return stored_padding_; }
   // Stored keys no parameter tensor reads (besides bucket metadata and bytes entries).
@@ -96,6 +99,7 @@ class DcpParams : public ckpt::ParamSource {
   bool megatron_ = false;
   OptimizerForm form_ = OptimizerForm::none;
   uint32_t dp_ = 1;
+  bool dp_is_smallest_ = false;
   std::optional<RecoveredLayout> layout_;
   std::vector<StoredPadding> stored_padding_;
   std::vector<std::string> unmapped_;

@@ -7,13 +7,13 @@ M="$TESTDATA/megatron"
 F=("$FPGATHER" --no-progress)
 
 expect_exit 0 "${F[@]}" inspect "$M/dp1-buckets-padded/ckpt"
-for s in "Megatron torch_dist (backend torch_dist v1)" "15 parameters" "dp_reshardable at dp 1, 2 buffers" \
+for s in "Megatron torch_dist (backend torch_dist v1)" "15 parameters" "dp_reshardable at dp 1 (the smallest the buckets allow: only the first ranks store any of them), 2 buffers" \
          "bucket ends padded to lcm(dp, 128, 65536)" "stored padding: 12 chunks, 384 elements" \
          "bucket 3:" "decoder.layers.0.self_attention.linear_proj.weight"; do
   expect_in "$WORK/out" "$s"
 done
 expect_exit 0 "${F[@]}" inspect "$M/dp1-one-bucket/ckpt"
-expect_in "$WORK/out" "one bucket per buffer, bucket ends padded to lcm(dp, 128)"
+expect_in "$WORK/out" "dp_reshardable at dp 1, 2 buffers, one bucket per buffer, bucket ends padded to lcm(dp, 128)"
 expect_exit 0 "${F[@]}" inspect --keys "$M/dp1-layerwise-muon/ckpt"
 expect_in "$WORK/out" "chained_0.optimizer.state.momentum_buffer.module.decoder.layers.mlp.linear_fc1.weight"
 expect_in "$WORK/out" "optimizer state: model space"

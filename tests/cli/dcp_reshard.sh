@@ -19,7 +19,7 @@ reshard_ok() {  # SRC DST ARGS...: reshard, then validate --data and diff agains
 
 reshard_ok "$M/dp1-one-bucket/ckpt" "$WORK/padded" --dp 1 --bucket-size 6000 --pad-for-nccl
 expect_exit 0 "${F[@]}" inspect "$WORK/padded"
-expect_in "$WORK/out" "dp_reshardable at dp 1, 2 buffers, bucket_size in (4096, 6144], bucket ends padded to lcm(dp, 128, 65536)"
+expect_in "$WORK/out" "dp_reshardable at dp 1 (the smallest the buckets allow: only the first ranks store any of them), 2 buffers, bucket_size in (4096, 6144], bucket ends padded to lcm(dp, 128, 65536)"
 # The same buckets Megatron itself wrote with that configuration.
 expect_exit 0 "${F[@]}" inspect --key "optimizer.distributed.dp_group_idx_0.per_bucket_numel_unpadded/shard_0_1" "$WORK/padded"
 expect_in "$WORK/out" "8192, 6144, 7168, 3072"
@@ -39,6 +39,24 @@ expect_in "$WORK/out" "'distrib_optim_sharding_type': 'fully_reshardable'"
 reshard_ok "$WORK/fully" "$WORK/back" --dp 1 --to dp_reshardable --bucket-size 6000 --pad-for-nccl
 expect_in "$WORK/out" "equal"
 expect_exit 0 "${F[@]}" diff "$WORK/back" "$WORK/padded"
+
+# A DP whose last ranks hold only tail padding: nothing is stored for them (a note says so), and the
+# DP is read back from where each rank's shard starts, not from the highest rank file.
+expect_exit 0 "${F[@]}" reshard "$M/dp1-one-bucket/ckpt" "$WORK/dp200" --dp 200
+expect_in "$WORK/out" "note: from rank 18 on, some ranks' shards of a bucket hold only tail padding"
+expect_exit 0 "${F[@]}" validate --data "$WORK/dp200"
+expect_in "$WORK/out" "valid: Megatron torch_dist"
+expect_exit 0 "${F[@]}" inspect "$WORK/dp200"
+expect_in "$WORK/out" "192 data files"
+expect_in "$WORK/out" "dp_reshardable at dp 200, 2 buffers"
+reshard_ok "$WORK/dp200" "$WORK/dp200-back" --dp 1
+expect_exit 0 "${F[@]}" diff "$WORK/dp200-back" "$M/dp1-one-bucket/ckpt"
+expect_in "$WORK/out" "equal: 60 keys"
+# Every bucket inside rank 0's shard: any multiple of the smallest DP the buckets allow reads alike.
+reshard_ok "$M/dp1-buckets-padded/ckpt" "$WORK/dp3" --dp 3
+expect_exit 0 "${F[@]}" inspect "$WORK/dp3"
+expect_in "$WORK/out" "1 data file,"
+expect_in "$WORK/out" "dp_reshardable at dp 3 (the smallest the buckets allow"
 
 # Dry run: the plan, nothing written. Refusals: DST exists, a fully_reshardable source without a
 # bucket size, a layer-wise optimizer, fpgather-only options.

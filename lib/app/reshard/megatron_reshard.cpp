@@ -164,7 +164,14 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     lo.pad_for_nccl = opts.pad_for_nccl.value_or(false);
     sum.grad_dtype_assumed = to == MegatronForm::dp_reshardable;
   }
-  if (to == MegatronForm::dp_reshardable) sum.target = layout::build_bucketed_layout(spec, lo);
+  if (to == MegatronForm::dp_reshardable) {
+    sum.target = layout::build_bucketed_layout(spec, lo);
+    for (const layout::Buffer& buf : sum.target.buffers)
+      for (const layout::Bucket& bucket : buf.buckets)
+        for (const layout::Shard& shard : bucket.shards)
+          if (shard.world.begin - bucket.world.begin >= bucket.numel_unpadded)
+            sum.first_padding_only_rank = std::min(sum.first_padding_only_rank.value_or(shard.rank), shard.rank);
+  }
   if (opts.dry_run) return sum;
 
   // Which source entries are optimizer state (replaced) and which are carried over.

@@ -42,6 +42,10 @@ struct MegatronReshardSummary {
   layout::BucketedLayout target;  // dp_reshardable targets
   uint64_t keys = 0, chunks = 0, bytes_written = 0;
   bool grad_dtype_assumed = false;  // a fully_reshardable source records no grad dtype: float32 taken
+  // dp_reshardable targets: the lowest rank whose shard of some bucket is all tail padding. Nothing
+  // is stored for such a shard (DCP's cover check needs none); Megatron-Core 0.19 itself stops with
+  // "empty bucket encountered" when it saves such a layout.
+  std::optional<uint32_t> first_padding_only_rank;
 };
 
 // UsageError for options the source cannot serve (a form other than Megatron's distributed optimizer,
