@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 
 #include "ckpt/index.h"
 #include "core/error.h"
@@ -216,42 +217,88 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
   for (size_t g = 0; g < padded.size(); ++g)
     stored.push_back({padded[g].first.first, padded[g].first.second, padded[g].second, unpadded[g].second});
 
-  // The DP size is the highest rank file's + 1, unless the last ranks' shards hold only tail padding:
-  // nothing is stored for them (as Megatron's fix for padding-only ranks does). A rank r > 0 that
-  // stores part of a bucket starts its shard at r·L (with a fragment or a gap chunk), and the
-  // bucket's padded size is DP·L; that DP is tried first.
+  // The DP size. The rank files alone do not tell it: a rank whose shards are all tail padding
+  // stores nothing (as Megatron's fix for padding-only ranks does), and a fully parallel save may
+  // store a shard in another rank's file. The chunk offsets do, whatever file holds them: at DP d a
+  // bucket is cut into shards of L = padded / d, every chunk lies inside one shard, and every shard
+  // that holds part of [0, numel_unpadded) begins with a chunk (a fragment or a gap). Candidates: the
+  // rank-file count, and d = padded / (start / r) for each rank file r > 0 and the first chunk it
+  // stores of each bucket. The largest candidate the offsets fit, with a bucket spanning more than
+  // one shard, whose layout the model keys confirm, is taken.
   const uint32_t ranks_stored = dp_;
-  uint32_t from_starts = 0;
+  struct KeyChunks {
+    uint64_t padded = 0, unpadded = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> chunks;  // [lo, hi), sorted
+  };
+  std::vector<KeyChunks> key_chunks;
+  std::set<uint64_t> candidates{ranks_stored};
+  std::map<int64_t, std::optional<uint64_t>> rank_of_storage;  // storage index -> its file's rank
   for (const BucketKey& k : keys) {
     if (k.gbuf >= stored.size() || k.bucket >= stored[k.gbuf].numel.size()) continue;
     const Entry& e = md.entries[k.entry];
-    std::map<uint64_t, uint64_t> first;  // storage rank -> its lowest offset in this key
-    for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
-      const ChunkMeta& ch = e.tensor.chunks[c];
-      const std::optional<uint64_t> rank = rank_of_file(r_.storage(e, c).relative_path);
-      if (ch.offsets.size() != 1 || !rank || *rank == 0) continue;
-      auto [it, fresh] = first.emplace(*rank, ch.offsets[0]);
-      if (!fresh) it->second = std::min(it->second, ch.offsets[0]);
+    KeyChunks kc;
+    kc.padded = stored[k.gbuf].numel[k.bucket];
+    kc.unpadded = stored[k.gbuf].numel_unpadded[k.bucket];
+    std::map<uint64_t, uint64_t> first;  // rank file -> the lowest offset it stores of this key
+    for (const ChunkMeta& ch : e.tensor.chunks) {
+      if (ch.offsets.size() != 1 || ch.sizes.size() != 1 || ch.sizes[0] > UINT64_MAX - ch.offsets[0]) continue;
+      kc.chunks.emplace_back(ch.offsets[0], ch.offsets[0] + ch.sizes[0]);
+      if (ch.storage == kNoStorage) continue;  // validate reports it
+      auto [at, fresh] = rank_of_storage.emplace(ch.storage, std::nullopt);
+      if (fresh) at->second = rank_of_file(md.storage[static_cast<size_t>(ch.storage)].relative_path);
+      if (!at->second || *at->second == 0) continue;
+      auto [it, added] = first.emplace(*at->second, ch.offsets[0]);
+      if (!added) it->second = std::min(it->second, ch.offsets[0]);
     }
-    const uint64_t padded = stored[k.gbuf].numel[k.bucket];
     for (const auto& [rank, start] : first) {
       const uint64_t shard = start / rank;
-      if (start % rank != 0 || shard == 0 || padded % shard != 0 || padded / shard > ckpt::kMaxRanks) continue;
-      from_starts = std::max(from_starts, static_cast<uint32_t>(padded / shard));
+      if (start % rank == 0 && shard > 0 && kc.padded % shard == 0 && kc.padded / shard <= ckpt::kMaxRanks)
+        candidates.insert(kc.padded / shard);
+    }
+    std::sort(kc.chunks.begin(), kc.chunks.end());
+    key_chunks.push_back(std::move(kc));
+  }
+  // Whether the offsets fit DP d, and whether some bucket then spans more than its first shard.
+  auto fits = [&](uint64_t d, bool& spans) {
+    spans = false;
+    for (const KeyChunks& kc : key_chunks) {
+      if (d == 0 || kc.padded % d != 0 || kc.padded / d == 0) return false;
+      const uint64_t shard = kc.padded / d;
+      for (const auto& [lo, hi] : kc.chunks)
+        if (hi > lo && lo / shard != (hi - 1) / shard) return false;
+      if (kc.unpadded <= shard) continue;
+      spans = true;
+      const uint64_t starts = (kc.unpadded - 1) / shard;  // shards 1 .. starts begin inside the extent
+      if (starts > kc.chunks.size()) return false;
+      for (uint64_t m = 1; m <= starts; ++m) {
+        const auto it = std::lower_bound(kc.chunks.begin(), kc.chunks.end(), std::make_pair(m * shard, uint64_t{0}));
+        if (it == kc.chunks.end() || it->first != m * shard) return false;
+      }
+    }
+    return true;
+  };
+  bool spanning = false;  // the DP was taken from shards that hold data
+  size_t tried = 0;       // a hostile file may name many candidates: a few are tried
+  for (auto it = candidates.rbegin(); it != candidates.rend() && tried < 64; ++it) {
+    bool spans = false;
+    if (*it == 0 || *it > ckpt::kMaxRanks || !fits(*it, spans) || !spans) continue;
+    ++tried;
+    std::string ignored;
+    layout_ = recover_layout(params, stored, static_cast<uint32_t>(*it), ignored);
+    if (layout_) {
+      dp_ = static_cast<uint32_t>(*it);
+      spanning = true;
+      break;
     }
   }
   std::string mismatch;
-  if (from_starts > dp_) {
-    layout_ = recover_layout(params, stored, from_starts, mismatch);
-    if (layout_) dp_ = from_starts;
-  }
   if (!layout_) layout_ = recover_layout(params, stored, dp_, mismatch);
   // When only the first ranks store anything (every bucket smaller than a shard), nothing on disk
   // tells the DP size apart from its multiples: the smallest one the buckets' padding allows is
   // taken, whose layout reads every parameter where any of them would.
   if (!layout_ && !stored.empty() && !stored[0].numel.empty()) {
     const uint64_t padded = stored[0].numel[0];
-    size_t tried = 0;  // a hostile file's sizes may have many divisors: a few are tried
+    tried = 0;
     for (uint64_t d = uint64_t{dp_} + 1; d <= std::min<uint64_t>(padded, ckpt::kMaxRanks) && tried < 64; ++d) {
       if (padded % d != 0) continue;
       ++tried;
@@ -264,9 +311,9 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
       }
     }
   }
-  // Without a rank > 0 storing part of a bucket, twice the DP may read alike too: then every bucket
-  // lies in the shards of the ranks that have files at that DP as well.
-  if (layout_ && !dp_is_smallest_ && from_starts == 0 && uint64_t{dp_} * 2 <= ckpt::kMaxRanks) {
+  // Not taken from shards that hold data: twice the DP may read alike too, when every bucket lies in
+  // the shards of the ranks that have files at that DP as well.
+  if (layout_ && !dp_is_smallest_ && !spanning && uint64_t{dp_} * 2 <= ckpt::kMaxRanks) {
     std::string ignored;
     const std::optional<RecoveredLayout> twice = recover_layout(params, stored, dp_ * 2, ignored);
     bool alike = twice.has_value();

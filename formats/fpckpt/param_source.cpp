@@ -38,35 +38,51 @@ std::vector<ReadRange> CheckpointParams::key_ranges(const ckpt::ParamRange& r) c
 }
 
 void CheckpointParams::plan_reads(std::vector<ckpt::ParamRange> reads, uint64_t window) const {
-  std::vector<ReadRange> ranges;
-  std::vector<size_t> per_read;
-  for (const ckpt::ParamRange& r : reads) {
-    if (r.tensor >= sources_.size() || r.lo >= r.hi || r.hi > tensors_[r.tensor].numel()) {
-      per_read.push_back(0);  // left to read() to refuse
-      continue;
+  std::shared_ptr<ReadAhead> replaced;  // the last plan's, ended after the lock is released
+  try {
+    std::vector<ReadRange> ranges;
+    std::vector<size_t> per_read;
+    for (const ckpt::ParamRange& r : reads) {
+      if (r.tensor >= sources_.size() || r.lo >= r.hi || r.hi > tensors_[r.tensor].numel()) {
+        per_read.push_back(0);  // left to read() to refuse
+        continue;
+      }
+      const std::vector<ReadRange> k = key_ranges(r);
+      ranges.insert(ranges.end(), k.begin(), k.end());
+      per_read.push_back(k.size());
     }
-    const std::vector<ReadRange> k = key_ranges(r);
-    ranges.insert(ranges.end(), k.begin(), k.end());
-    per_read.push_back(k.size());
+    auto ahead = std::make_shared<ReadAhead>(reader_, std::move(ranges), window);
+    std::lock_guard<std::mutex> l(plan_mu_);
+    replaced = std::move(plan_.ahead);
+    plan_.reads = std::move(reads);
+    plan_.ranges = std::move(per_read);
+    plan_.next = 0;
+    plan_.ahead = std::move(ahead);
+  } catch (...) {  // a hint: the reads go on without it
   }
-  std::lock_guard<std::mutex> l(plan_mu_);
-  plan_.ahead.reset();  // a new plan replaces the last one
-  plan_.reads = std::move(reads);
-  plan_.ranges = std::move(per_read);
-  plan_.next = 0;
-  plan_.ahead = std::make_unique<ReadAhead>(reader_, std::move(ranges), window);
 }
 
 void CheckpointParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
+  std::shared_ptr<ReadAhead> ahead, ended;  // used and ended outside the lock: they may wait on the disk
+  size_t advance = 0;
   {
     std::lock_guard<std::mutex> l(plan_mu_);
-    const Plan& p = plan_;
-    if (p.ahead && p.next < p.reads.size() && p.reads[p.next].tensor == t && p.reads[p.next].lo == lo &&
-        p.reads[p.next].hi == hi) {
-      for (size_t i = 0; i < p.ranges[p.next]; ++i) p.ahead->next();
-      if (++plan_.next == p.reads.size()) plan_.ahead.reset();  // every range was prefetched: its thread ends
+    Plan& p = plan_;
+    // The planned read this is, looking a few ahead: a planned read that never came (a block whose
+    // read failed, a writer asking out of the plan's order) does not stop the read-ahead for good.
+    for (size_t j = p.next; p.ahead && j < std::min(p.reads.size(), p.next + kPlanLookahead); ++j) {
+      const ckpt::ParamRange& r = p.reads[j];
+      if (r.tensor != t || r.lo != lo || r.hi != hi) continue;
+      for (size_t i = p.next; i <= j; ++i) advance += p.ranges[i];
+      p.next = j + 1;
+      ahead = p.ahead;
+      if (p.next == p.reads.size()) ended = std::move(p.ahead);  // every range was prefetched: its thread ends
+      break;
     }
   }
+  for (size_t i = 0; i < advance; ++i) ahead->next();
+  ahead.reset();
+  ended.reset();
   const Source& s = sources_.at(t);
   if (s.weight_key >= 0) {
     reader_.read(static_cast<uint32_t>(s.weight_key), lo, hi, out, pool_);

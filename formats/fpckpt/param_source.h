@@ -45,8 +45,10 @@ class CheckpointParams : public ckpt::ParamSource {
     std::vector<ckpt::ParamRange> reads;
     std::vector<size_t> ranges;  // the ReadAhead ranges of each read
     size_t next = 0;             // the planned read expected next
-    std::unique_ptr<ReadAhead> ahead;
+    std::shared_ptr<ReadAhead> ahead;
   };
+  // How many planned reads past the expected one a read is looked for among.
+  static constexpr size_t kPlanLookahead = 16;
   mutable std::mutex plan_mu_;
   mutable Plan plan_;
 };

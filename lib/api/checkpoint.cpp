@@ -114,7 +114,10 @@ CheckpointSummary inspect_dcp(const std::string& path) {
   std::unique_ptr<fpg::dcp::DcpParams> params;
   if (fpg::dcp::check_param_mapping(reader, &params).empty() && params) {
     c.optimizer = std::string(fpg::dcp::optimizer_form_name(params->optimizer_form()));
-    if (params->layout()) c.dp = params->dp();
+    if (params->layout()) {
+      c.dp = params->dp();
+      c.dp_is_smallest = params->dp_is_smallest();
+    }
   }
   c.files = s.files.size();
   c.bytes = s.tensor_bytes;

@@ -52,7 +52,9 @@ class ParamSource {
   virtual bool concurrent_reads() const { return false; }
   // A hint: the reads that follow, in this order, one at a time. A source may read ahead along them,
   // up to `window` bytes past the read in progress, so that the disk is busy between reads. A read
-  // that is not the next one planned is served as usual. Nothing is checked; errors are left to read().
+  // that is not one of the next few planned is served as usual (planned reads skipped over are taken
+  // as done). Nothing is checked and nothing thrown; errors are left to read(). A new plan replaces
+  // the last.
   virtual void plan_reads(std::vector<ParamRange> /*reads*/, uint64_t /*window*/) const {}
 };
 

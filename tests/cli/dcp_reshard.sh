@@ -52,6 +52,21 @@ expect_in "$WORK/out" "dp_reshardable at dp 200, 2 buffers"
 reshard_ok "$WORK/dp200" "$WORK/dp200-back" --dp 1
 expect_exit 0 "${F[@]}" diff "$WORK/dp200-back" "$M/dp1-one-bucket/ckpt"
 expect_in "$WORK/out" "equal: 60 keys"
+# A shard stored in another rank's file (as a fully parallel save may place it): the DP comes from
+# the chunk offsets, not from the file names (rank file 6 of a DP 4 checkpoint).
+cp -r "$WORK/dp4" "$WORK/dp4-moved"
+python3 - "$WORK/dp4-moved/.metadata" <<'PY'
+import sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+assert b.count(b"__2_0.distcp") == 1
+open(p, "wb").write(b.replace(b"__2_0.distcp", b"__6_0.distcp"))  # same length: the pickle stays whole
+PY
+mv "$WORK/dp4-moved/__2_0.distcp" "$WORK/dp4-moved/__6_0.distcp"
+expect_exit 0 "${F[@]}" inspect "$WORK/dp4-moved"
+expect_in "$WORK/out" "dp_reshardable at dp 4, 2 buffers"
+expect_exit 0 "${F[@]}" diff "$WORK/dp4-moved" "$M/dp1-one-bucket/ckpt"
+expect_in "$WORK/out" "equal: 60 keys"
 # Every bucket inside rank 0's shard: any multiple of the smallest DP the buckets allow reads alike.
 reshard_ok "$M/dp1-buckets-padded/ckpt" "$WORK/dp3" --dp 3
 expect_exit 0 "${F[@]}" inspect "$WORK/dp3"

@@ -183,6 +183,8 @@ TEST_CASE("api: a Megatron torch_dist checkpoint", "[api]") {
   CHECK(s.optimizer == "dp_reshardable");
   REQUIRE(s.dp);
   CHECK(*s.dp == 1);
+  CHECK(s.dp_is_smallest);  // buckets padded to 65536 for NCCL: DP 2 would store the same
+  CHECK_FALSE(fpgather::Checkpoint::open(kData + "/megatron/dp1-one-bucket/ckpt").inspect().dp_is_smallest);
   CHECK(s.tensors.size() == 36);  // 24 tensor keys and 12 bytes entries
   const auto v = c.validate();
   CHECK(v.valid);

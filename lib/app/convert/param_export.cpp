@@ -210,8 +210,8 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   // tensor, and writes each before asking for the next. Those blocks are read, converted and
   // checksummed ahead into a ring of buffers while it does, so a write that waits on the disk does not
   // stop the reading, and the writer writes each from its buffer with its CRC-32 already known; each
-  // read spans many source chunks, read in parallel. A source that serves one read at a time is told
-  // each block's range when its read is queued (will_read), so that the disk reads ahead meanwhile.
+  // read spans many source chunks, read in parallel. A source that serves one read at a time is
+  // given the whole sequence of reads first (plan_reads), so that the disk reads ahead along it.
   dcp::DcpWriteOptions wo;
   wo.io_block_bytes = static_cast<size_t>(std::max<uint64_t>(o.slab_bytes / 2, 1));
   dcp::DcpWriter w(staged.staged_dir(), wo);

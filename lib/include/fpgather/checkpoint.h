@@ -70,8 +70,12 @@ struct CheckpointSummary {
   std::string producer;        // fpgather: the program that wrote it
   std::optional<uint64_t> step;  // optimizer steps taken, where the checkpoint records them
   // Data-parallel size of the stored optimizer layout: fpgather's as recorded; Megatron's, when its
-  // distributed-optimizer layout is recovered, as the number of ranks whose files hold it.
+  // distributed-optimizer layout is recovered, from where each rank's shard starts in the chunk
+  // offsets (ranks holding only tail padding store nothing, so the rank files alone do not tell it).
   std::optional<uint32_t> dp;
+  // Megatron: `dp` is only the smallest DP size the stored buckets allow: every bucket lies in the
+  // shards of the first ranks, and larger sizes read alike.
+  bool dp_is_smallest = false;
   // fpgather: what the model, layout, optimizer and FP8 recipe documents say, as inspect prints it;
   // "" when absent. DCP: optimizer is the form of the optimizer state (none, dp_reshardable or
   // model space; "" when it cannot be mapped to parameters).
