@@ -47,7 +47,9 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
   for (const std::string& model : o.models) {
     ReshardBenchRow row;
     row.model = model;
-    const std::string src = base + "/" + model + "-src", dst = base + "/" + model + "-dst";
+    // A model may be a JSON spec's path: its directories are named by the file's name alone.
+    const std::string stem = fs::split_path(model).second;
+    const std::string src = base + "/" + stem + "-src", dst = base + "/" + stem + "-dst";
     row.train_s = save_trained(model, o, src);
     evict_path(src);
 
