@@ -109,6 +109,7 @@ DcpParams::DcpParams(const Reader& reader) : r_(reader) {
     } catch (const FormatError& e) {
       throw FormatError(r_.dir() + ": " + e.what());
     }
+    storage_rank_.push_back(rank);
     if (rank) ranks = std::max<uint32_t>(ranks, static_cast<uint32_t>(*rank) + 1);
   }
   dp_ = std::max<uint32_t>(ranks, 1);
@@ -232,7 +233,6 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
   };
   std::vector<KeyChunks> key_chunks;
   std::set<uint64_t> candidates{ranks_stored};
-  std::map<int64_t, std::optional<uint64_t>> rank_of_storage;  // storage index -> its file's rank
   for (const BucketKey& k : keys) {
     if (k.gbuf >= stored.size() || k.bucket >= stored[k.gbuf].numel.size()) continue;
     const Entry& e = md.entries[k.entry];
@@ -244,10 +244,9 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
       if (ch.offsets.size() != 1 || ch.sizes.size() != 1 || ch.sizes[0] > UINT64_MAX - ch.offsets[0]) continue;
       kc.chunks.emplace_back(ch.offsets[0], ch.offsets[0] + ch.sizes[0]);
       if (ch.storage == kNoStorage) continue;  // validate reports it
-      auto [at, fresh] = rank_of_storage.emplace(ch.storage, std::nullopt);
-      if (fresh) at->second = rank_of_file(md.storage[static_cast<size_t>(ch.storage)].relative_path);
-      if (!at->second || *at->second == 0) continue;
-      auto [it, added] = first.emplace(*at->second, ch.offsets[0]);
+      const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)];
+      if (!rank || *rank == 0) continue;
+      auto [it, added] = first.emplace(*rank, ch.offsets[0]);
       if (!added) it->second = std::min(it->second, ch.offsets[0]);
     }
     for (const auto& [rank, start] : first) {

@@ -100,6 +100,7 @@ class DcpParams : public ckpt::ParamSource {
   OptimizerForm form_ = OptimizerForm::none;
   uint32_t dp_ = 1;
   bool dp_is_smallest_ = false;
+  std::vector<std::optional<uint64_t>> storage_rank_;  // per storage entry: the rank its file names
   std::optional<RecoveredLayout> layout_;
   std::vector<StoredPadding> stored_padding_;
   std::vector<std::string> unmapped_;
