@@ -97,8 +97,8 @@ struct BenchExportArgs {
 };
 
 int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
-  if (a.dtype == "bf16") a.o.export_options.weights = convert::ExportWeights::bf16;
-  else if (a.dtype == "fp32") a.o.export_options.weights = convert::ExportWeights::fp32;
+  if (a.dtype == "bf16") a.o.export_options.weights = app::convert::ExportWeights::bf16;
+  else if (a.dtype == "fp32") a.o.export_options.weights = app::convert::ExportWeights::fp32;
   else throw UsageError("--dtype must be bf16 or fp32, not '" + a.dtype + "'");
   a.o.export_options.states = !a.weights_only;
   if (a.to != "safetensors" && a.to != "dcp") throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");

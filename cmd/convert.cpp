@@ -59,11 +59,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int run_recompress(const ConvertArgs& a, const GlobalOptions& g) {
   const auto t0 = std::chrono::steady_clock::now();
-  convert::RecompressOptions o;
+  app::convert::RecompressOptions o;
   o.compression = ckpt::parse_compression(a.compress);
   o.progress = progress_enabled(g);
   o.force = a.force;
-  const convert::RecompressSummary s = convert::recompress_checkpoint(a.in, a.out, o);
+  const app::convert::RecompressSummary s = app::convert::recompress_checkpoint(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {
     const nlohmann::json j = {{"input", s.source},         {"output", s.target},
@@ -93,11 +93,11 @@ pipeline::Fp8Config train_fp8_config(const ConvertArgs& a) {
 
 int run_reencode_fp8(const ConvertArgs& a, const GlobalOptions& g) {
   const auto t0 = std::chrono::steady_clock::now();
-  train::Fp8ReencodeOptions o;
+  app::convert::Fp8ReencodeOptions o;
   o.fp8 = train_fp8_config(a);
   o.compression = ckpt::parse_compression(a.compress.empty() ? "zstd:1" : a.compress);
   o.force = a.force;
-  const train::Fp8ReencodeSummary s = train::reencode_fp8(a.in, a.out, o);
+  const app::convert::Fp8ReencodeSummary s = app::convert::reencode_fp8(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {
     const nlohmann::json j = {{"input", s.source}, {"output", s.target}, {"operation", "reencode_fp8"},
@@ -113,16 +113,16 @@ int run_reencode_fp8(const ConvertArgs& a, const GlobalOptions& g) {
 
 int run_export(const ConvertArgs& a, const GlobalOptions& g) {
   const auto t0 = std::chrono::steady_clock::now();
-  convert::ExportOptions o;
-  const auto weights = convert::parse_export_weights(a.dtype);
+  app::convert::ExportOptions o;
+  const auto weights = app::convert::parse_export_weights(a.dtype);
   if (!weights) throw UsageError("--dtype of a checkpoint export must be bf16, fp32 or fp8, not '" + a.dtype + "'");
   o.weights = *weights;
   o.states = a.states;
-  o.max_shard_bytes = convert::parse_byte_size(a.max_shard_size);
+  o.max_shard_bytes = app::convert::parse_byte_size(a.max_shard_size);
   o.progress = progress_enabled(g);
   o.validate = !a.no_validate;
   o.force = a.force;
-  const convert::ExportSummary s = convert::export_any(a.in, a.out, *convert::parse_export_format(a.to), o);
+  const app::convert::ExportSummary s = app::convert::export_any(a.in, a.out, *app::convert::parse_export_format(a.to), o);
   const double secs = seconds_since(t0);
   if (g.json) {
     const nlohmann::json j = {{"input", s.checkpoint}, {"output", a.out},   {"operation", "export"},
@@ -139,19 +139,19 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
 }
 
 int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
-  if (!convert::parse_export_format(a.to)) throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
-  if (a.to == "dcp" && !convert::is_checkpoint(a.in) && !convert::is_dcp_checkpoint(a.in))
+  if (!app::convert::parse_export_format(a.to)) throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
+  if (a.to == "dcp" && !app::convert::is_checkpoint(a.in) && !app::convert::is_dcp_checkpoint(a.in))
     throw UsageError("--to dcp exports a checkpoint; " + a.in + " is not one");
   if (a.to == "dcp" && (!a.fp8.empty() || !a.compress.empty() || a.dequantize))
     throw UsageError("--to dcp is an export: --fp8, --compress and --dequantize do not apply");
-  if (convert::is_dcp_checkpoint(a.in)) {
+  if (app::convert::is_dcp_checkpoint(a.in)) {
     if (a.dequantize || !a.fp8.empty() || !a.compress.empty() || a.pow2 || a.no_pow2 || !a.include.empty() ||
         !a.exclude.empty() || !a.expert_dims.empty())
       throw UsageError(a.in + " is a PyTorch DCP / Megatron torch_dist checkpoint: it exports to safetensors "
                        "(--dtype bf16|fp32, --states, --max-shard-size); quantize the export with --fp8");
     return run_export(a, g);
   }
-  if (convert::is_checkpoint(a.in)) {
+  if (app::convert::is_checkpoint(a.in)) {
     if (a.dequantize) throw UsageError("--dequantize takes a safetensors model; " + a.in + " is a checkpoint");
     if (a.pow2 || a.no_pow2 || !a.include.empty() || !a.exclude.empty() || !a.expert_dims.empty())
       throw UsageError("--include, --exclude, --expert-dims and --(no-)pow2-scales quantize safetensors models; " +
@@ -171,19 +171,19 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     throw UsageError("--expert-dims quantizes; --dequantize reads the expert dimensions off each scale's shape");
   if (a.fp8.empty() && !a.dequantize) throw UsageError("give --fp8 RECIPE or --dequantize (or a checkpoint as IN)");
   const auto t0 = std::chrono::steady_clock::now();
-  convert::ConvertSummary s;
+  app::convert::ConvertSummary s;
   std::string what;
   if (a.dequantize) {
-    convert::DequantizeModelOptions o;
+    app::convert::DequantizeModelOptions o;
     if (a.dtype == "bf16") o.dtype = DType::BF16;
     else if (a.dtype == "fp32") o.dtype = DType::F32;
     else throw UsageError("--dtype must be bf16 or fp32, not '" + a.dtype + "'");
     o.progress = progress_enabled(g);
     o.force = a.force;
-    s = convert::dequantize_model(a.in, a.out, o);
+    s = app::convert::dequantize_model(a.in, a.out, o);
     what = "dequantized";
   } else {
-    convert::QuantizeModelOptions o;
+    app::convert::QuantizeModelOptions o;
     o.recipe = recipe_from(a);
     if (!a.include.empty()) o.include = a.include;
     if (!a.exclude.empty()) o.exclude = a.exclude;
@@ -191,7 +191,7 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     o.force = a.force;
     o.progress = progress_enabled(g);
     o.strict = a.strict;
-    s = convert::quantize_model(a.in, a.out, o);
+    s = app::convert::quantize_model(a.in, a.out, o);
     what = "quantized";
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -27,7 +27,7 @@ struct ReshardArgs {
   bool dry_run = false;
 };
 
-std::string describe(const train::RecordedRun& r) {
+std::string describe(const app::reshard::RecordedRun& r) {
   std::string s = "DP " + std::to_string(r.dp) + ", " + pipeline::dist_opt_name(r.config.dist_opt) + ", " +
                   std::string(ckpt::state_layout_name(r.state_layout)) + " layout, bucket size " +
                   (r.config.bucket_size ? std::to_string(*r.config.bucket_size) : std::string("none")) +
@@ -35,8 +35,8 @@ std::string describe(const train::RecordedRun& r) {
   return s;
 }
 
-train::ReshardOptions reshard_options(const ReshardArgs& a) {
-  train::ReshardOptions o;
+app::reshard::ReshardOptions reshard_options(const ReshardArgs& a) {
+  app::reshard::ReshardOptions o;
   o.dp = a.dp;
   if (!a.dist_opt.empty()) {
     o.dist_opt = pipeline::parse_dist_opt(a.dist_opt);
@@ -78,18 +78,18 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
   if (!a.dist_opt.empty() || !a.ckpt_layout.empty() || a.accumulation || !a.compress.empty() || a.chunk_bytes)
     throw UsageError(a.src + " is a Megatron torch_dist checkpoint: --dist-opt, --ckpt-layout, --accumulation, "
                      "--compress and --chunk-bytes apply to fpgather checkpoints");
-  const train::ReshardOptions ro = reshard_options(a);
-  app::MegatronReshardOptions o;
+  const app::reshard::ReshardOptions ro = reshard_options(a);
+  app::reshard::MegatronReshardOptions o;
   o.dp = ro.dp;
   o.bucket_size = ro.bucket_size;
   o.pad_for_nccl = ro.pad_for_nccl;
   o.dry_run = a.dry_run;
   if (!a.to.empty()) {
-    o.to = app::parse_megatron_form(a.to);
+    o.to = app::reshard::parse_megatron_form(a.to);
     if (!o.to) throw UsageError("--to must be dp_reshardable or fully_reshardable, not '" + a.to + "'");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const app::MegatronReshardSummary s = app::reshard_megatron(a.src, a.dst, o);
+  const app::reshard::MegatronReshardSummary s = app::reshard::reshard_megatron(a.src, a.dst, o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (g.json) {
     nlohmann::json j = {{"source", a.src}, {"target", a.dst}, {"dry_run", a.dry_run}, {"from", s.source_form},
@@ -135,7 +135,7 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
 int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   if (dcp::is_dcp_directory(a.src)) return run_reshard_megatron(a, g);
   if (!a.to.empty()) throw UsageError("--to applies to Megatron torch_dist checkpoints; " + a.src + " is not one");
-  train::ReshardRequest q;
+  app::reshard::ReshardRequest q;
   q.source = a.src;
   q.target = a.dst;
   q.options = reshard_options(a);
@@ -143,8 +143,8 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   q.chunk_bytes = a.chunk_bytes;
   q.dry_run = a.dry_run;
   q.progress = progress_enabled(g);
-  const train::ReshardOutcome out = train::reshard(q);
-  const train::ReshardTarget& t = out.target;
+  const app::reshard::ReshardOutcome out = app::reshard::reshard(q);
+  const app::reshard::ReshardTarget& t = out.target;
   const ckpt::PlanSummary& s = out.summary;
   const fpckpt::ReshardRunOptions& ro = out.run_options;
   const bool json = g.json;

@@ -33,14 +33,14 @@ HyperDefaults step_defaults(optim::OptimizerKind k, optim::ScalarOptimizer scala
 }
 
 int run_step(const StepArgs& a, const GlobalOptions& g) {
-  train::ReplayOptions o;
+  app::replay::ReplayOptions o;
   o.pipeline = pipeline_config(a.pipe, step_defaults);
   o.dp = a.pipe.dp;
   o.scalar_params = a.scalar_params;
   o.keep_fp32 = a.pipe.keep_fp32;
   o.fp32_matrices = a.pipe.fp32_matrices;
   o.comm = a.pipe.comm;
-  const train::ReplayReport r = train::replay_step_files(a.params, a.grads, a.out, o);
+  const app::replay::ReplayReport r = app::replay::replay_step_files(a.params, a.grads, a.out, o);
   if (!r.has_rank0) return 0;  // under mpi, rank 0's process reports
   print_warnings(r.warnings);
   if (g.json) {

@@ -41,8 +41,8 @@ struct TrainArgs {
   size_t keep = 0;
 };
 
-train::CheckpointOptions checkpoint_options(const TrainArgs& a) {
-  train::CheckpointOptions c;
+app::checkpoint::CheckpointOptions checkpoint_options(const TrainArgs& a) {
+  app::checkpoint::CheckpointOptions c;
   c.save = a.save;
   c.load = a.load;
   c.init = a.init;
@@ -95,7 +95,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   if (!cuda && (a.overlap_grad_reduce || a.overlap_param_gather))
     throw UsageError("--overlap-grad-reduce and --overlap-param-gather need --device cuda (the CPU pipeline's "
                      "phases run one after another)");
-  train::TrainOptions o;
+  app::train::TrainOptions o;
   o.spec = model::resolve_model(a.model);
   o.dp = a.pipe.dp;
   o.pipeline = pipeline_config(a.pipe, train_defaults);
@@ -111,11 +111,11 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
 
-  print_warnings(train::training_warnings(o));
+  print_warnings(app::train::training_warnings(o));
   if (a.print_layout) {  // the layout of this configuration, then exit without training
-    train::TrainOptions lo = o;
+    app::train::TrainOptions lo = o;
     if (cuda) lo.comm = "threads";  // the layout does not depend on the communicator
-    const pipeline::PipelineLayout l = train::training_layout(lo);
+    const pipeline::PipelineLayout l = app::train::training_layout(lo);
     if (g.json) {
       const std::string text = l.layer_wise ? layout::to_json(*l.layer_wise, 2) : layout::to_json(*l.bucketed, 2);
       std::printf("%s\n", text.c_str());
@@ -125,16 +125,16 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     return 0;
   }
   // Refuse a bad configuration before any output (cuda: also no CUDA, more --dp than GPUs).
-  const model::ModelSpec spec = cuda ? device::device_training_spec(o) : train::training_spec(o);
-  const train::CheckpointOptions ckpt = checkpoint_options(a);
+  const model::ModelSpec spec = cuda ? app::train::device_training_spec(o) : app::train::training_spec(o);
+  const app::checkpoint::CheckpointOptions ckpt = checkpoint_options(a);
 
   // Under mpirun only the process of rank 0 writes metrics and reports (ranks are processes there).
   const bool reporter = comm::launcher_rank() <= 0;
-  std::unique_ptr<train::MetricsFile> metrics;
-  if (!a.metrics.empty() && reporter) metrics = std::make_unique<train::MetricsFile>(a.metrics);
+  std::unique_ptr<app::train::MetricsFile> metrics;
+  if (!a.metrics.empty() && reporter) metrics = std::make_unique<app::train::MetricsFile>(a.metrics);
   Progress progress("train", a.steps, reporter && progress_enabled(g), ProgressUnit::steps);
   bool first_step = true;
-  const train::StepCallback on_step = [&](const train::StepMetrics& m) {
+  const app::train::StepCallback on_step = [&](const app::train::StepMetrics& m) {
     if (first_step) progress.resume_at(m.step), first_step = false;  // m.step > 0 after --load
     if (metrics) metrics->write(m);
     progress.advance(1);
@@ -144,21 +144,21 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
                      static_cast<unsigned long long>(a.steps), m.loss, m.grad_norm, m.skipped ? " (skipped)" : "");
       });
   };
-  train::CheckpointedResult cr;
+  app::checkpoint::CheckpointedResult cr;
   if (cuda)
-    cr = device::train_on_device_with_checkpoints(o, ckpt, {}, on_step);
+    cr = app::train::train_on_device_with_checkpoints(o, ckpt, {}, on_step);
   else
-    cr = train::train_with_checkpoints(o, ckpt, {}, on_step);
-  const train::TrainResult& r = cr.train;
-  const train::CheckpointLog& log = cr.checkpoints;
+    cr = app::checkpoint::train_with_checkpoints(o, ckpt, {}, on_step);
+  const app::train::TrainResult& r = cr.train;
+  const app::checkpoint::CheckpointLog& log = cr.checkpoints;
   progress.finish();  // before the summary: nothing is drawn after it
   if (metrics) metrics->close();
   if (!r.has_rank0) return 0;
 
-  const train::TrainSummary& s = r.summary;
+  const app::train::TrainSummary& s = r.summary;
   const char* dist = pipeline::dist_opt_name(o.pipeline.dist_opt);
   if (g.json) {
-    nlohmann::json j = nlohmann::json::parse(train::summary_json(s));
+    nlohmann::json j = nlohmann::json::parse(app::train::summary_json(s));
     j["model"] = spec.name;
     j["optimizer"] = a.pipe.optimizer;
     j["dist_opt"] = dist;

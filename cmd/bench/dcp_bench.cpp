@@ -74,8 +74,8 @@ DcpBenchResult run_dcp_bench(const DcpBenchOptions& o) {
 
   if (o.export_reps == 0) return r;
   const std::string out = o.export_dir + "/fpgather-bench-dcp-" + std::to_string(getpid()) + ".safetensors";
-  convert::ExportOptions eo;
-  eo.weights = convert::ExportWeights::fp32;
+  app::convert::ExportOptions eo;
+  eo.weights = app::convert::ExportWeights::fp32;
   eo.states = false;
   eo.max_shard_bytes = UINT64_MAX;  // one file
   std::vector<std::string> written;
@@ -91,8 +91,8 @@ DcpBenchResult run_dcp_bench(const DcpBenchOptions& o) {
           if (o.cold) evict_path(o.checkpoint);
         },
         [&] {
-          const auto opened = convert::open_params(o.checkpoint, "export it", true);
-          const convert::ExportSummary s = convert::export_params(opened->params(), out, eo);
+          const auto opened = app::convert::open_params(o.checkpoint, "export it", true);
+          const app::convert::ExportSummary s = app::convert::export_params(opened->params(), out, eo);
           written = s.files;
           r.export_tensors = s.tensors;
           r.export_bytes_read = s.bytes_read;

@@ -6,7 +6,7 @@
 //   validate  dcp::validate without data: every chunk's arity, bounds, overlaps and coverage, and every
 //             storage entry inside its file — the contract torch's _validate_global_plan checks;
 //   export    `fpgather convert CKPT OUT.safetensors --dtype fp32` as the command runs it (open,
-//             validate, then convert::export_params of every tensor as stored), each repetition from a
+//             validate, then app::convert::export_params of every tensor as stored), each repetition from a
 //             cold page cache (the checkpoint's files evicted) unless asked otherwise, its rate the
 //             checkpoint bytes read per second.
 //

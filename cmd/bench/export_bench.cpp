@@ -34,10 +34,10 @@ ExportBenchResult run_export_bench(const ExportBenchOptions& o) {
   }
   r.peak_rss_before = read_rss().peak;
   const double t0 = wall_seconds();
-  const convert::ExportSummary s =
-      o.dcp ? convert::export_params_dcp(convert::open_params(o.checkpoint, "export it")->params(), base + "/export",
+  const app::convert::ExportSummary s =
+      o.dcp ? app::convert::export_params_dcp(app::convert::open_params(o.checkpoint, "export it")->params(), base + "/export",
                                          o.export_options)
-            : convert::export_checkpoint(o.checkpoint, base + "/export", o.export_options);
+            : app::convert::export_checkpoint(o.checkpoint, base + "/export", o.export_options);
   r.export_s = wall_seconds() - t0;
   r.peak_rss_after = read_rss().peak;
   r.bytes = s.bytes_written;

@@ -18,7 +18,7 @@ namespace fpg::bench {
 struct ExportBenchOptions {
   std::string checkpoint;
   std::string dir = "/tmp";  // where the plain file and the export go (removed afterwards)
-  convert::ExportOptions export_options;
+  app::convert::ExportOptions export_options;
   bool dcp = false;  // export a PyTorch DCP checkpoint (`convert --to dcp`) instead of safetensors
 };
 

@@ -19,16 +19,16 @@ namespace {
 // One training step of `model` on from_dp thread ranks, saved uncompressed under the root `src`
 // with the defaults of `fpgather train` (AdamW, bucketed, model layout). Wall seconds.
 double save_trained(const std::string& model, const ReshardBenchOptions& o, const std::string& src) {
-  train::TrainOptions t;
+  app::train::TrainOptions t;
   t.spec = model::resolve_model(model);
   t.dp = o.from_dp;
   t.steps = 1;
   t.threads_per_rank = o.threads > o.from_dp ? o.threads / o.from_dp : 1;
-  train::CheckpointOptions c;
+  app::checkpoint::CheckpointOptions c;
   c.save = src;
   c.compression = ckpt::parse_compression("none");
   const double t0 = wall_seconds();
-  train::train_with_checkpoints(t, c);
+  app::checkpoint::train_with_checkpoints(t, c);
   return wall_seconds() - t0;
 }
 
@@ -53,7 +53,7 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     row.train_s = save_trained(model, o, src);
     evict_path(src);
 
-    train::ReshardRequest q;  // as `fpgather reshard SRC DST --dp TO --accumulation 1 --compress none`
+    app::reshard::ReshardRequest q;  // as `fpgather reshard SRC DST --dp TO --accumulation 1 --compress none`
     q.source = src;
     q.target = dst;
     q.options.dp = o.to_dp;
@@ -61,7 +61,7 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     q.compression = ckpt::parse_compression("none");
     reset_peak_rss();  // the training's memory is freed: the peak counts the reshard's own
     const double t0 = wall_seconds();
-    const train::ReshardOutcome out = train::reshard(q);
+    const app::reshard::ReshardOutcome out = app::reshard::reshard(q);
     row.reshard_s = wall_seconds() - t0;
     row.peak_rss = read_rss().peak;
     row.bytes_read = out.result->bytes_read;

@@ -40,13 +40,13 @@ StepBenchResult run_step_bench(const StepBenchOptions& o) {
   if (o.steps < 1) throw UsageError("bench step: --steps must be at least 1");
   StepBenchResult res;
   for (uint32_t dp : o.dp) {
-    train::TrainOptions t;
+    app::train::TrainOptions t;
     t.spec = o.spec;
     t.dp = dp;
     t.steps = o.steps;
     t.micro_batch = o.micro_batch;
     t.pipeline.lr = 1e-3;
-    const train::TrainResult r = train::train(t);
+    const app::train::TrainResult r = app::train::train(t);
     res.phases.push_back({dp, r.summary.step_time_ms, r.summary.median_times, r.summary.initial_loss,
                           r.summary.final_loss});
   }

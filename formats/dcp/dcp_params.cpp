@@ -11,7 +11,7 @@
 
 #include "ckpt/index.h"
 #include "core/error.h"
-#include "formats/dcp/box_coverage.h"
+#include "formats/dcp/metadata/box_coverage.h"
 
 namespace fpg::dcp {
 

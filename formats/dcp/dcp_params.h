@@ -32,7 +32,7 @@
 
 #include "ckpt/param_source.h"
 #include "ckpt/problem.h"
-#include "formats/dcp/megatron_layout.h"
+#include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/validate.h"
 

@@ -12,8 +12,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/shape.h"
-#include "formats/dcp/box_coverage.h"
-#include "formats/dcp/metadata_writer.h"
+#include "formats/dcp/metadata/box_coverage.h"
+#include "formats/dcp/metadata/metadata_writer.h"
 #include "formats/fpckpt/commit.h"
 
 namespace fpg::dcp {

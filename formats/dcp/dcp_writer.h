@@ -32,11 +32,11 @@
 #include <vector>
 
 #include "formats/dcp/byte_sink.h"
-#include "formats/dcp/megatron_metadata.h"
-#include "formats/dcp/metadata.h"
-#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/megatron/megatron_metadata.h"
+#include "formats/dcp/metadata/metadata.h"
+#include "formats/dcp/pickle/pickle_value.h"
 #include "formats/dcp/torch_dtype.h"
-#include "formats/dcp/torch_save_writer.h"
+#include "formats/dcp/torch_save/torch_save_writer.h"
 #include "formats/fpckpt/commit.h"
 
 namespace fpg::dcp {

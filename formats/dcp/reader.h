@@ -24,11 +24,11 @@
 
 #include "formats/dcp/byte_source.h"
 #include "formats/dcp/checkpoint_dir.h"
-#include "formats/dcp/megatron_metadata.h"
-#include "formats/dcp/metadata.h"
-#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/megatron/megatron_metadata.h"
+#include "formats/dcp/metadata/metadata.h"
+#include "formats/dcp/pickle/pickle_value.h"
 #include "formats/dcp/safetensors_item.h"
-#include "formats/dcp/torch_save.h"
+#include "formats/dcp/torch_save/torch_save.h"
 
 namespace fpg::dcp {
 

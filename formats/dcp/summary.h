@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/dcp/megatron_metadata.h"
+#include "formats/dcp/megatron/megatron_metadata.h"
 #include "formats/dcp/reader.h"
 
 namespace fpg::dcp {

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/shape.h"
-#include "formats/dcp/box_coverage.h"
+#include "formats/dcp/metadata/box_coverage.h"
 
 namespace fpg::dcp {
 

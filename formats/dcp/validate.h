@@ -19,7 +19,7 @@
 
 #include "ckpt/problem.h"
 #include "formats/dcp/checkpoint_dir.h"
-#include "formats/dcp/metadata.h"
+#include "formats/dcp/metadata/metadata.h"
 #include "formats/dcp/reader.h"
 
 namespace fpg::dcp {

@@ -157,7 +157,7 @@ Checkpoint Checkpoint::open(const std::string& path) {
       return Checkpoint(reader.dir(),
                         reader.megatron() ? CheckpointFormat::megatron_torch_dist : CheckpointFormat::torch_dcp);
     }
-    if (fpg::convert::is_checkpoint(path))
+    if (fpg::app::convert::is_checkpoint(path))
       return Checkpoint(fpg::fpckpt::resolve_checkpoint(path), CheckpointFormat::fpgather);
     throw fpg::FormatError(path + ": not a checkpoint: no " + fpg::fpckpt::kIndexFile + " or " +
                            fpg::fpckpt::kLatestFile + " (fpgather), no " + fpg::dcp::kMetadataFileName +

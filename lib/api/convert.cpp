@@ -8,17 +8,17 @@ namespace fpgather {
 
 ConvertReport convert(const Checkpoint& source, const std::string& out, const ConvertOptions& options) {
   return api::at_boundary([&] {
-    const auto to = fpg::convert::parse_export_format(options.to);
+    const auto to = fpg::app::convert::parse_export_format(options.to);
     if (!to) throw fpg::UsageError("convert: to must be safetensors or dcp, not '" + options.to + "'");
-    fpg::convert::ExportOptions o;
-    const auto weights = fpg::convert::parse_export_weights(options.weights);
+    fpg::app::convert::ExportOptions o;
+    const auto weights = fpg::app::convert::parse_export_weights(options.weights);
     if (!weights) throw fpg::UsageError("convert: weights must be bf16, fp32 or fp8, not '" + options.weights + "'");
     o.weights = *weights;
     o.states = options.states;
     o.max_shard_bytes = options.max_shard_bytes;
     o.validate = options.validate;
     o.force = options.force;
-    const fpg::convert::ExportSummary s = fpg::convert::export_any(source.path(), out, *to, o);
+    const fpg::app::convert::ExportSummary s = fpg::app::convert::export_any(source.path(), out, *to, o);
     ConvertReport r;
     r.source = s.checkpoint;
     r.tensors = s.tensors;

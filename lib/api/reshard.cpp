@@ -12,9 +12,9 @@
 namespace fpgather {
 namespace {
 
-// The options both kinds of checkpoint take, as train::ReshardOptions holds them.
-fpg::train::ReshardOptions common_options(const ReshardOptions& options) {
-  fpg::train::ReshardOptions o;
+// The options both kinds of checkpoint take, as app::reshard::ReshardOptions holds them.
+fpg::app::reshard::ReshardOptions common_options(const ReshardOptions& options) {
+  fpg::app::reshard::ReshardOptions o;
   o.dp = options.dp;
   if (options.bucket_size)
     o.bucket_size = *options.bucket_size == 0 ? std::optional<uint64_t>{} : std::optional<uint64_t>{*options.bucket_size};
@@ -22,7 +22,7 @@ fpg::train::ReshardOptions common_options(const ReshardOptions& options) {
   return o;
 }
 
-ReshardLayout layout_of(const fpg::train::RecordedRun& run) {
+ReshardLayout layout_of(const fpg::app::reshard::RecordedRun& run) {
   ReshardLayout l;
   l.dp = run.dp;
   l.dist_opt = fpg::pipeline::dist_opt_name(run.config.dist_opt);
@@ -37,7 +37,7 @@ ReshardReport reshard_fpckpt(const std::string& source, const std::string& targe
   if (!options.megatron_form.empty())
     throw fpg::UsageError("reshard: megatron_form applies to Megatron torch_dist checkpoints; " + source +
                           " is an fpgather checkpoint");
-  fpg::train::ReshardRequest q;
+  fpg::app::reshard::ReshardRequest q;
   q.source = source;
   q.target = target;
   q.options = common_options(options);
@@ -54,7 +54,7 @@ ReshardReport reshard_fpckpt(const std::string& source, const std::string& targe
   q.options.accumulation = options.accumulation;
   if (!options.compression.empty()) q.compression = fpg::ckpt::parse_compression(options.compression);
   q.dry_run = options.dry_run;
-  const fpg::train::ReshardOutcome out = fpg::train::reshard(q);
+  const fpg::app::reshard::ReshardOutcome out = fpg::app::reshard::reshard(q);
   ReshardReport r;
   r.source = out.source_dir;
   r.target = target;
@@ -71,19 +71,19 @@ ReshardReport reshard_megatron(const std::string& source, const std::string& tar
   if (!options.dist_opt.empty() || !options.state_layout.empty() || options.accumulation || !options.compression.empty())
     throw fpg::UsageError("reshard: " + source + " is a Megatron torch_dist checkpoint: dist_opt, state_layout, "
                           "accumulation and compression apply to fpgather checkpoints");
-  const fpg::train::ReshardOptions common = common_options(options);
-  fpg::app::MegatronReshardOptions o;
+  const fpg::app::reshard::ReshardOptions common = common_options(options);
+  fpg::app::reshard::MegatronReshardOptions o;
   o.dp = common.dp;
   o.bucket_size = common.bucket_size;
   o.pad_for_nccl = common.pad_for_nccl;
   o.dry_run = options.dry_run;
   if (!options.megatron_form.empty()) {
-    o.to = fpg::app::parse_megatron_form(options.megatron_form);
+    o.to = fpg::app::reshard::parse_megatron_form(options.megatron_form);
     if (!o.to)
       throw fpg::UsageError("reshard: megatron_form must be dp_reshardable or fully_reshardable, not '" +
                             options.megatron_form + "'");
   }
-  const fpg::app::MegatronReshardSummary s = fpg::app::reshard_megatron(source, target, o);
+  const fpg::app::reshard::MegatronReshardSummary s = fpg::app::reshard::reshard_megatron(source, target, o);
   ReshardReport r;
   r.source = source;
   r.target = target;

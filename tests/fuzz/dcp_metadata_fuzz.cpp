@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "formats/dcp/metadata.h"
+#include "formats/dcp/metadata/metadata.h"
 #include "formats/dcp/validate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -69,8 +69,8 @@ std::vector<int> dps() {
   return out;
 }
 
-fpg::train::TrainOptions options(uint32_t dp, const std::string& fp8) {
-  fpg::train::TrainOptions o;
+fpg::app::train::TrainOptions options(uint32_t dp, const std::string& fp8) {
+  fpg::app::train::TrainOptions o;
   o.spec = fpg::pipeline::test::spec32();  // matrix dims multiples of 32: every FP8 recipe takes it
   o.dp = dp;
   o.steps = kSteps;
@@ -129,15 +129,15 @@ std::string diff_snaps(const std::vector<RankSnap>& a, const std::vector<RankSna
 
 // A device run with checkpoints; every rank's snapshot when it has taken `at` steps.
 struct DeviceRun {
-  fpg::train::CheckpointedResult result;
+  fpg::app::checkpoint::CheckpointedResult result;
   std::vector<RankSnap> snap;
 };
 
-DeviceRun run_device(const fpg::train::TrainOptions& o, const fpg::train::CheckpointOptions& c, uint64_t at) {
+DeviceRun run_device(const fpg::app::train::TrainOptions& o, const fpg::app::checkpoint::CheckpointOptions& c, uint64_t at) {
   DeviceRun out;
   out.snap.resize(o.dp);
   std::mutex mu;
-  out.result = fpg::device::train_on_device_with_checkpoints(
+  out.result = fpg::app::train::train_on_device_with_checkpoints(
       o, c, [&](uint64_t done, const fpg::device::DeviceRankPipeline& rank) {
         if (done != at) return;
         RankSnap s;
@@ -149,10 +149,10 @@ DeviceRun run_device(const fpg::train::TrainOptions& o, const fpg::train::Checkp
   return out;
 }
 
-std::vector<RankSnap> run_cpu(fpg::train::TrainOptions o, const fpg::train::CheckpointOptions& c, uint64_t at) {
+std::vector<RankSnap> run_cpu(fpg::app::train::TrainOptions o, const fpg::app::checkpoint::CheckpointOptions& c, uint64_t at) {
   o.comm = "threads";
   std::vector<RankSnap> snap(o.dp);
-  fpg::train::train_with_checkpoints(o, c, [&](uint64_t done, const fpg::pipeline::RankPipeline& rank) {
+  fpg::app::checkpoint::train_with_checkpoints(o, c, [&](uint64_t done, const fpg::pipeline::RankPipeline& rank) {
     if (done != at) return;
     RankSnap& s = snap[rank.state().rank];  // each rank its own slot
     s.state = rank.state();
@@ -162,13 +162,13 @@ std::vector<RankSnap> run_cpu(fpg::train::TrainOptions o, const fpg::train::Chec
 }
 
 bool nccl_built() {
-  if (fpg::device::device_training_built()) return true;
+  if (fpg::app::train::device_training_built()) return true;
   std::printf("no NCCL in this build: [device-ckpt] not run\n");
   return false;
 }
 
 // Layer-wise Muon: whole matrices per owner, their state and bytes in the layer-wise part.
-void set_layer_wise_muon(fpg::train::TrainOptions& o) {
+void set_layer_wise_muon(fpg::app::train::TrainOptions& o) {
   o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;
   o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
 }
@@ -176,17 +176,17 @@ void set_layer_wise_muon(fpg::train::TrainOptions& o) {
 void check_resume(const std::string& fp8, bool muon = false) {
   for (int dp : dps()) {
     const std::string where = fp8 + (muon ? " muon" : "") + " dp=" + std::to_string(dp);
-    fpg::train::TrainOptions o = options(static_cast<uint32_t>(dp), fp8);
+    fpg::app::train::TrainOptions o = options(static_cast<uint32_t>(dp), fp8);
     if (muon) set_layer_wise_muon(o);
     const DeviceRun whole = run_device(o, {}, kSteps);
 
-    fpg::train::CheckpointOptions save;
+    fpg::app::checkpoint::CheckpointOptions save;
     save.save = temp_dir("first");
     o.steps = kSplit;
     const DeviceRun first = run_device(o, save, kSplit);
     REQUIRE(first.result.checkpoints.saved.size() == 1);
 
-    fpg::train::CheckpointOptions load;
+    fpg::app::checkpoint::CheckpointOptions load;
     load.load = save.save;  // through `latest`
     o.steps = kSteps;
     const DeviceRun second = run_device(o, load, kSteps);
@@ -234,26 +234,26 @@ namespace {
 void check_cross_device(bool muon) {
   for (int dp : dps()) {
     const std::string where = std::string(muon ? "layer-wise muon " : "") + "dp=" + std::to_string(dp);
-    fpg::train::TrainOptions o = options(static_cast<uint32_t>(dp), "delayed");
+    fpg::app::train::TrainOptions o = options(static_cast<uint32_t>(dp), "delayed");
     if (muon) set_layer_wise_muon(o);
     o.steps = kSplit;
 
     // GPU saves, CPU loads: what the CPU pipeline holds after the load is what the GPU held.
-    fpg::train::CheckpointOptions gsave;
+    fpg::app::checkpoint::CheckpointOptions gsave;
     gsave.save = temp_dir("gpu");
     const DeviceRun g = run_device(o, gsave, kSplit);
-    fpg::train::CheckpointOptions cload;
+    fpg::app::checkpoint::CheckpointOptions cload;
     cload.load = gsave.save;
-    fpg::train::TrainOptions more = o;
+    fpg::app::train::TrainOptions more = o;
     more.steps = kSplit + 1;
     const std::vector<RankSnap> c_loaded = run_cpu(more, cload, kSplit);
     CHECK(where + " gpu->cpu" + diff_snaps(g.snap, c_loaded) == where + " gpu->cpu");
 
     // CPU saves, GPU loads.
-    fpg::train::CheckpointOptions csave;
+    fpg::app::checkpoint::CheckpointOptions csave;
     csave.save = temp_dir("cpu");
     const std::vector<RankSnap> c = run_cpu(o, csave, kSplit);
-    fpg::train::CheckpointOptions gload;
+    fpg::app::checkpoint::CheckpointOptions gload;
     gload.load = csave.save;
     const DeviceRun g_loaded = run_device(more, gload, kSplit);
     CHECK(where + " cpu->gpu" + diff_snaps(c, g_loaded.snap) == where + " cpu->gpu");
@@ -297,16 +297,16 @@ struct Share {
   std::string documents;
 };
 
-Share write_share(const fpg::train::RankStateAccess& rank, uint32_t r, const std::string& dir) {
+Share write_share(const fpg::app::checkpoint::RankStateAccess& rank, uint32_t r, const std::string& dir) {
   REQUIRE((mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST));
   Share s;
   fpg::fpckpt::RankWriter w(dir, r);
-  fpg::train::save_rank_state(w, rank, {});
+  fpg::app::checkpoint::save_rank_state(w, rank, {});
   s.manifest = fpg::fpckpt::manifest_to_bytes(w.finish());
   std::ifstream in(fpg::fs::join_path(dir, fpg::fpckpt::rank_file_name(r)), std::ios::binary);
   s.file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  const fpg::train::TrainCursor cursor{1, 2, 16, 1, rank.state().dp};
-  const auto docs = fpg::train::state_documents(rank, cursor, fpg::ckpt::StateLayout::bucket);
+  const fpg::app::train::TrainCursor cursor{1, 2, 16, 1, rank.state().dp};
+  const auto docs = fpg::app::checkpoint::state_documents(rank, cursor, fpg::ckpt::StateLayout::bucket);
   for (const auto& [name, json] : docs.all()) s.documents += name + "=" + json + "\n";
   return s;
 }
@@ -334,7 +334,7 @@ TEST_CASE("CPU and GPU pipelines fed the same gradients save the same checkpoint
           pipe.step([&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
             for (uint32_t p = 0; p < params.size(); ++p) fill_grad(s, r, p, params[p], grads[p], spec.params[p].numel());
           }, 2 * static_cast<uint64_t>(dp));
-        cpu[r] = write_share(fpg::train::PipelineAccess(pipe), r, root + "/cpu");
+        cpu[r] = write_share(fpg::app::checkpoint::PipelineAccess(pipe), r, root + "/cpu");
       });
       fpg::comm::make_nccl_group(dp)->run([&](fpg::comm::Communicator& comm) {
         const uint32_t r = static_cast<uint32_t>(comm.rank());
@@ -355,7 +355,7 @@ TEST_CASE("CPU and GPU pipelines fed the same gradients save the same checkpoint
             }
             FPG_CUDA_CHECK(cudaStreamSynchronize(stream));
           }, 2 * static_cast<uint64_t>(dp));
-        fpg::device::DeviceStateMirror mirror(pipe);
+        fpg::app::checkpoint::DeviceStateMirror mirror(pipe);
         gpu[r] = write_share(mirror, r, root + "/gpu");
       });
       for (int r = 0; r < dp; ++r) {
@@ -379,7 +379,7 @@ TEST_CASE("device train: --dp 2 equals --dp 1 --accumulation 2 bitwise (invarian
     return;
   }
   for (const std::string fp8 : {"none", "delayed"}) {
-    fpg::train::TrainOptions two = options(2, fp8), one = options(1, fp8);
+    fpg::app::train::TrainOptions two = options(2, fp8), one = options(1, fp8);
     one.accumulation = 2;
     const DeviceRun a = run_device(two, {}, kSteps), b = run_device(one, {}, kSteps);
     // The ranks' fragments differ with the DP size: compare whole params' state and stored bytes.

@@ -44,8 +44,8 @@ using fpg::device::SyncEvent;
 
 constexpr uint64_t kSteps = 5;
 
-fpg::train::TrainOptions options(uint32_t dp, const std::string& fp8) {
-  fpg::train::TrainOptions o;
+fpg::app::train::TrainOptions options(uint32_t dp, const std::string& fp8) {
+  fpg::app::train::TrainOptions o;
   o.spec = fpg::model::resolve_model("tiny");
   o.dp = dp;
   o.steps = kSteps;
@@ -75,19 +75,19 @@ struct RankEnd {
 };
 
 struct Run {
-  fpg::train::TrainResult result;
+  fpg::app::train::TrainResult result;
   std::vector<RankEnd> end;                       // per rank, after the last step
   std::vector<std::vector<SyncEvent>> logs;       // rank 0, per step
   std::vector<uint32_t> bucket_of;                // per param
   std::vector<std::vector<uint32_t>> params_of;   // per bucket
 };
 
-Run train(fpg::train::TrainOptions o, DeviceOverlap ov) {
+Run train(fpg::app::train::TrainOptions o, DeviceOverlap ov) {
   o.overlap_grad_reduce = ov.grad_reduce;
   o.overlap_param_gather = ov.param_gather;
   Run r;
   r.end.resize(o.dp);
-  r.result = fpg::device::train_on_device(o, [&](uint64_t done, const fpg::device::DeviceRankPipeline& pipe) {
+  r.result = fpg::app::train::train_on_device(o, [&](uint64_t done, const fpg::device::DeviceRankPipeline& pipe) {
     const int rank = current_device();  // one rank per device, rank r on device r
     const BucketSync& bs = pipe.bucket_sync();
     if (rank == 0 && done == 0) {
@@ -196,8 +196,8 @@ struct Direct {
   size_t pending_at_start = 0;  // buckets still gathering when a step's grad_fn began, summed over steps
 };
 
-Direct direct(const fpg::train::TrainOptions& o, DeviceOverlap ov, bool guard_reads) {
-  const fpg::model::ModelSpec spec = fpg::device::device_training_spec(o);
+Direct direct(const fpg::app::train::TrainOptions& o, DeviceOverlap ov, bool guard_reads) {
+  const fpg::model::ModelSpec spec = fpg::app::train::device_training_spec(o);
   const fpg::model::NetworkDims dims = *spec.network;
   const fpg::model::TeacherTask task(dims, o.seed, o.micro_batch);
   Direct d;
@@ -238,7 +238,7 @@ Direct direct(const fpg::train::TrainOptions& o, DeviceOverlap ov, bool guard_re
 }
 
 bool skip_without_nccl() {
-  if (fpg::device::device_training_built()) return false;
+  if (fpg::app::train::device_training_built()) return false;
   std::printf("no NCCL in this build: [device-overlap] not run\n");
   return true;
 }
@@ -251,7 +251,7 @@ TEST_CASE("overlap on or off gives bitwise identical training", "[device-overlap
   if (max_dp == 1) std::printf("one GPU: the dp 2 runs of [device-overlap] need two, not run\n");
   for (const std::string fp8 : {"none", "delayed"}) {
     for (uint32_t dp = 1; dp <= max_dp; ++dp) {
-      const fpg::train::TrainOptions o = options(dp, fp8);
+      const fpg::app::train::TrainOptions o = options(dp, fp8);
       const Run off = train(o, {false, false});
       check_reduce_scatter_order(off, false);
       const Run grad = train(o, {true, false});
@@ -270,7 +270,7 @@ TEST_CASE("a forward only reads params whose gather was waited and decoded", "[d
   if (skip_without_nccl()) return;
   for (const std::string fp8 : {"none", "delayed"}) {
     INFO("fp8 " << fp8);
-    const fpg::train::TrainOptions o = options(1, fp8);
+    const fpg::app::train::TrainOptions o = options(1, fp8);
     const Direct off = direct(o, {false, false}, true);
     const Direct on = direct(o, {true, true}, true);
     // every read guarded; the gathers of steps 1.. were in flight when their forward began
@@ -297,7 +297,7 @@ TEST_CASE("overlap on or off gives bitwise identical training: layer-wise (muon)
   const uint32_t max_dp = fpg::cuda::device_count() >= 2 ? 2 : 1;
   for (const std::string fp8 : {"none", "tensorwise", "delayed"}) {  // delayed: recorded at the first read
     for (uint32_t dp = 1; dp <= max_dp; ++dp) {
-      fpg::train::TrainOptions o = options(dp, fp8);
+      fpg::app::train::TrainOptions o = options(dp, fp8);
       o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;
       o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
       const std::string what = "layerwise muon, fp8 " + fp8 + ", dp " + std::to_string(dp);

@@ -26,8 +26,8 @@ namespace {
 constexpr double kStartTol = 1e-4;
 constexpr double kCurveTol = 1e-2;
 
-fpg::train::TrainOptions tiny_options(uint32_t dp) {
-  fpg::train::TrainOptions o;
+fpg::app::train::TrainOptions tiny_options(uint32_t dp) {
+  fpg::app::train::TrainOptions o;
   o.spec = fpg::model::resolve_model("tiny");
   o.dp = dp;
   o.steps = 20;
@@ -46,11 +46,11 @@ std::vector<std::vector<float>> download_params(const fpg::device::DeviceRankPip
 }
 
 void check_against_cpu(uint32_t dp, bool muon = false) {
-  if (!fpg::device::device_training_built()) {  // a CUDA build without NCCL
+  if (!fpg::app::train::device_training_built()) {  // a CUDA build without NCCL
     std::printf("no NCCL in this build: [device-train] not run\n");
     return;
   }
-  fpg::train::TrainOptions o = tiny_options(dp);
+  fpg::app::train::TrainOptions o = tiny_options(dp);
   if (muon) {  // train's Muon defaults (cmd/train.cpp)
     o.pipeline.optimizer = fpg::optim::OptimizerKind::muon;
     o.pipeline.dist_opt = fpg::pipeline::DistOpt::layerwise;
@@ -58,12 +58,12 @@ void check_against_cpu(uint32_t dp, bool muon = false) {
     o.pipeline.clip_grad = 1.0;
   }
   o.comm = "threads";
-  const fpg::train::TrainResult cpu = fpg::train::train(o);
+  const fpg::app::train::TrainResult cpu = fpg::app::train::train(o);
   o.comm = "nccl";
   // per rank, per step: the params after that step
   std::vector<std::vector<std::vector<std::vector<float>>>> snaps(dp);
-  const fpg::train::TrainResult gpu =
-      fpg::device::train_on_device(o, [&](uint64_t, const fpg::device::DeviceRankPipeline& rank) {
+  const fpg::app::train::TrainResult gpu =
+      fpg::app::train::train_on_device(o, [&](uint64_t, const fpg::device::DeviceRankPipeline& rank) {
         // the rank's index is the order of its snapshots' owner: ranks run on their own threads
         const int device = [] {
           int d = 0;
@@ -110,12 +110,12 @@ TEST_CASE("train --device cuda on 2 GPUs follows the CPU curve with identical ra
 }
 
 TEST_CASE("train --device cuda refuses what it does not support", "[device-train]") {
-  fpg::train::TrainOptions o = tiny_options(1);
+  fpg::app::train::TrainOptions o = tiny_options(1);
   o.comm = "threads";
-  REQUIRE_THROWS_AS(fpg::device::train_on_device(o), fpg::UsageError);
+  REQUIRE_THROWS_AS(fpg::app::train::train_on_device(o), fpg::UsageError);
   o.comm = "nccl";
   o.dp = static_cast<uint32_t>(fpg::cuda::device_count() + 1);
-  REQUIRE_THROWS_AS(fpg::device::train_on_device(o), fpg::UsageError);
+  REQUIRE_THROWS_AS(fpg::app::train::train_on_device(o), fpg::UsageError);
 }
 
 TEST_CASE("train --device cuda with Muon (layer-wise) follows the CPU loss curve", "[device-layerwise]") {

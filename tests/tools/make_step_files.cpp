@@ -22,8 +22,8 @@
 #include "formats/safetensors/writer.h"
 #include "app/replay/step_files.h"
 
-using fpg::train::StepFile;
-using fpg::train::StepTensor;
+using fpg::app::replay::StepFile;
+using fpg::app::replay::StepTensor;
 
 namespace {
 
@@ -69,7 +69,7 @@ int golden(const std::string& name, const std::string& dir) {
         if (c.at("arrays").contains(std::string(k) + "/" + std::to_string(t)))
           w.state[k] = arr(std::string(k) + "/" + std::to_string(t));
       want.params.push_back(w);
-      fpg::train::write_step_params(dir + "/want" + std::to_string(t) + ".safetensors", want, opt);
+      fpg::app::replay::write_step_params(dir + "/want" + std::to_string(t) + ".safetensors", want, opt);
     }
     const auto& h = c.at("hyper");
     std::string flags = "--optimizer " + opt + " --lr " + num(h.at("lr")) + " --weight-decay " + num(h.at("weight_decay"));

@@ -42,15 +42,15 @@ const fpgather::TensorSummary* find_tensor(const fpgather::CheckpointSummary& s,
 
 // A checkpoint of two steps of a DP-2 run of the test network (AdamW, bucketed), in `root`.
 std::string save_training_checkpoint(const std::string& root) {
-  fpg::train::TrainOptions o;
+  fpg::app::train::TrainOptions o;
   o.spec = fpg::pipeline::test::spec32();
   o.dp = 2;
   o.accumulation = 2;
   o.steps = 2;
   o.micro_batch = 2;
-  fpg::train::CheckpointOptions k;
+  fpg::app::checkpoint::CheckpointOptions k;
   k.save = root;
-  fpg::train::train_with_checkpoints(o, k);
+  fpg::app::checkpoint::train_with_checkpoints(o, k);
   return root;
 }
 

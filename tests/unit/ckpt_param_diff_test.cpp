@@ -96,16 +96,16 @@ TEST_CASE("diff_params: a perturbed state differs, within tolerance it does not"
 
 TEST_CASE("export_params writes what the checkpoint export writes", "[ckpt][param_export]") {
   test::CkptTempDir tmp("param-export");
-  for (auto weights : {convert::ExportWeights::bf16, convert::ExportWeights::fp32}) {
-    convert::ExportOptions o;
+  for (auto weights : {app::convert::ExportWeights::bf16, app::convert::ExportWeights::fp32}) {
+    app::convert::ExportOptions o;
     o.weights = weights;
     o.states = true;
     o.force = true;  // the second pass replaces the first pass's files
     const std::string a = tmp.path + "/a.safetensors", b = tmp.path + "/b.safetensors";
-    convert::export_checkpoint(valid("dp2-bucket"), a, o);
+    app::convert::export_checkpoint(valid("dp2-bucket"), a, o);
     fpckpt::CheckpointReader r(valid("dp2-bucket"));
     fpckpt::CheckpointParams src(r);
-    const auto sum = convert::export_params(src, b, o);
+    const auto sum = app::convert::export_params(src, b, o);
     CHECK(sum.tensors > 0);
     safetensors::Reader ra(a), rb(b);
     REQUIRE(ra.size() == rb.size());

@@ -50,8 +50,8 @@ struct Case {
   uint64_t bucket_size;
 };
 
-train::TrainOptions options(const Case& c, uint64_t steps) {
-  train::TrainOptions o;
+app::train::TrainOptions options(const Case& c, uint64_t steps) {
+  app::train::TrainOptions o;
   o.spec = test::spec32();
   o.dp = c.dp;
   o.steps = steps;
@@ -66,9 +66,9 @@ train::TrainOptions options(const Case& c, uint64_t steps) {
 }
 
 // Every param's full state after `steps` (or at the start, steps 0), assembled over the ranks.
-test::FullState run(const train::TrainOptions& o, const train::CheckpointOptions& c) {
+test::FullState run(const app::train::TrainOptions& o, const app::checkpoint::CheckpointOptions& c) {
   std::vector<test::RankSnap> snaps(o.dp);
-  train::train_with_checkpoints(o, c, [&](uint64_t done, const RankPipeline& p) {
+  app::checkpoint::train_with_checkpoints(o, c, [&](uint64_t done, const RankPipeline& p) {
     if (done == o.steps) snaps[p.state().rank].state = p.state();
   });
   return test::full_state(snaps, o.spec);
@@ -94,7 +94,7 @@ TEST_CASE("checkpoint export to safetensors and train --init round trip, bitwise
   for (const Case& c : cases) {
     SECTION(c.name) {
       TempDir tmp;
-      train::CheckpointOptions save;
+      app::checkpoint::CheckpointOptions save;
       save.save = tmp.path + "/ck";
       save.layout = c.layout;
       const test::FullState trained = run(options(c, 3), save);
@@ -118,12 +118,12 @@ TEST_CASE("checkpoint export to safetensors and train --init round trip, bitwise
         }
 
       // fp32 export with states: the masters and states as held.
-      convert::ExportOptions eo;
-      eo.weights = convert::ExportWeights::fp32;
+      app::convert::ExportOptions eo;
+      eo.weights = app::convert::ExportWeights::fp32;
       eo.states = true;
       eo.slab_bytes = 4096;  // many slabs per tensor
       const std::string out = tmp.path + "/w.safetensors";
-      const convert::ExportSummary sum = convert::export_checkpoint(save.save, out, eo);
+      const app::convert::ExportSummary sum = app::convert::export_checkpoint(save.save, out, eo);
       REQUIRE(sum.files == std::vector<std::string>{out});
       const auto model = safetensors::Model::open(out);
       for (uint32_t p = 0; p < spec.params.size(); ++p) {
@@ -139,7 +139,7 @@ TEST_CASE("checkpoint export to safetensors and train --init round trip, bitwise
       }
 
       // train --init from it at step 0: the masters are the checkpoint's, bitwise.
-      train::CheckpointOptions init;
+      app::checkpoint::CheckpointOptions init;
       init.init = out;
       const test::FullState started = run(options(c, 0), init);
       for (uint32_t p = 0; p < spec.params.size(); ++p) {
@@ -148,10 +148,10 @@ TEST_CASE("checkpoint export to safetensors and train --init round trip, bitwise
       }
 
       // Recompression preserves every value and validates.
-      convert::RecompressOptions ro;
+      app::convert::RecompressOptions ro;
       ro.compression = ckpt::parse_compression("zstd:3+shuffle");
       ro.piece_bytes = 8192;  // runs cut into several pieces
-      convert::recompress_checkpoint(save.save, tmp.path + "/z", ro);
+      app::convert::recompress_checkpoint(save.save, tmp.path + "/z", ro);
       fpckpt::ValidateOptions vo;
       vo.data = true;
       const auto report = fpckpt::validate_checkpoint(tmp.path + "/z", vo);
@@ -166,13 +166,13 @@ TEST_CASE("checkpoint export to safetensors and train --init round trip, bitwise
 TEST_CASE("checkpoint export shards above --max-shard-size and refuses what it cannot write", "[ckptconv]") {
   TempDir tmp;
   const Case c{"adamw", optim::OptimizerKind::adamw, DistOpt::bucketed, "none", ckpt::StateLayout::model, 2, 0};
-  train::CheckpointOptions save;
+  app::checkpoint::CheckpointOptions save;
   save.save = tmp.path + "/ck";
   run(options(c, 1), save);
-  convert::ExportOptions eo;
+  app::convert::ExportOptions eo;
   eo.states = true;
   eo.max_shard_bytes = 100000;
-  const auto sum = convert::export_checkpoint(save.save, tmp.path + "/out", eo);
+  const auto sum = app::convert::export_checkpoint(save.save, tmp.path + "/out", eo);
   REQUIRE(sum.files.size() >= 3);
   REQUIRE(sum.files.back() == tmp.path + "/out/model.safetensors.index.json");
   const auto model = safetensors::Model::open(tmp.path + "/out");
@@ -185,15 +185,15 @@ TEST_CASE("checkpoint export shards above --max-shard-size and refuses what it c
   }
   // Small enough: one model.safetensors in the directory.
   eo.max_shard_bytes = 1ull << 30;
-  const auto one = convert::export_checkpoint(save.save, tmp.path + "/one", eo);
+  const auto one = app::convert::export_checkpoint(save.save, tmp.path + "/one", eo);
   REQUIRE(one.files == std::vector<std::string>{tmp.path + "/one/model.safetensors"});
   // FP8 weights of a checkpoint without FP8 params: refused, nothing written.
-  eo.weights = convert::ExportWeights::fp8;
-  REQUIRE_THROWS_AS(convert::export_checkpoint(save.save, tmp.path + "/x.safetensors", eo), UsageError);
+  eo.weights = app::convert::ExportWeights::fp8;
+  REQUIRE_THROWS_AS(app::convert::export_checkpoint(save.save, tmp.path + "/x.safetensors", eo), UsageError);
   REQUIRE(access((tmp.path + "/x.safetensors").c_str(), F_OK) != 0);
-  REQUIRE(convert::parse_byte_size("5GB") == 5000000000ull);
-  REQUIRE(convert::parse_byte_size("2GiB") == (2ull << 30));
-  REQUIRE_THROWS_AS(convert::parse_byte_size("lots"), UsageError);
+  REQUIRE(app::convert::parse_byte_size("5GB") == 5000000000ull);
+  REQUIRE(app::convert::parse_byte_size("2GiB") == (2ull << 30));
+  REQUIRE_THROWS_AS(app::convert::parse_byte_size("lots"), UsageError);
 }
 
 TEST_CASE("checkpoint FP8 re-encode: params re-quantized from the masters, states kept, recipe state fresh",
@@ -216,17 +216,17 @@ TEST_CASE("checkpoint FP8 re-encode: params re-quantized from the masters, state
   for (const Change& ch : changes) {
     SECTION(ch.from.name) {
       TempDir tmp;
-      train::CheckpointOptions save;
+      app::checkpoint::CheckpointOptions save;
       save.save = tmp.path + "/ck";
       save.layout = ch.from.layout;
       const test::FullState trained = run(options(ch.from, 3), save);
 
       Case to = ch.from;
       to.fp8 = ch.to;
-      train::Fp8ReencodeOptions ro;
+      app::convert::Fp8ReencodeOptions ro;
       ro.fp8 = options(to, 0).pipeline.fp8;
       ro.compression = ckpt::parse_compression("none");
-      const auto sum = train::reencode_fp8(save.save, tmp.path + "/re", ro);
+      const auto sum = app::convert::reencode_fp8(save.save, tmp.path + "/re", ro);
       REQUIRE(sum.step == 3);
       fpckpt::ValidateOptions vo;
       vo.data = true;
@@ -259,20 +259,20 @@ TEST_CASE("checkpoint FP8 re-encode: params re-quantized from the masters, state
       // Loading it under the new recipe gives what a fresh run from the masters holds (params, FP8
       // scale state), with the trained run's masters and moments.
       std::vector<test::RankSnap> loaded(to.dp), fresh(to.dp);
-      train::CheckpointOptions load;
+      app::checkpoint::CheckpointOptions load;
       load.load = tmp.path + "/re";
-      train::train_with_checkpoints(options(to, 3), load, [&](uint64_t done, const RankPipeline& p) {
+      app::checkpoint::train_with_checkpoints(options(to, 3), load, [&](uint64_t done, const RankPipeline& p) {
         if (done != 3) return;
         auto& s = loaded[p.state().rank];
         for (uint32_t i = 0; i < p.spec().params.size(); ++i) s.bytes.push_back(p.stored_bytes(i));
         s.state = p.state();
       });
-      convert::ExportOptions eo;
-      eo.weights = convert::ExportWeights::fp32;
-      convert::export_checkpoint(save.save, tmp.path + "/m.safetensors", eo);
-      train::CheckpointOptions init;
+      app::convert::ExportOptions eo;
+      eo.weights = app::convert::ExportWeights::fp32;
+      app::convert::export_checkpoint(save.save, tmp.path + "/m.safetensors", eo);
+      app::checkpoint::CheckpointOptions init;
       init.init = tmp.path + "/m.safetensors";
-      train::train_with_checkpoints(options(to, 0), init, [&](uint64_t, const RankPipeline& p) {
+      app::checkpoint::train_with_checkpoints(options(to, 0), init, [&](uint64_t, const RankPipeline& p) {
         auto& s = fresh[p.state().rank];
         for (uint32_t i = 0; i < p.spec().params.size(); ++i) s.bytes.push_back(p.stored_bytes(i));
         s.state = p.state();

@@ -64,10 +64,10 @@ TEST_CASE("convert: stacked experts are quantized matrix by matrix, bitwise as t
   for (const char* name : kRecipes) {
     SECTION(name) {
       const fp8::Recipe r = recipe_named(name);
-      convert::QuantizeModelOptions o;
+      app::convert::QuantizeModelOptions o;
       o.recipe = r;
       const std::string out_path = tmp.file(std::string(name) + ".safetensors");
-      const convert::ConvertSummary s = convert::quantize_model(kInput, out_path, o);
+      const app::convert::ConvertSummary s = app::convert::quantize_model(kInput, out_path, o);
       CHECK(s.quantized == 3);
       CHECK(s.copied == 1);
       const auto out = safetensors::Model::open(out_path);
@@ -117,10 +117,10 @@ TEST_CASE("convert --dequantize: per-expert scales round trip, read off the scal
   for (const char* name : kRecipes) {
     SECTION(name) {
       const fp8::Recipe r = recipe_named(name);
-      convert::QuantizeModelOptions o;
+      app::convert::QuantizeModelOptions o;
       o.recipe = r;
       const std::string q_path = tmp.file("q.safetensors");
-      convert::quantize_model(kInput, q_path, o);
+      app::convert::quantize_model(kInput, q_path, o);
       const auto q = safetensors::Model::open(q_path);
 
       // The same tensors without fpgather's metadata: the recipe and expert dimensions are inferred.
@@ -136,16 +136,16 @@ TEST_CASE("convert --dequantize: per-expert scales round trip, read off the scal
         INFO(src);
         const auto model = safetensors::Model::open(src);
         const fp8::StackedPlan p =
-            convert::fp8_pair_plan(model, *model.tensor("layers.0.experts.w2").info,
+            app::convert::fp8_pair_plan(model, *model.tensor("layers.0.experts.w2").info,
                                    *model.tensor(std::string("layers.0.experts.w2") + convert::kScaleSuffix).info);
         CHECK(p.expert_shape == std::vector<uint64_t>{2, 2});
         CHECK(p.matrix.recipe.scaling == r.scaling);
         CHECK(p.matrix.M == 40);
         const std::string deq = tmp.file("deq.safetensors");
-        convert::DequantizeModelOptions d;
+        app::convert::DequantizeModelOptions d;
         d.dtype = DType::F32;
         d.force = true;
-        convert::dequantize_model(src, deq, d);
+        app::convert::dequantize_model(src, deq, d);
         const auto back = safetensors::Model::open(deq);
         CHECK(back.find(std::string("layers.0.experts.w13") + convert::kScaleSuffix) == nullptr);
         for (const char* t : {"layers.0.experts.w13", "layers.0.experts.w2"}) {
@@ -170,10 +170,10 @@ TEST_CASE("convert --dequantize: per-expert scales round trip, read off the scal
 TEST_CASE("convert --expert-dims: only the tensors it matches stack experts", "[convert][experts]") {
   sttest::TempDir tmp;
   const auto in = safetensors::Model::open(kInput);
-  convert::QuantizeModelOptions o;
+  app::convert::QuantizeModelOptions o;
   o.recipe = fp8::Recipe::tensorwise();
   o.expert_dims = "w13$";
-  convert::quantize_model(kInput, tmp.file("q.safetensors"), o);
+  app::convert::quantize_model(kInput, tmp.file("q.safetensors"), o);
   const auto out = safetensors::Model::open(tmp.file("q.safetensors"));
   CHECK(out.tensor(std::string("layers.0.experts.w13") + convert::kScaleSuffix).info->shape ==
         std::vector<uint64_t>{3});
@@ -186,7 +186,7 @@ TEST_CASE("convert --expert-dims: only the tensors it matches stack experts", "[
   CHECK(bytes_of(out, w2 + convert::kScaleSuffix) == whole.scale_inv);
 
   o.expert_dims = "(";
-  CHECK_THROWS_AS(convert::quantize_model(kInput, tmp.file("bad.safetensors"), o), UsageError);
+  CHECK_THROWS_AS(app::convert::quantize_model(kInput, tmp.file("bad.safetensors"), o), UsageError);
 }
 
 TEST_CASE("fp8 stacked plans: shapes, refusals, fragments across matrices", "[fp8][experts]") {

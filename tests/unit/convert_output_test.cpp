@@ -20,8 +20,8 @@
 #include "safetensors_test_util.h"
 
 using namespace fpg;
-using convert::OutputKind;
-using convert::StagedOutput;
+using app::convert::OutputKind;
+using app::convert::StagedOutput;
 using sttest::TempDir;
 
 namespace {
@@ -163,10 +163,10 @@ TEST_CASE("convert of a model directory: companion files carried, quantization_c
   ::mkdir((in + "/original").c_str(), 0755);
   ::symlink((in + "/tokenizer.json").c_str(), (in + "/tokenizer_config.json").c_str());
 
-  convert::QuantizeModelOptions q;
+  app::convert::QuantizeModelOptions q;
   q.recipe = fp8::Recipe::blockwise_1x128();
   q.exclude = "lm_head";
-  const auto s = convert::quantize_model(in, tmp.file("q"), q);
+  const auto s = app::convert::quantize_model(in, tmp.file("q"), q);
   const std::set<std::string> carried = {"config.json", "generation_config.json", "tokenizer.json",
                                          "tokenizer_config.json", "chat_template.jinja"};
   std::set<std::string> want = carried;
@@ -179,23 +179,23 @@ TEST_CASE("convert of a model directory: companion files carried, quantization_c
   CHECK(config["quantization_config"] == nlohmann::json::parse(R"({"quant_method": "fp8", "fmt": "e4m3",
       "activation_scheme": "dynamic", "weight_block_size": [1, 128], "modules_to_not_convert": ["lm_head"]})"));
 
-  convert::DequantizeModelOptions d;
-  convert::dequantize_model(tmp.file("q"), tmp.file("d"), d);
+  app::convert::DequantizeModelOptions d;
+  app::convert::dequantize_model(tmp.file("q"), tmp.file("d"), d);
   CHECK(TempDir::list_dir(tmp.file("d")) == want);
   CHECK(!nlohmann::json::parse(read_text(tmp.file("d/config.json"))).contains("quantization_config"));
 
   // A config.json that is not a JSON object fails before anything is written.
   sttest::write_text(in + "/config.json", "[1, 2]");
-  CHECK(sttest::contains(sttest::format_error([&] { convert::quantize_model(in, tmp.file("bad"), q); }),
+  CHECK(sttest::contains(sttest::format_error([&] { app::convert::quantize_model(in, tmp.file("bad"), q); }),
                          "config.json"));
   CHECK(!tmp.list().count("bad"));
 }
 
 TEST_CASE("convert of a single file into a directory writes model.safetensors", "[convert][output]") {
   TempDir tmp;
-  convert::QuantizeModelOptions q;
+  app::convert::QuantizeModelOptions q;
   q.recipe = fp8::Recipe::mxfp8();
-  const auto s = convert::quantize_model(kModels + "tiny-llama.safetensors", tmp.file("out/"), q);
+  const auto s = app::convert::quantize_model(kModels + "tiny-llama.safetensors", tmp.file("out/"), q);
   CHECK(TempDir::list_dir(tmp.file("out")) == std::set<std::string>{"model.safetensors"});  // no companions
   CHECK(s.files == std::vector<std::string>{tmp.file("out") + "/model.safetensors"});
   CHECK(safetensors::Model::open(tmp.file("out")).find("lm_head.weight_scale_inv") != nullptr);
@@ -203,16 +203,16 @@ TEST_CASE("convert of a single file into a directory writes model.safetensors", 
 
 TEST_CASE("quantization_config forms for each recipe", "[convert][output]") {
   using nlohmann::json;
-  const json block = json::parse(convert::quantization_config(fp8::Recipe::blockwise_128x128(), {}));
+  const json block = json::parse(app::convert::quantization_config(fp8::Recipe::blockwise_128x128(), {}));
   CHECK(block == json::parse(R"({"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                   "weight_block_size": [128, 128]})"));
-  const json tw = json::parse(convert::quantization_config(fp8::Recipe::tensorwise(fp8::Format::e5m2), {"lm_head"}));
+  const json tw = json::parse(app::convert::quantization_config(fp8::Recipe::tensorwise(fp8::Format::e5m2), {"lm_head"}));
   CHECK(tw["quant_method"] == "compressed-tensors");
   CHECK(tw["format"] == "float-quantized");
   CHECK(tw["config_groups"]["group_0"]["weights"]["strategy"] == "tensor");
   CHECK(tw["ignore"] == json::array({"lm_head"}));
   CHECK(tw["fmt"] == "e5m2");
-  const json mx = json::parse(convert::quantization_config(fp8::Recipe::mxfp8(), {}));
+  const json mx = json::parse(app::convert::quantization_config(fp8::Recipe::mxfp8(), {}));
   CHECK(mx["format"] == "mxfp8-quantized");
   CHECK(mx["config_groups"]["group_0"]["weights"]["group_size"] == 32);
   CHECK(mx["config_groups"]["group_0"]["input_activations"]["dynamic"] == true);

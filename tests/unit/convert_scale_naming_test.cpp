@@ -19,7 +19,7 @@
 #include "safetensors_test_util.h"
 
 using namespace fpg;
-using convert::ScaleNaming;
+using app::convert::ScaleNaming;
 
 namespace {
 
@@ -50,18 +50,18 @@ void copy_without_metadata(const std::string& src, const std::string& dst) {
 }
 
 safetensors::Model dequantized(const std::string& in, const std::string& out) {
-  convert::DequantizeModelOptions d;
+  app::convert::DequantizeModelOptions d;
   d.dtype = DType::F32;
-  convert::dequantize_model(in, out, d);
+  app::convert::dequantize_model(in, out, d);
   return safetensors::Model::open(out);
 }
 
 }  // namespace
 
 TEST_CASE("scale names, dtypes and shapes of each naming", "[convert][scale_naming]") {
-  CHECK(convert::scale_name("model.layers.0.mlp.down_proj.weight", ScaleNaming::compressed_tensors) ==
+  CHECK(app::convert::scale_name("model.layers.0.mlp.down_proj.weight", ScaleNaming::compressed_tensors) ==
         "model.layers.0.mlp.down_proj.weight_scale");
-  CHECK(convert::scale_name("w", ScaleNaming::scale_inv) == "w_scale_inv");
+  CHECK(app::convert::scale_name("w", ScaleNaming::scale_inv) == "w_scale_inv");
   const auto plan = [](const fp8::Recipe& r, std::vector<uint64_t> shape, size_t experts) {
     return fp8::make_stacked_plan(r, fp8::Input::f32, shape, experts, "w");
   };
@@ -70,27 +70,27 @@ TEST_CASE("scale names, dtypes and shapes of each naming", "[convert][scale_nami
   const auto tw_experts = plan(fp8::Recipe::tensorwise(), {4, 64, 96}, 1);
   const auto mx_experts = plan(fp8::Recipe::mxfp8(), {4, 64, 96}, 1);
   const auto block = plan(fp8::Recipe::blockwise_128x128(), {4, 200, 96}, 1);
-  CHECK(convert::scale_spec("w", tw, ScaleNaming::scale_inv).shape == Shape{});
-  CHECK(convert::scale_spec("w", tw, ScaleNaming::compressed_tensors).shape == Shape{1});
-  CHECK(convert::scale_spec("w", tw, ScaleNaming::compressed_tensors).dtype == DType::F32);
-  CHECK(convert::scale_spec("w", tw_experts, ScaleNaming::scale_inv).shape == Shape{4});
-  CHECK(convert::scale_spec("w", tw_experts, ScaleNaming::compressed_tensors).shape == Shape{4, 1});
-  const auto mx_ct = convert::scale_spec("w", mx_experts, ScaleNaming::compressed_tensors);
+  CHECK(app::convert::scale_spec("w", tw, ScaleNaming::scale_inv).shape == Shape{});
+  CHECK(app::convert::scale_spec("w", tw, ScaleNaming::compressed_tensors).shape == Shape{1});
+  CHECK(app::convert::scale_spec("w", tw, ScaleNaming::compressed_tensors).dtype == DType::F32);
+  CHECK(app::convert::scale_spec("w", tw_experts, ScaleNaming::scale_inv).shape == Shape{4});
+  CHECK(app::convert::scale_spec("w", tw_experts, ScaleNaming::compressed_tensors).shape == Shape{4, 1});
+  const auto mx_ct = app::convert::scale_spec("w", mx_experts, ScaleNaming::compressed_tensors);
   CHECK(mx_ct.name == "w_scale");
   CHECK(mx_ct.dtype == DType::U8);
   CHECK(mx_ct.shape == Shape{4, 64, 3});
-  CHECK(convert::scale_spec("w", mx_experts, ScaleNaming::scale_inv).dtype == DType::F8_E8M0);
-  CHECK(convert::scale_spec("w", block, ScaleNaming::compressed_tensors).shape == Shape{4, 2, 1});
-  CHECK(convert::scale_spec("w", block, ScaleNaming::compressed_tensors).dtype == DType::F32);
+  CHECK(app::convert::scale_spec("w", mx_experts, ScaleNaming::scale_inv).dtype == DType::F8_E8M0);
+  CHECK(app::convert::scale_spec("w", block, ScaleNaming::compressed_tensors).shape == Shape{4, 2, 1});
+  CHECK(app::convert::scale_spec("w", block, ScaleNaming::compressed_tensors).dtype == DType::F32);
 }
 
 TEST_CASE("compressed-tensors quantization_config: the keys its loaders read", "[convert][scale_naming]") {
   using nlohmann::json;
-  CHECK(convert::declares_compressed_tensors(fp8::Recipe::tensorwise()));
-  CHECK(convert::declares_compressed_tensors(fp8::Recipe::mxfp8()));
-  CHECK(!convert::declares_compressed_tensors(fp8::Recipe::blockwise_128x128()));
-  CHECK(!convert::declares_compressed_tensors(fp8::Recipe::blockwise_1x128()));
-  const json tw = json::parse(convert::quantization_config(fp8::Recipe::tensorwise(), {"lm_head"}));
+  CHECK(app::convert::declares_compressed_tensors(fp8::Recipe::tensorwise()));
+  CHECK(app::convert::declares_compressed_tensors(fp8::Recipe::mxfp8()));
+  CHECK(!app::convert::declares_compressed_tensors(fp8::Recipe::blockwise_128x128()));
+  CHECK(!app::convert::declares_compressed_tensors(fp8::Recipe::blockwise_1x128()));
+  const json tw = json::parse(app::convert::quantization_config(fp8::Recipe::tensorwise(), {"lm_head"}));
   CHECK(tw == json::parse(R"({"quant_method": "compressed-tensors", "format": "float-quantized",
       "quantization_status": "compressed",
       "config_groups": {"group_0": {"targets": ["Linear"],
@@ -98,7 +98,7 @@ TEST_CASE("compressed-tensors quantization_config: the keys its loaders read", "
           "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "symmetric": true,
                                 "dynamic": true}}},
       "ignore": ["lm_head"], "fmt": "e4m3"})"));
-  const json mx = json::parse(convert::quantization_config(fp8::Recipe::mxfp8(), {}));
+  const json mx = json::parse(app::convert::quantization_config(fp8::Recipe::mxfp8(), {}));
   const json mx_args = json::parse(R"({"num_bits": 8, "type": "float", "strategy": "group", "group_size": 32,
                                        "scale_dtype": "torch.uint8", "symmetric": true})");
   json w = mx_args, a = mx_args;
@@ -122,10 +122,10 @@ TEST_CASE("convert into a model directory declaring compressed-tensors writes NA
   for (const fp8::Recipe& r : {fp8::Recipe::tensorwise(), fp8::Recipe::mxfp8()}) {
     const std::string name(fp8::scaling_name(r.scaling));
     SECTION(name) {
-      convert::QuantizeModelOptions o;
+      app::convert::QuantizeModelOptions o;
       o.recipe = r;
-      convert::quantize_model(kInput, tmp.file("file.safetensors"), o);  // a file: NAME_scale_inv
-      convert::quantize_model(dir, tmp.file("ct"), o);
+      app::convert::quantize_model(kInput, tmp.file("file.safetensors"), o);  // a file: NAME_scale_inv
+      app::convert::quantize_model(dir, tmp.file("ct"), o);
       const auto file = safetensors::Model::open(tmp.file("file.safetensors"));
       const auto ct = safetensors::Model::open(tmp.file("ct"));
       const bool mx = r.scaling == fp8::Scaling::mxfp8;
@@ -147,7 +147,7 @@ TEST_CASE("convert into a model directory declaring compressed-tensors writes NA
       // Read back with fpgather's metadata and without it: the values of the NAME_scale_inv file.
       copy_without_metadata(tmp.file("ct/model.safetensors"), tmp.file("bare.safetensors"));
       const auto bare = safetensors::Model::open(tmp.file("bare.safetensors"));
-      const fp8::StackedPlan p = convert::fp8_pair_plan(bare, *bare.tensor("layers.0.experts.w2").info,
+      const fp8::StackedPlan p = app::convert::fp8_pair_plan(bare, *bare.tensor("layers.0.experts.w2").info,
                                                         *bare.tensor("layers.0.experts.w2_scale").info);
       CHECK(p.matrix.recipe.scaling == r.scaling);
       CHECK(p.expert_shape == std::vector<uint64_t>{2, 2});
@@ -170,16 +170,16 @@ TEST_CASE("scale naming: blockwise and outputs that declare nothing keep NAME_sc
           "[convert][scale_naming]") {
   sttest::TempDir tmp;
   const std::string dir = model_dir(tmp, "in", kInput);
-  convert::QuantizeModelOptions o;
+  app::convert::QuantizeModelOptions o;
   o.recipe = fp8::Recipe::blockwise_128x128();
-  convert::quantize_model(dir, tmp.file("block"), o);
+  app::convert::quantize_model(dir, tmp.file("block"), o);
   CHECK(safetensors::Model::open(tmp.file("block")).find("layers.0.dense.weight_scale_inv") != nullptr);
   o.recipe = fp8::Recipe::tensorwise();
   // A directory without config.json declares nothing.
   const std::string plain = tmp.file("plain");
   ::mkdir(plain.c_str(), 0755);
   sttest::write_bytes(plain + "/model.safetensors", sttest::read_bytes(kInput));
-  convert::quantize_model(plain, tmp.file("plain-q"), o);
+  app::convert::quantize_model(plain, tmp.file("plain-q"), o);
   CHECK(safetensors::Model::open(tmp.file("plain-q")).find("layers.0.dense.weight_scale_inv") != nullptr);
 
   // An input tensor already named like a scale to be written: refused, nothing left behind.
@@ -197,7 +197,7 @@ TEST_CASE("scale naming: blockwise and outputs that declare nothing keep NAME_sc
   o.include = "^w$";
   std::string msg;
   try {
-    convert::quantize_model(clash, tmp.file("clash-q"), o);
+    app::convert::quantize_model(clash, tmp.file("clash-q"), o);
   } catch (const UsageError& e) {
     msg = e.what();
   }
@@ -205,9 +205,9 @@ TEST_CASE("scale naming: blockwise and outputs that declare nothing keep NAME_sc
   CHECK(!tmp.list().count("clash-q"));
   // Into a file the scale is w_scale_inv, which clashes with nothing; reading it back, w_scale_inv is
   // w's scale and w_scale an ordinary tensor.
-  convert::quantize_model(clash, tmp.file("clash.safetensors"), o);
+  app::convert::quantize_model(clash, tmp.file("clash.safetensors"), o);
   const auto q = safetensors::Model::open(tmp.file("clash.safetensors"));
-  CHECK(convert::find_scale(q, "w")->info->name == "w_scale_inv");
+  CHECK(app::convert::find_scale(q, "w")->info->name == "w_scale_inv");
   const auto back = dequantized(tmp.file("clash.safetensors"), tmp.file("clash-d.safetensors"));
   CHECK(back.find("w_scale_inv") == nullptr);
   CHECK(bytes_of(back, "w_scale") == bytes_of(q, "w_scale"));

@@ -9,7 +9,7 @@
 
 #include "catch.h"
 #include "core/error.h"
-#include "formats/dcp/megatron_layout.h"
+#include "formats/dcp/megatron/megatron_layout.h"
 
 using namespace fpg;
 using namespace fpg::dcp;

@@ -5,7 +5,7 @@
 #include "catch.h"
 #include "core/error.h"
 #include "dcp_test_util.h"
-#include "formats/dcp/pickle_reader.h"
+#include "formats/dcp/pickle/pickle_reader.h"
 
 using namespace fpg;
 using namespace fpg::dcp;

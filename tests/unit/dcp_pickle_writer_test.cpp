@@ -7,9 +7,9 @@
 
 #include "catch.h"
 #include "core/error.h"
-#include "formats/dcp/allow_list.h"
-#include "formats/dcp/pickle_reader.h"
-#include "formats/dcp/pickle_writer.h"
+#include "formats/dcp/pickle/allow_list.h"
+#include "formats/dcp/pickle/pickle_reader.h"
+#include "formats/dcp/pickle/pickle_writer.h"
 
 using namespace fpg;
 using namespace fpg::dcp;

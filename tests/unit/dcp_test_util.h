@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "formats/dcp/pickle_reader.h"
-#include "formats/dcp/crc32.h"
-#include "formats/dcp/zip_archive.h"
+#include "formats/dcp/pickle/pickle_reader.h"
+#include "formats/dcp/zip/crc32.h"
+#include "formats/dcp/zip/zip_archive.h"
 #include "formats/safetensors/reader.h"
 #include "safetensors_test_util.h"
 

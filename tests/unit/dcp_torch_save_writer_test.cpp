@@ -12,12 +12,12 @@
 #include "catch.h"
 #include "core/error.h"
 #include "formats/dcp/byte_source.h"
-#include "formats/dcp/crc32.h"
+#include "formats/dcp/zip/crc32.h"
 #include "formats/dcp/reader.h"
-#include "formats/dcp/torch_save.h"
-#include "formats/dcp/torch_save_writer.h"
-#include "formats/dcp/zip_archive.h"
-#include "formats/dcp/zip_writer.h"
+#include "formats/dcp/torch_save/torch_save.h"
+#include "formats/dcp/torch_save/torch_save_writer.h"
+#include "formats/dcp/zip/zip_archive.h"
+#include "formats/dcp/zip/zip_writer.h"
 
 using namespace fpg;
 using namespace fpg::dcp;

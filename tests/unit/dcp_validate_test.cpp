@@ -7,10 +7,10 @@
 #include "catch.h"
 #include "core/error.h"
 #include "dcp_test_util.h"
-#include "formats/dcp/box_coverage.h"
+#include "formats/dcp/metadata/box_coverage.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/reader.h"
-#include "formats/dcp/metadata.h"
+#include "formats/dcp/metadata/metadata.h"
 #include "formats/dcp/validate.h"
 
 using namespace fpg;

@@ -13,7 +13,7 @@
 #include "catch.h"
 #include "core/error.h"
 #include "formats/dcp/dcp_writer.h"
-#include "formats/dcp/metadata_writer.h"
+#include "formats/dcp/metadata/metadata_writer.h"
 #include "formats/dcp/reader.h"
 #include "safetensors_test_util.h"
 

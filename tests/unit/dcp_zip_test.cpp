@@ -9,9 +9,9 @@
 #include "catch.h"
 #include "core/error.h"
 #include "dcp_test_util.h"
-#include "formats/dcp/crc32.h"
-#include "formats/dcp/torch_save.h"
-#include "formats/dcp/zip_archive.h"
+#include "formats/dcp/zip/crc32.h"
+#include "formats/dcp/torch_save/torch_save.h"
+#include "formats/dcp/zip/zip_archive.h"
 
 using namespace fpg;
 using namespace fpg::dcp;

@@ -9,17 +9,17 @@
 using namespace fpg;
 
 TEST_CASE("export format and weights names", "[export]") {
-  CHECK(convert::parse_export_format("safetensors") == convert::ExportFormat::safetensors);
-  CHECK(convert::parse_export_format("dcp") == convert::ExportFormat::dcp);
-  for (const std::string bad : {"", "DCP", "torch_dcp", "bf16"}) CHECK_FALSE(convert::parse_export_format(bad));
-  CHECK(convert::parse_export_weights("bf16") == convert::ExportWeights::bf16);
-  CHECK(convert::parse_export_weights("fp32") == convert::ExportWeights::fp32);
-  CHECK(convert::parse_export_weights("fp8") == convert::ExportWeights::fp8);
-  for (const std::string bad : {"", "BF16", "fp16", "dcp"}) CHECK_FALSE(convert::parse_export_weights(bad));
+  CHECK(app::convert::parse_export_format("safetensors") == app::convert::ExportFormat::safetensors);
+  CHECK(app::convert::parse_export_format("dcp") == app::convert::ExportFormat::dcp);
+  for (const std::string bad : {"", "DCP", "torch_dcp", "bf16"}) CHECK_FALSE(app::convert::parse_export_format(bad));
+  CHECK(app::convert::parse_export_weights("bf16") == app::convert::ExportWeights::bf16);
+  CHECK(app::convert::parse_export_weights("fp32") == app::convert::ExportWeights::fp32);
+  CHECK(app::convert::parse_export_weights("fp8") == app::convert::ExportWeights::fp8);
+  for (const std::string bad : {"", "BF16", "fp16", "dcp"}) CHECK_FALSE(app::convert::parse_export_weights(bad));
 }
 
 TEST_CASE("Megatron reshard form names", "[reshard]") {
-  CHECK(app::parse_megatron_form("dp_reshardable") == app::MegatronForm::dp_reshardable);
-  CHECK(app::parse_megatron_form("fully_reshardable") == app::MegatronForm::fully_reshardable);
-  for (const std::string bad : {"", "dp", "fully", "Fully_reshardable"}) CHECK_FALSE(app::parse_megatron_form(bad));
+  CHECK(app::reshard::parse_megatron_form("dp_reshardable") == app::reshard::MegatronForm::dp_reshardable);
+  CHECK(app::reshard::parse_megatron_form("fully_reshardable") == app::reshard::MegatronForm::fully_reshardable);
+  for (const std::string bad : {"", "dp", "fully", "Fully_reshardable"}) CHECK_FALSE(app::reshard::parse_megatron_form(bad));
 }

@@ -47,21 +47,21 @@ TEST_CASE("per-parameter exports cut into many slabs write what one slab per ten
   const std::string sources[] = {std::string(FPG_TESTDATA_DIR) + "/ckpt/valid/dp2-bucket",
                                  std::string(FPG_TESTDATA_DIR) + "/megatron/dp1-buckets-padded/ckpt"};
   for (const std::string& path : sources)
-    for (const auto weights : {convert::ExportWeights::fp32, convert::ExportWeights::bf16}) {
-      const bool fp32 = weights == convert::ExportWeights::fp32;
+    for (const auto weights : {app::convert::ExportWeights::fp32, app::convert::ExportWeights::bf16}) {
+      const bool fp32 = weights == app::convert::ExportWeights::fp32;
       SECTION(path + (fp32 ? " fp32" : " bf16")) {
-        const auto opened = convert::open_params(path, "export it");
+        const auto opened = app::convert::open_params(path, "export it");
         const ckpt::ParamSource& src = opened->params();
         test::CkptTempDir tmp("fpg-param-export");
-        convert::ExportOptions whole, sliced;
+        app::convert::ExportOptions whole, sliced;
         whole.weights = sliced.weights = weights;
         whole.states = sliced.states = true;
         whole.progress = sliced.progress = false;
         whole.slab_bytes = uint64_t{1} << 30;
         sliced.slab_bytes = 1002;  // not a multiple of 8 bytes; DCP blocks of 501 bytes start and end inside elements
 
-        convert::export_params(src, tmp.path + "/whole.safetensors", whole);
-        convert::export_params(src, tmp.path + "/sliced.safetensors", sliced);
+        app::convert::export_params(src, tmp.path + "/whole.safetensors", whole);
+        app::convert::export_params(src, tmp.path + "/sliced.safetensors", sliced);
         const auto a = safetensors::Model::open(tmp.path + "/whole.safetensors");
         const auto b = safetensors::Model::open(tmp.path + "/sliced.safetensors");
         REQUIRE(a.size() == b.size());
@@ -75,8 +75,8 @@ TEST_CASE("per-parameter exports cut into many slabs write what one slab per ten
           REQUIRE(std::memcmp(a.data(ea), b.data(eb), ea.info->nbytes()) == 0);
         }
 
-        convert::export_params_dcp(src, tmp.path + "/whole-dcp", whole);
-        convert::export_params_dcp(src, tmp.path + "/sliced-dcp", sliced);
+        app::convert::export_params_dcp(src, tmp.path + "/whole-dcp", whole);
+        app::convert::export_params_dcp(src, tmp.path + "/sliced-dcp", sliced);
         const dcp::Reader ra(tmp.path + "/whole-dcp"), rb(tmp.path + "/sliced-dcp");
         const dcp::DcpParams pa(ra), pb(rb);
         REQUIRE(pa.tensors().size() == pb.tensors().size());
@@ -110,14 +110,14 @@ TEST_CASE("per-parameter exports of a checkpoint with fewer slabs than they read
     });
     w.commit();
   }
-  const auto opened = convert::open_params(tmp.path + "/src", "export it");
-  convert::ExportOptions o;
-  o.weights = convert::ExportWeights::fp32;
-  convert::export_params(opened->params(), tmp.path + "/out.safetensors", o);
+  const auto opened = app::convert::open_params(tmp.path + "/src", "export it");
+  app::convert::ExportOptions o;
+  o.weights = app::convert::ExportWeights::fp32;
+  app::convert::export_params(opened->params(), tmp.path + "/out.safetensors", o);
   const auto m = safetensors::Model::open(tmp.path + "/out.safetensors");
   REQUIRE(m.size() == 1);
   REQUIRE(std::memcmp(m.data(m.tensors()[0]), values, sizeof values) == 0);
-  convert::export_params_dcp(opened->params(), tmp.path + "/out-dcp", o);
+  app::convert::export_params_dcp(opened->params(), tmp.path + "/out-dcp", o);
   const dcp::Reader r(tmp.path + "/out-dcp");
   const dcp::DcpParams p(r);
   REQUIRE(all_tensors(p) == std::vector<std::vector<uint8_t>>{

@@ -25,8 +25,8 @@ using namespace fpg::pipeline::test;
 
 namespace {
 
-train::TrainOptions options(DistOpt d, optim::OptimizerKind opt, uint32_t dp, uint64_t accumulation) {
-  train::TrainOptions o;
+app::train::TrainOptions options(DistOpt d, optim::OptimizerKind opt, uint32_t dp, uint64_t accumulation) {
+  app::train::TrainOptions o;
   o.spec = spec32();
   o.dp = dp;
   o.accumulation = accumulation;
@@ -53,7 +53,7 @@ void check_same(const Run& a, const Run& b, const model::ModelSpec& spec) {
 }  // namespace
 
 TEST_CASE("a rank owning nothing in a bucket still takes part and keeps a consistent state", "[pipeline]") {
-  train::TrainOptions o = options(DistOpt::bucketed, optim::OptimizerKind::lion, 8, 1);
+  app::train::TrainOptions o = options(DistOpt::bucketed, optim::OptimizerKind::lion, 8, 1);
   o.pipeline.bucket_size = 1;  // a bucket per param: a 64-element norm pads to 128, 8 shards of 16
   o.pipeline.lr = 1e-4;
   const layout::BucketedLayout l = layout::build_bucketed_layout(o.spec, {8, o.pipeline.bucket_size});
@@ -63,7 +63,7 @@ TEST_CASE("a rank owning nothing in a bucket still takes part and keeps a consis
       for (const auto& s : b.shards) found = found || s.fragments.empty();
   REQUIRE(found);
   const Run a = run_training(o);
-  train::TrainOptions ob = o;
+  app::train::TrainOptions ob = o;
   ob.dp = 1;
   ob.accumulation = 8;
   check_same(a, run_training(ob), o.spec);
@@ -76,7 +76,7 @@ TEST_CASE("a rank owning nothing in a bucket still takes part and keeps a consis
 TEST_CASE("rank 0 owning no fp32-kept param: layer-wise fp32 matrices", "[pipeline]") {
   for (uint32_t dp : {2u, 4u}) {
     INFO("dp " << dp);
-    train::TrainOptions o = options(DistOpt::layerwise, optim::OptimizerKind::muon, dp, 1);
+    app::train::TrainOptions o = options(DistOpt::layerwise, optim::OptimizerKind::muon, dp, 1);
     REQUIRE(model::mark_keep_in_fp32(o.spec, "blocks\\.1\\.fc2") == 1);
     o.pipeline.fp32_matrices = true;
     o.pipeline.fp8.enabled = true;
@@ -89,7 +89,7 @@ TEST_CASE("rank 0 owning no fp32-kept param: layer-wise fp32 matrices", "[pipeli
     REQUIRE(l.groups[*g].sizes[0] == 0);  // rank 0 owns no fp32 matrix
     REQUIRE(l.groups[*g].total > 0);
     const Run a = run_training(o);
-    train::TrainOptions ob = o;
+    app::train::TrainOptions ob = o;
     ob.dp = 1;
     ob.accumulation = dp;
     check_same(a, run_training(ob), o.spec);
@@ -101,7 +101,7 @@ TEST_CASE("rank 0 owning no fp32-kept param: layer-wise fp32 matrices", "[pipeli
 
 TEST_CASE("Lion keeps no exp_avg_sq; muon's scalar optimizer keeps its own keys", "[pipeline]") {
   REQUIRE(state_keys(optim::OptimizerKind::lion) == std::vector<const char*>{"exp_avg"});
-  train::TrainOptions o = options(DistOpt::layerwise, optim::OptimizerKind::muon, 3, 1);
+  app::train::TrainOptions o = options(DistOpt::layerwise, optim::OptimizerKind::muon, 3, 1);
   o.pipeline.scalar_optimizer = optim::ScalarOptimizer::lion;
   o.pipeline.lr = 1e-4;
   const Run a = run_training(o);
@@ -113,7 +113,7 @@ TEST_CASE("Lion keeps no exp_avg_sq; muon's scalar optimizer keeps its own keys"
     REQUIRE(r.state.layer_wise.exp_avg.empty());
     REQUIRE(r.state.layer_wise.momentum.size() == r.state.layer_wise.master.size());
   }
-  train::TrainOptions ob = o;
+  app::train::TrainOptions ob = o;
   ob.dp = 1;
   ob.accumulation = 3;
   check_same(a, run_training(ob), o.spec);
@@ -285,13 +285,13 @@ TEST_CASE("trainer options: muon defaults to layerwise, refuses bucketed, keep-f
   REQUIRE(resolve_dist_opt(std::nullopt, optim::OptimizerKind::muon) == DistOpt::layerwise);
   REQUIRE(resolve_dist_opt(std::nullopt, optim::OptimizerKind::adamw) == DistOpt::bucketed);
   REQUIRE(resolve_dist_opt(DistOpt::bucketed, optim::OptimizerKind::muon) == DistOpt::bucketed);
-  train::TrainOptions o = options(DistOpt::bucketed, optim::OptimizerKind::muon, 2, 1);
-  REQUIRE_THROWS_AS(train::train(o), UsageError);
+  app::train::TrainOptions o = options(DistOpt::bucketed, optim::OptimizerKind::muon, 2, 1);
+  REQUIRE_THROWS_AS(app::train::train(o), UsageError);
   o.pipeline.dist_opt = DistOpt::layerwise;
   o.keep_fp32 = "norm";
   o.steps = 1;
   bool seen = false;
-  train::train(o, [&](uint64_t, const RankPipeline& p) {
+  app::train::train(o, [&](uint64_t, const RankPipeline& p) {
     const int64_t n = p.spec().find("final_norm.weight");
     REQUIRE(p.spec().params[static_cast<size_t>(n)].keep_in_fp32);
     REQUIRE(p.stored_bytes(static_cast<uint32_t>(n)).size() == 4 * p.spec().params[static_cast<size_t>(n)].numel());
@@ -302,7 +302,7 @@ TEST_CASE("trainer options: muon defaults to layerwise, refuses bucketed, keep-f
 
 TEST_CASE("accumulation on several ranks keeps ranks identical; pool size does not change bits", "[pipeline]") {
   for (DistOpt d : {DistOpt::bucketed, DistOpt::layerwise}) {
-    train::TrainOptions o = options(d, optim::OptimizerKind::adamw, 3, 2);
+    app::train::TrainOptions o = options(d, optim::OptimizerKind::adamw, 3, 2);
     o.pipeline.fp8.enabled = true;
     o.pipeline.fp8.recipe = fp8::Recipe::mxfp8(fp8::Format::e4m3, fp8::MxRule::rceil, true, true);
     const Run a = run_training(o);

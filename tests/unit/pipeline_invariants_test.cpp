@@ -21,9 +21,9 @@ using namespace fpg::pipeline::test;
 
 namespace {
 
-train::TrainOptions base_options(DistOpt d, optim::OptimizerKind opt, const std::string& fp8, uint32_t dp,
+app::train::TrainOptions base_options(DistOpt d, optim::OptimizerKind opt, const std::string& fp8, uint32_t dp,
                                  uint64_t accumulation, uint64_t steps) {
-  train::TrainOptions o;
+  app::train::TrainOptions o;
   o.spec = spec32();
   o.dp = dp;
   o.accumulation = accumulation;
@@ -51,7 +51,7 @@ void check_invariant1(const Run& r, uint32_t dp) {
 
 // The stored bytes of an FP8 param begin with data, columnwise data and the scale grids; compare
 // them with quantize_tensor of the whole bf16(master).
-void check_invariant2(const Run& r, const train::TrainOptions& o) {
+void check_invariant2(const Run& r, const app::train::TrainOptions& o) {
   if (!o.pipeline.fp8.enabled) return;
   const std::vector<RankSnap>& last = r.snaps.back();
   const FullState full = full_state(last, o.spec);
@@ -92,7 +92,7 @@ void check_coverage(const FullState& f) {
 }
 
 // Invariant 3: run at dp=N (accumulation 1) and dp=1 (accumulation N) and compare.
-void check_invariant3(const Run& a, const train::TrainOptions& oa, const Run& b) {
+void check_invariant3(const Run& a, const app::train::TrainOptions& oa, const Run& b) {
   REQUIRE(a.result.steps.size() == b.result.steps.size());
   bool clipped = false;
   for (size_t t = 0; t < a.result.steps.size(); ++t) {
@@ -132,8 +132,8 @@ void run_matrix(const std::vector<Case>& cases, const std::vector<std::string>& 
     for (const std::string& fp8 : recipes)
       for (uint32_t dp : dps) {
         INFO(dist_opt_name(c.dist) << " " << optim::optimizer_name(c.opt) << " fp8 " << fp8 << " dp " << dp);
-        const train::TrainOptions oa = base_options(c.dist, c.opt, fp8, dp, 1, steps);
-        const train::TrainOptions ob = base_options(c.dist, c.opt, fp8, 1, dp, steps);
+        const app::train::TrainOptions oa = base_options(c.dist, c.opt, fp8, dp, 1, steps);
+        const app::train::TrainOptions ob = base_options(c.dist, c.opt, fp8, 1, dp, steps);
         const Run a = run_training(oa);
         const Run b = run_training(ob, false);
         check_invariant1(a, dp);
@@ -166,18 +166,18 @@ TEST_CASE("pipeline invariants: other recipe variants and layout options", "[pip
   for (const std::string fp8 : {"blockwise-1x128", "mxfp8-row"})
     for (DistOpt d : {DistOpt::bucketed, DistOpt::layerwise}) {
       INFO(fp8 << " " << dist_opt_name(d));
-      const train::TrainOptions oa = base_options(d, optim::OptimizerKind::adamw, fp8, 3, 1, 2);
+      const app::train::TrainOptions oa = base_options(d, optim::OptimizerKind::adamw, fp8, 3, 1, 2);
       const Run a = run_training(oa);
       check_invariant1(a, 3);
       check_invariant2(a, oa);
       check_invariant3(a, oa, run_training(base_options(d, optim::OptimizerKind::adamw, fp8, 1, 3, 2), false));
     }
   {
-    train::TrainOptions oa = base_options(DistOpt::bucketed, optim::OptimizerKind::adamw, "tensorwise", 4, 1, 2);
+    app::train::TrainOptions oa = base_options(DistOpt::bucketed, optim::OptimizerKind::adamw, "tensorwise", 4, 1, 2);
     oa.pipeline.fp8.recipe = fp8::Recipe::tensorwise(fp8::Format::e5m2, true);
     oa.pipeline.bucket_size.reset();  // one bucket per buffer
     oa.pipeline.pad_for_nccl = true;
-    train::TrainOptions ob = oa;
+    app::train::TrainOptions ob = oa;
     ob.dp = 1;
     ob.accumulation = 4;
     const Run a = run_training(oa);
@@ -187,11 +187,11 @@ TEST_CASE("pipeline invariants: other recipe variants and layout options", "[pip
   }
   {
     // The tiny preset (dims not multiples of 32: FP8 blocks cut through rows) with fp32-kept norms.
-    train::TrainOptions oa = base_options(DistOpt::bucketed, optim::OptimizerKind::adamw, "blockwise", 3, 1, 2);
+    app::train::TrainOptions oa = base_options(DistOpt::bucketed, optim::OptimizerKind::adamw, "blockwise", 3, 1, 2);
     oa.spec = model::preset("tiny");
     model::mark_keep_in_fp32(oa.spec, "norm");
     oa.pipeline.bucket_size = 20000;
-    train::TrainOptions ob = oa;
+    app::train::TrainOptions ob = oa;
     ob.dp = 1;
     ob.accumulation = 3;
     const Run a = run_training(oa);
@@ -204,7 +204,7 @@ TEST_CASE("pipeline invariants: other recipe variants and layout options", "[pip
 TEST_CASE("layer-wise compact FP8 gather is bit-identical to the bf16-staged gather", "[pipeline]") {
   for (const std::string fp8 : {"tensorwise", "delayed", "blockwise", "blockwise-1x128", "mxfp8-row"}) {
     INFO(fp8);
-    train::TrainOptions o = base_options(DistOpt::layerwise, optim::OptimizerKind::muon, fp8, 3, 1, 3);
+    app::train::TrainOptions o = base_options(DistOpt::layerwise, optim::OptimizerKind::muon, fp8, 3, 1, 3);
     o.pipeline.compact_fp8_gather = true;
     const Run compact = run_training(o);
     o.pipeline.compact_fp8_gather = false;

@@ -55,13 +55,13 @@ struct RankSnap {
 // A run: snapshots per (steps_done, rank), and the metrics.
 struct Run {
   std::vector<std::vector<RankSnap>> snaps;  // [steps_done][rank]
-  train::TrainResult result;
+  app::train::TrainResult result;
 };
 
-inline Run run_training(const train::TrainOptions& o, bool keep_all_steps = true) {
+inline Run run_training(const app::train::TrainOptions& o, bool keep_all_steps = true) {
   Run r;
   r.snaps.assign(o.steps + 1, std::vector<RankSnap>(o.dp));
-  r.result = train::train(o, [&](uint64_t done, const RankPipeline& p) {
+  r.result = app::train::train(o, [&](uint64_t done, const RankPipeline& p) {
     if (!keep_all_steps && done != o.steps) return;
     RankSnap& s = r.snaps[done][p.state().rank];  // each rank writes its own slot
     s.bytes.resize(p.spec().params.size());

@@ -14,8 +14,8 @@ using namespace fpg::pipeline;
 
 namespace {
 
-train::TrainOptions tiny(optim::OptimizerKind opt, uint64_t steps) {
-  train::TrainOptions o;
+app::train::TrainOptions tiny(optim::OptimizerKind opt, uint64_t steps) {
+  app::train::TrainOptions o;
   o.spec = model::preset("tiny");
   o.dp = 2;
   o.steps = steps;
@@ -42,7 +42,7 @@ train::TrainOptions tiny(optim::OptimizerKind opt, uint64_t steps) {
 }  // namespace
 
 TEST_CASE("tiny AdamW, 200 steps at DP 2: the loss falls below a third", "[pipeline]") {
-  const train::TrainResult r = train::train(tiny(optim::OptimizerKind::adamw, 200));
+  const app::train::TrainResult r = app::train::train(tiny(optim::OptimizerKind::adamw, 200));
   INFO("initial " << r.summary.initial_loss << " final " << r.summary.final_loss);
   REQUIRE(r.summary.final_loss < r.summary.initial_loss / 3);
   REQUIRE(r.summary.skipped == 0);
@@ -50,20 +50,20 @@ TEST_CASE("tiny AdamW, 200 steps at DP 2: the loss falls below a third", "[pipel
 
 TEST_CASE("Lion, Muon (layer-wise) and FP8 tensorwise learn", "[pipeline]") {
   {
-    const train::TrainResult r = train::train(tiny(optim::OptimizerKind::lion, 80));
+    const app::train::TrainResult r = app::train::train(tiny(optim::OptimizerKind::lion, 80));
     INFO("lion " << r.summary.initial_loss << " -> " << r.summary.final_loss);
     REQUIRE(r.summary.final_loss < r.summary.initial_loss / 2);
   }
   {
-    const train::TrainResult r = train::train(tiny(optim::OptimizerKind::muon, 80));
+    const app::train::TrainResult r = app::train::train(tiny(optim::OptimizerKind::muon, 80));
     INFO("muon " << r.summary.initial_loss << " -> " << r.summary.final_loss);
     REQUIRE(r.summary.final_loss < r.summary.initial_loss / 2);
   }
   {
-    train::TrainOptions o = tiny(optim::OptimizerKind::adamw, 80);
+    app::train::TrainOptions o = tiny(optim::OptimizerKind::adamw, 80);
     o.pipeline.fp8.enabled = true;
     o.pipeline.fp8.recipe = fp8::Recipe::tensorwise();
-    const train::TrainResult r = train::train(o);
+    const app::train::TrainResult r = app::train::train(o);
     INFO("fp8 " << r.summary.initial_loss << " -> " << r.summary.final_loss);
     REQUIRE(r.summary.final_loss < r.summary.initial_loss / 2);
   }
@@ -86,10 +86,10 @@ TEST_CASE("print loss curves", "[.pipeline-curves]") {
                      {"muon+blockwise", optim::OptimizerKind::muon, "blockwise", "tiny"},
                      {"adamw+mxfp8 (t32)", optim::OptimizerKind::adamw, "mxfp8", "t32"}};
   for (const C& c : cases) {
-    train::TrainOptions o = tiny(c.opt, 200);
+    app::train::TrainOptions o = tiny(c.opt, 200);
     if (std::string(c.model) == "t32") o.spec = pipeline::test::spec32();
     pipeline::test::set_fp8(o.pipeline, c.fp8);
-    const train::TrainResult r = train::train(o);
+    const app::train::TrainResult r = app::train::train(o);
     std::printf("%-20s", c.name);
     for (uint64_t t : {0, 25, 50, 100, 150, 199}) std::printf(" %3llu:%.4f", (unsigned long long)t, r.steps[t].loss);
     std::printf("  step %.2f ms (fb %.2f rs %.2f opt %.2f cb %.2f ga %.2f)\n", r.summary.step_time_ms,
@@ -102,10 +102,10 @@ TEST_CASE("print loss curves", "[.pipeline-curves]") {
 TEST_CASE("print phase times of the small preset", "[.pipeline-bench]") {
   for (const char* fp8 : {"none", "blockwise", "mxfp8"})
     for (optim::OptimizerKind opt : {optim::OptimizerKind::adamw, optim::OptimizerKind::muon}) {
-      train::TrainOptions o = tiny(opt, 6);
+      app::train::TrainOptions o = tiny(opt, 6);
       o.spec = model::preset("small");
       pipeline::test::set_fp8(o.pipeline, fp8);
-      const train::TrainResult r = train::train(o);
+      const app::train::TrainResult r = app::train::train(o);
       const auto& t = r.summary.median_times;
       std::printf("small dp2 %-6s %-10s loss %.4f->%.4f step %.1f ms (fb %.1f rs %.1f opt %.1f cb %.1f ga %.1f)\n",
                   optim::optimizer_name(opt), fp8, r.summary.initial_loss, r.summary.final_loss,

@@ -60,8 +60,8 @@ struct Run {
   uint64_t bucket_size;  // 0: one bucket per buffer
 };
 
-train::TrainOptions options(const Run& c, uint32_t dp, uint64_t steps) {
-  train::TrainOptions o;
+app::train::TrainOptions options(const Run& c, uint32_t dp, uint64_t steps) {
+  app::train::TrainOptions o;
   o.spec = test::spec32();
   o.dp = dp;
   o.accumulation = kGlobalBatch / dp;
@@ -80,13 +80,13 @@ train::TrainOptions options(const Run& c, uint32_t dp, uint64_t steps) {
 
 struct Outcome {
   std::vector<test::RankSnap> ranks;
-  std::vector<train::StepMetrics> steps;
+  std::vector<app::train::StepMetrics> steps;
 };
 
-Outcome run(const train::TrainOptions& o, const train::CheckpointOptions& c) {
+Outcome run(const app::train::TrainOptions& o, const app::checkpoint::CheckpointOptions& c) {
   Outcome out;
   out.ranks.resize(o.dp);
-  const auto r = train::train_with_checkpoints(o, c, [&](uint64_t done, const RankPipeline& p) {
+  const auto r = app::checkpoint::train_with_checkpoints(o, c, [&](uint64_t done, const RankPipeline& p) {
     if (done != o.steps) return;
     test::RankSnap& s = out.ranks[p.state().rank];
     for (uint32_t i = 0; i < p.spec().params.size(); ++i) s.bytes.push_back(p.stored_bytes(i));
@@ -153,12 +153,12 @@ std::map<uint32_t, std::string> sources(const Run& c, const std::vector<uint32_t
   REQUIRE(mkdir(dir.c_str(), 0755) == 0);
   std::map<uint32_t, std::string> out;
   for (uint32_t dp : dps) {
-    train::CheckpointOptions k;
+    app::checkpoint::CheckpointOptions k;
     k.save = dir + "/dp" + std::to_string(dp);
     k.layout = c.layout;
     k.chunk_bytes = 8 << 10;  // several chunks per run: pieces and chunks do not line up
     run(options(c, dp, kSaveAt), k);
-    out[dp] = k.save + "/" + train::checkpoint_name(kSaveAt);
+    out[dp] = k.save + "/" + app::checkpoint::checkpoint_name(kSaveAt);
   }
   return out;
 }
@@ -244,12 +244,12 @@ struct Oracle {
 Outcome continued_from(const std::string& src, const Run& to, uint32_t m) {
   const fpckpt::CheckpointReader r(src);
   const Oracle oracle{r};
-  const train::TrainOptions o = options(to, m, kEnd);
+  const app::train::TrainOptions o = options(to, m, kEnd);
   Outcome out;
   out.ranks.resize(m);
-  train::TrainHooks hooks;
+  app::train::TrainHooks hooks;
   hooks.resume = [&](RankPipeline& rank, comm::Communicator&) { return oracle.restore(rank); };
-  const auto res = train::train(o, [&](uint64_t done, const RankPipeline& p) {
+  const auto res = app::train::train(o, [&](uint64_t done, const RankPipeline& p) {
     if (done != o.steps) return;
     test::RankSnap& s = out.ranks[p.state().rank];
     for (uint32_t i = 0; i < p.spec().params.size(); ++i) s.bytes.push_back(p.stored_bytes(i));
@@ -259,8 +259,8 @@ Outcome continued_from(const std::string& src, const Run& to, uint32_t m) {
   return out;
 }
 
-train::ReshardRequest request(const std::string& src, const std::string& dst, uint32_t dp, const Run& to) {
-  train::ReshardRequest q;
+app::reshard::ReshardRequest request(const std::string& src, const std::string& dst, uint32_t dp, const Run& to) {
+  app::reshard::ReshardRequest q;
   q.source = src;
   q.target = dst;
   q.options.dp = dp;
@@ -279,12 +279,12 @@ void check_matrix(const Run& from, const Run& to, const std::vector<uint32_t>& d
     for (uint32_t m : dps) {
       INFO("DP " << n << " -> " << m);
       const std::string out = tmp.path + "/r" + std::to_string(n) + "-" + std::to_string(m);
-      const auto res = train::reshard(request(src.at(n), out, m, to));
+      const auto res = app::reshard::reshard(request(src.at(n), out, m, to));
       REQUIRE(res.result.has_value());
       require_valid(out);
       require_equal(src.at(n), out);  // values preserved bitwise
       if (!continue_all && n != dps.front() && m != dps.back()) continue;
-      train::CheckpointOptions load;
+      app::checkpoint::CheckpointOptions load;
       load.load = out;
       require_same(continued_from(src.at(n), to, m), run(options(to, m, kEnd), load));  // invariant 5
     }
@@ -323,7 +323,7 @@ TEST_CASE("reshard plan: chunks a run reads are exactly those intersecting its s
 TEST_CASE("reshard plan: empty ranks, bucket membership changes, the source of every run", "[reshard]") {
   TempDir tmp;
   const Run lw{K::muon, DistOpt::layerwise, "none", SL::bucket, 3000};
-  train::CheckpointOptions k;
+  app::checkpoint::CheckpointOptions k;
   k.save = tmp.path + "/lw";
   k.layout = lw.layout;
   run(options(lw, 2, 1), k);
@@ -331,10 +331,10 @@ TEST_CASE("reshard plan: empty ranks, bucket membership changes, the source of e
 
   // DP 8 with one bucket per param: 4 matrices leave ranks 4-7 without any (no momentum_buffer
   // keys), and a 64-element norm bucket (padded to 128, 16 per rank) leaves ranks 4-7 padding only.
-  train::ReshardOptions o;
+  app::reshard::ReshardOptions o;
   o.dp = 8;
   o.bucket_size = std::optional<uint64_t>(1);
-  const auto t = train::plan_reshard(src.index(), src.dir(), o);
+  const auto t = app::reshard::plan_reshard(src.index(), src.dir(), o);
   REQUIRE(t.plan.ranks.size() == 8);
   REQUIRE(t.target.accumulation == 3);  // 2 x 12 micro-batches over 8 ranks
   std::map<std::string, uint32_t> plan_key;
@@ -375,29 +375,29 @@ TEST_CASE("reshard plan: empty ranks, bucket membership changes, the source of e
 
   // Muon cannot go bucketed; the global batch must split (or --accumulation given).
   o.dist_opt = DistOpt::bucketed;
-  REQUIRE_THROWS_AS(train::plan_reshard(src.index(), src.dir(), o), UsageError);
+  REQUIRE_THROWS_AS(app::reshard::plan_reshard(src.index(), src.dir(), o), UsageError);
   o.dist_opt.reset();
   o.dp = 5;
-  REQUIRE_THROWS_AS(train::plan_reshard(src.index(), src.dir(), o), UsageError);
+  REQUIRE_THROWS_AS(app::reshard::plan_reshard(src.index(), src.dir(), o), UsageError);
   o.accumulation = 3;
-  REQUIRE(train::plan_reshard(src.index(), src.dir(), o).target.accumulation == 3);
+  REQUIRE(app::reshard::plan_reshard(src.index(), src.dir(), o).target.accumulation == 3);
 }
 
 TEST_CASE("reshard refuses an invalid source and an existing target; leaves nothing behind", "[reshard]") {
   TempDir tmp;
   const Run c{K::adamw, DistOpt::bucketed, "none", SL::model, 0};
-  train::CheckpointOptions k;
+  app::checkpoint::CheckpointOptions k;
   k.save = tmp.path + "/ck";
   run(options(c, 2, 1), k);
   // An existing target: UsageError, the target untouched.
-  REQUIRE_THROWS_AS(train::reshard(request(k.save, k.save, 1, c)), UsageError);
+  REQUIRE_THROWS_AS(app::reshard::reshard(request(k.save, k.save, 1, c)), UsageError);
   // A missing data file: index validation refuses it (InvalidCheckpoint, exit 1), and no target appears.
   const std::string dir = fpckpt::resolve_checkpoint(k.save);
   REQUIRE(unlink((dir + "/rank-00001.h5").c_str()) == 0);
   const std::string out = tmp.path + "/out";
   bool refused = false;
   try {
-    train::reshard(request(k.save, out, 1, c));
+    app::reshard::reshard(request(k.save, out, 1, c));
   } catch (const fpckpt::InvalidCheckpoint& e) {
     refused = e.code() == ExitCode::check_failed && std::string(e.what()).find("not a valid checkpoint") != std::string::npos;
   }

@@ -14,8 +14,8 @@ using namespace fpg::pipeline;
 
 namespace {
 
-train::TrainOptions options(optim::OptimizerKind opt, DistOpt dist, const char* fp8) {
-  train::TrainOptions o;
+app::train::TrainOptions options(optim::OptimizerKind opt, DistOpt dist, const char* fp8) {
+  app::train::TrainOptions o;
   o.spec = test::spec32();
   o.dp = 2;
   o.steps = 1;
@@ -32,12 +32,12 @@ train::TrainOptions options(optim::OptimizerKind opt, DistOpt dist, const char* 
 }
 
 // The documents rank 0 of a run of `o` writes after its last step.
-ckpt::Documents documents_of(const train::TrainOptions& o) {
+ckpt::Documents documents_of(const app::train::TrainOptions& o) {
   ckpt::Documents docs;
-  train::train(o, [&](uint64_t done, const RankPipeline& p) {
+  app::train::train(o, [&](uint64_t done, const RankPipeline& p) {
     if (done != o.steps || p.state().rank != 0) return;
-    const train::TrainCursor cursor{o.seed, done, o.micro_batch, o.accumulation, o.dp};
-    docs = train::state_documents(p, cursor, ckpt::StateLayout::bucket);
+    const app::train::TrainCursor cursor{o.seed, done, o.micro_batch, o.accumulation, o.dp};
+    docs = app::checkpoint::state_documents(p, cursor, ckpt::StateLayout::bucket);
   });
   return docs;
 }
@@ -66,7 +66,7 @@ TEST_CASE("the run read from the training documents is the run that wrote them",
   for (const auto& o : {options(optim::OptimizerKind::adamw, DistOpt::bucketed, "delayed"),
                         options(optim::OptimizerKind::muon, DistOpt::layerwise, "mxfp8")}) {
     const ckpt::Documents docs = documents_of(o);
-    const train::TrainOptions r = train::run_from_documents(docs, "ck");
+    const app::train::TrainOptions r = app::checkpoint::run_from_documents(docs, "ck");
     CHECK(r.spec == o.spec);
     CHECK(r.dp == o.dp);
     CHECK(r.steps == o.steps);
@@ -83,7 +83,7 @@ TEST_CASE("the run read from the training documents is the run that wrote them",
     CHECK(a.fp8.recipe.scaling == b.fp8.recipe.scaling);
     CHECK(a.fp8.recipe.mx_columnwise == b.fp8.recipe.mx_columnwise);
     CHECK(a.fp8.amax_history_len == b.fp8.amax_history_len);
-    CHECK(train::saved_optimizer_step(docs, "ck") == 1);
+    CHECK(app::checkpoint::saved_optimizer_step(docs, "ck") == 1);
     // The rebuilt run writes the same documents.
     CHECK(documents_of(r).all() == docs.all());
   }
@@ -91,7 +91,7 @@ TEST_CASE("the run read from the training documents is the run that wrote them",
 
 TEST_CASE("a malformed training document names the checkpoint, the document and the field", "[train][documents]") {
   const ckpt::Documents docs = documents_of(options(optim::OptimizerKind::adamw, DistOpt::bucketed, "delayed"));
-  auto run_error = [](const ckpt::Documents& d) { return format_error([&] { train::run_from_documents(d, "ck"); }); };
+  auto run_error = [](const ckpt::Documents& d) { return format_error([&] { app::checkpoint::run_from_documents(d, "ck"); }); };
 
   CHECK(run_error(edited(docs, ckpt::doc::optimizer, [](auto& j) { j["hyperparameters"]["lr"] = "fast"; })) ==
         "ck: document 'optimizer': hyperparameters.lr: expected a number, got \"fast\"");
@@ -108,7 +108,7 @@ TEST_CASE("a malformed training document names the checkpoint, the document and 
   CHECK(run_error(edited(docs, ckpt::doc::layout, [](auto& j) { j.erase("pad_for_nccl"); })) ==
         "ck: document 'layout': pad_for_nccl: missing");
   CHECK(format_error([&] {
-          train::saved_optimizer_step(edited(docs, ckpt::doc::optimizer, [](auto& j) { j["step"] = "one"; }), "ck");
+          app::checkpoint::saved_optimizer_step(edited(docs, ckpt::doc::optimizer, [](auto& j) { j["step"] = "one"; }), "ck");
         }) == "ck: document 'optimizer': step: expected an integer, got \"one\"");
   ckpt::Documents no_data = docs;
   no_data.erase(ckpt::doc::data);

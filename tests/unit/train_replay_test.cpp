@@ -30,8 +30,8 @@ std::string temp_dir() {
   return d;
 }
 
-train::ReplayOptions options_of(const GoldenCase& c) {
-  train::ReplayOptions o;
+app::replay::ReplayOptions options_of(const GoldenCase& c) {
+  app::replay::ReplayOptions o;
   pipeline::PipelineConfig& p = o.pipeline;
   p.optimizer = *optim::parse_optimizer(c.optimizer);
   p.dist_opt = pipeline::resolve_dist_opt(std::nullopt, p.optimizer);
@@ -56,10 +56,10 @@ train::ReplayOptions options_of(const GoldenCase& c) {
 
 void write_one(const std::string& path, const std::vector<uint64_t>& shape, const std::vector<float>& v,
                int64_t step = 0) {
-  train::StepFile f;
+  app::replay::StepFile f;
   f.step = step;
   f.params.push_back({"w", shape, v, {}});
-  train::write_step_params(path, f, "test");
+  app::replay::write_step_params(path, f, "test");
 }
 
 double rel_frobenius(const std::vector<double>& a, const std::vector<double>& ref) {
@@ -80,7 +80,7 @@ std::vector<float> values(size_t n, std::mt19937& rng) {
   return v;
 }
 
-train::StepFile random_model(bool mx, std::mt19937& rng) {
+app::replay::StepFile random_model(bool mx, std::mt19937& rng) {
   const std::vector<std::pair<const char*, std::vector<uint64_t>>> odd = {
       {"embed.weight", {37, 19}},     {"blocks.0.norm.weight", {37}},    {"blocks.0.fc1.weight", {131, 37}},
       {"blocks.0.fc2.weight", {37, 53}}, {"blocks.1.fc1.weight", {1, 7}}, {"blocks.1.fc2.weight", {129, 300}},
@@ -88,7 +88,7 @@ train::StepFile random_model(bool mx, std::mt19937& rng) {
   const std::vector<std::pair<const char*, std::vector<uint64_t>>> m32 = {
       {"embed.weight", {64, 48}}, {"norm.weight", {64}}, {"fc1.weight", {192, 64}}, {"fc2.weight", {64, 96}},
       {"fc3.weight", {32, 64}},   {"lm_head.weight", {40, 64}}};
-  train::StepFile f;
+  app::replay::StepFile f;
   for (const auto& [name, shape] : mx ? m32 : odd) {
     uint64_t n = 1;
     for (uint64_t d : shape) n *= d;
@@ -97,7 +97,7 @@ train::StepFile random_model(bool mx, std::mt19937& rng) {
   return f;
 }
 
-std::vector<std::vector<float>> random_grads(const train::StepFile& f, std::mt19937& rng) {
+std::vector<std::vector<float>> random_grads(const app::replay::StepFile& f, std::mt19937& rng) {
   std::vector<std::vector<float>> g;
   for (const auto& t : f.params) g.push_back(values(t.value.size(), rng));
   return g;
@@ -115,15 +115,15 @@ TEST_CASE("step replays torch's Adam/AdamW/Lion goldens bitwise, chained through
   for (const char* opt : {"adam", "adamw", "lion"})
     for (const GoldenCase* c : fpg_test::golden_cases(opt)) {
       const std::vector<uint64_t> shape(c->shape.begin(), c->shape.end());
-      const train::ReplayOptions o = options_of(*c);
+      const app::replay::ReplayOptions o = options_of(*c);
       std::string in = dir + "/in.safetensors";
       write_one(in, shape, c->get("param", 0));
       for (int t = 1; t <= c->steps; ++t) {
         INFO(c->name << " step " << t);
         write_one(dir + "/g.safetensors", shape, c->get("grad", t));
         const std::string out = dir + "/out" + std::to_string(t % 2) + ".safetensors";
-        train::replay_step_files(in, dir + "/g.safetensors", out, o);
-        const train::StepFile r = train::read_step_params(out);
+        app::replay::replay_step_files(in, dir + "/g.safetensors", out, o);
+        const app::replay::StepFile r = app::replay::read_step_params(out);
         REQUIRE(r.step == t);
         REQUIRE(fpg_test::bit_mismatches(r.params[0].value, c->get("param", t)) == 0);
         REQUIRE(fpg_test::bit_mismatches(r.params[0].state.at("exp_avg"), c->get("exp_avg", t)) == 0);
@@ -144,7 +144,7 @@ TEST_CASE("step replays torch's Muon within 5% per update, momentum bitwise", "[
   double worst = 0;
   for (const GoldenCase* c : fpg_test::golden_cases("muon")) {
     const std::vector<uint64_t> shape(c->shape.begin(), c->shape.end());
-    const train::ReplayOptions o = options_of(*c);
+    const app::replay::ReplayOptions o = options_of(*c);
     std::string in = dir + "/in.safetensors";
     write_one(in, shape, c->get("param", 0));
     std::vector<float> ours = c->get("param", 0);
@@ -152,8 +152,8 @@ TEST_CASE("step replays torch's Muon within 5% per update, momentum bitwise", "[
       INFO(c->name << " step " << t);
       write_one(dir + "/g.safetensors", shape, c->get("grad", t));
       const std::string out = dir + "/out" + std::to_string(t % 2) + ".safetensors";
-      train::replay_step_files(in, dir + "/g.safetensors", out, o);
-      const train::StepFile r = train::read_step_params(out);
+      app::replay::replay_step_files(in, dir + "/g.safetensors", out, o);
+      const app::replay::StepFile r = app::replay::read_step_params(out);
       if (c->has("momentum_buffer/" + std::to_string(t)))
         REQUIRE(fpg_test::bit_mismatches(r.params[0].state.at("momentum_buffer"), c->get("momentum_buffer", t)) == 0);
       // Our delta from our previous param against torch's delta from its previous param.
@@ -189,9 +189,9 @@ TEST_CASE("step at DP N equals DP 1 bitwise: every optimizer, dist-opt and FP8 r
   for (const Cfg& c : cfgs) {
     const bool mx = std::string(c.fp8) == "mxfp8";
     std::mt19937 rng(11);
-    const train::StepFile start = random_model(mx, rng);
+    const app::replay::StepFile start = random_model(mx, rng);
     const auto g1 = random_grads(start, rng), g2 = random_grads(start, rng);
-    train::ReplayOptions o;
+    app::replay::ReplayOptions o;
     o.pipeline.optimizer = c.opt;
     o.pipeline.dist_opt = c.dist;
     o.pipeline.clip_grad = 0;
@@ -199,17 +199,17 @@ TEST_CASE("step at DP N equals DP 1 bitwise: every optimizer, dist-opt and FP8 r
     if (c.opt == optim::OptimizerKind::muon) o.pipeline.scalar_optimizer = optim::ScalarOptimizer::lion;
     pipeline::test::set_fp8(o.pipeline, c.fp8);
     o.pipeline.bucket_size = 3000;  // several buckets, params spanning shard boundaries
-    std::vector<train::StepFile> ref;
+    std::vector<app::replay::StepFile> ref;
     for (uint32_t dp : {1u, 2u, 3u, 4u, 8u}) {
       INFO(optim::optimizer_name(c.opt) << " " << pipeline::dist_opt_name(c.dist) << " fp8 " << c.fp8 << " dp " << dp);
       o.dp = dp;
-      train::StepFile f = start;
-      std::vector<train::StepFile> got;
-      const train::ReplayReport r1 = train::replay_step(f, g1, o);
+      app::replay::StepFile f = start;
+      std::vector<app::replay::StepFile> got;
+      const app::replay::ReplayReport r1 = app::replay::replay_step(f, g1, o);
       REQUIRE(!r1.skipped);
       REQUIRE(r1.fp8_params == (std::string(c.fp8) == "none" ? 0u : mx ? 3u : 4u));
       got.push_back(f);
-      train::replay_step(f, g2, o);
+      app::replay::replay_step(f, g2, o);
       got.push_back(f);
       REQUIRE(f.step == 2);
       if (dp == 1) {
@@ -226,11 +226,11 @@ TEST_CASE("step at DP N equals DP 1 bitwise: every optimizer, dist-opt and FP8 r
     }
     // FP8 or not, the masters are the same: FP8 changes only what the ranks hold.
     if (std::string(c.fp8) != "none" && !mx) {
-      train::ReplayOptions plain = o;
+      app::replay::ReplayOptions plain = o;
       plain.pipeline.fp8 = {};
       plain.dp = 1;
-      train::StepFile f = start;
-      train::replay_step(f, g1, plain);
+      app::replay::StepFile f = start;
+      app::replay::replay_step(f, g1, plain);
       for (size_t p = 0; p < f.params.size(); ++p) REQUIRE(same_bits(f.params[p].value, ref[0].params[p].value));
     }
   }
@@ -238,39 +238,39 @@ TEST_CASE("step at DP N equals DP 1 bitwise: every optimizer, dist-opt and FP8 r
 
 TEST_CASE("step: states are refused for an optimizer that does not keep them; roles from names", "[replay]") {
   std::mt19937 rng(3);
-  train::StepFile f = random_model(false, rng);
+  app::replay::StepFile f = random_model(false, rng);
   const auto g = random_grads(f, rng);
-  train::ReplayOptions o;
+  app::replay::ReplayOptions o;
   o.pipeline.optimizer = optim::OptimizerKind::lion;
   o.pipeline.clip_grad = 0;
   f.params[2].state["exp_avg_sq"] = std::vector<float>(f.params[2].value.size(), 0.0f);
-  REQUIRE_THROWS_AS(train::replay_step(f, g, o), UsageError);
+  REQUIRE_THROWS_AS(app::replay::replay_step(f, g, o), UsageError);
   f.params[2].state.clear();
 
   o.pipeline.optimizer = optim::OptimizerKind::muon;
   o.pipeline.dist_opt = pipeline::DistOpt::layerwise;
-  const train::ReplayReport r = train::replay_step(f, g, o);
+  const app::replay::ReplayReport r = app::replay::replay_step(f, g, o);
   REQUIRE(r.muon_params == 4);  // fc1/fc2 of both blocks; not embed, lm_head, vectors, the 3-D tensor
   REQUIRE(f.params[2].state.count("momentum_buffer") == 1);
   REQUIRE(f.params[0].state.count("exp_avg_sq") == 1);  // embed: the scalar optimizer (adamw)
   o.scalar_params = "(";
-  REQUIRE_THROWS_AS(train::replay_step(f, g, o), UsageError);
+  REQUIRE_THROWS_AS(app::replay::replay_step(f, g, o), UsageError);
 }
 
 TEST_CASE("one micro-batch on N ranks applies rank 0's gradient unscaled, -0.0 elsewhere", "[replay][pipeline]") {
   // The gradient-scale convention step relies on (rank_pipeline.h): the rank-order SUM with -0.0
   // from the other ranks, then / 1.0f, is the identity, so DP 4 equals the optimizer called directly.
   std::mt19937 rng(5);
-  const train::StepFile f = random_model(false, rng);
+  const app::replay::StepFile f = random_model(false, rng);
   auto g = random_grads(f, rng);
   for (auto& v : g)  // signed zeros must reach the optimizer as given
     for (size_t i = 0; i < v.size(); i += 7) v[i] = (i % 2) ? 0.0f : -0.0f;
-  train::ReplayOptions o;
+  app::replay::ReplayOptions o;
   o.pipeline.optimizer = optim::OptimizerKind::adamw;
   o.pipeline.clip_grad = 0;
   o.dp = 4;
-  train::StepFile s = f;
-  train::replay_step(s, g, o);
+  app::replay::StepFile s = f;
+  app::replay::replay_step(s, g, o);
   const pipeline::Hypers h = pipeline::make_hypers(o.pipeline, optim::OptimizerKind::adamw);
   for (size_t p = 0; p < f.params.size(); ++p) {
     std::vector<float> w = f.params[p].value, m(w.size(), 0.0f), v(w.size(), 0.0f);
@@ -301,7 +301,7 @@ TEST_CASE("step files: state by suffix, step in metadata, refusals name the tens
                                  {{"a", DType::F32, {2}}, {"a.exp_avg", DType::F32, {2}}, {"a.momentum_buffer", DType::F32, {2}},
                                   {"s", DType::F32, {}}, {"b.exp_avg", DType::F32, {2}}},
                                  {{"step", "41"}});
-  const train::StepFile f = train::read_step_params(good);
+  const app::replay::StepFile f = app::replay::read_step_params(good);
   REQUIRE(f.step == 41);
   REQUIRE(f.params.size() == 3);
   for (const auto& p : f.params) {
@@ -309,23 +309,23 @@ TEST_CASE("step files: state by suffix, step in metadata, refusals name the tens
     else REQUIRE(p.state.empty());
     if (p.name == "s") REQUIRE(p.shape.empty());
   }
-  train::ReplayOptions ro;
+  app::replay::ReplayOptions ro;
   ro.scalar_params = "embed";
-  const model::ModelSpec spec = train::step_spec(f, ro);
+  const model::ModelSpec spec = app::replay::step_spec(f, ro);
   REQUIRE(spec.params[static_cast<size_t>(spec.find("s"))].shape == std::vector<uint64_t>{1});
   // The scalar and the file form survive a write and a read.
-  train::write_step_params(dir + "/again.safetensors", f, "adamw");
-  const train::StepFile g = train::read_step_params(dir + "/again.safetensors");
+  app::replay::write_step_params(dir + "/again.safetensors", f, "adamw");
+  const app::replay::StepFile g = app::replay::read_step_params(dir + "/again.safetensors");
   REQUIRE(g.step == 41);
   REQUIRE(g.params.size() == 3);
 
-  REQUIRE_THROWS_AS(train::read_step_params(write("m.safetensors", {{"a", DType::F32, {2}}}, {{"step", "x1"}})), FormatError);
-  REQUIRE_THROWS_AS(train::read_step_params(write("bf.safetensors", {{"a", DType::BF16, {2}}}, {})), UsageError);
+  REQUIRE_THROWS_AS(app::replay::read_step_params(write("m.safetensors", {{"a", DType::F32, {2}}}, {{"step", "x1"}})), FormatError);
+  REQUIRE_THROWS_AS(app::replay::read_step_params(write("bf.safetensors", {{"a", DType::BF16, {2}}}, {})), UsageError);
   REQUIRE_THROWS_AS(
-      train::read_step_params(write("sh.safetensors", {{"a", DType::F32, {2}}, {"a.exp_avg", DType::F32, {1}}}, {})),
+      app::replay::read_step_params(write("sh.safetensors", {{"a", DType::F32, {2}}, {"a.exp_avg", DType::F32, {1}}}, {})),
       UsageError);
   try {
-    train::read_step_params(dir + "/bf.safetensors");
+    app::replay::read_step_params(dir + "/bf.safetensors");
   } catch (const UsageError& e) {
     REQUIRE(std::string(e.what()).find("'a'") != std::string::npos);
   }

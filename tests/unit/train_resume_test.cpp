@@ -78,8 +78,8 @@ struct Case {
   optim::ScalarOptimizer scalar = optim::ScalarOptimizer::adamw;
 };
 
-train::TrainOptions options(const Case& c, uint64_t steps) {
-  train::TrainOptions o;
+app::train::TrainOptions options(const Case& c, uint64_t steps) {
+  app::train::TrainOptions o;
   o.spec = test::spec32();
   o.dp = c.dp;
   o.steps = steps;
@@ -101,14 +101,14 @@ train::TrainOptions options(const Case& c, uint64_t steps) {
 // What every rank holds at the end, and the metrics of every step taken.
 struct Outcome {
   std::vector<test::RankSnap> ranks;
-  std::vector<train::StepMetrics> steps;
-  train::CheckpointLog log;
+  std::vector<app::train::StepMetrics> steps;
+  app::checkpoint::CheckpointLog log;
 };
 
-Outcome run(const train::TrainOptions& o, const train::CheckpointOptions& c) {
+Outcome run(const app::train::TrainOptions& o, const app::checkpoint::CheckpointOptions& c) {
   Outcome out;
   out.ranks.resize(o.dp);
-  const auto r = train::train_with_checkpoints(o, c, [&](uint64_t done, const RankPipeline& p) {
+  const auto r = app::checkpoint::train_with_checkpoints(o, c, [&](uint64_t done, const RankPipeline& p) {
     if (done != o.steps) return;
     test::RankSnap& s = out.ranks[p.state().rank];
     s.bytes.resize(p.spec().params.size());
@@ -152,7 +152,7 @@ void require_same_end(const Outcome& a, const Outcome& b) {
 }
 
 // The metrics of steps [from, N) of `full` equal `part`'s, bitwise.
-void require_same_steps(const std::vector<train::StepMetrics>& full, const std::vector<train::StepMetrics>& part,
+void require_same_steps(const std::vector<app::train::StepMetrics>& full, const std::vector<app::train::StepMetrics>& part,
                         uint64_t from) {
   REQUIRE(full.size() == from + part.size());
   for (size_t i = 0; i < part.size(); ++i) {
@@ -176,8 +176,8 @@ void require_valid(const std::string& dir) {
   REQUIRE(rep.chunks_read == rep.chunks);
 }
 
-train::CheckpointOptions ckpt_opts(const Case& c, const std::string& save, uint64_t every) {
-  train::CheckpointOptions k;
+app::checkpoint::CheckpointOptions ckpt_opts(const Case& c, const std::string& save, uint64_t every) {
+  app::checkpoint::CheckpointOptions k;
   k.save = save;
   k.save_every = every;
   k.layout = c.layout;
@@ -222,7 +222,7 @@ TEST_CASE("save at k, load, continue to N equals N uninterrupted steps, bitwise"
   for (const Case& c : cases) {
     SECTION(c.name) {
       TempDir tmp("run");
-      const train::TrainOptions full = options(c, N);
+      const app::train::TrainOptions full = options(c, N);
       const Outcome plain = run(full, {});
       // The same run saving at k and N: saving does not perturb it.
       const Outcome saving = run(full, ckpt_opts(c, tmp.path, k));
@@ -233,8 +233,8 @@ TEST_CASE("save at k, load, continue to N equals N uninterrupted steps, bitwise"
       for (double s : saving.log.save_seconds) CHECK(s > 0);
       for (const auto& dir : saving.log.saved) require_valid(dir);
       // Resume from step k (not `latest`, which is N) and continue to N.
-      train::CheckpointOptions load;
-      load.load = tmp.path + "/" + train::checkpoint_name(k);
+      app::checkpoint::CheckpointOptions load;
+      load.load = tmp.path + "/" + app::checkpoint::checkpoint_name(k);
       const Outcome resumed = run(full, load);
       REQUIRE(resumed.log.loaded_step == k);
       require_same_steps(plain.steps, resumed.steps, k);
@@ -255,11 +255,11 @@ TEST_CASE("a checkpoint of another run is refused, saying what differs", "[resum
   TempDir tmp("refuse");
   const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "none", ckpt::StateLayout::model, "zstd", 2};
   run(options(c, 2), ckpt_opts(c, tmp.path, 0));
-  train::CheckpointOptions load;
+  app::checkpoint::CheckpointOptions load;
   load.load = tmp.path;  // a root holding `latest`
-  auto refusal = [&](train::TrainOptions o) { return message_of([&] { run(o, load); }); };
+  auto refusal = [&](app::train::TrainOptions o) { return message_of([&] { run(o, load); }); };
 
-  train::TrainOptions o = options(c, 4);
+  app::train::TrainOptions o = options(c, 4);
   o.dp = 3;
   std::string m = refusal(o);
   INFO(m);
@@ -318,7 +318,7 @@ TEST_CASE("a checkpoint of another run is refused, saying what differs", "[resum
 TEST_CASE("retention (--keep) and `latest`", "[resume]") {
   TempDir tmp("keep");
   const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "none", ckpt::StateLayout::bucket, "none", 2};
-  train::CheckpointOptions k = ckpt_opts(c, tmp.path, 1);
+  app::checkpoint::CheckpointOptions k = ckpt_opts(c, tmp.path, 1);
   k.keep = 2;
   const Outcome o = run(options(c, 4), k);
   REQUIRE(o.log.saved.size() == 4);
@@ -326,14 +326,14 @@ TEST_CASE("retention (--keep) and `latest`", "[resume]") {
   REQUIRE(entries(tmp.path) == std::vector<std::string>{"latest", "step-00000003", "step-00000004"});
   REQUIRE(fpckpt::resolve_checkpoint(tmp.path) == tmp.path + "/step-00000004");
   // Loading the root resumes from the checkpoint `latest` names.
-  train::CheckpointOptions load;
+  app::checkpoint::CheckpointOptions load;
   load.load = tmp.path;
   const Outcome more = run(options(c, 5), load);
   REQUIRE(more.log.loaded == tmp.path + "/step-00000004");
   REQUIRE(more.steps.size() == 1);
   REQUIRE(more.steps[0].step == 4);
   // Options that cannot work.
-  train::CheckpointOptions bad;
+  app::checkpoint::CheckpointOptions bad;
   bad.save_every = 2;
   REQUIRE(message_of([&] { run(options(c, 2), bad); }).find("--save-every needs --save") != std::string::npos);
 }
@@ -341,7 +341,7 @@ TEST_CASE("retention (--keep) and `latest`", "[resume]") {
 TEST_CASE("a crash in the middle of a save leaves `latest` on the previous checkpoint", "[resume]") {
   TempDir tmp("crash");
   const Case c{"base", optim::OptimizerKind::adamw, DistOpt::bucketed, "delayed", ckpt::StateLayout::model, "zstd", 3};
-  train::CheckpointOptions k = ckpt_opts(c, tmp.path, 2);
+  app::checkpoint::CheckpointOptions k = ckpt_opts(c, tmp.path, 2);
   k.before_finish = [](uint32_t rank, uint64_t step) {
     if (step == 4 && rank == 1) throw FormatError("simulated crash of rank 1 while writing step 4");
   };
@@ -358,7 +358,7 @@ TEST_CASE("a crash in the middle of a save leaves `latest` on the previous check
   require_valid(tmp.path);
   // And the run resumes from it, as if uninterrupted.
   const Outcome plain = run(options(c, 4), {});
-  train::CheckpointOptions load;
+  app::checkpoint::CheckpointOptions load;
   load.load = tmp.path;
   const Outcome resumed = run(options(c, 4), load);
   require_same_steps(plain.steps, resumed.steps, 2);
@@ -392,7 +392,7 @@ TEST_CASE("a checkpoint that fails validation is refused before anything is resu
       {"overlap",  // padding declared over data
        [](ckpt::Index& ix) { ix.padding.push_back({ix.chunks[0].key, ix.chunks[0].offset, ix.chunks[0].hi()}); }},
   };
-  train::CheckpointOptions load;
+  app::checkpoint::CheckpointOptions load;
   load.load = tmp.path;
   for (const auto& [kind, edit] : edits) {
     ckpt::Index ix = good;
@@ -441,7 +441,7 @@ TEST_CASE("a save cut short before `latest` is adopted, and the run saves on", "
   REQUIRE(mkdir(stale.c_str(), 0755) == 0);
   struct timeval old[2] = {{1, 0}, {1, 0}};
   REQUIRE(utimes(stale.c_str(), old) == 0);
-  train::CheckpointOptions k = ckpt_opts(c, tmp.path, 2);
+  app::checkpoint::CheckpointOptions k = ckpt_opts(c, tmp.path, 2);
   k.load = tmp.path;
   const Outcome resumed = run(options(c, 6), k);
   REQUIRE(resumed.log.loaded == tmp.path + "/step-00000004");

@@ -24,7 +24,7 @@
 #include "app/checkpoint/state_save.h"
 #include "app/train/train_setup.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 namespace {
 
 using fs::join_path;
@@ -68,7 +68,7 @@ std::vector<std::string> recovery_roots(const CheckpointOptions& c) {
   return roots;
 }
 
-void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, uint64_t steps_done,
+void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& session, uint64_t steps_done,
           const RankStateAccess& rank, comm::Communicator& comm) {
   const auto t0 = std::chrono::steady_clock::now();
   const uint32_t r = static_cast<uint32_t>(comm.rank());
@@ -101,7 +101,7 @@ void save(const TrainOptions& o, const CheckpointOptions& c, Session& session, u
   if (r == 0) {
     std::vector<fpckpt::RankManifest> manifests;
     for (const auto& b : blobs) manifests.push_back(fpckpt::manifest_from_bytes(b));
-    const TrainCursor cursor{o.seed, steps_done, o.micro_batch, o.accumulation, o.dp};
+    const train::TrainCursor cursor{o.seed, steps_done, o.micro_batch, o.accumulation, o.dp};
     const ckpt::Index ix = fpckpt::merge_manifests(manifests, state_documents(rank, cursor, c.layout));
     fpckpt::commit(staging, target, ix);
     std::lock_guard<std::mutex> lock(session.mu);
@@ -132,15 +132,15 @@ bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps) {
   return steps_done == steps || (c.save_every > 0 && steps_done % c.save_every == 0);
 }
 
-CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
+CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const CheckpointOptions& c,
                                         const std::function<model::ModelSpec()>& spec, const CheckpointedRun& train_run) {
   if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
   if (c.save.empty() && c.keep > 0) throw UsageError("--keep needs --save DIR");
   if (!c.init.empty() && !c.load.empty())
     throw UsageError("--init and --load both set the starting state: give one (--load resumes a checkpoint, "
                      "--init starts a new run from safetensors weights)");
-  std::unique_ptr<SafetensorsInit> init;
-  if (!c.init.empty()) init = std::make_unique<SafetensorsInit>(c.init, spec());
+  std::unique_ptr<train::SafetensorsInit> init;
+  if (!c.init.empty()) init = std::make_unique<train::SafetensorsInit>(c.init, spec());
   if (!c.save.empty()) ensure_root(c.save);
 
   Session session;
@@ -150,7 +150,7 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
     session.log.recovered.insert(session.log.recovered.end(), done.begin(), done.end());
   }
   std::unique_ptr<fpckpt::CheckpointReader> reader;
-  TrainCursor loaded;
+  train::TrainCursor loaded;
   double open_seconds = 0, slowest_rank_load = 0;
   if (!c.load.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -165,7 +165,7 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
   if (init) hooks.init = [&](uint32_t p, float* out) { init->fill(p, out); };
   if (reader)
     hooks.resume = [&](RankStateAccess& rank, comm::Communicator& comm) {
-      const TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
+      const train::TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
       check_resumable(reader->index().documents, state_documents(rank, run, c.layout), reader->dir());
       const auto t0 = std::chrono::steady_clock::now();
       load_rank_state(*reader, rank, comm);
@@ -197,10 +197,10 @@ CheckpointedResult run_with_checkpoints(const TrainOptions& o, const CheckpointO
   return out;
 }
 
-CheckpointedResult train_with_checkpoints(const TrainOptions& o, const CheckpointOptions& c,
-                                          const RankObserver& observer, const StepCallback& on_step) {
-  return run_with_checkpoints(o, c, [&] { return training_spec(o); }, [&](const CheckpointHooks& h) {
-    TrainHooks hooks;
+CheckpointedResult train_with_checkpoints(const train::TrainOptions& o, const CheckpointOptions& c,
+                                          const train::RankObserver& observer, const train::StepCallback& on_step) {
+  return run_with_checkpoints(o, c, [&] { return train::training_spec(o); }, [&](const CheckpointHooks& h) {
+    train::TrainHooks hooks;
     hooks.init = h.init;
     if (h.resume)
       hooks.resume = [&](pipeline::RankPipeline& rank, comm::Communicator& comm) {
@@ -211,8 +211,8 @@ CheckpointedResult train_with_checkpoints(const TrainOptions& o, const Checkpoin
       hooks.after_step = [&](uint64_t done, const pipeline::RankPipeline& rank, comm::Communicator& comm) {
         h.after_step(done, PipelineAccess(rank), comm);
       };
-    return train(o, observer, on_step, hooks);
+    return train::train(o, observer, on_step, hooks);
   });
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

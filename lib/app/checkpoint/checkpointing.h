@@ -1,5 +1,5 @@
 // `fpgather train --save DIR --save-every N --load DIR --init FILE --ckpt-layout bucket|model
-// --compress C --keep N` as a library: train() (trainer.h) with its resume and save hooks filled in.
+// --compress C --keep N` as a library: train::train() (trainer.h) with its resume and save hooks filled in.
 //
 // Save (collective, after the steps that are due): rank 0 creates the staging directory beside
 // DIR/step-NNNNNNNN and shares its path; every rank writes its own data file (app/checkpoint/state_save.h)
@@ -36,7 +36,7 @@
 #include "app/checkpoint/rank_state_access.h"
 #include "app/train/trainer.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 
 struct CheckpointOptions {
   std::string save;         // --save DIR: the checkpoint root (created if missing); empty: never save
@@ -68,7 +68,7 @@ struct CheckpointLog {
 };
 
 struct CheckpointedResult {
-  TrainResult train;
+  train::TrainResult train;
   CheckpointLog checkpoints;
 };
 
@@ -78,16 +78,16 @@ std::string checkpoint_name(uint64_t step);
 // Whether a save is due after `steps_done` of a run to `steps`.
 bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps);
 
-// train(opts, observer, on_step) with loading and saving as above. UsageError for options that
+// train::train(opts, observer, on_step) with loading and saving as above. UsageError for options that
 // cannot work (--save-every without --save, a --save root whose parent is missing, a checkpoint of
 // another run, --init with --load, an --init file that does not match the model), FormatError for
 // an unreadable checkpoint or --init file.
-CheckpointedResult train_with_checkpoints(const TrainOptions& opts, const CheckpointOptions& ckpt,
-                                          const RankObserver& observer = {}, const StepCallback& on_step = {});
+CheckpointedResult train_with_checkpoints(const train::TrainOptions& opts, const CheckpointOptions& ckpt,
+                                          const train::RankObserver& observer = {}, const train::StepCallback& on_step = {});
 
 // The same loading and saving for any trainer whose ranks expose a RankStateAccess (the CPU
 // pipeline in place; a GPU rank through its host mirror, app/train/device_trainer.h): the hooks it
-// calls on every rank's own thread, as TrainHooks says.
+// calls on every rank's own thread, as train::TrainHooks says.
 struct CheckpointHooks {
   pipeline::InitFn init;  // --init: the initial fp32 values of each param; unset: the seeded initializer
   // After the pipeline is built: restore the saved state, return its cursor's next_step.
@@ -95,11 +95,11 @@ struct CheckpointHooks {
   // After every step, after the observer; reads the rank only.
   std::function<void(uint64_t steps_done, const RankStateAccess& rank, comm::Communicator& comm)> after_step;
 };
-using CheckpointedRun = std::function<TrainResult(const CheckpointHooks& hooks)>;
+using CheckpointedRun = std::function<train::TrainResult(const CheckpointHooks& hooks)>;
 
 // Checks the options, opens --load and --init (`spec`: the model the run trains, asked only for
 // --init), runs `run` with the hooks and returns its result with the log. Throws as above.
-CheckpointedResult run_with_checkpoints(const TrainOptions& opts, const CheckpointOptions& ckpt,
+CheckpointedResult run_with_checkpoints(const train::TrainOptions& opts, const CheckpointOptions& ckpt,
                                         const std::function<model::ModelSpec()>& spec, const CheckpointedRun& run);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

@@ -6,14 +6,14 @@
 
 #include "core/error.h"
 
-namespace fpg::device {
+namespace fpg::app::checkpoint {
 
-DeviceStateMirror::DeviceStateMirror(DeviceRankPipeline& pipe) : pipe_(pipe) {
+DeviceStateMirror::DeviceStateMirror(device::DeviceRankPipeline& pipe) : pipe_(pipe) {
   const size_t n = pipe.spec().params.size();
   data_.resize(n);
   col_.resize(n);
   for (uint32_t p = 0; p < n; ++p) {
-    const DeviceRankPipeline::StoredForm f = pipe.stored_form(p);
+    const device::DeviceRankPipeline::StoredForm f = pipe.stored_form(p);
     const size_t bytes = f.numel * static_cast<size_t>(dtype_bits(f.dtype) / 8);
     if (f.data) data_[p].resize(bytes);
     if (f.col) col_[p].resize(bytes);
@@ -22,7 +22,7 @@ DeviceStateMirror::DeviceStateMirror(DeviceRankPipeline& pipe) : pipe_(pipe) {
 
 pipeline::ParamStorage DeviceStateMirror::host_storage(uint32_t param) const {
   if (param >= data_.size()) throw InternalError("pipeline: no param #" + std::to_string(param));
-  const DeviceRankPipeline::StoredForm f = pipe_.stored_form(param);
+  const device::DeviceRankPipeline::StoredForm f = pipe_.stored_form(param);
   pipeline::ParamStorage s;
   s.dtype = f.dtype;
   s.numel = f.numel;
@@ -65,6 +65,6 @@ void DeviceStateMirror::params_loaded() {
   fresh_ = true;  // the device now holds what the mirror holds
 }
 
-}  // namespace fpg::device
+}  // namespace fpg::app::checkpoint
 
 #endif  // FPGATHER_HAVE_CUDA

@@ -17,11 +17,11 @@
 #include "pipeline/device/device_rank_pipeline.h"
 #include "app/checkpoint/rank_state_access.h"
 
-namespace fpg::device {
+namespace fpg::app::checkpoint {
 
-class DeviceStateMirror final : public train::RankStateAccess {
+class DeviceStateMirror final : public checkpoint::RankStateAccess {
  public:
-  explicit DeviceStateMirror(DeviceRankPipeline& pipe);
+  explicit DeviceStateMirror(device::DeviceRankPipeline& pipe);
 
   // The device state changed (a step): the next read downloads it again.
   void invalidate() { fresh_ = false; }
@@ -41,13 +41,13 @@ class DeviceStateMirror final : public train::RankStateAccess {
   void refresh() const;  // download when stale
   pipeline::ParamStorage host_storage(uint32_t param) const;
 
-  DeviceRankPipeline& pipe_;
+  device::DeviceRankPipeline& pipe_;
   // The mirror is a cache of the device: const reads fill it.
   mutable bool fresh_ = false;
   mutable pipeline::RankState state_;
   mutable std::vector<std::vector<uint8_t>> data_, col_;  // per param: rowwise / MXFP8 columnwise bytes
 };
 
-}  // namespace fpg::device
+}  // namespace fpg::app::checkpoint
 
 #endif  // FPGATHER_HAVE_CUDA

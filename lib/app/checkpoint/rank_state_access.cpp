@@ -2,11 +2,11 @@
 
 #include "core/error.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 
 pipeline::RankPipeline& PipelineAccess::writable() {
   if (!write_) throw InternalError("checkpoint: a read-only pipeline access was asked to change the pipeline");
   return *write_;
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

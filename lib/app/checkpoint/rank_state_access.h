@@ -16,7 +16,7 @@
 #include "pipeline/rank_pipeline.h"
 #include "pipeline/rank_state.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 
 class RankStateAccess {
  public:
@@ -60,4 +60,4 @@ class PipelineAccess final : public RankStateAccess {
   pipeline::RankPipeline* write_ = nullptr;
 };
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

@@ -11,7 +11,7 @@
 #include "pipeline/fp8_params.h"
 #include "app/reshard/reshard_target.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 namespace {
 
 using nlohmann::json;
@@ -166,7 +166,7 @@ std::string reshard_command_for(const ckpt::Documents& saved_docs, const ckpt::D
   const uint64_t sa = accumulation(saved_docs), ra = accumulation(run_docs);
   if (rdp == 0 || (uint64_t{sdp} * sa) % rdp != 0 || (uint64_t{sdp} * sa) / rdp != ra)
     extra += " --accumulation " + std::to_string(ra);
-  return reshard_command(dir, rdp, extra);
+  return reshard::reshard_command(dir, rdp, extra);
 }
 
 }  // namespace
@@ -177,11 +177,11 @@ std::vector<std::string> saved_states(optim::OptimizerKind kind) {
   return s;
 }
 
-ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const TrainCursor& cursor, ckpt::StateLayout sl) {
+ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const train::TrainCursor& cursor, ckpt::StateLayout sl) {
   return state_documents(PipelineAccess(rank), cursor, sl);
 }
 
-ckpt::Documents state_documents(const RankStateAccess& rank, const TrainCursor& cursor, ckpt::StateLayout sl) {
+ckpt::Documents state_documents(const RankStateAccess& rank, const train::TrainCursor& cursor, ckpt::StateLayout sl) {
   ckpt::Documents d;
   d.set(ckpt::doc::model, model::spec_to_json(rank.spec(), -1));
   d.set(ckpt::doc::layout, rank.layer_wise_layout() ? layout::to_json(*rank.layer_wise_layout())
@@ -208,10 +208,10 @@ ckpt::Documents state_documents(const RankStateAccess& rank, const TrainCursor& 
   return d;
 }
 
-TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir) {
+train::TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir) {
   const JsonDocument d = training_document(saved, ckpt::doc::data, dir);
   const JsonField c = d.root().at("cursor");
-  TrainCursor t;
+  train::TrainCursor t;
   t.seed = c.get<uint64_t>("seed");
   t.next_step = c.get<uint64_t>("next_step");
   t.micro_batch = c.get<int64_t>("micro_batch");
@@ -224,10 +224,10 @@ int64_t saved_optimizer_step(const ckpt::Documents& saved, const std::string& di
   return training_document(saved, ckpt::doc::optimizer, dir).root().get<int64_t>("step");
 }
 
-TrainOptions run_from_documents(const ckpt::Documents& docs, const std::string& dir) {
-  TrainOptions o;
+train::TrainOptions run_from_documents(const ckpt::Documents& docs, const std::string& dir) {
+  train::TrainOptions o;
   o.spec = model::parse_spec_json(docs.get(ckpt::doc::model).value_or("null"), dir + ": document 'model'");
-  const TrainCursor cur = saved_cursor(docs, dir);
+  const train::TrainCursor cur = saved_cursor(docs, dir);
   o.seed = cur.seed;
   o.steps = cur.next_step;
   o.micro_batch = cur.micro_batch;
@@ -333,4 +333,4 @@ void check_resumable(const ckpt::Documents& saved_docs, const ckpt::Documents& r
     throw UsageError(head + "the layout differs " + d + " (bucket size, padding rules)" + reshard);
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

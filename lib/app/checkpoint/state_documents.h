@@ -21,16 +21,16 @@
 #include "app/checkpoint/rank_state_access.h"
 #include "app/train/trainer.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 
 // The state names a part saves: "master" and the optimizer's (pipeline::state_keys).
 std::vector<std::string> saved_states(optim::OptimizerKind kind);
 
 // The documents describing `rank`'s run (any rank: they are alike) at `cursor`, with optimizer
 // state stored in layout `state_layout`.
-ckpt::Documents state_documents(const RankStateAccess& rank, const TrainCursor& cursor,
+ckpt::Documents state_documents(const RankStateAccess& rank, const train::TrainCursor& cursor,
                                 ckpt::StateLayout state_layout);
-ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const TrainCursor& cursor,
+ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const train::TrainCursor& cursor,
                                 ckpt::StateLayout state_layout);
 
 // Refuses (UsageError, exit 2) to resume the run described by `run` from the checkpoint at `dir`
@@ -40,7 +40,7 @@ ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const TrainC
 void check_resumable(const ckpt::Documents& saved, const ckpt::Documents& run, const std::string& dir);
 
 // The saved cursor (FormatError naming `dir` if the data document is missing or malformed).
-TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir);
+train::TrainCursor saved_cursor(const ckpt::Documents& saved, const std::string& dir);
 
 // Optimizer steps taken by the saved run (the optimizer document's "step": Adam's bias correction).
 int64_t saved_optimizer_step(const ckpt::Documents& saved, const std::string& dir);
@@ -51,6 +51,6 @@ int64_t saved_optimizer_step(const ckpt::Documents& saved, const std::string& di
 // another FP8 recipe) start from it, and prove the rebuild by comparing the documents the rebuilt
 // run would write with the saved ones. FormatError naming `dir`, the document and the field on a
 // missing or malformed field.
-TrainOptions run_from_documents(const ckpt::Documents& docs, const std::string& dir);
+train::TrainOptions run_from_documents(const ckpt::Documents& docs, const std::string& dir);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

@@ -12,7 +12,7 @@
 #include "pipeline/fp8_params.h"
 #include "app/checkpoint/state_documents.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 namespace {
 
 using pipeline::OptimizerState;
@@ -194,4 +194,4 @@ void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& ra
   rank.params_loaded();
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

@@ -20,7 +20,7 @@
 #include "pipeline/rank_pipeline.h"
 #include "app/checkpoint/rank_state_access.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 
 // Overwrites rank's optimizer states, masters, step counts, FP8 scale state and params, then
 // decodes the params (RankPipeline::params_loaded). Collective: every rank of `comm` (the
@@ -29,4 +29,4 @@ namespace fpg::train {
 void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& rank, comm::Communicator& comm);
 void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

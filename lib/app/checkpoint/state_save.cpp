@@ -10,7 +10,7 @@
 #include "pipeline/fp8_params.h"
 #include "app/checkpoint/state_documents.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 namespace {
 
 using pipeline::OptimizerState;
@@ -130,4 +130,4 @@ void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const R
     if (rs.bucketed.find(s.param, 0) || rs.layer_wise.find(s.param, 0)) write_fp8_state(w, rank, s);
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

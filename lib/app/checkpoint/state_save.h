@@ -19,7 +19,7 @@
 #include "pipeline/rank_pipeline.h"
 #include "app/checkpoint/rank_state_access.h"
 
-namespace fpg::train {
+namespace fpg::app::checkpoint {
 
 struct RankSaveOptions {
   ckpt::StateLayout layout = ckpt::StateLayout::model;
@@ -32,4 +32,4 @@ struct RankSaveOptions {
 void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const RankSaveOptions& opts);
 void save_rank_state(fpckpt::RankWriter& w, const pipeline::RankPipeline& rank, const RankSaveOptions& opts);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::checkpoint

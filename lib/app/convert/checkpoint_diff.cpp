@@ -5,7 +5,7 @@
 #include "formats/fpckpt/diff.h"
 #include "formats/fpckpt/validate.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& opts, bool validate) {
   CheckpointDiff d;
@@ -25,4 +25,4 @@ CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::
   return d;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -7,7 +7,7 @@
 
 #include "ckpt/value_diff.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 struct CheckpointDiff {
   ckpt::DiffReport report;
@@ -19,4 +19,4 @@ struct CheckpointDiff {
 // dcp::validate: exit 1 with the problems); FormatError for a path that is no readable checkpoint.
 CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& opts, bool validate);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

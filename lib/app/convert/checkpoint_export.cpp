@@ -26,7 +26,7 @@
 #include "formats/fpckpt/validate.h"
 #include "formats/safetensors/writer.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 
@@ -150,7 +150,7 @@ std::map<std::string, std::string> export_metadata(const fpckpt::CheckpointReade
   m["format"] = "pt";
   m["fpgather.source"] = r.dir();
   try {
-    m["fpgather.step"] = std::to_string(train::saved_optimizer_step(r.index().documents, r.dir()));
+    m["fpgather.step"] = std::to_string(checkpoint::saved_optimizer_step(r.index().documents, r.dir()));
   } catch (const FormatError&) {
     m["fpgather.step"] = "0";  // metadata only: a checkpoint without a readable step exports as step 0
   }
@@ -347,4 +347,4 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   return sum;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

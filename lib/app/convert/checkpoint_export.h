@@ -36,7 +36,7 @@
 
 #include "core/thread_pool.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 enum class ExportWeights { bf16, fp32, fp8 };
 
@@ -74,4 +74,4 @@ uint64_t parse_byte_size(const std::string& text);
 // params) or an OUT that may not be written, FormatError for an unreadable checkpoint.
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, const ExportOptions& opt);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

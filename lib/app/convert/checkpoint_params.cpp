@@ -7,7 +7,7 @@
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 // The reader, once it passes the metadata and storage checks (when asked for).
@@ -41,4 +41,4 @@ std::unique_ptr<OpenedParams> open_params(const std::string& path, const std::st
   return std::make_unique<OpenedFpckpt>(path, refusing, validate);
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

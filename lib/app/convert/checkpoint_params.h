@@ -8,7 +8,7 @@
 
 #include "ckpt/param_source.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 // Whether `path` is a PyTorch DCP / Megatron torch_dist checkpoint directory.
 bool is_dcp_checkpoint(const std::string& path);
@@ -26,4 +26,4 @@ class OpenedParams {
 // code 1 when a Megatron optimizer layout cannot be recovered.
 std::unique_ptr<OpenedParams> open_params(const std::string& path, const std::string& refusing, bool validate = true);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

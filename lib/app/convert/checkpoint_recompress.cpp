@@ -11,7 +11,7 @@
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 RecompressSummary recompress_checkpoint(const std::string& src, const std::string& dst, const RecompressOptions& o) {
   const auto opened = fpckpt::open_valid(src, "rewrite it");
@@ -75,4 +75,4 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
   return s;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

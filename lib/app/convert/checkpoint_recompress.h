@@ -13,7 +13,7 @@
 #include "ckpt/chunk_codec.h"
 #include "core/thread_pool.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 struct RecompressOptions {
   ckpt::Compression compression;
@@ -33,4 +33,4 @@ struct RecompressSummary {
 
 RecompressSummary recompress_checkpoint(const std::string& src, const std::string& dst, const RecompressOptions& o);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -15,7 +15,7 @@
 #include "fp8/shard.h"
 #include "formats/safetensors/model.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 bool is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
@@ -118,4 +118,4 @@ ConvertSummary dequantize_model(const std::string& in_path, const std::string& o
   return summary;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

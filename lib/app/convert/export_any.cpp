@@ -3,7 +3,7 @@
 #include "app/convert/checkpoint_params.h"
 #include "app/convert/param_export.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 std::optional<ExportFormat> parse_export_format(const std::string& name) {
   if (name == "safetensors") return ExportFormat::safetensors;
@@ -26,4 +26,4 @@ ExportSummary export_any(const std::string& in, const std::string& out, ExportFo
   return export_checkpoint(in, out, o);
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

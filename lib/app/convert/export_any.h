@@ -9,7 +9,7 @@
 
 #include "app/convert/checkpoint_export.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 enum class ExportFormat { safetensors, dcp };
 
@@ -23,4 +23,4 @@ std::optional<ExportWeights> parse_export_weights(const std::string& name);
 // refused with its problems (exit 1); otherwise the errors of the export chosen.
 ExportSummary export_any(const std::string& in, const std::string& out, ExportFormat to, const ExportOptions& opt);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

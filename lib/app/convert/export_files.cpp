@@ -4,7 +4,7 @@
 
 #include "formats/safetensors/index.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 ExportFiles plan_export_files(const std::vector<uint64_t>& tensor_bytes, const std::string& out, uint64_t max_shard) {
   ExportFiles f;
@@ -69,4 +69,4 @@ std::vector<std::string> ExportOutput::commit() {
   return paths;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

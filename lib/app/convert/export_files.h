@@ -15,7 +15,7 @@
 #include "app/convert/staged_output.h"
 #include "formats/safetensors/writer.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 struct ExportFiles {
   OutputKind kind = OutputKind::file;
@@ -64,4 +64,4 @@ class ExportOutput {
   std::string index_path_;
 };
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "fp8/quantize.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 bool is_prefix(const std::vector<uint64_t>& prefix, const std::vector<uint64_t>& of) {
@@ -103,4 +103,4 @@ Fp8PairScales::Fp8PairScales(const fp8::StackedPlan& plan, const uint8_t* scale_
   view.scale_inv = scale_inv.data();
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -13,7 +13,7 @@
 #include "formats/safetensors/model.h"
 #include "formats/safetensors/writer.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 // How the scale of FP8 tensor NAME is named and stored. Both hold the factor that multiplies the
 // FP8 values to dequantize them (fpgather's scale_inv).
@@ -57,4 +57,4 @@ struct Fp8PairScales {
   Fp8PairScales& operator=(const Fp8PairScales&) = delete;
 };
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

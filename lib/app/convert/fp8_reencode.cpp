@@ -21,7 +21,7 @@
 #include "app/checkpoint/state_save.h"
 #include "app/train/train_setup.h"
 
-namespace fpg::train {
+namespace fpg::app::convert {
 namespace {
 
 using nlohmann::json;
@@ -37,8 +37,8 @@ json doc_json(const ckpt::Documents& d, const char* name, const std::string& dir
   return JsonDocument(d.get(name).value_or("null"), dir + ": document '" + name + "'").value();
 }
 
-std::string layout_json(const TrainOptions& o) {
-  const pipeline::PipelineLayout l = training_layout(o);
+std::string layout_json(const train::TrainOptions& o) {
+  const pipeline::PipelineLayout l = train::training_layout(o);
   return l.layer_wise ? layout::to_json(*l.layer_wise) : layout::to_json(*l.bucketed);
 }
 
@@ -50,16 +50,16 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
   const std::string& dir = reader.dir();
   const ckpt::Documents& saved = reader.index().documents;
   const ckpt::ParamStateMap map = ckpt::ParamStateMap::from_index(reader.index(), dir);
-  const TrainOptions before = run_from_documents(saved, dir);
-  const TrainCursor cursor = saved_cursor(saved, dir);
-  const int64_t step = saved_optimizer_step(saved, dir);
+  const train::TrainOptions before = checkpoint::run_from_documents(saved, dir);
+  const train::TrainCursor cursor = checkpoint::saved_cursor(saved, dir);
+  const int64_t step = checkpoint::saved_optimizer_step(saved, dir);
   // The rebuilt run must lay its state out as the saved one did.
   if (json::parse(layout_json(before)) != doc_json(saved, ckpt::doc::layout, dir))
     throw FormatError(dir + ": the layout rebuilt from the documents differs from the saved one; cannot re-encode");
 
-  TrainOptions after = before;
+  train::TrainOptions after = before;
   after.pipeline.fp8 = o.fp8;
-  const model::ModelSpec spec = training_spec(after);  // UsageError when the recipe cannot take a param
+  const model::ModelSpec spec = train::training_spec(after);  // UsageError when the recipe cannot take a param
   const uint32_t dp = after.dp;
 
   fpckpt::WriteOptions wo;
@@ -82,7 +82,7 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
       pipeline::RankPipeline pipe(spec, after.pipeline, comm, init, 1);
       pipeline::RankState& rs = pipe.state();
       for (pipeline::OptimizerState* part : {&rs.bucketed, &rs.layer_wise})
-        for (const std::string& s : saved_states(part->kind)) {
+        for (const std::string& s : checkpoint::saved_states(part->kind)) {
           if (s == "master") continue;
           for (const pipeline::StateFragment& f : part->fragments)
             fpckpt::read_param_state(reader, map, f.param, s, f.param_range.begin, f.param_range.end,
@@ -94,14 +94,14 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
       fpckpt::WriteOptions mine = wo;
       mine.pool = &pool;
       fpckpt::RankWriter w(staging, rs.rank, mine);
-      RankSaveOptions so;
+      checkpoint::RankSaveOptions so;
       so.layout = map.state_layout();
-      save_rank_state(w, pipe, so);
+      checkpoint::save_rank_state(w, pipe, so);
       fpckpt::RankManifest m = w.finish();
       std::lock_guard<std::mutex> lock(mu);
       manifests[rs.rank] = std::move(m);
       if (rs.rank == 0) {
-        documents = state_documents(pipe, cursor, map.state_layout());
+        documents = checkpoint::state_documents(pipe, cursor, map.state_layout());
         fp8_params = rs.fp8.size();
       }
     });
@@ -119,4 +119,4 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
   return {dir, dst, static_cast<uint64_t>(step), fp8_params};
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::convert

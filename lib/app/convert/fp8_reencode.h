@@ -25,7 +25,7 @@
 #include "ckpt/chunk_codec.h"
 #include "pipeline/config.h"
 
-namespace fpg::train {
+namespace fpg::app::convert {
 
 struct Fp8ReencodeOptions {
   pipeline::Fp8Config fp8;         // the new FP8 config (enabled = false: bf16 params)
@@ -42,4 +42,4 @@ struct Fp8ReencodeSummary {
 
 Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, const Fp8ReencodeOptions& o);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::convert

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -105,4 +105,4 @@ std::string quantization_config(const fp8::Recipe& r, const std::vector<std::str
   return q.dump();
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -10,7 +10,7 @@
 #include "fp8/recipe.h"
 #include "formats/safetensors/model.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 // The files carried over from IN's directory when IN is a directory or an index (not a bare
 // .safetensors file, whose directory may hold anything): the regular files directly in it (symlinks
@@ -43,4 +43,4 @@ bool declares_compressed_tensors(const fp8::Recipe& r);
 // modules whose weight was left in high precision ("ignore" in compressed-tensors).
 std::string quantization_config(const fp8::Recipe& r, const std::vector<std::string>& unquantized);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

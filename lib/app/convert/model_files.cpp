@@ -4,7 +4,7 @@
 
 #include "formats/safetensors/index.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace fs = std::filesystem;
 
 OutputLayout plan_output_files(const safetensors::Model& in, const std::string& out) {
@@ -36,4 +36,4 @@ std::vector<std::string> input_files(const safetensors::Model& in) {
   return inputs;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -15,7 +15,7 @@
 #include "app/convert/staged_output.h"
 #include "formats/safetensors/model.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 struct OutputFile {
   std::string name;                  // file name in the output's directory
@@ -33,4 +33,4 @@ OutputLayout plan_output_files(const safetensors::Model& in, const std::string& 
 // The files a conversion of `in` reads, which its output may never replace.
 std::vector<std::string> input_files(const safetensors::Model& in);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

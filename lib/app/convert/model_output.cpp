@@ -8,7 +8,7 @@
 #include "core/fs.h"
 #include "formats/safetensors/index.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 namespace stdfs = std::filesystem;
@@ -102,4 +102,4 @@ std::vector<std::string> ModelOutput::commit() {
   return paths;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

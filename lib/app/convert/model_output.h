@@ -16,7 +16,7 @@
 #include "formats/safetensors/model.h"
 #include "formats/safetensors/writer.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 class ModelOutput {
  public:
@@ -62,4 +62,4 @@ class ModelOutput {
 // Bytes a slab of work should cover: large enough to amortize dispatch, small enough to bound memory.
 constexpr uint64_t kSlabBytes = uint64_t{4} << 20;
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -12,13 +12,13 @@
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/progress.h"
-#include "formats/dcp/crc32.h"
+#include "formats/dcp/zip/crc32.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/torch_dtype.h"
-#include "formats/dcp/torch_save_writer.h"
+#include "formats/dcp/torch_save/torch_save_writer.h"
 #include "formats/safetensors/writer.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 // Slabs read ahead of the one being converted and written, for sources that serve concurrent reads.
@@ -364,4 +364,4 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   return sum;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

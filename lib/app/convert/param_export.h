@@ -19,7 +19,7 @@
 #include "ckpt/param_source.h"
 #include "app/convert/checkpoint_export.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 // UsageError for fp8 weights: this export writes no FP8 recipe (quantize its output with
 // `convert --fp8`, or export an fpgather checkpoint with app/convert/checkpoint_export.h).
@@ -32,4 +32,4 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
 // {"model": {NAME: …}, "optimizer": {"state": {NAME: {…}}}}.
 ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

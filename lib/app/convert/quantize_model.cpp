@@ -17,7 +17,7 @@
 #include "fp8/stacked.h"
 #include "formats/safetensors/model.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 bool quantizable_dtype(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
@@ -295,4 +295,4 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
   return summary;
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

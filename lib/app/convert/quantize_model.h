@@ -36,7 +36,7 @@
 #include "core/thread_pool.h"
 #include "fp8/recipe.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 constexpr const char* kMetadataRecipe = "fpgather.fp8.recipe";
 constexpr const char* kMetadataFormat = "fpgather.fp8.format";
@@ -87,4 +87,4 @@ struct ConvertSummary {
 ConvertSummary quantize_model(const std::string& in, const std::string& out, const QuantizeModelOptions& opt);
 ConvertSummary dequantize_model(const std::string& in, const std::string& out, const DequantizeModelOptions& opt);
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -11,7 +11,7 @@
 #include "core/dtype.h"
 #include "core/float_codec.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 class SlabInput {
  public:
@@ -43,4 +43,4 @@ class SlabInput {
   DType stored_;
 };
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -17,7 +17,7 @@
 #include "formats/fpckpt/commit.h"
 #include "formats/safetensors/index.h"
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 namespace {
 
 namespace stdfs = std::filesystem;
@@ -293,4 +293,4 @@ void StagedOutput::commit_directory() {
   }
 }
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace fpg::convert {
+namespace fpg::app::convert {
 
 enum class OutputKind { file, index, directory };
 
@@ -76,4 +76,4 @@ class StagedOutput {
   bool keep_root_ = false;   // a failed commit left old files in root_: never removed
 };
 
-}  // namespace fpg::convert
+}  // namespace fpg::app::convert

@@ -11,7 +11,7 @@
 #include "pipeline/rank_state.h"
 #include "app/train/fp32_params.h"
 
-namespace fpg::train {
+namespace fpg::app::replay {
 namespace {
 
 using optim::OptimizerKind;
@@ -103,7 +103,7 @@ model::ModelSpec step_spec(const StepFile& f, const ReplayOptions& o, std::vecto
     }
     spec.params.push_back(std::move(p));
   }
-  std::vector<std::string> w = apply_fp32_params(spec, o.keep_fp32, o.fp32_matrices, o.pipeline);
+  std::vector<std::string> w = train::apply_fp32_params(spec, o.keep_fp32, o.fp32_matrices, o.pipeline);
   if (warnings) *warnings = std::move(w);
   model::validate_spec(spec);
   return spec;
@@ -205,4 +205,4 @@ ReplayReport replay_step_files(const std::string& params, const std::string& gra
   return rep;
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::replay

@@ -24,7 +24,7 @@
 #include "pipeline/rank_pipeline.h"
 #include "app/replay/step_files.h"
 
-namespace fpg::train {
+namespace fpg::app::replay {
 
 struct ReplayOptions {
   pipeline::PipelineConfig pipeline;  // optimizer, hyperparameters, dist_opt, FP8, clip_grad
@@ -63,4 +63,4 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
 ReplayReport replay_step_files(const std::string& params, const std::string& grads, const std::string& out,
                                const ReplayOptions& o);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::replay

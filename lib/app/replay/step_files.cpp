@@ -9,7 +9,7 @@
 #include "formats/safetensors/writer.h"
 #include "model/param.h"
 
-namespace fpg::train {
+namespace fpg::app::replay {
 namespace {
 
 std::vector<float> read_f32(const safetensors::Reader& r, const safetensors::TensorInfo& t) {
@@ -119,4 +119,4 @@ void write_step_params(const std::string& path, const StepFile& f, const std::st
   w.commit();
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::replay

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace fpg::train {
+namespace fpg::app::replay {
 
 struct StepTensor {
   std::string name;
@@ -47,4 +47,4 @@ std::vector<std::vector<float>> read_step_grads(const std::string& path, const S
 // Writes OUT atomically: every parameter, then its state tensors, and {"step", "optimizer"}.
 void write_step_params(const std::string& path, const StepFile& f, const std::string& optimizer);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::replay

@@ -8,11 +8,11 @@
 #include "core/error.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/dcp_writer.h"
-#include "formats/dcp/megatron_layout.h"
+#include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/validate.h"
 
-namespace fpg::app {
+namespace fpg::app::reshard {
 namespace {
 
 using dcp::Value;
@@ -349,4 +349,4 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   return sum;
 }
 
-}  // namespace fpg::app
+}  // namespace fpg::app::reshard

@@ -20,7 +20,7 @@
 
 #include "layout/bucketed_layout.h"
 
-namespace fpg::app {
+namespace fpg::app::reshard {
 
 enum class MegatronForm : uint8_t { dp_reshardable, fully_reshardable };
 
@@ -53,4 +53,4 @@ struct MegatronReshardSummary {
 MegatronReshardSummary reshard_megatron(const std::string& src, const std::string& dst,
                                         const MegatronReshardOptions& opts);
 
-}  // namespace fpg::app
+}  // namespace fpg::app::reshard

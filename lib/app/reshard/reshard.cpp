@@ -6,7 +6,7 @@
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
 
-namespace fpg::train {
+namespace fpg::app::reshard {
 namespace {
 
 // The source's encoding: zstd (level 1: the level is not recorded) and shuffle where its runs have them.
@@ -52,4 +52,4 @@ ReshardOutcome reshard(const ReshardRequest& q) {
   return out;
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::reshard

@@ -13,7 +13,7 @@
 #include "formats/fpckpt/reshard.h"
 #include "app/reshard/reshard_target.h"
 
-namespace fpg::train {
+namespace fpg::app::reshard {
 
 struct ReshardRequest {
   std::string source, target;  // source: a checkpoint or a root holding `latest`
@@ -37,4 +37,4 @@ struct ReshardOutcome {
 
 ReshardOutcome reshard(const ReshardRequest& request);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::reshard

@@ -13,7 +13,7 @@
 #include "model/spec_json.h"
 #include "optim/routing.h"
 
-namespace fpg::train {
+namespace fpg::app::reshard {
 namespace {
 
 using nlohmann::json;
@@ -316,4 +316,4 @@ ReshardTarget plan_reshard(const ckpt::Index& ix, const std::string& dir, const 
   return out;
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::reshard

@@ -24,7 +24,7 @@
 #include "pipeline/config.h"
 #include "pipeline/pipeline_layout.h"
 
-namespace fpg::train {
+namespace fpg::app::reshard {
 
 // What to change; nullopt keeps the source's value.
 struct ReshardOptions {
@@ -67,4 +67,4 @@ ReshardTarget plan_reshard(const ckpt::Index& source, const std::string& dir, co
 // prints it; the target lies beside the checkpoint root).
 std::string reshard_command(const std::string& dir, uint32_t dp, const std::string& extra = "");
 
-}  // namespace fpg::train
+}  // namespace fpg::app::reshard

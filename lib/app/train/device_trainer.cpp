@@ -21,7 +21,7 @@
 #include "model/teacher_task.h"
 #endif
 
-namespace fpg::device {
+namespace fpg::app::train {
 
 bool device_training_built() {
 #if defined(FPGATHER_HAVE_CUDA) && defined(FPGATHER_HAVE_NCCL)
@@ -62,9 +62,9 @@ class DeviceTrainingRank final : public train::TrainingRank {
  public:
   DeviceTrainingRank(const train::TrainOptions& o, const model::ModelSpec& spec, const model::TeacherTask& task,
                      comm::Communicator& comm, const pipeline::InitFn& init, const DeviceRankObserver& observer,
-                     const train::CheckpointHooks& hooks)
+                     const checkpoint::CheckpointHooks& hooks)
       : o_(o), task_(task), comm_(comm), observer_(observer), hooks_(hooks),
-        pipe_(spec, o.pipeline, comm, init, DeviceOverlap{o.overlap_grad_reduce, o.overlap_param_gather}) {
+        pipe_(spec, o.pipeline, comm, init, device::DeviceOverlap{o.overlap_grad_reduce, o.overlap_param_gather}) {
     if (hooks_.resume || hooks_.after_step) mirror_.emplace(pipe_);  // only a checkpointed run holds one
   }
 
@@ -75,8 +75,8 @@ class DeviceTrainingRank final : public train::TrainingRank {
     const uint64_t A = o_.accumulation, N = o_.dp, rank = static_cast<uint64_t>(comm_.rank());
     comm::WorkPtr loss_gather;
     const pipeline::GradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
-      const ParamHooks& hooks = pipe_.param_hooks();
-      ParamHooks reads = hooks;  // grads are complete on the last micro-batch only
+      const device::ParamHooks& hooks = pipe_.param_hooks();
+      device::ParamHooks reads = hooks;  // grads are complete on the last micro-batch only
       reads.on_grad_ready = nullptr;
       for (uint64_t a = 0; a < A; ++a) {
         batches_->draw(model::micro_batch_index(t, N, rank, A, a), *net_);
@@ -88,10 +88,10 @@ class DeviceTrainingRank final : public train::TrainingRank {
       // here, before the step's param all-gathers, so that waiting it does not wait them too.
       loss_gather = comm_.all_gather(losses_.as<float>(), all_losses_.as<float>(), A * sizeof(float));
     };
-    const pipeline::StepReport rep = pipe_.step(grad_fn, N * A, ParamReads::hooked);
+    const pipeline::StepReport rep = pipe_.step(grad_fn, N * A, device::ParamReads::hooked);
     if (mirror_) mirror_->invalidate();
     loss_gather->wait();
-    copy_to_host(all_losses.data(), all_losses_.get(), A * N * sizeof(float), pipe_.stream());
+    device::copy_to_host(all_losses.data(), all_losses_.get(), A * N * sizeof(float), pipe_.stream());
     if (t + 1 == o_.steps) pipe_.finish_param_sync();  // the end of training: no gather left in flight
     return rep;
   }
@@ -111,26 +111,26 @@ class DeviceTrainingRank final : public train::TrainingRank {
     const uint64_t A = o_.accumulation, N = o_.dp;
     net_.emplace(task_.dims(), pipe_.stream());
     batches_.emplace(task_, pipe_.stream());
-    losses_ = DeviceBuffer(A * sizeof(float), pipe_.stream());
-    all_losses_ = DeviceBuffer(A * N * sizeof(float), pipe_.stream());
+    losses_ = device::DeviceBuffer(A * sizeof(float), pipe_.stream());
+    all_losses_ = device::DeviceBuffer(A * N * sizeof(float), pipe_.stream());
   }
 
   const train::TrainOptions& o_;
   const model::TeacherTask& task_;
   comm::Communicator& comm_;
   const DeviceRankObserver& observer_;
-  const train::CheckpointHooks& hooks_;
+  const checkpoint::CheckpointHooks& hooks_;
   DeviceRankPipeline pipe_;
-  std::optional<DeviceStateMirror> mirror_;
-  std::optional<DeviceNetwork> net_;
-  std::optional<DeviceMicroBatches> batches_;
-  DeviceBuffer losses_, all_losses_;  // one float per micro-batch: this rank's, every rank's
+  std::optional<checkpoint::DeviceStateMirror> mirror_;
+  std::optional<device::DeviceNetwork> net_;
+  std::optional<device::DeviceMicroBatches> batches_;
+  device::DeviceBuffer losses_, all_losses_;  // one float per micro-batch: this rank's, every rank's
 };
 
 }  // namespace
 
 train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver& observer,
-                                   const train::StepCallback& on_step, const train::CheckpointHooks& hooks) {
+                                   const train::StepCallback& on_step, const checkpoint::CheckpointHooks& hooks) {
   const model::ModelSpec spec = device_training_spec(o);
   const model::TeacherTask task(*spec.network, o.seed, o.micro_batch);
   const auto group = comm::make_nccl_group(static_cast<int>(o.dp));
@@ -145,20 +145,20 @@ train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRan
 #else
 
 train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver&, const train::StepCallback&,
-                                   const train::CheckpointHooks&) {
+                                   const checkpoint::CheckpointHooks&) {
   check_device_options(o);  // throws: no CUDA in this build
   throw InternalError("train_on_device: unreachable without CUDA");
 }
 
 #endif
 
-train::CheckpointedResult train_on_device_with_checkpoints(const train::TrainOptions& o,
-                                                           const train::CheckpointOptions& ckpt,
+checkpoint::CheckpointedResult train_on_device_with_checkpoints(const train::TrainOptions& o,
+                                                           const checkpoint::CheckpointOptions& ckpt,
                                                            const DeviceRankObserver& observer,
                                                            const train::StepCallback& on_step) {
-  return train::run_with_checkpoints(
+  return checkpoint::run_with_checkpoints(
       o, ckpt, [&] { return device_training_spec(o); },
-      [&](const train::CheckpointHooks& hooks) { return train_on_device(o, observer, on_step, hooks); });
+      [&](const checkpoint::CheckpointHooks& hooks) { return train_on_device(o, observer, on_step, hooks); });
 }
 
-}  // namespace fpg::device
+}  // namespace fpg::app::train

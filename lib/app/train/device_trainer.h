@@ -25,8 +25,12 @@
 #include "app/train/trainer.h"
 
 namespace fpg::device {
-
 class DeviceRankPipeline;
+}  // namespace fpg::device
+
+namespace fpg::app::train {
+
+using device::DeviceRankPipeline;
 
 // train::Observer on a GPU rank (tests download params from it).
 using DeviceRankObserver = train::Observer<DeviceRankPipeline>;
@@ -46,12 +50,12 @@ model::ModelSpec device_training_spec(const train::TrainOptions& o);
 // `hooks` as train::TrainHooks: init replaces the seeded initializer, resume runs after the pipeline
 // is built (the observer then first sees the resumed step), after_step after the observer.
 train::TrainResult train_on_device(const train::TrainOptions& o, const DeviceRankObserver& observer = {},
-                                   const train::StepCallback& on_step = {}, const train::CheckpointHooks& hooks = {});
+                                   const train::StepCallback& on_step = {}, const checkpoint::CheckpointHooks& hooks = {});
 
-// train::train_with_checkpoints on the GPUs: train_on_device with the checkpoint hooks.
-train::CheckpointedResult train_on_device_with_checkpoints(const train::TrainOptions& o,
-                                                           const train::CheckpointOptions& ckpt,
+// checkpoint::train_with_checkpoints on the GPUs: train_on_device with the checkpoint hooks.
+checkpoint::CheckpointedResult train_on_device_with_checkpoints(const train::TrainOptions& o,
+                                                           const checkpoint::CheckpointOptions& ckpt,
                                                            const DeviceRankObserver& observer = {},
                                                            const train::StepCallback& on_step = {});
 
-}  // namespace fpg::device
+}  // namespace fpg::app::train

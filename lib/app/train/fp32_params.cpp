@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "layout/layer_wise_layout.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 namespace {
 
 std::regex compile(const std::string& option, const std::string& regex) {
@@ -58,4 +58,4 @@ std::vector<std::string> apply_fp32_params(model::ModelSpec& spec, const std::st
   return warnings;
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -11,7 +11,7 @@
 #include "model/model_spec.h"
 #include "pipeline/config.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 
 // Marks the params keep_fp32 and fp32_matrices (empty: none) select, both ECMAScript regexes
 // searched in the name, and returns warnings for the user: a `--keep-fp32` that leaves Muon no
@@ -22,4 +22,4 @@ namespace fpg::train {
 std::vector<std::string> apply_fp32_params(model::ModelSpec& spec, const std::string& keep_fp32,
                                            const std::string& fp32_matrices, const pipeline::PipelineConfig& c);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 
 MetricsFile::MetricsFile(std::string path) : path_(std::move(path)) {
   f_ = std::fopen(path_.c_str(), "w");
@@ -29,4 +29,4 @@ void MetricsFile::close() {
   if (rc != 0) throw FormatError(path_ + ": closing the metrics file failed: " + std::strerror(errno));
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -8,7 +8,7 @@
 
 #include "app/train/trainer.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 
 class MetricsFile {
  public:
@@ -26,4 +26,4 @@ class MetricsFile {
   std::FILE* f_ = nullptr;
 };
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

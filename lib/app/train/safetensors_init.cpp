@@ -9,7 +9,7 @@
 #include "core/shape.h"
 #include "fp8/stacked.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 namespace {
 
 bool is_fp8(DType t) { return t == DType::F8_E4M3 || t == DType::F8_E5M2; }
@@ -87,4 +87,4 @@ void SafetensorsInit::fill(uint32_t param, float* out) const {
   }
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -16,7 +16,7 @@
 #include "formats/safetensors/model.h"
 #include "model/model_spec.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 
 class SafetensorsInit {
  public:
@@ -35,4 +35,4 @@ class SafetensorsInit {
   std::vector<const safetensors::Model::Entry*> data_, scale_;  // per param; scale null unless FP8
 };
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -5,7 +5,7 @@
 #include "pipeline/fp8_params.h"
 #include "app/train/fp32_params.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 
 model::ModelSpec training_spec(const TrainOptions& o) {
   if (!o.spec.network) throw UsageError("train: the model spec does not describe the built-in network");
@@ -35,4 +35,4 @@ pipeline::PipelineLayout training_layout(const TrainOptions& o) {
   return pipeline::build_pipeline_layout(training_spec(o), o.pipeline, o.dp);
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -10,7 +10,7 @@
 #include "pipeline/pipeline_layout.h"
 #include "app/train/trainer.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 
 // The spec with --keep-fp32 and --fp32-matrices applied, after checking the options (dp, comm, micro-batch, accumulation),
 // the pipeline config and whether the FP8 recipe can take every FP8 param's shape (MXFP8 needs
@@ -24,4 +24,4 @@ std::vector<std::string> training_warnings(const TrainOptions& o);
 // The layout the ranks of this run build (pipeline/pipeline_layout.h).
 pipeline::PipelineLayout training_layout(const TrainOptions& o);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -11,7 +11,7 @@
 #include "model/teacher_task.h"
 #include "app/train/train_setup.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 namespace {
 
 double median(std::vector<double> v) {
@@ -198,4 +198,4 @@ std::string summary_json(const TrainSummary& s) {
   return j.dump();
 }
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -22,7 +22,7 @@
 #include "pipeline/config.h"
 #include "pipeline/rank_pipeline.h"
 
-namespace fpg::train {
+namespace fpg::app::train {
 
 struct TrainOptions {
   model::ModelSpec spec;  // must describe the built-in network (spec.network set)
@@ -153,4 +153,4 @@ TrainResult run_training(const TrainOptions& o, const model::ModelSpec& spec, co
 std::string step_json(const StepMetrics& m);
 std::string summary_json(const TrainSummary& s);
 
-}  // namespace fpg::train
+}  // namespace fpg::app::train

@@ -1,4 +1,4 @@
-#include "formats/dcp/allow_list.h"
+#include "formats/dcp/pickle/allow_list.h"
 
 #include "formats/dcp/torch_dtype.h"
 

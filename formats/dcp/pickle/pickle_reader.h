@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "formats/dcp/allow_list.h"
-#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/pickle/allow_list.h"
+#include "formats/dcp/pickle/pickle_value.h"
 
 namespace fpg::dcp {
 

@@ -1,11 +1,11 @@
-#include "formats/dcp/zip_writer.h"
+#include "formats/dcp/zip/zip_writer.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
-#include "formats/dcp/crc32.h"
-#include "formats/dcp/zip_archive.h"
+#include "formats/dcp/zip/crc32.h"
+#include "formats/dcp/zip/zip_archive.h"
 
 namespace fpg::dcp {
 namespace {

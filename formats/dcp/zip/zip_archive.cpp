@@ -1,10 +1,10 @@
-#include "formats/dcp/zip_archive.h"
+#include "formats/dcp/zip/zip_archive.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
-#include "formats/dcp/crc32.h"
+#include "formats/dcp/zip/crc32.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {

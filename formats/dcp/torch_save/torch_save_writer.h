@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "formats/dcp/byte_sink.h"
-#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/pickle/pickle_value.h"
 #include "formats/dcp/torch_dtype.h"
 
 namespace fpg::dcp {

@@ -1,4 +1,4 @@
-#include "formats/dcp/box_coverage.h"
+#include "formats/dcp/metadata/box_coverage.h"
 
 #include <algorithm>
 #include <set>

@@ -1,4 +1,4 @@
-#include "formats/dcp/megatron_metadata.h"
+#include "formats/dcp/megatron/megatron_metadata.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "formats/dcp/metadata.h"
+#include "formats/dcp/metadata/metadata.h"
 
 #include <spdlog/spdlog.h>
 

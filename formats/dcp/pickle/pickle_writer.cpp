@@ -1,4 +1,4 @@
-#include "formats/dcp/pickle_writer.h"
+#include "formats/dcp/pickle/pickle_writer.h"
 
 #include <cstring>
 

@@ -20,7 +20,7 @@
 
 #include <string>
 
-#include "formats/dcp/metadata.h"
+#include "formats/dcp/metadata/metadata.h"
 
 namespace fpg::dcp {
 

@@ -1,4 +1,4 @@
-#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/pickle/pickle_value.h"
 
 #include <charconv>
 #include <cmath>

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "formats/dcp/byte_source.h"
-#include "formats/dcp/pickle_reader.h"
-#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/pickle/pickle_reader.h"
+#include "formats/dcp/pickle/pickle_value.h"
 #include "formats/dcp/torch_dtype.h"
-#include "formats/dcp/zip_archive.h"
+#include "formats/dcp/zip/zip_archive.h"
 
 namespace fpg::dcp {
 

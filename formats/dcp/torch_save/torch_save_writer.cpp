@@ -1,11 +1,11 @@
-#include "formats/dcp/torch_save_writer.h"
+#include "formats/dcp/torch_save/torch_save_writer.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/shape.h"
-#include "formats/dcp/pickle_writer.h"
-#include "formats/dcp/zip_writer.h"
+#include "formats/dcp/pickle/pickle_writer.h"
+#include "formats/dcp/zip/zip_writer.h"
 
 namespace fpg::dcp {
 namespace {

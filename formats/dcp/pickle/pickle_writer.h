@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/pickle/pickle_value.h"
 
 namespace fpg::dcp {
 

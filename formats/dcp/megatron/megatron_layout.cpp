@@ -1,4 +1,4 @@
-#include "formats/dcp/megatron_layout.h"
+#include "formats/dcp/megatron/megatron_layout.h"
 
 #include <algorithm>
 #include <cctype>

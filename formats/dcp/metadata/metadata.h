@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "formats/dcp/pickle_reader.h"
-#include "formats/dcp/pickle_value.h"
+#include "formats/dcp/pickle/pickle_reader.h"
+#include "formats/dcp/pickle/pickle_value.h"
 #include "formats/dcp/torch_dtype.h"
 
 namespace fpg::dcp {

@@ -1,9 +1,9 @@
-#include "formats/dcp/metadata_writer.h"
+#include "formats/dcp/metadata/metadata_writer.h"
 
 #include <map>
 
 #include "core/error.h"
-#include "formats/dcp/pickle_writer.h"
+#include "formats/dcp/pickle/pickle_writer.h"
 
 namespace fpg::dcp {
 namespace {

@@ -1,4 +1,4 @@
-#include "formats/dcp/torch_save.h"
+#include "formats/dcp/torch_save/torch_save.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "formats/dcp/pickle_reader.h"
+#include "formats/dcp/pickle/pickle_reader.h"
 
 #include <algorithm>
 #include <cstdio>

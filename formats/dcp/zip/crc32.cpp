@@ -1,4 +1,4 @@
-#include "formats/dcp/crc32.h"
+#include "formats/dcp/zip/crc32.h"
 
 #include <zlib.h>
 
