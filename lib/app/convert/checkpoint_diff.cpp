@@ -1,27 +1,28 @@
 #include "app/convert/checkpoint_diff.h"
 
-#include "app/convert/checkpoint_params.h"
+#include "ckpt/format_registry.h"
 #include "ckpt/param_diff.h"
-#include "formats/fpckpt/diff.h"
-#include "formats/fpckpt/validate.h"
 
 namespace fpg::app::convert {
 
 CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& opts, bool validate) {
+  const auto ca = ckpt::open_checkpoint(a);
+  const auto cb = ckpt::open_checkpoint(b);
   CheckpointDiff d;
-  if (is_dcp_checkpoint(a) || is_dcp_checkpoint(b)) {
-    const auto pa = open_params(a, "compare it", validate);
-    const auto pb = open_params(b, "compare it", validate);
-    d.report = ckpt::diff_params(pa->params(), pb->params(), opts);
-    d.dir_a = a;
-    d.dir_b = b;
-  } else {
-    const auto ra = fpckpt::open_valid(a, "compare it", validate);
-    const auto rb = fpckpt::open_valid(b, "compare it", validate);
-    d.report = fpckpt::diff_checkpoints(*ra, *rb, opts);
-    d.dir_a = ra->dir();
-    d.dir_b = rb->dir();
+  if (auto stored = ca->diff_stored(*cb, opts, validate)) {
+    d.report = std::move(*stored);
+    d.dir_a = ca->path();
+    d.dir_b = cb->path();
+    return d;
   }
+  ckpt::ParamsOptions o;
+  o.refusing = "compare it";
+  o.validate = validate;
+  const auto pa = ca->params(o);
+  const auto pb = cb->params(o);
+  d.report = ckpt::diff_params(pa->params(), pb->params(), opts);
+  d.dir_a = a;
+  d.dir_b = b;
   return d;
 }
 

@@ -1,6 +1,6 @@
-// `fpgather diff A B` over any two checkpoints fpgather reads: key by key between two fpgather
-// checkpoints (formats/fpckpt/diff.h, which compares bucket-layout state per param), parameter by
-// parameter (ckpt/param_diff.h) when either is a PyTorch DCP or Megatron torch_dist one.
+// `fpgather diff A B` over any two checkpoints fpgather reads: stored key by stored key where the
+// format compares two of its own so (fpgather's: bucket-layout state per param; the capability
+// Checkpoint::diff_stored), otherwise parameter by parameter (ckpt/param_diff.h).
 #pragma once
 
 #include <string>
@@ -15,8 +15,8 @@ struct CheckpointDiff {
   std::string dir_a, dir_b;
 };
 
-// With `validate`, each side must pass the checks that need no data first (fpckpt::open_valid,
-// dcp::validate: exit 1 with the problems); FormatError for a path that is no readable checkpoint.
+// With `validate`, each side must pass the checks that need no data first (exit 1 with the
+// problems); FormatError for a path that is no readable checkpoint.
 CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& opts, bool validate);
 
 }  // namespace fpg::app::convert

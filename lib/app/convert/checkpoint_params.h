@@ -1,29 +1,24 @@
-// Opens any checkpoint fpgather reads — its own (a directory holding index.h5, or a root holding
-// `latest`), a PyTorch DCP or a Megatron torch_dist directory (holding `.metadata`) — as a
-// ckpt::ParamSource, so `diff` and `convert` treat them alike.
+// Opens any checkpoint fpgather reads (ckpt/format_registry.h) — its own, a PyTorch DCP or a
+// Megatron torch_dist directory, a safetensors model — as a ckpt::ParamSource, so `diff` and
+// `convert` treat them alike.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "ckpt/param_source.h"
+#include "ckpt/checkpoint_format.h"
 
 namespace fpg::app::convert {
 
 // Whether `path` is a PyTorch DCP / Megatron torch_dist checkpoint directory.
 bool is_dcp_checkpoint(const std::string& path);
 
-class OpenedParams {
- public:
-  virtual ~OpenedParams() = default;
-  virtual const ckpt::ParamSource& params() const = 0;
-};
+using OpenedParams = ckpt::OpenedParams;
 
 // Opens `path` for a command that uses it (`refusing` says what, e.g. "compare it"). With `validate`,
-// a checkpoint that fails the checks needing no data is refused with the problems (exit 1): the
-// index checks of fpgather checkpoints (fpckpt::open_valid), DCP's metadata and storage checks
-// (dcp::validate). FormatError when `path` is no checkpoint or cannot be read; fpg::Error with exit
-// code 1 when a Megatron optimizer layout cannot be recovered.
+// a checkpoint that fails the checks needing no data is refused with the problems (exit 1).
+// FormatError when `path` is no checkpoint or cannot be read; fpg::Error with exit code 1 when a
+// Megatron optimizer layout cannot be recovered.
 std::unique_ptr<OpenedParams> open_params(const std::string& path, const std::string& refusing, bool validate = true);
 
 }  // namespace fpg::app::convert

@@ -1,6 +1,7 @@
 // A checkpoint as fpgather reads it: its own (a directory holding index.h5, or a root holding
-// `latest`), a PyTorch DCP directory or a Megatron-Core torch_dist directory (holding .metadata);
-// validated and inspected as `fpgather validate` and `fpgather inspect` do. diff.h, reshard.h and
+// `latest`), a PyTorch DCP directory or a Megatron-Core torch_dist directory (holding .metadata), or a
+// safetensors model (a file, an index, or a directory holding one: weights only); validated and
+// inspected as `fpgather validate` and `fpgather inspect` do. diff.h, reshard.h and
 // convert.h take a Checkpoint too.
 #pragma once
 
@@ -12,9 +13,9 @@
 
 namespace fpgather {
 
-enum class CheckpointFormat { fpgather, torch_dcp, megatron_torch_dist };
+enum class CheckpointFormat { fpgather, torch_dcp, megatron_torch_dist, safetensors };
 
-// "fpgather", "torch_dcp", "megatron_torch_dist".
+// "fpgather", "torch_dcp", "megatron_torch_dist", "safetensors".
 const char* format_name(CheckpointFormat format);
 
 // One thing wrong with a checkpoint.
@@ -39,7 +40,7 @@ struct ValidationReport {
   bool valid = false;     // readable, and no problems
   bool readable = true;   // false: a format version this library cannot read (a problem says which)
   bool data_checked = false;
-  bool layout_checked = false;  // fpgather: the recorded layout was checked against the keys
+  bool layout_checked = false;  // the recorded (fpgather) or recovered (Megatron) layout was checked against the keys
   uint64_t tensors = 0;         // keys (fpgather) or tensor keys (DCP)
   uint64_t chunks = 0;
   uint64_t files = 0;           // fpgather: data files

@@ -1,0 +1,279 @@
+#include "formats/dcp/checkpoint.h"
+
+#include <algorithm>
+
+#include <fmt/printf.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "formats/dcp/dcp_params.h"
+#include "formats/dcp/reader.h"
+#include "formats/dcp/summary.h"
+#include "formats/dcp/torch_dtype.h"
+#include "formats/dcp/validate.h"
+#include "layout/describe.h"
+
+namespace fpg::dcp {
+namespace {
+
+// Appends `text` (lines ending in '\n') to `lines`.
+void add_lines(std::vector<std::string>& lines, const std::string& text) {
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t nl = text.find('\n', at);
+    lines.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+}
+
+struct Opened : ckpt::OpenedParams {
+  Opened(std::shared_ptr<const Reader> r, const ckpt::ParamsOptions& o) : reader(std::move(r)), source(checked(*reader, o)) {}
+  static const Reader& checked(const Reader& r, const ckpt::ParamsOptions& o) {
+    if (o.validate) require_valid(r, o.refusing);
+    return r;
+  }
+  const ckpt::ParamSource& params() const override { return source; }
+  std::shared_ptr<const Reader> reader;
+  DcpParams source;
+};
+
+class DcpCheckpoint : public ckpt::Checkpoint {
+ public:
+  explicit DcpCheckpoint(const std::string& path) : reader_(std::make_shared<const Reader>(path)) {}
+
+  std::string_view format() const override { return reader_->megatron() ? "megatron_torch_dist" : "torch_dcp"; }
+  const std::string& path() const override { return reader_->dir(); }
+
+  ckpt::CheckpointSummary summary(const ckpt::SummaryOptions& o) const override {
+    const Reader& reader = *reader_;
+    const Summary s = summarize(reader);
+    // The per-parameter view; a Megatron optimizer layout that cannot be recovered is shown, not fatal.
+    std::unique_ptr<DcpParams> params;
+    std::string not_recovered;
+    try {
+      params = std::make_unique<DcpParams>(reader);
+    } catch (const Error& e) {
+      if (e.code() != ExitCode::check_failed) throw;
+      not_recovered = e.what();
+    }
+    size_t param_count = 0;
+    uint64_t padding_elems = 0;
+    if (params) {
+      for (const auto& t : params->tensors()) param_count += t.role == "weight";
+      for (const auto& p : params->stored_padding()) padding_elems += p.hi - p.lo;
+    }
+
+    ckpt::CheckpointSummary c;
+    c.path = reader.dir();
+    c.format = std::string(format());
+    c.format_version = s.dcp_version.value_or("");
+    if (params) {
+      c.optimizer = std::string(optimizer_form_name(params->optimizer_form()));
+      if (params->layout()) {
+        c.dp = params->dp();
+        c.dp_is_smallest = params->dp_is_smallest();
+      }
+    }
+    c.files = s.files.size();
+    c.bytes = s.tensor_bytes;
+    c.stored_bytes = s.stored_bytes;
+    for (const auto& k : s.keys) {
+      ckpt::TensorSummary t;
+      t.name = k.fqn;
+      t.kind = k.is_tensor ? "tensor" : "bytes";
+      const TorchDType* torch = k.is_tensor ? find_torch_dtype(k.dtype) : nullptr;
+      t.dtype = torch && torch->dtype ? std::string(dtype_name(*torch->dtype)) : k.dtype;
+      t.shape = k.shape;
+      t.numel = k.is_tensor ? 1 : 0;
+      for (uint64_t d : k.shape) t.numel *= d;
+      t.bytes = k.bytes;
+      t.stored_bytes = k.stored_bytes;
+      t.chunks = k.chunks;
+      c.tensors.push_back(std::move(t));
+    }
+
+    nlohmann::json& j = c.document;
+    j = {{"path", reader.dir()},
+         {"format", s.format},
+         {"dcp_version", s.dcp_version ? nlohmann::json(*s.dcp_version) : nlohmann::json()},
+         {"serialization", s.serialization ? nlohmann::json(std::string(serialization_name(*s.serialization)))
+                                           : nlohmann::json()},
+         {"tensor_keys", s.tensors},
+         {"bytes_entries", s.bytes_entries},
+         {"chunks", s.chunks},
+         {"tensor_bytes", s.tensor_bytes},
+         {"stored_bytes", s.stored_bytes},
+         {"files", s.files}};
+    if (s.megatron)
+      j["megatron"] = {{"sharded_backend", s.megatron->sharded_backend},
+                       {"sharded_backend_version", s.megatron->sharded_backend_version.value_or(-1)}};
+    if (params) {
+      j["parameters"] = param_count;
+      j["optimizer"] = {{"form", std::string(optimizer_form_name(params->optimizer_form()))}};
+      if (params->layout()) {
+        const auto& L = *params->layout();
+        j["optimizer"]["dp"] = params->dp();
+        j["optimizer"]["dp_is_smallest"] = params->dp_is_smallest();
+        j["optimizer"]["pad_for_nccl"] = L.layout.pad_for_nccl;
+        j["optimizer"]["buffers"] = L.layout.buffers.size();
+        if (L.bucket_size_lo)
+          j["optimizer"]["bucket_size_range"] = {*L.bucket_size_lo,
+                                                 L.bucket_size_hi ? nlohmann::json(*L.bucket_size_hi) : nlohmann::json()};
+        j["optimizer"]["stored_padding_chunks"] = params->stored_padding().size();
+        j["optimizer"]["stored_padding_elements"] = padding_elems;
+      }
+      j["unmapped_keys"] = params->unmapped_keys();
+    } else {
+      j["optimizer"] = {{"not_recovered", not_recovered}};
+    }
+    if (o.keys) {
+      j["keys"] = nlohmann::json::array();
+      for (const auto& k : s.keys)
+        j["keys"].push_back({{"key", k.fqn}, {"tensor", k.is_tensor}, {"dtype", k.dtype}, {"shape", k.shape},
+                             {"chunks", k.chunks}, {"bytes", k.bytes}, {"stored_bytes", k.stored_bytes}});
+    }
+
+    auto& t = c.text;
+    std::string head = reader.dir() + ": " + (s.megatron ? "Megatron torch_dist" : "PyTorch DCP");
+    if (s.megatron)
+      head += fmt::sprintf(" (backend %s v%lld)", s.megatron->sharded_backend,
+                           static_cast<long long>(s.megatron->sharded_backend_version.value_or(0)));
+    head += ", DCP metadata " + (s.dcp_version ? *s.dcp_version : std::string("(no version)"));
+    if (s.serialization) head += ", " + std::string(serialization_name(*s.serialization)) + " items";
+    t.push_back(head);
+    t.push_back(fmt::sprintf("  %zu data file%s, %.2f MB stored; %llu tensor keys (%llu chunks, %.2f MB), %llu bytes entries",
+                             s.files.size(), s.files.size() == 1 ? "" : "s", s.stored_bytes / 1e6, s.tensors, s.chunks,
+                             s.tensor_bytes / 1e6, s.bytes_entries));
+    if (params) {
+      std::string l = fmt::sprintf("  %zu parameters; optimizer state: %s", param_count,
+                                   std::string(optimizer_form_name(params->optimizer_form())));
+      if (params->layout()) {
+        const auto& L = *params->layout();
+        l += fmt::sprintf(" at dp %u%s, %zu buffer%s", params->dp(),
+                          params->dp_is_smallest() ? " (the smallest the buckets allow: only the first ranks store any of them)" : "",
+                          L.layout.buffers.size(), L.layout.buffers.size() == 1 ? "" : "s");
+        if (L.bucket_size_lo)
+          l += fmt::sprintf(", bucket_size in (%llu, %s]", *L.bucket_size_lo,
+                            L.bucket_size_hi ? std::to_string(*L.bucket_size_hi) : std::string("inf"));
+        else
+          l += ", one bucket per buffer";
+        l += fmt::sprintf(", bucket ends padded to %s", L.layout.pad_for_nccl ? "lcm(dp, 128, 65536)" : "lcm(dp, 128)");
+        t.push_back(l);
+        t.push_back(fmt::sprintf("  stored padding: %zu chunks, %llu elements (Megatron writes the gaps as data)",
+                                 params->stored_padding().size(), padding_elems));
+      } else {
+        t.push_back(l);
+      }
+      for (const auto& k : params->unmapped_keys()) t.push_back("  not mapped to a parameter: " + k);
+    } else {
+      t.push_back("  optimizer layout not recovered: " + not_recovered);
+    }
+    if (o.keys) {
+      size_t width = 3;
+      for (const auto& k : s.keys) width = std::max(width, k.fqn.size());
+      const int w = static_cast<int>(width);
+      t.push_back(fmt::sprintf("%-*s  %-10s  %-16s  %7s  %12s", w, "key", "dtype", "shape", "chunks", "bytes"));
+      for (const auto& k : s.keys)
+        t.push_back(fmt::sprintf("%-*s  %-10s  %-16s  %7zu  %12llu", w, k.fqn, k.is_tensor ? k.dtype : "(bytes)",
+                                 k.is_tensor ? shape_string(k.shape) : "", k.chunks, k.bytes));
+    } else if (params && params->layout()) {
+      add_lines(t, layout::describe(params->layout()->layout));
+    }
+    return c;
+  }
+
+  ckpt::KeyReport key(const std::string& name) const override {
+    const Reader& r = *reader_;
+    const Entry& e = r.entry(name);
+    ckpt::KeyReport out;
+    nlohmann::json& j = out.document;
+    j = {{"key", e.fqn}, {"tensor", e.is_tensor}};
+    auto& t = out.text;
+    if (!e.is_tensor) {
+      const StorageEntry& s = r.storage(e);
+      const std::string value = r.read_object(e).repr(2000);
+      j["storage"] = {{"file", s.relative_path}, {"offset", s.offset}, {"length", s.length}};
+      j["value"] = value;
+      t.push_back(fmt::sprintf("%s: bytes entry in %s at [%llu, +%llu)", e.fqn, s.relative_path, s.offset, s.length));
+      t.push_back("  " + value);
+      return out;
+    }
+    j["dtype"] = std::string(e.tensor.dtype->name);
+    j["shape"] = e.tensor.size;
+    j["chunks"] = nlohmann::json::array();
+    t.push_back(fmt::sprintf("%s: %s %s, %zu chunk%s", e.fqn, std::string(e.tensor.dtype->name),
+                             shape_string(e.tensor.size), e.tensor.chunks.size(), e.tensor.chunks.size() == 1 ? "" : "s"));
+    for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+      const StorageEntry& s = r.storage(e, c);
+      const auto& ch = e.tensor.chunks[c];
+      j["chunks"].push_back({{"offsets", ch.offsets}, {"sizes", ch.sizes}, {"file", s.relative_path},
+                             {"offset", s.offset}, {"length", s.length}});
+      t.push_back(fmt::sprintf("  offsets %-16s sizes %-16s %s [%llu, +%llu)", shape_string(ch.offsets),
+                               shape_string(ch.sizes), s.relative_path, s.offset, s.length));
+    }
+    return out;
+  }
+
+  ckpt::ValidationReport validate(const ckpt::ValidateOptions& o) const override {
+    const Reader& reader = *reader_;
+    ValidateOptions vo;
+    vo.data = o.data;
+    std::unique_ptr<DcpParams> params;
+    const ValidationReport rep = validate_with_params(reader, vo, &params);
+    uint64_t padding = 0;
+    if (params)
+      for (const auto& p : params->stored_padding()) padding += p.hi - p.lo;
+    const bool megatron = reader.megatron().has_value();
+    ckpt::ValidationReport r;
+    r.path = reader.dir();
+    r.format = std::string(format());
+    r.data_checked = o.data;
+    r.layout_checked = params && params->layout();
+    r.tensors = rep.tensors;
+    r.chunks = rep.chunks;
+    r.chunks_read = rep.items_read;
+    r.bytes_read = rep.bytes_read;
+    r.problems = rep.problems;
+    if (params && !params->stored_padding().empty())
+      r.notes.push_back(fmt::sprintf("%zu stored chunks (%llu elements) are padding under the recovered %s layout: "
+                                     "Megatron writes the gaps between parameters as data so that DCP's volume check passes",
+                                     params->stored_padding().size(), padding,
+                                     std::string(optimizer_form_name(params->optimizer_form()))));
+    r.facts = {megatron ? "Megatron torch_dist" : "PyTorch DCP", std::to_string(rep.tensors) + " tensor keys",
+               std::to_string(rep.chunks) + " chunks", std::to_string(rep.bytes_entries) + " bytes entries"};
+    if (o.data) r.facts.push_back(std::to_string(rep.items_read) + " items read");
+    r.document = {{"tensors", rep.tensors}, {"bytes_entries", rep.bytes_entries}, {"chunks", rep.chunks},
+                  {"items_read", rep.items_read}, {"bytes_read", rep.bytes_read}};
+    if (params) {
+      r.document["optimizer_form"] = std::string(optimizer_form_name(params->optimizer_form()));
+      r.document["stored_padding_chunks"] = params->stored_padding().size();
+      r.document["stored_padding_elements"] = padding;
+    }
+    return r;
+  }
+
+  std::unique_ptr<ckpt::OpenedParams> params(const ckpt::ParamsOptions& o) const override {
+    return std::make_unique<Opened>(reader_, o);
+  }
+
+ private:
+  std::shared_ptr<const Reader> reader_;
+};
+
+class DcpFormat : public ckpt::Format {
+ public:
+  std::string_view name() const override { return "dcp"; }
+  std::string_view signature() const override { return ".metadata (PyTorch DCP, Megatron torch_dist)"; }
+  bool probe(const std::string& path) const override { return is_dcp_directory(path); }
+  std::unique_ptr<ckpt::Checkpoint> open(const std::string& path) const override {
+    return std::make_unique<DcpCheckpoint>(path);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ckpt::Format> make_format() { return std::make_unique<DcpFormat>(); }
+
+}  // namespace fpg::dcp

@@ -1,0 +1,11 @@
+#include "app/inspect/validate.h"
+
+#include "app/inspect/inspect.h"
+
+namespace fpg::app::inspect {
+
+ckpt::ValidationReport validate(const std::string& path, const ckpt::ValidateOptions& options) {
+  return open(path)->validate(options);
+}
+
+}  // namespace fpg::app::inspect
