@@ -82,7 +82,25 @@ function(fpg_check_public_headers OUT_FILES)
   set(${OUT_FILES} ${files} PARENT_SCOPE)
 endfunction()
 
+# The subcommands (cmd/, not the benchmarks of cmd/bench, which time the formats themselves) reach
+# the formats only through app and the format seam (lib/ckpt/checkpoint_format.h): none includes a
+# header of formats/.
+function(fpg_check_commands)
+  file(GLOB files ${FPG_SOURCE_DIR}/cmd/*.h ${FPG_SOURCE_DIR}/cmd/*.cpp)
+  foreach(file ${files})
+    file(STRINGS ${file} includes REGEX "^[ \t]*#[ \t]*include[ \t]+\"formats/")
+    if(includes)
+      list(GET includes 0 line)
+      file(RELATIVE_PATH rel ${FPG_SOURCE_DIR} ${file})
+      string(STRIP "${line}" line)
+      message(FATAL_ERROR "layering: ${rel} (a subcommand) has `${line}`; commands reach the formats through "
+                          "app and the format seam only (lib/ARCHITECTURE.md)")
+    endif()
+  endforeach()
+endfunction()
+
 function(fpg_check_layers OUT_FILES)
+  fpg_check_commands()
   set(all "")
   foreach(rank RANGE 6)
     fpg_check_layer(${rank} files)

@@ -42,4 +42,10 @@ std::optional<std::string> check_names(const CLI::App& app, const std::vector<st
 // True when progress bars may be drawn: stderr is a terminal and --no-progress was not given.
 bool progress_enabled(const GlobalOptions& global);
 
+// The library names an option by its field ("dist_opt must be …"); a command reports it by its flag.
+// Runs `body`, rethrowing a UsageError with each field of `flags` that its message names as a word
+// replaced by the flag ("--dist-opt must be …").
+using FlagNames = std::vector<std::pair<std::string, std::string>>;  // field, flag
+int with_flag_names(const FlagNames& flags, const std::function<int()>& body);
+
 }  // namespace fpg::cli

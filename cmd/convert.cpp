@@ -140,18 +140,20 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
 
 int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
   if (!app::convert::parse_export_format(a.to)) throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
-  if (a.to == "dcp" && !app::convert::is_checkpoint(a.in) && !app::convert::is_dcp_checkpoint(a.in))
+  const std::optional<ckpt::Contents> contents = app::convert::source_contents(a.in);
+  const bool model = !contents || *contents == ckpt::Contents::model;
+  if (a.to == "dcp" && model)
     throw UsageError("--to dcp exports a checkpoint; " + a.in + " is not one");
   if (a.to == "dcp" && (!a.fp8.empty() || !a.compress.empty() || a.dequantize))
     throw UsageError("--to dcp is an export: --fp8, --compress and --dequantize do not apply");
-  if (app::convert::is_dcp_checkpoint(a.in)) {
+  if (contents == ckpt::Contents::framework_state) {
     if (a.dequantize || !a.fp8.empty() || !a.compress.empty() || a.pow2 || a.no_pow2 || !a.include.empty() ||
         !a.exclude.empty() || !a.expert_dims.empty())
       throw UsageError(a.in + " is a PyTorch DCP / Megatron torch_dist checkpoint: it exports to safetensors "
                        "(--dtype bf16|fp32, --states, --max-shard-size); quantize the export with --fp8");
     return run_export(a, g);
   }
-  if (app::convert::is_checkpoint(a.in)) {
+  if (contents == ckpt::Contents::training_state) {
     if (a.dequantize) throw UsageError("--dequantize takes a safetensors model; " + a.in + " is a checkpoint");
     if (a.pow2 || a.no_pow2 || !a.include.empty() || !a.exclude.empty() || !a.expert_dims.empty())
       throw UsageError("--include, --exclude, --expert-dims and --(no-)pow2-scales quantize safetensors models; " +

@@ -1,16 +1,16 @@
-// fpgather reshard SRC DST --dp M [...]: a training checkpoint rewritten for another DP size,
-// distributed optimizer, state layout, bucket size or padding (app/reshard/reshard_target.h plans it,
-// formats/fpckpt/reshard.h streams it); a Megatron torch_dist checkpoint's distributed-optimizer
-// state re-bucketed for another DP size, bucket size, padding or form (app/reshard/megatron_reshard.h). Exit 0 done, 1 a source that fails validation, 2 usage (a
-// target that cannot hold the state, DST exists), 3 an unreadable source.
+// fpgather reshard SRC DST --dp M [...]: any checkpoint that can be resharded, through
+// app/reshard/reshard_any.h — a training checkpoint rewritten for another DP size, distributed
+// optimizer, state layout, bucket size or padding; a Megatron torch_dist checkpoint's
+// distributed-optimizer state re-bucketed for another DP size, bucket size, padding or form. Exit 0
+// done, 1 a source that fails validation, 2 usage (a target that cannot hold the state, DST exists),
+// 3 an unreadable source.
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "app/reshard/megatron_reshard.h"
+#include "app/reshard/reshard_any.h"
 #include "cli.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "formats/dcp/reader.h"
 #include "layout/describe.h"
 #include "app/reshard/reshard.h"
 
@@ -35,65 +35,18 @@ std::string describe(const app::reshard::RecordedRun& r) {
   return s;
 }
 
-app::reshard::ReshardOptions reshard_options(const ReshardArgs& a) {
-  app::reshard::ReshardOptions o;
-  o.dp = a.dp;
-  if (!a.dist_opt.empty()) {
-    o.dist_opt = pipeline::parse_dist_opt(a.dist_opt);
-    if (!o.dist_opt) throw UsageError("--dist-opt must be bucketed or layerwise, not '" + a.dist_opt + "'");
-  }
-  if (!a.ckpt_layout.empty()) {
-    o.state_layout = ckpt::parse_state_layout(a.ckpt_layout);
-    if (!o.state_layout) throw UsageError("--ckpt-layout must be bucket or model, not '" + a.ckpt_layout + "'");
-  }
-  if (!a.bucket_size.empty()) {
-    if (a.bucket_size == "none") {
-      o.bucket_size = std::optional<uint64_t>{};
-    } else {
-      try {
-        size_t used = 0;
-        const unsigned long long n = std::stoull(a.bucket_size, &used);
-        if (used != a.bucket_size.size() || n == 0) throw std::invalid_argument("");
-        o.bucket_size = std::optional<uint64_t>{n};
-      } catch (const std::exception&) {
-        throw UsageError("--bucket-size must be a positive number of elements or none, not '" + a.bucket_size + "'");
-      }
-    }
-  }
-  if (a.pad && a.no_pad) throw UsageError("--pad-for-nccl and --no-pad-for-nccl contradict each other");
-  if (a.pad) o.pad_for_nccl = true;
-  if (a.no_pad) o.pad_for_nccl = false;
-  if (a.accumulation) o.accumulation = a.accumulation;
-  return o;
-}
-
 std::string mib(uint64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
   return buf;
 }
 
-// A Megatron torch_dist source: its distributed-optimizer state re-bucketed for the target (app/reshard/megatron_reshard.h).
-int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
-  if (!a.dist_opt.empty() || !a.ckpt_layout.empty() || a.accumulation || !a.compress.empty() || a.chunk_bytes)
-    throw UsageError(a.src + " is a Megatron torch_dist checkpoint: --dist-opt, --ckpt-layout, --accumulation, "
-                     "--compress and --chunk-bytes apply to fpgather checkpoints");
-  const app::reshard::ReshardOptions ro = reshard_options(a);
-  app::reshard::MegatronReshardOptions o;
-  o.dp = ro.dp;
-  o.bucket_size = ro.bucket_size;
-  o.pad_for_nccl = ro.pad_for_nccl;
-  o.dry_run = a.dry_run;
-  if (!a.to.empty()) {
-    o.to = app::reshard::parse_megatron_form(a.to);
-    if (!o.to) throw UsageError("--to must be dp_reshardable or fully_reshardable, not '" + a.to + "'");
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  const app::reshard::MegatronReshardSummary s = app::reshard::reshard_megatron(a.src, a.dst, o);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// A Megatron torch_dist source's outcome (app/reshard/megatron_reshard.h).
+int print_megatron(const ReshardArgs& a, const GlobalOptions& g, const app::reshard::MegatronReshardSummary& s,
+                   uint32_t dp, double secs) {
   if (g.json) {
     nlohmann::json j = {{"source", a.src}, {"target", a.dst}, {"dry_run", a.dry_run}, {"from", s.source_form},
-                        {"to", s.target_form}, {"dp", o.dp}, {"keys", s.keys}, {"chunks", s.chunks},
+                        {"to", s.target_form}, {"dp", dp}, {"keys", s.keys}, {"chunks", s.chunks},
                         {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
                         {"first_padding_only_rank", s.first_padding_only_rank ? nlohmann::json(*s.first_padding_only_rank)
                                                                              : nlohmann::json(nullptr)},
@@ -116,7 +69,7 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
     return 0;
   }
   std::printf("%s %s (%s) -> %s (%s, dp %u)\n", a.dry_run ? "reshard plan (dry run):" : "resharded", a.src.c_str(),
-              s.source_form.c_str(), a.dst.c_str(), s.target_form.c_str(), o.dp);
+              s.source_form.c_str(), a.dst.c_str(), s.target_form.c_str(), dp);
   if (!s.target.buffers.empty()) std::printf("%s", layout::describe(s.target).c_str());
   if (s.grad_dtype_assumed)
     std::printf("note: the source records no grad dtype; buckets are named for float32 grads (grad_reduce_in_fp32)\n");
@@ -132,18 +85,8 @@ int run_reshard_megatron(const ReshardArgs& a, const GlobalOptions& g) {
   return 0;
 }
 
-int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
-  if (dcp::is_dcp_directory(a.src)) return run_reshard_megatron(a, g);
-  if (!a.to.empty()) throw UsageError("--to applies to Megatron torch_dist checkpoints; " + a.src + " is not one");
-  app::reshard::ReshardRequest q;
-  q.source = a.src;
-  q.target = a.dst;
-  q.options = reshard_options(a);
-  if (!a.compress.empty()) q.compression = ckpt::parse_compression(a.compress);
-  q.chunk_bytes = a.chunk_bytes;
-  q.dry_run = a.dry_run;
-  q.progress = progress_enabled(g);
-  const app::reshard::ReshardOutcome out = app::reshard::reshard(q);
+// An fpgather checkpoint's outcome (app/reshard/reshard.h).
+int print_fpckpt(const ReshardArgs& a, const GlobalOptions& g, const app::reshard::ReshardOutcome& out) {
   const app::reshard::ReshardTarget& t = out.target;
   const ckpt::PlanSummary& s = out.summary;
   const fpckpt::ReshardRunOptions& ro = out.run_options;
@@ -225,6 +168,37 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
               static_cast<unsigned long long>(res.bytes_stored), secs);
   std::printf("resume with: %s\n", resume.c_str());
   return 0;
+}
+
+int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
+  if (a.pad && a.no_pad) throw UsageError("--pad-for-nccl and --no-pad-for-nccl contradict each other");
+  app::reshard::AnyReshardRequest q;
+  q.source = a.src;
+  q.target = a.dst;
+  q.dp = a.dp;
+  q.dist_opt = a.dist_opt;
+  q.state_layout = a.ckpt_layout;
+  q.compression = a.compress;
+  q.megatron_form = a.to;
+  q.bucket_size = a.bucket_size;
+  if (a.pad) q.pad_for_nccl = true;
+  if (a.no_pad) q.pad_for_nccl = false;
+  if (a.accumulation) q.accumulation = a.accumulation;
+  q.chunk_bytes = a.chunk_bytes;
+  q.dry_run = a.dry_run;
+  q.progress = progress_enabled(g);
+  const FlagNames flags = {{"dist_opt", "--dist-opt"},     {"state_layout", "--ckpt-layout"},
+                           {"bucket_size", "--bucket-size"}, {"accumulation", "--accumulation"},
+                           {"compression", "--compress"},    {"chunk_bytes", "--chunk-bytes"},
+                           {"megatron_form", "--to"},                {"dp", "--dp"}};
+  return with_flag_names(flags, [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const app::reshard::AnyReshardOutcome out = app::reshard::reshard_any(q);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (const auto* m = std::get_if<app::reshard::MegatronReshardSummary>(&out.result))
+      return print_megatron(a, g, *m, out.dp, secs);
+    return print_fpckpt(a, g, std::get<app::reshard::ReshardOutcome>(out.result));
+  });
 }
 
 }  // namespace

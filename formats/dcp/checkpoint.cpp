@@ -266,6 +266,7 @@ class DcpFormat : public ckpt::Format {
  public:
   std::string_view name() const override { return "dcp"; }
   std::string_view signature() const override { return ".metadata (PyTorch DCP, Megatron torch_dist)"; }
+  ckpt::Contents contents() const override { return ckpt::Contents::framework_state; }
   bool probe(const std::string& path) const override { return is_dcp_directory(path); }
   std::unique_ptr<ckpt::Checkpoint> open(const std::string& path) const override {
     return std::make_unique<DcpCheckpoint>(path);

@@ -234,6 +234,7 @@ class FpckptFormat : public ckpt::Format {
  public:
   std::string_view name() const override { return "fpgather"; }
   std::string_view signature() const override { return "index.h5 or latest (fpgather)"; }
+  ckpt::Contents contents() const override { return ckpt::Contents::training_state; }
   bool probe(const std::string& path) const override {
     struct stat st {};
     return stat((path + "/" + kIndexFile).c_str(), &st) == 0 || stat((path + "/" + kLatestFile).c_str(), &st) == 0;

@@ -211,6 +211,7 @@ class SafetensorsFormat : public ckpt::Format {
   std::string_view signature() const override {
     return "model.safetensors or model.safetensors.index.json (a safetensors model)";
   }
+  ckpt::Contents contents() const override { return ckpt::Contents::model; }
   // Any regular file (the reader says what is wrong with one that is no safetensors file), or a
   // directory holding a model.
   bool probe(const std::string& path) const override {

@@ -1,26 +1,14 @@
-// fpgather/reshard.h over the use cases `fpgather reshard` runs: app/reshard/reshard.h for fpgather
-// checkpoints, app/reshard/megatron_reshard.h for DCP directories (Megatron torch_dist).
+// fpgather/reshard.h over the use case `fpgather reshard` runs (app/reshard/reshard_any.h), which
+// opens any checkpoint and runs its format's reshard.
 #include <fpgather/reshard.h>
 
 #include "api/boundary.h"
-#include "app/reshard/megatron_reshard.h"
-#include "app/reshard/reshard.h"
-#include "ckpt/chunk_codec.h"
+#include "app/reshard/reshard_any.h"
 #include "ckpt/key_names.h"
 #include "pipeline/config.h"
 
 namespace fpgather {
 namespace {
-
-// The options both kinds of checkpoint take, as app::reshard::ReshardOptions holds them.
-fpg::app::reshard::ReshardOptions common_options(const ReshardOptions& options) {
-  fpg::app::reshard::ReshardOptions o;
-  o.dp = options.dp;
-  if (options.bucket_size)
-    o.bucket_size = *options.bucket_size == 0 ? std::optional<uint64_t>{} : std::optional<uint64_t>{*options.bucket_size};
-  o.pad_for_nccl = options.pad_for_nccl;
-  return o;
-}
 
 ReshardLayout layout_of(const fpg::app::reshard::RecordedRun& run) {
   ReshardLayout l;
@@ -33,32 +21,11 @@ ReshardLayout layout_of(const fpg::app::reshard::RecordedRun& run) {
   return l;
 }
 
-ReshardReport reshard_fpckpt(const std::string& source, const std::string& target, const ReshardOptions& options) {
-  if (!options.megatron_form.empty())
-    throw fpg::UsageError("reshard: megatron_form applies to Megatron torch_dist checkpoints; " + source +
-                          " is an fpgather checkpoint");
-  fpg::app::reshard::ReshardRequest q;
-  q.source = source;
-  q.target = target;
-  q.options = common_options(options);
-  if (!options.dist_opt.empty()) {
-    q.options.dist_opt = fpg::pipeline::parse_dist_opt(options.dist_opt);
-    if (!q.options.dist_opt)
-      throw fpg::UsageError("reshard: dist_opt must be bucketed or layerwise, not '" + options.dist_opt + "'");
-  }
-  if (!options.state_layout.empty()) {
-    q.options.state_layout = fpg::ckpt::parse_state_layout(options.state_layout);
-    if (!q.options.state_layout)
-      throw fpg::UsageError("reshard: state_layout must be bucket or model, not '" + options.state_layout + "'");
-  }
-  q.options.accumulation = options.accumulation;
-  if (!options.compression.empty()) q.compression = fpg::ckpt::parse_compression(options.compression);
-  q.dry_run = options.dry_run;
-  const fpg::app::reshard::ReshardOutcome out = fpg::app::reshard::reshard(q);
+ReshardReport report_of(const std::string& target, bool dry_run, const fpg::app::reshard::ReshardOutcome& out) {
   ReshardReport r;
   r.source = out.source_dir;
   r.target = target;
-  r.dry_run = options.dry_run;
+  r.dry_run = dry_run;
   r.from = layout_of(out.target.source);
   r.to = layout_of(out.target.target);
   r.tensors = out.summary.keys;
@@ -67,30 +34,15 @@ ReshardReport reshard_fpckpt(const std::string& source, const std::string& targe
   return r;
 }
 
-ReshardReport reshard_megatron(const std::string& source, const std::string& target, const ReshardOptions& options) {
-  if (!options.dist_opt.empty() || !options.state_layout.empty() || options.accumulation || !options.compression.empty())
-    throw fpg::UsageError("reshard: " + source + " is a Megatron torch_dist checkpoint: dist_opt, state_layout, "
-                          "accumulation and compression apply to fpgather checkpoints");
-  const fpg::app::reshard::ReshardOptions common = common_options(options);
-  fpg::app::reshard::MegatronReshardOptions o;
-  o.dp = common.dp;
-  o.bucket_size = common.bucket_size;
-  o.pad_for_nccl = common.pad_for_nccl;
-  o.dry_run = options.dry_run;
-  if (!options.megatron_form.empty()) {
-    o.to = fpg::app::reshard::parse_megatron_form(options.megatron_form);
-    if (!o.to)
-      throw fpg::UsageError("reshard: megatron_form must be dp_reshardable or fully_reshardable, not '" +
-                            options.megatron_form + "'");
-  }
-  const fpg::app::reshard::MegatronReshardSummary s = fpg::app::reshard::reshard_megatron(source, target, o);
+ReshardReport report_of(const std::string& source, const std::string& target, bool dry_run, uint32_t dp,
+                        const fpg::app::reshard::MegatronReshardSummary& s) {
   ReshardReport r;
   r.source = source;
   r.target = target;
-  r.dry_run = options.dry_run;
+  r.dry_run = dry_run;
   r.from.state_layout = s.source_form;
   r.to.state_layout = s.target_form;
-  r.to.dp = o.dp;
+  r.to.dp = dp;
   if (!s.target.buffers.empty()) {
     r.to.bucket_size = s.target.bucket_size;
     r.to.pad_for_nccl = s.target.pad_for_nccl;
@@ -104,8 +56,22 @@ ReshardReport reshard_megatron(const std::string& source, const std::string& tar
 
 ReshardReport reshard(const Checkpoint& source, const std::string& target, const ReshardOptions& options) {
   return api::at_boundary([&] {
-    return source.format() == CheckpointFormat::fpgather ? reshard_fpckpt(source.path(), target, options)
-                                                         : reshard_megatron(source.path(), target, options);
+    fpg::app::reshard::AnyReshardRequest q;
+    q.source = source.path();
+    q.target = target;
+    q.dp = options.dp;
+    if (options.bucket_size) q.bucket_size = *options.bucket_size == 0 ? "none" : std::to_string(*options.bucket_size);
+    q.pad_for_nccl = options.pad_for_nccl;
+    q.dist_opt = options.dist_opt;
+    q.state_layout = options.state_layout;
+    q.accumulation = options.accumulation;
+    q.compression = options.compression;
+    q.megatron_form = options.megatron_form;
+    q.dry_run = options.dry_run;
+    const fpg::app::reshard::AnyReshardOutcome out = fpg::app::reshard::reshard_any(q);
+    if (const auto* m = std::get_if<fpg::app::reshard::MegatronReshardSummary>(&out.result))
+      return report_of(source.path(), target, options.dry_run, out.dp, *m);
+    return report_of(target, options.dry_run, std::get<fpg::app::reshard::ReshardOutcome>(out.result));
   });
 }
 

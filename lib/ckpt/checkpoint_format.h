@@ -65,6 +65,13 @@ class Checkpoint {
   }
 };
 
+// What a format's checkpoints hold, for the commands whose operations depend on it.
+enum class Contents : uint8_t {
+  training_state,   // fpgather's own: a run's whole state (FP8 bytes and recipe, layout, data order)
+  framework_state,  // another framework's training state (PyTorch DCP, Megatron torch_dist)
+  model,            // weights only (safetensors)
+};
+
 class Format {
  public:
   virtual ~Format() = default;
@@ -73,6 +80,7 @@ class Format {
   // What makes a path this format's, for the message when no format recognises one:
   // "index.h5 or latest (fpgather)".
   virtual std::string_view signature() const = 0;
+  virtual Contents contents() const = 0;
   // Whether `path` is this format's: cheap (a stat or a few bytes), never throws.
   virtual bool probe(const std::string& path) const = 0;
   // Opens what probe recognised; FormatError when it cannot be read.

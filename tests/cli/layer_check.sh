@@ -27,5 +27,7 @@ violation lib/include/fpgather/error.h '#include "core/error.h"' \
   'public API: lib/include/fpgather/error.h has `#include "core/error.h"`; public headers include only the standard library'
 violation lib/include/fpgather/safetensors.h '#include <nlohmann/json.hpp>' \
   'public API: lib/include/fpgather/safetensors.h has `#include <nlohmann/json.hpp>`'
+violation cmd/validate.cpp '#include "formats/fpckpt/reader.h"' \
+  'cmd/validate.cpp (a subcommand) has `#include "formats/fpckpt/reader.h"`; commands reach the formats through app'
 violation lib/include/fpgather/quantize.h '#include <stdint.h>' 'public API: lib/include/fpgather/quantize.h has `#include <stdint.h>`'
 finish

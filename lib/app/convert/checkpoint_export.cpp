@@ -278,11 +278,6 @@ class Streamer {
 
 }  // namespace
 
-bool is_checkpoint(const std::string& path) {
-  return fs::is_directory(path) && (fs::exists(fs::join_path(path, fpckpt::kIndexFile), true) ||
-                                    fs::exists(fs::join_path(path, fpckpt::kLatestFile), true));
-}
-
 uint64_t parse_byte_size(const std::string& text) {
   size_t used = 0;
   double v = 0;

@@ -64,9 +64,6 @@ struct ExportSummary {
   std::vector<std::string> files;  // output files, the index last when there is one
 };
 
-// Whether `path` is a checkpoint directory (holding index.h5) or a root holding `latest`.
-bool is_checkpoint(const std::string& path);
-
 // Parses "5GB", "500MB", "2GiB", "1000000" (bytes). UsageError otherwise.
 uint64_t parse_byte_size(const std::string& text);
 

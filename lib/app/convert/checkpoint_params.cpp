@@ -4,9 +4,9 @@
 
 namespace fpg::app::convert {
 
-bool is_dcp_checkpoint(const std::string& path) {
-  const ckpt::Format* f = ckpt::builtin_formats().probe(path);
-  return f && f->name() == "dcp";
+std::optional<ckpt::Contents> source_contents(const std::string& path) {
+  if (const ckpt::Format* f = ckpt::builtin_formats().probe(path)) return f->contents();
+  return std::nullopt;
 }
 
 std::unique_ptr<OpenedParams> open_params(const std::string& path, const std::string& refusing, bool validate) {

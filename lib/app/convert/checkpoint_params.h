@@ -4,14 +4,15 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ckpt/checkpoint_format.h"
 
 namespace fpg::app::convert {
 
-// Whether `path` is a PyTorch DCP / Megatron torch_dist checkpoint directory.
-bool is_dcp_checkpoint(const std::string& path);
+// What the checkpoint at `path` holds, by the format that recognises it; nullopt when none does.
+std::optional<ckpt::Contents> source_contents(const std::string& path);
 
 using OpenedParams = ckpt::OpenedParams;
 

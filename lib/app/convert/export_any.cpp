@@ -22,7 +22,7 @@ ExportSummary export_any(const std::string& in, const std::string& out, ExportFo
   ExportOptions o = opt;
   o.inputs.push_back(in);
   if (to == ExportFormat::dcp) return export_params_dcp(open_params(in, "export it", o.validate)->params(), out, o);
-  if (is_dcp_checkpoint(in)) return export_params(open_params(in, "export it", o.validate)->params(), out, o);
+  if (source_contents(in) != ckpt::Contents::training_state) return export_params(open_params(in, "export it", o.validate)->params(), out, o);
   return export_checkpoint(in, out, o);
 }
 

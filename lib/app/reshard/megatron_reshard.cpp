@@ -114,7 +114,7 @@ std::optional<MegatronForm> parse_megatron_form(const std::string& name) {
 
 MegatronReshardSummary reshard_megatron(const std::string& src, const std::string& dst,
                                         const MegatronReshardOptions& opts) {
-  if (opts.dp == 0) throw UsageError("--dp must be at least 1");
+  if (opts.dp == 0) throw UsageError("dp must be at least 1");
   const dcp::Reader r(src);
   if (!r.megatron())
     throw UsageError(src + " is a PyTorch DCP checkpoint without Megatron's metadata.json; reshard rewrites the "
@@ -158,7 +158,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
                                          [](const layout::Buffer& b) { return b.key.grad_dtype == DType::F32; });
   } else {
     if (to == MegatronForm::dp_reshardable && !opts.bucket_size)
-      throw UsageError(src + " is fully_reshardable and records no bucket layout: give --bucket-size N or none, as "
+      throw UsageError(src + " is fully_reshardable and records no bucket layout: give bucket_size N or none, as "
                        "the Megatron run that loads it is configured");
     lo.bucket_size = opts.bucket_size.value_or(std::nullopt);
     lo.pad_for_nccl = opts.pad_for_nccl.value_or(false);

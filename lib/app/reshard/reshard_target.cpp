@@ -280,8 +280,8 @@ std::string reshard_command(const std::string& dir, uint32_t dp, const std::stri
 }
 
 ReshardTarget plan_reshard(const ckpt::Index& ix, const std::string& dir, const ReshardOptions& o) {
-  if (o.dp == 0) throw UsageError("reshard: --dp must be at least 1");
-  if (o.accumulation && *o.accumulation == 0) throw UsageError("reshard: --accumulation must be at least 1");
+  if (o.dp == 0) throw UsageError("dp must be at least 1");
+  if (o.accumulation && *o.accumulation == 0) throw UsageError("accumulation must be at least 1");
   ReshardTarget out;
   out.source = recorded_run(ix.documents, dir);
   const RecordedRun& S = out.source;
@@ -293,11 +293,11 @@ ReshardTarget plan_reshard(const ckpt::Index& ix, const std::string& dir, const 
   if (o.state_layout) T.state_layout = *o.state_layout;
   if (o.bucket_size) c.bucket_size = *o.bucket_size;
   if (o.pad_for_nccl) c.pad_for_nccl = *o.pad_for_nccl;
-  if (c.bucket_size && *c.bucket_size == 0) throw UsageError("reshard: --bucket-size must be positive");
+  if (c.bucket_size && *c.bucket_size == 0) throw UsageError("bucket_size must be positive");
   if (c.optimizer == optim::OptimizerKind::muon && c.dist_opt == pipeline::DistOpt::bucketed)
-    throw UsageError("reshard: cannot reshard a Muon checkpoint to --dist-opt bucketed: Muon's momentum_buffer "
+    throw UsageError("cannot reshard a Muon checkpoint to dist_opt bucketed: Muon's momentum_buffer "
                      "belongs to whole matrices (Newton-Schulz orthogonalizes the full matrix), and the bucketed "
-                     "distributed optimizer cuts params into equal shards across ranks; keep --dist-opt layerwise");
+                     "distributed optimizer cuts params into equal shards across ranks; keep dist_opt layerwise");
   // The global batch (dp x accumulation micro-batches) stays, so the data stream does.
   const uint64_t global = static_cast<uint64_t>(S.dp) * S.accumulation;
   if (o.accumulation) T.accumulation = *o.accumulation;
@@ -306,7 +306,7 @@ ReshardTarget plan_reshard(const ckpt::Index& ix, const std::string& dir, const 
     throw UsageError("reshard: the source's global batch of " + std::to_string(global) + " micro-batches (DP " +
                      std::to_string(S.dp) + " x accumulation " + std::to_string(S.accumulation) +
                      ") does not split over " + std::to_string(o.dp) +
-                     " ranks; pass --accumulation K to choose one (the data stream then changes)");
+                     " ranks; give accumulation K to choose one (the data stream then changes)");
   T.layout = pipeline::build_pipeline_layout(T.spec, c, o.dp);
   // Same optimizer: the bucketed part keeps its states; the layer-wise matrices take theirs.
   T.states = S.states;
