@@ -1,18 +1,12 @@
 // fpgather reshard SRC DST --dp M [...]: any checkpoint that can be resharded, through
-// app/reshard/reshard_any.h — a training checkpoint rewritten for another DP size, distributed
+// app/reshard/reshard.h — a training checkpoint rewritten for another DP size, distributed
 // optimizer, state layout, bucket size or padding; a Megatron torch_dist checkpoint's
 // distributed-optimizer state re-bucketed for another DP size, bucket size, padding or form. Exit 0
 // done, 1 a source that fails validation, 2 usage (a target that cannot hold the state, DST exists),
 // 3 an unreadable source.
-#include <chrono>
-#include <nlohmann/json.hpp>
-
-#include "app/reshard/reshard_any.h"
+#include "app/reshard/reshard.h"
 #include "cli.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
-#include "layout/describe.h"
-#include "app/reshard/reshard.h"
 
 namespace fpg::cli {
 namespace {
@@ -27,177 +21,34 @@ struct ReshardArgs {
   bool dry_run = false;
 };
 
-std::string describe(const app::reshard::RecordedRun& r) {
-  std::string s = "DP " + std::to_string(r.dp) + ", " + pipeline::dist_opt_name(r.config.dist_opt) + ", " +
-                  std::string(ckpt::state_layout_name(r.state_layout)) + " layout, bucket size " +
-                  (r.config.bucket_size ? std::to_string(*r.config.bucket_size) : std::string("none")) +
-                  (r.config.pad_for_nccl ? ", NCCL padding" : "") + ", accumulation " + std::to_string(r.accumulation);
-  return s;
-}
-
-std::string mib(uint64_t b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  return buf;
-}
-
-// A Megatron torch_dist source's outcome (app/reshard/megatron_reshard.h).
-int print_megatron(const ReshardArgs& a, const GlobalOptions& g, const app::reshard::MegatronReshardSummary& s,
-                   uint32_t dp, double secs) {
-  if (g.json) {
-    nlohmann::json j = {{"source", a.src}, {"target", a.dst}, {"dry_run", a.dry_run}, {"from", s.source_form},
-                        {"to", s.target_form}, {"dp", dp}, {"keys", s.keys}, {"chunks", s.chunks},
-                        {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
-                        {"first_padding_only_rank", s.first_padding_only_rank ? nlohmann::json(*s.first_padding_only_rank)
-                                                                             : nlohmann::json(nullptr)},
-                        {"seconds", secs}};
-    if (!s.target.buffers.empty()) {
-      j["bucket_size"] = s.target.bucket_size ? nlohmann::json(*s.target.bucket_size) : nlohmann::json("none");
-      j["pad_for_nccl"] = s.target.pad_for_nccl;
-      j["buffers"] = nlohmann::json::array();
-      for (const auto& b : s.target.buffers) {
-        nlohmann::json sizes = nlohmann::json::array(), unpadded = nlohmann::json::array();
-        for (const auto& k : b.buckets) {
-          sizes.push_back(k.numel());
-          unpadded.push_back(k.numel_unpadded);
-        }
-        j["buffers"].push_back({{"dtype", layout::to_string(b.key)}, {"per_bucket_numel", sizes},
-                                {"per_bucket_numel_unpadded", unpadded}});
-      }
-    }
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  std::printf("%s %s (%s) -> %s (%s, dp %u)\n", a.dry_run ? "reshard plan (dry run):" : "resharded", a.src.c_str(),
-              s.source_form.c_str(), a.dst.c_str(), s.target_form.c_str(), dp);
-  if (!s.target.buffers.empty()) std::printf("%s", layout::describe(s.target).c_str());
-  if (s.grad_dtype_assumed)
-    std::printf("note: the source records no grad dtype; buckets are named for float32 grads (grad_reduce_in_fp32)\n");
-  if (s.first_padding_only_rank)
-    std::printf("note: from rank %u on, some ranks' shards of a bucket hold only tail padding and store nothing; "
-                "Megatron-Core 0.19 stops with 'empty bucket encountered' when it saves such a layout, so the run "
-                "that loads this checkpoint may not be able to save it again; a smaller DP or no --pad-for-nccl keeps "
-                "every rank in every bucket\n",
-                *s.first_padding_only_rank);
-  if (!a.dry_run)
-    std::printf("%llu keys, %llu chunks, %llu bytes written in %.2f s\n", static_cast<unsigned long long>(s.keys),
-                static_cast<unsigned long long>(s.chunks), static_cast<unsigned long long>(s.bytes_written), secs);
-  return 0;
-}
-
-// An fpgather checkpoint's outcome (app/reshard/reshard.h).
-int print_fpckpt(const ReshardArgs& a, const GlobalOptions& g, const app::reshard::ReshardOutcome& out) {
-  const app::reshard::ReshardTarget& t = out.target;
-  const ckpt::PlanSummary& s = out.summary;
-  const fpckpt::ReshardRunOptions& ro = out.run_options;
-  const bool json = g.json;
-  const std::string resume = "fpgather train --load " + a.dst + " --dp " + std::to_string(t.target.dp) +
-                             " --accumulation " + std::to_string(t.target.accumulation) + " --dist-opt " +
-                             pipeline::dist_opt_name(t.target.config.dist_opt);
-
-  nlohmann::json j = {{"source", out.source_dir},
-                      {"target", a.dst},
-                      {"dry_run", a.dry_run},
-                      {"from", describe(t.source)},
-                      {"to", describe(t.target)},
-                      {"compression", ckpt::to_string(ro.write.compression)},
-                      {"chunk_bytes", ro.write.chunk_bytes},
-                      {"threads", ThreadPool::global().size()},
-                      {"keys", s.keys},
-                      {"runs", s.runs},
-                      {"files", s.files},
-                      {"padding_intervals", s.padding},
-                      {"bytes_read", s.bytes_read},
-                      {"source_chunks", s.source_chunks},
-                      {"chunk_reads", s.chunk_reads},
-                      {"bytes_written", s.bytes_written},
-                      {"peak_memory_estimate", s.peak_memory},
-                      {"rank_bytes", s.rank_bytes},
-                      {"resume", resume}};
-  if (a.dry_run) {
-    if (json) {
-      nlohmann::json keys = nlohmann::json::array();
-      std::vector<uint64_t> runs(t.plan.keys.size()), bytes(t.plan.keys.size());
-      std::vector<std::vector<std::string>> from(t.plan.keys.size());
-      for (const auto& rp : t.plan.ranks)
-        for (const auto& r : rp.runs) {
-          runs[r.key] += 1;
-          bytes[r.key] += dtype_bytes(t.plan.keys[r.key].dtype, r.numel);
-          const std::string& sk = out.source_keys.at(r.src_key);
-          if (std::find(from[r.key].begin(), from[r.key].end(), sk) == from[r.key].end()) from[r.key].push_back(sk);
-        }
-      for (size_t k = 0; k < t.plan.keys.size(); ++k)
-        keys.push_back({{"key", t.plan.keys[k].name}, {"dtype", dtype_name(t.plan.keys[k].dtype)},
-                        {"shape", t.plan.keys[k].shape}, {"runs", runs[k]}, {"bytes", bytes[k]}, {"from", from[k]}});
-      j["plan"] = keys;
-      std::printf("%s\n", j.dump(2).c_str());
-      return 0;
-    }
-    std::printf("reshard plan (dry run): %s -> %s\n", out.source_dir.c_str(), a.dst.c_str());
-    std::printf("  from: %s\n  to:   %s\n", describe(t.source).c_str(), describe(t.target).c_str());
-    std::printf("  keys %llu, runs %llu, files %llu, padding intervals %llu\n", static_cast<unsigned long long>(s.keys),
-                static_cast<unsigned long long>(s.runs), static_cast<unsigned long long>(s.files),
-                static_cast<unsigned long long>(s.padding));
-    std::printf("  read:  %llu bytes (%llu source chunks, %llu chunk reads)\n",
-                static_cast<unsigned long long>(s.bytes_read), static_cast<unsigned long long>(s.source_chunks),
-                static_cast<unsigned long long>(s.chunk_reads));
-    std::printf("  write: %llu bytes (logical), %s, chunks of %llu bytes\n",
-                static_cast<unsigned long long>(s.bytes_written), ckpt::to_string(ro.write.compression).c_str(),
-                static_cast<unsigned long long>(ro.write.chunk_bytes));
-    for (size_t r = 0; r < s.rank_bytes.size(); ++r)
-      std::printf("    rank %zu: %llu bytes%s\n", r, static_cast<unsigned long long>(s.rank_bytes[r]),
-                  s.rank_bytes[r] ? "" : " (no data file)");
-    std::printf("  peak memory estimate: %s (%zu threads)\n", mib(s.peak_memory).c_str(), ThreadPool::global().size());
-    return 0;
-  }
-  const fpckpt::ReshardResult& res = *out.result;
-  const double secs = out.seconds;
-  if (json) {
-    j["seconds"] = secs;
-    j["bytes_stored"] = res.bytes_stored;
-    j["chunks_decoded"] = res.chunks_decoded;
-    j["bytes_read"] = res.bytes_read;
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  std::printf("resharded %s (%s)\n       -> %s (%s)\n", out.source_dir.c_str(), describe(t.source).c_str(), a.dst.c_str(),
-              describe(t.target).c_str());
-  std::printf("%llu keys, %llu files, %llu bytes read, %llu bytes written (%llu stored) in %.2f s\n",
-              static_cast<unsigned long long>(s.keys), static_cast<unsigned long long>(s.files),
-              static_cast<unsigned long long>(res.bytes_read), static_cast<unsigned long long>(res.bytes_written),
-              static_cast<unsigned long long>(res.bytes_stored), secs);
-  std::printf("resume with: %s\n", resume.c_str());
-  return 0;
-}
-
 int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   if (a.pad && a.no_pad) throw UsageError("--pad-for-nccl and --no-pad-for-nccl contradict each other");
-  app::reshard::AnyReshardRequest q;
-  q.source = a.src;
-  q.target = a.dst;
-  q.dp = a.dp;
-  q.dist_opt = a.dist_opt;
-  q.state_layout = a.ckpt_layout;
-  q.compression = a.compress;
-  q.megatron_form = a.to;
-  q.bucket_size = a.bucket_size;
-  if (a.pad) q.pad_for_nccl = true;
-  if (a.no_pad) q.pad_for_nccl = false;
-  if (a.accumulation) q.accumulation = a.accumulation;
-  q.chunk_bytes = a.chunk_bytes;
-  q.dry_run = a.dry_run;
-  q.progress = progress_enabled(g);
-  const FlagNames flags = {{"dist_opt", "--dist-opt"},     {"state_layout", "--ckpt-layout"},
-                           {"bucket_size", "--bucket-size"}, {"accumulation", "--accumulation"},
-                           {"compression", "--compress"},    {"chunk_bytes", "--chunk-bytes"},
-                           {"megatron_form", "--to"},                {"dp", "--dp"}};
+  ckpt::ReshardTarget t;
+  t.dp = a.dp;
+  t.dist_opt = a.dist_opt;
+  t.state_layout = a.ckpt_layout;
+  t.compression = a.compress;
+  t.megatron_form = a.to;
+  t.bucket_size = a.bucket_size;
+  if (a.pad) t.pad_for_nccl = true;
+  if (a.no_pad) t.pad_for_nccl = false;
+  if (a.accumulation) t.accumulation = a.accumulation;
+  t.chunk_bytes = a.chunk_bytes;
+  t.dry_run = a.dry_run;
+  t.progress = progress_enabled(g);
+  const FlagNames flags = {{"dist_opt", "--dist-opt"},       {"state_layout", "--ckpt-layout"},
+                           {"bucket_size", "--bucket-size"},   {"pad_for_nccl", "--pad-for-nccl"},
+                           {"accumulation", "--accumulation"}, {"compression", "--compress"},
+                           {"chunk_bytes", "--chunk-bytes"},   {"megatron_form", "--to"},
+                           {"dp", "--dp"}};
   return with_flag_names(flags, [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    const app::reshard::AnyReshardOutcome out = app::reshard::reshard_any(q);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (const auto* m = std::get_if<app::reshard::MegatronReshardSummary>(&out.result))
-      return print_megatron(a, g, *m, out.dp, secs);
-    return print_fpckpt(a, g, std::get<app::reshard::ReshardOutcome>(out.result));
+    const ckpt::ReshardReport r = app::reshard::reshard(a.src, a.dst, t);
+    if (g.json) {
+      std::printf("%s\n", r.document.dump(2).c_str());
+    } else {
+      for (const auto& line : r.text) std::printf("%s\n", line.c_str());
+    }
+    return 0;
   });
 }
 

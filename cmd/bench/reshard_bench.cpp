@@ -11,7 +11,7 @@
 #include "core/fs.h"
 #include "model/spec_json.h"
 #include "app/checkpoint/checkpointing.h"
-#include "app/reshard/reshard.h"
+#include "formats/fpckpt/reshard_checkpoint.h"
 
 namespace fpg::bench {
 namespace {
@@ -53,7 +53,7 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     row.train_s = save_trained(model, o, src);
     evict_path(src);
 
-    app::reshard::ReshardRequest q;  // as `fpgather reshard SRC DST --dp TO --accumulation 1 --compress none`
+    fpckpt::ReshardRequest q;  // as `fpgather reshard SRC DST --dp TO --accumulation 1 --compress none`
     q.source = src;
     q.target = dst;
     q.options.dp = o.to_dp;
@@ -61,7 +61,7 @@ ReshardBenchResult run_reshard_bench(const ReshardBenchOptions& o) {
     q.compression = ckpt::parse_compression("none");
     reset_peak_rss();  // the training's memory is freed: the peak counts the reshard's own
     const double t0 = wall_seconds();
-    const app::reshard::ReshardOutcome out = app::reshard::reshard(q);
+    const fpckpt::ReshardOutcome out = fpckpt::reshard_checkpoint(q);
     row.reshard_s = wall_seconds() - t0;
     row.peak_rss = read_rss().peak;
     row.bytes_read = out.result->bytes_read;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "formats/dcp/dcp_params.h"
+#include "formats/dcp/megatron/reshard_report.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/summary.h"
 #include "formats/dcp/torch_dtype.h"
@@ -256,6 +257,10 @@ class DcpCheckpoint : public ckpt::Checkpoint {
 
   std::unique_ptr<ckpt::OpenedParams> params(const ckpt::ParamsOptions& o) const override {
     return std::make_unique<Opened>(reader_, o);
+  }
+
+  ckpt::ReshardReport reshard(const std::string& target, const ckpt::ReshardTarget& o) const override {
+    return megatron_reshard_report(reader_->dir(), target, o);
   }
 
  private:

@@ -6,7 +6,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <regex>
 
+#include "ckpt/index.h"
 #include "core/error.h"
 #include "formats/safetensors/format.h"
 
@@ -118,6 +120,18 @@ std::shared_ptr<const DataFile> CheckpointDir::open(std::string_view name) const
   }
   open_[n] = OpenFile{file, ++uses_};
   return file;
+}
+
+std::optional<uint64_t> storage_file_rank(const std::string& relative_path) {
+  static const std::regex kRankFile(R"(^__(\d+)_\d+\.distcp$)");
+  std::smatch m;
+  if (!std::regex_match(relative_path, m, kRankFile)) return std::nullopt;
+  const std::string digits = m[1];
+  const uint64_t rank = digits.size() > 7 ? UINT64_MAX : std::stoull(digits);  // 7 digits: no overflow
+  if (rank >= ckpt::kMaxRanks)
+    throw FormatError("storage file '" + relative_path + "' names rank " + digits + ", beyond the " +
+                      std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
+  return rank;
 }
 
 }  // namespace fpg::dcp

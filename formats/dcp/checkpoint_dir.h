@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -73,5 +74,9 @@ class CheckpointDir {
   mutable std::map<std::string, OpenFile, std::less<>> open_;
   mutable uint64_t uses_ = 0;
 };
+
+// The rank of a data file named as torch's FileSystemWriter names them, `__R_N.distcp`; nothing for
+// other names. FormatError for a rank beyond what a checkpoint may hold (nothing may be sized by it).
+std::optional<uint64_t> storage_file_rank(const std::string& relative_path);
 
 }  // namespace fpg::dcp

@@ -11,6 +11,7 @@
 
 #include "ckpt/index.h"
 #include "core/error.h"
+#include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/metadata/box_coverage.h"
 
 namespace fpg::dcp {
@@ -26,25 +27,7 @@ std::string_view optimizer_form_name(OptimizerForm f) {
 
 namespace {
 
-const std::regex kBucketKey(
-    R"(^((?:chained_\d+\.)?optimizer\.distributed\.dp_group_idx_\d+)\.gbuf_idx_(\d+)\.dtype_\(torch\.(\w+), torch\.(\w+)\)\.bucket_idx_(\d+)\.(\w+)$)");
-const std::regex kModelSpaceState(R"(^(?:chained_\d+\.)?optimizer\.state\.(\w+)\.(.+)$)");
 const std::regex kPlainState(R"(^(?:optim|optimizer)\.state\.(.+)\.(\w+)$)");
-const std::regex kRankFile(R"(^__(\d+)_\d+\.distcp$)");
-
-// The rank of a storage file named `__R_N.distcp`; nothing for other names. FormatError for a rank
-// beyond what a checkpoint may hold (nothing may be sized by it).
-std::optional<uint64_t> rank_of_file(const std::string& relative_path) {
-  std::smatch m;
-  if (!std::regex_match(relative_path, m, kRankFile)) return std::nullopt;
-  const std::string digits = m[1];
-  const uint64_t rank = digits.size() > 7 ? UINT64_MAX : std::stoull(digits);  // 7 digits: no overflow
-  if (rank >= ckpt::kMaxRanks)
-    throw FormatError("storage file '" + relative_path + "' names rank " + digits + ", beyond the " +
-                      std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
-  return rank;
-}
-
 uint64_t volume(const std::vector<uint64_t>& shape) {
   uint64_t n = 1;
   for (uint64_t d : shape) n *= d;
@@ -105,7 +88,7 @@ DcpParams::DcpParams(const Reader& reader) : r_(reader) {
   for (const StorageEntry& s : r_.metadata().storage) {
     std::optional<uint64_t> rank;
     try {
-      rank = rank_of_file(s.relative_path);
+      rank = storage_file_rank(s.relative_path);
     } catch (const FormatError& e) {
       throw FormatError(r_.dir() + ": " + e.what());
     }
@@ -137,8 +120,8 @@ void DcpParams::map_megatron() {
     const Entry& e = md.entries[i];
     if (!e.is_tensor) continue;
     entry_of[e.fqn] = i;
-    if (std::regex_match(e.fqn, kBucketKey)) bucket_entries.push_back(i);
-    else if (std::regex_match(e.fqn, kModelSpaceState)) state_entries.push_back(i);
+    if (parse_bucket_key(e.fqn)) bucket_entries.push_back(i);
+    else if (parse_model_space_state_key(e.fqn)) state_entries.push_back(i);
     else if (e.fqn.find("optimizer.") != std::string::npos) unmapped_.push_back(e.fqn);
     else model_keys.push_back({e.fqn, dtype_of(e, md.file), e.tensor.size});
   }
@@ -148,13 +131,12 @@ void DcpParams::map_megatron() {
   // Per parameter, its tensors in order: weight, master, states.
   std::map<std::string, std::vector<std::pair<std::string, size_t>>> states_of_key;  // model key -> (state, entry)
   for (size_t i : state_entries) {
-    std::smatch m;
-    std::regex_match(md.entries[i].fqn, m, kModelSpaceState);
-    states_of_key[m[2]].push_back({master_or(m[1]), i});
+    const ModelSpaceStateKey k = *parse_model_space_state_key(md.entries[i].fqn);
+    states_of_key[k.model_key].push_back({master_or(k.state), i});
   }
   if (!state_entries.empty()) {
     form_ = OptimizerForm::model_space;
-    optimizer_prefix_ = "optimizer.state";
+    optimizer_prefix_ = kModelSpacePrefix;
   }
   for (const MegatronParam& p : params) {
     const uint64_t n = volume(p.shape);
@@ -181,36 +163,34 @@ void DcpParams::map_megatron() {
 void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries) {
   const Metadata& md = r_.metadata();
   form_ = OptimizerForm::dp_reshardable;
-  struct BucketKey {
-    std::string group;
+  struct StoredKey {
     uint32_t gbuf = 0, bucket = 0;
     std::string state;
     size_t entry = 0;
   };
-  std::vector<BucketKey> keys;
+  std::vector<StoredKey> keys;
   std::string group;
   std::vector<std::string> states;
   for (size_t i : bucket_entries) {
-    std::smatch m;
-    std::regex_match(md.entries[i].fqn, m, kBucketKey);
-    if (!group.empty() && group != m[1])
-      throw FormatError(md.file + ": bucket keys of two optimizer groups ('" + group + "', '" + std::string(m[1]) +
+    const BucketKey k = *parse_bucket_key(md.entries[i].fqn);
+    if (!group.empty() && group != k.group)
+      throw FormatError(md.file + ": bucket keys of two optimizer groups ('" + group + "', '" + k.group +
                         "'); fpgather reads checkpoints of one model-parallel rank (TP = PP = 1)");
-    group = m[1];
+    group = k.group;
     optimizer_prefix_ = group;
-    keys.push_back({m[1], static_cast<uint32_t>(std::stoul(m[2])), static_cast<uint32_t>(std::stoul(m[5])), m[6], i});
-    if (std::find(states.begin(), states.end(), m[6].str()) == states.end()) states.push_back(m[6]);
+    if (std::find(states.begin(), states.end(), k.state) == states.end()) states.push_back(k.state);
+    keys.push_back({k.gbuf, k.bucket, k.state, i});
   }
 
   // The stored bucket sizes, per buffer.
   auto object = [&](const std::string& name) -> Value {
     for (const Entry& e : md.entries)
-      if (!e.is_tensor && e.fqn.rfind(group + "." + name + "/", 0) == 0) return r_.read_object(e);
+      if (!e.is_tensor && is_group_object(e.fqn, group, name)) return r_.read_object(e);
     throw FormatError(r_.dir() + ": dp_reshardable optimizer state without its '" + group + "." + name + "' object");
   };
-  const auto padded = bucket_sizes(object("per_bucket_numel"), r_.dir() + ": " + group + ".per_bucket_numel");
+  const auto padded = bucket_sizes(object(kPerBucketNumel), r_.dir() + ": " + group + "." + kPerBucketNumel);
   const auto unpadded =
-      bucket_sizes(object("per_bucket_numel_unpadded"), r_.dir() + ": " + group + ".per_bucket_numel_unpadded");
+      bucket_sizes(object(kPerBucketNumelUnpadded), r_.dir() + ": " + group + "." + kPerBucketNumelUnpadded);
   if (padded.size() != unpadded.size())
     throw Error(ExitCode::check_failed, r_.dir() + ": per_bucket_numel lists " + std::to_string(padded.size()) +
                                             " buffers, per_bucket_numel_unpadded " + std::to_string(unpadded.size()));
@@ -233,7 +213,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
   };
   std::vector<KeyChunks> key_chunks;
   std::set<uint64_t> candidates{ranks_stored};
-  for (const BucketKey& k : keys) {
+  for (const StoredKey& k : keys) {
     if (k.gbuf >= stored.size() || k.bucket >= stored[k.gbuf].numel.size()) continue;
     const Entry& e = md.entries[k.entry];
     KeyChunks kc;
@@ -327,8 +307,8 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
                 r_.dir() + ": the dp_reshardable optimizer state does not match Megatron's buffer layout "
                            "recomputed from the model keys: " + mismatch);
 
-  auto entry_for = [&](uint32_t gbuf, uint32_t bucket, const std::string& state) -> const BucketKey* {
-    for (const BucketKey& k : keys)
+  auto entry_for = [&](uint32_t gbuf, uint32_t bucket, const std::string& state) -> const StoredKey* {
+    for (const StoredKey& k : keys)
       if (k.gbuf == gbuf && k.bucket == bucket && k.state == state) return &k;
     return nullptr;
   };
@@ -355,7 +335,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
     std::vector<std::string> ordered = states;
     std::stable_partition(ordered.begin(), ordered.end(), [](const std::string& x) { return x == "param"; });
     for (const std::string& state : ordered) {
-      const BucketKey* k = entry_for(layout_->gbuf[b], slot.bucket, state);
+      const StoredKey* k = entry_for(layout_->gbuf[b], slot.bucket, state);
       if (!k)
         throw FormatError(r_.dir() + ": no key for state '" + state + "' of buffer " + std::to_string(layout_->gbuf[b]) +
                           " bucket " + std::to_string(slot.bucket) + ", which holds " + params[p].name);
@@ -373,7 +353,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
   sources_ = std::move(sources);
 
   // Stored chunks that the layout says are padding (Megatron stores the gaps to pass DCP's cover check).
-  for (const BucketKey& k : keys) {
+  for (const StoredKey& k : keys) {
     const layout::Buffer* buf = nullptr;
     for (size_t b = 0; b < layout_->gbuf.size(); ++b)
       if (layout_->gbuf[b] == k.gbuf) buf = &layout_->layout.buffers[b];

@@ -13,6 +13,7 @@
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/param_source.h"
 #include "formats/fpckpt/reader.h"
+#include "formats/fpckpt/reshard_report.h"
 #include "formats/fpckpt/summary.h"
 #include "formats/fpckpt/validate.h"
 
@@ -224,6 +225,10 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
     const auto ra = open_valid(dir_, "compare it", validate);
     const auto rb = open_valid(b->dir_, "compare it", validate);
     return diff_checkpoints(*ra, *rb, o);
+  }
+
+  ckpt::ReshardReport reshard(const std::string& target, const ckpt::ReshardTarget& o) const override {
+    return reshard_report(dir_, target, o);
   }
 
  private:

@@ -11,8 +11,10 @@
 #include <string_view>
 
 #include "ckpt/checkpoint_report.h"
+#include "ckpt/checkpoint_reshard.h"
 #include "ckpt/param_source.h"
 #include "ckpt/value_diff.h"
+#include "core/error.h"
 
 namespace fpg::ckpt {
 
@@ -62,6 +64,13 @@ class Checkpoint {
   virtual std::optional<DiffReport> diff_stored(const Checkpoint& /*other*/, const DiffOptions& /*options*/,
                                                 bool /*validate*/) const {
     return std::nullopt;
+  }
+
+  // Capability: the checkpoint rewritten at `target` for another layout (checkpoint_reshard.h),
+  // committed atomically. UsageError where the format holds nothing to reshard or for a field it does
+  // not take; fpg::Error with exit code 1 for a source that fails validation.
+  virtual ReshardReport reshard(const std::string& /*target*/, const ReshardTarget& /*options*/) const {
+    throw UsageError(path() + " is a " + std::string(format()) + " checkpoint: it holds no optimizer state to reshard");
   }
 };
 

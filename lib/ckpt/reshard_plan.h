@@ -1,4 +1,4 @@
-// The plan of `fpgather reshard` (lib/app/reshard/reshard_target.h builds it, formats/fpckpt/reshard.h runs
+// The plan of `fpgather reshard` (formats/fpckpt/reshard_target.h builds it, formats/fpckpt/reshard.h runs
 // it): for every target rank, the keys it declares, the runs it writes, each run's one contiguous
 // source range, and the padding it declares (recomputed from the target layout, never copied).
 // Every run maps onto exactly one source range: a run is one fragment of one param's state, weight or

@@ -42,6 +42,11 @@ mkdir -p "$WORK/hf" && cp "$M" "$WORK/hf/model.safetensors"
 expect_exit 0 "${F[@]}" validate "$WORK/hf"
 expect_exit 0 "${F[@]}" diff "$WORK/hf" "$M"
 
+# A model holds no optimizer state to reshard (usage, exit 2).
+expect_exit 2 "${F[@]}" reshard "$M" "$WORK/resharded" --dp 2
+expect_in "$WORK/err" "holds no optimizer state to reshard"
+[ ! -e "$WORK/resharded" ] || fail "reshard of a model left $WORK/resharded"
+
 # A directory no format recognises, and a path that is not there.
 mkdir -p "$WORK/empty"
 expect_exit 3 "${F[@]}" validate "$WORK/empty"

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "app/convert/export_any.h"
-#include "app/reshard/megatron_reshard.h"
+#include "formats/dcp/megatron/megatron_reshard.h"
 #include "catch.h"
 
 using namespace fpg;
@@ -19,7 +19,7 @@ TEST_CASE("export format and weights names", "[export]") {
 }
 
 TEST_CASE("Megatron reshard form names", "[reshard]") {
-  CHECK(app::reshard::parse_megatron_form("dp_reshardable") == app::reshard::MegatronForm::dp_reshardable);
-  CHECK(app::reshard::parse_megatron_form("fully_reshardable") == app::reshard::MegatronForm::fully_reshardable);
-  for (const std::string bad : {"", "dp", "fully", "Fully_reshardable"}) CHECK_FALSE(app::reshard::parse_megatron_form(bad));
+  CHECK(dcp::parse_megatron_form("dp_reshardable") == dcp::MegatronForm::dp_reshardable);
+  CHECK(dcp::parse_megatron_form("fully_reshardable") == dcp::MegatronForm::fully_reshardable);
+  for (const std::string bad : {"", "dp", "fully", "Fully_reshardable"}) CHECK_FALSE(dcp::parse_megatron_form(bad));
 }

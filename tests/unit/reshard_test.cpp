@@ -29,7 +29,7 @@
 #include "pipeline/fp8_params.h"
 #include "pipeline_test_util.h"
 #include "app/checkpoint/checkpointing.h"
-#include "app/reshard/reshard.h"
+#include "formats/fpckpt/reshard_checkpoint.h"
 
 using namespace fpg;
 using namespace fpg::pipeline;
@@ -259,8 +259,8 @@ Outcome continued_from(const std::string& src, const Run& to, uint32_t m) {
   return out;
 }
 
-app::reshard::ReshardRequest request(const std::string& src, const std::string& dst, uint32_t dp, const Run& to) {
-  app::reshard::ReshardRequest q;
+fpckpt::ReshardRequest request(const std::string& src, const std::string& dst, uint32_t dp, const Run& to) {
+  fpckpt::ReshardRequest q;
   q.source = src;
   q.target = dst;
   q.options.dp = dp;
@@ -279,7 +279,7 @@ void check_matrix(const Run& from, const Run& to, const std::vector<uint32_t>& d
     for (uint32_t m : dps) {
       INFO("DP " << n << " -> " << m);
       const std::string out = tmp.path + "/r" + std::to_string(n) + "-" + std::to_string(m);
-      const auto res = app::reshard::reshard(request(src.at(n), out, m, to));
+      const auto res = fpckpt::reshard_checkpoint(request(src.at(n), out, m, to));
       REQUIRE(res.result.has_value());
       require_valid(out);
       require_equal(src.at(n), out);  // values preserved bitwise
@@ -331,10 +331,10 @@ TEST_CASE("reshard plan: empty ranks, bucket membership changes, the source of e
 
   // DP 8 with one bucket per param: 4 matrices leave ranks 4-7 without any (no momentum_buffer
   // keys), and a 64-element norm bucket (padded to 128, 16 per rank) leaves ranks 4-7 padding only.
-  app::reshard::ReshardOptions o;
+  fpckpt::ReshardOptions o;
   o.dp = 8;
   o.bucket_size = std::optional<uint64_t>(1);
-  const auto t = app::reshard::plan_reshard(src.index(), src.dir(), o);
+  const auto t = fpckpt::plan_reshard(src.index(), src.dir(), o);
   REQUIRE(t.plan.ranks.size() == 8);
   REQUIRE(t.target.accumulation == 3);  // 2 x 12 micro-batches over 8 ranks
   std::map<std::string, uint32_t> plan_key;
@@ -375,12 +375,12 @@ TEST_CASE("reshard plan: empty ranks, bucket membership changes, the source of e
 
   // Muon cannot go bucketed; the global batch must split (or --accumulation given).
   o.dist_opt = DistOpt::bucketed;
-  REQUIRE_THROWS_AS(app::reshard::plan_reshard(src.index(), src.dir(), o), UsageError);
+  REQUIRE_THROWS_AS(fpckpt::plan_reshard(src.index(), src.dir(), o), UsageError);
   o.dist_opt.reset();
   o.dp = 5;
-  REQUIRE_THROWS_AS(app::reshard::plan_reshard(src.index(), src.dir(), o), UsageError);
+  REQUIRE_THROWS_AS(fpckpt::plan_reshard(src.index(), src.dir(), o), UsageError);
   o.accumulation = 3;
-  REQUIRE(app::reshard::plan_reshard(src.index(), src.dir(), o).target.accumulation == 3);
+  REQUIRE(fpckpt::plan_reshard(src.index(), src.dir(), o).target.accumulation == 3);
 }
 
 TEST_CASE("reshard refuses an invalid source and an existing target; leaves nothing behind", "[reshard]") {
@@ -390,14 +390,14 @@ TEST_CASE("reshard refuses an invalid source and an existing target; leaves noth
   k.save = tmp.path + "/ck";
   run(options(c, 2, 1), k);
   // An existing target: UsageError, the target untouched.
-  REQUIRE_THROWS_AS(app::reshard::reshard(request(k.save, k.save, 1, c)), UsageError);
+  REQUIRE_THROWS_AS(fpckpt::reshard_checkpoint(request(k.save, k.save, 1, c)), UsageError);
   // A missing data file: index validation refuses it (InvalidCheckpoint, exit 1), and no target appears.
   const std::string dir = fpckpt::resolve_checkpoint(k.save);
   REQUIRE(unlink((dir + "/rank-00001.h5").c_str()) == 0);
   const std::string out = tmp.path + "/out";
   bool refused = false;
   try {
-    app::reshard::reshard(request(k.save, out, 1, c));
+    fpckpt::reshard_checkpoint(request(k.save, out, 1, c));
   } catch (const fpckpt::InvalidCheckpoint& e) {
     refused = e.code() == ExitCode::check_failed && std::string(e.what()).find("not a valid checkpoint") != std::string::npos;
   }

@@ -85,12 +85,6 @@ model::ModelSpec megatron_spec(const std::vector<MegatronParam>& params) {
   return spec;
 }
 
-std::string bucket_key_name(const std::string& prefix, uint32_t gbuf, DType param_dtype, DType grad_dtype,
-                            uint32_t bucket, const std::string& state) {
-  return prefix + ".gbuf_idx_" + std::to_string(gbuf) + ".dtype_(torch." + std::string(torch_dtype_name(param_dtype)) +
-         ", torch." + std::string(torch_dtype_name(grad_dtype)) + ").bucket_idx_" + std::to_string(bucket) + "." + state;
-}
-
 std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& params,
                                               const std::vector<StoredBuffer>& stored, uint32_t dp,
                                               std::string& mismatch) {

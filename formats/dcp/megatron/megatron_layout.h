@@ -54,10 +54,6 @@ std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_ke
 // The parameters as a model spec for the layout engine: names, shapes (a scalar as [1]) and dtypes.
 model::ModelSpec megatron_spec(const std::vector<MegatronParam>& params);
 
-// Megatron's name of a dp_reshardable bucket key: PREFIX.gbuf_idx_G.dtype_(torch.P, torch.Q).bucket_idx_K.STATE.
-std::string bucket_key_name(const std::string& prefix, uint32_t gbuf, DType param_dtype, DType grad_dtype,
-                            uint32_t bucket, const std::string& state);
-
 // One distributed-optimizer buffer as the checkpoint records it: its dtypes (the key's
 // "dtype_(torch.bfloat16, torch.float32)") and per bucket the padded and unpadded sizes.
 struct StoredBuffer {

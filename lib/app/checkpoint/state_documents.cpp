@@ -9,7 +9,6 @@
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
 #include "pipeline/fp8_params.h"
-#include "app/reshard/reshard_target.h"
 
 namespace fpg::app::checkpoint {
 namespace {
@@ -140,6 +139,18 @@ json bucketed_part(const json& layout) {
   return layout.value("kind", "") == "layer_wise" ? layout.value("scalar", json::object()) : layout;
 }
 
+// The command that reshards checkpoint `dir` for a run of `dp` ranks, `extra` options appended:
+// "fpgather reshard run/step-00000008 run-step-00000008-dp2 --dp 2" (the target lies beside the
+// checkpoint root, not inside it, where --keep would count it as one of its checkpoints).
+std::string reshard_command(const std::string& dir, uint32_t dp, const std::string& extra) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  std::string out = d;
+  const size_t slash = d.rfind('/');
+  if (slash != std::string::npos && slash > 0) out = d.substr(0, slash) + "-" + d.substr(slash + 1);
+  return "fpgather reshard " + d + " " + out + "-dp" + std::to_string(dp) + " --dp " + std::to_string(dp) + extra;
+}
+
 // `fpgather reshard DIR DIR-dpM --dp M ...` (reshard_command) producing the checkpoint that this run would accept:
 // its DP size, dist-opt, bucket size and padding, and its accumulation where that is not the one
 // reshard picks by default (the one that keeps the global batch).
@@ -166,7 +177,7 @@ std::string reshard_command_for(const ckpt::Documents& saved_docs, const ckpt::D
   const uint64_t sa = accumulation(saved_docs), ra = accumulation(run_docs);
   if (rdp == 0 || (uint64_t{sdp} * sa) % rdp != 0 || (uint64_t{sdp} * sa) / rdp != ra)
     extra += " --accumulation " + std::to_string(ra);
-  return reshard::reshard_command(dir, rdp, extra);
+  return reshard_command(dir, rdp, extra);
 }
 
 }  // namespace

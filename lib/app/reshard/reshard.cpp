@@ -1,55 +1,11 @@
 #include "app/reshard/reshard.h"
 
-#include <chrono>
-
-#include "core/error.h"
-#include "formats/fpckpt/reader.h"
-#include "formats/fpckpt/validate.h"
+#include "ckpt/format_registry.h"
 
 namespace fpg::app::reshard {
-namespace {
 
-// The source's encoding: zstd (level 1: the level is not recorded) and shuffle where its runs have them.
-ckpt::Compression source_compression(const ckpt::Index& ix) {
-  ckpt::Compression c;
-  c.zstd = false;
-  for (const auto& r : ix.runs) {
-    c.zstd = c.zstd || (r.filters & ckpt::kFilterZstd);
-    c.shuffle = c.shuffle || (r.filters & ckpt::kFilterShuffle);
-  }
-  if (!c.zstd) c.shuffle = false;
-  return c;
-}
-
-uint64_t source_chunk_bytes(const ckpt::Index& ix) {
-  uint64_t m = 0;
-  for (const auto& r : ix.runs) m = std::max<uint64_t>(m, dtype_bytes(r.dtype, r.chunk_elems));
-  return m ? m : 4ull << 20;
-}
-
-}  // namespace
-
-ReshardOutcome reshard(const ReshardRequest& q) {
-  ReshardOutcome out;
-  const auto opened = fpckpt::open_valid(q.source, "reshard it");
-  const fpckpt::CheckpointReader& src = *opened;
-  out.source_dir = src.dir();
-  for (const ckpt::Key& k : src.index().keys) out.source_keys.push_back(k.name);
-  out.target = plan_reshard(src.index(), src.dir(), q.options);
-  fpckpt::ReshardRunOptions& ro = out.run_options;
-  ro.write.compression = q.compression ? *q.compression : source_compression(src.index());
-  ro.write.chunk_bytes = q.chunk_bytes ? q.chunk_bytes : source_chunk_bytes(src.index());
-  ro.write.pool = q.pool;
-  ro.progress = q.progress;
-  std::vector<std::vector<uint32_t>> by_key;
-  for (uint32_t k = 0; k < src.index().keys.size(); ++k) by_key.push_back(src.chunks_of(k));
-  out.summary = ckpt::summarize(out.target.plan, src.index(), by_key);
-  out.summary.peak_memory = fpckpt::reshard_memory_estimate(src.index(), ro);
-  if (q.dry_run) return out;
-  const auto t0 = std::chrono::steady_clock::now();
-  out.result = fpckpt::run_reshard(src, out.target.plan, q.target, ro);
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return out;
+ckpt::ReshardReport reshard(const std::string& source, const std::string& target, const ckpt::ReshardTarget& options) {
+  return ckpt::open_checkpoint(source)->reshard(target, options);
 }
 
 }  // namespace fpg::app::reshard

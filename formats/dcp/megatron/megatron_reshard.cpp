@@ -1,35 +1,26 @@
-#include "app/reshard/megatron_reshard.h"
+#include "formats/dcp/megatron/megatron_reshard.h"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <regex>
 
 #include "core/error.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/validate.h"
 
-namespace fpg::app::reshard {
+namespace fpg::dcp {
 namespace {
 
-using dcp::Value;
 using Kind = Value::Kind;
 
 const char* form_name(MegatronForm f) {
   return f == MegatronForm::dp_reshardable ? "dp_reshardable" : "fully_reshardable";
 }
 
-// Megatron's name of a state in its optimizer keys: the master is "param".
-std::string megatron_state(const std::string& role) { return role == "master" ? "param" : role; }
-
-uint32_t rank_of(const std::string& relative_path) {
-  static const std::regex file(R"(^__(\d+)_\d+\.distcp$)");
-  std::smatch m;
-  return std::regex_match(relative_path, m, file) ? static_cast<uint32_t>(std::stoul(m[1])) : 0;
-}
 
 // A dict value with `key` set to `value` (replaced in place, or appended).
 Value with_entry(const Value& dict, const std::string& key, Value value) {
@@ -68,21 +59,21 @@ Value bucket_sizes_value(const layout::BucketedLayout& L, bool padded) {
   for (const layout::Buffer& b : L.buffers) {
     std::vector<uint64_t> sizes;
     for (const layout::Bucket& k : b.buckets) sizes.push_back(padded ? k.numel() : k.numel_unpadded);
-    Value key = Value::sequence(Kind::tuple, {Value::global("torch." + std::string(dcp::torch_dtype_name(b.key.param_dtype))),
-                                              Value::global("torch." + std::string(dcp::torch_dtype_name(b.key.grad_dtype)))});
+    Value key = Value::sequence(Kind::tuple, {Value::global("torch." + std::string(torch_dtype_name(b.key.param_dtype))),
+                                              Value::global("torch." + std::string(torch_dtype_name(b.key.grad_dtype)))});
     bufs.push_back(Value::dict({{std::move(key), int_list(sizes)}}));
   }
   return wrap(Value::sequence(Kind::list, std::move(bufs)));
 }
 
 // Serves a writer's fill calls from one buffer filled once.
-dcp::FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
+FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
   return [buf](uint64_t offset, void* dst, size_t size) { std::memcpy(dst, buf->data() + offset, size); };
 }
 
 struct Source {
-  const dcp::Reader& r;
-  const dcp::DcpParams& params;
+  const Reader& r;
+  const DcpParams& params;
   std::map<std::pair<std::string, std::string>, size_t> tensor;  // (param, role) -> tensor index
 
   // Elements [lo, hi) of (param, role) into dst (4-byte states).
@@ -94,7 +85,7 @@ struct Source {
 };
 
 // A torch_dist fill for elements [lo, hi) of a state stored 4 bytes an element, read per call.
-dcp::FillBytes state_fill(const Source& s, std::string param, std::string role, uint64_t lo) {
+FillBytes state_fill(const Source& s, std::string param, std::string role, uint64_t lo) {
   return [&s, param, role, lo](uint64_t offset, void* dst, size_t size) {
     const uint64_t a = offset / 4, b = (offset + size + 3) / 4;
     if (offset % 4 == 0 && size % 4 == 0) return s.read(param, role, lo + a, lo + b, dst);
@@ -115,20 +106,20 @@ std::optional<MegatronForm> parse_megatron_form(const std::string& name) {
 MegatronReshardSummary reshard_megatron(const std::string& src, const std::string& dst,
                                         const MegatronReshardOptions& opts) {
   if (opts.dp == 0) throw UsageError("dp must be at least 1");
-  const dcp::Reader r(src);
+  const Reader r(src);
   if (!r.megatron())
     throw UsageError(src + " is a PyTorch DCP checkpoint without Megatron's metadata.json; reshard rewrites the "
                      "distributed-optimizer state of Megatron torch_dist checkpoints");
-  if (opts.validate) dcp::require_valid(r, "reshard it");
-  const dcp::DcpParams params(r);
-  const dcp::Metadata& md = r.metadata();
-  for (const dcp::Entry& e : md.entries)
-    if (e.fqn.rfind("chained_", 0) == 0)
+  if (opts.validate) require_valid(r, "reshard it");
+  const DcpParams params(r);
+  const Metadata& md = r.metadata();
+  for (const Entry& e : md.entries)
+    if (is_chained_key(e.fqn))
       throw UsageError(src + " holds a chained (layer-wise) optimizer's per-parameter state ('" + e.fqn +
                        "'): it has no distributed-optimizer buckets to reshard");
   MegatronForm from;
-  if (params.optimizer_form() == dcp::OptimizerForm::dp_reshardable) from = MegatronForm::dp_reshardable;
-  else if (params.optimizer_form() == dcp::OptimizerForm::model_space) from = MegatronForm::fully_reshardable;
+  if (params.optimizer_form() == OptimizerForm::dp_reshardable) from = MegatronForm::dp_reshardable;
+  else if (params.optimizer_form() == OptimizerForm::model_space) from = MegatronForm::fully_reshardable;
   else throw UsageError(src + " holds no distributed-optimizer state");
   const MegatronForm to = opts.to.value_or(from);
 
@@ -146,8 +137,8 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   std::stable_partition(roles.begin(), roles.end(), [](const std::string& x) { return x == "master"; });
 
   // The target buffer layout.
-  const std::vector<dcp::MegatronParam>& mparams = params.megatron_params();
-  const model::ModelSpec spec = dcp::megatron_spec(mparams);
+  const std::vector<MegatronParam>& mparams = params.megatron_params();
+  const model::ModelSpec spec = megatron_spec(mparams);
   layout::BucketedOptions lo;
   lo.dp = opts.dp;
   if (from == MegatronForm::dp_reshardable) {
@@ -176,58 +167,59 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
 
   // Which source entries are optimizer state (replaced) and which are carried over.
   const std::string group = from == MegatronForm::dp_reshardable ? params.optimizer_prefix()
-                                                                  : "optimizer.distributed.dp_group_idx_0";
-  auto is_optimizer = [&](const dcp::Entry& e) {
+                                                                  : kFirstGroup;
+  auto is_optimizer = [&](const Entry& e) {
     if (e.is_tensor) return e.fqn.rfind("optimizer.", 0) == 0;
-    return e.fqn.rfind(group + ".per_bucket_numel", 0) == 0 || e.fqn.rfind(group + ".optimizer/", 0) == 0;
+    return is_group_object(e.fqn, group, kPerBucketNumel) || is_group_object(e.fqn, group, kPerBucketNumelUnpadded) ||
+           is_group_object(e.fqn, group, kParamGroups);
   };
-  const dcp::Entry* common = nullptr;
-  const dcp::Entry* param_groups = nullptr;
-  for (const dcp::Entry& e : md.entries) {
-    if (!e.is_tensor && e.fqn.rfind("common_state/", 0) == 0) common = &e;
-    if (!e.is_tensor && e.fqn.rfind(group + ".optimizer/", 0) == 0) param_groups = &e;
+  const Entry* common = nullptr;
+  const Entry* param_groups = nullptr;
+  for (const Entry& e : md.entries) {
+    if (!e.is_tensor && e.fqn.rfind(kCommonStatePrefix, 0) == 0) common = &e;
+    if (!e.is_tensor && is_group_object(e.fqn, group, kParamGroups)) param_groups = &e;
   }
   if (to != from && !common) throw FormatError(src + ": no common_state entry to record the optimizer's form in");
 
-  dcp::DcpWriteOptions wo;
+  DcpWriteOptions wo;
   wo.megatron = *r.megatron();
   wo.flat_planner_data = false;
-  dcp::DcpWriter w(dst, wo);
-  const dcp::TorchDType& f32 = *dcp::find_torch_dtype("float32");
+  DcpWriter w(dst, wo);
+  const TorchDType& f32 = *find_torch_dtype("float32");
 
   // Declarations: the carried entries in source order, then the target's optimizer keys.
-  for (const dcp::Entry& e : md.entries) {
+  for (const Entry& e : md.entries) {
     if (is_optimizer(e)) continue;
     if (e.is_tensor) w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);
     else w.declare_bytes(e.fqn);
   }
   std::vector<std::string> model_keys;  // stored keys holding parameters, first-seen order
-  for (const dcp::MegatronParam& p : mparams)
+  for (const MegatronParam& p : mparams)
     if (std::find(model_keys.begin(), model_keys.end(), p.key) == model_keys.end()) model_keys.push_back(p.key);
   if (to == MegatronForm::dp_reshardable) {
-    w.declare_bytes(group + ".optimizer/shard_0_1");
-    w.declare_bytes(group + ".per_bucket_numel/shard_0_1");
-    w.declare_bytes(group + ".per_bucket_numel_unpadded/shard_0_1");
+    w.declare_bytes(group_object_key(group, kParamGroups));
+    w.declare_bytes(group_object_key(group, kPerBucketNumel));
+    w.declare_bytes(group_object_key(group, kPerBucketNumelUnpadded));
     for (uint32_t b = 0; b < sum.target.buffers.size(); ++b)
       for (uint32_t k = 0; k < sum.target.buffers[b].buckets.size(); ++k)
         for (const std::string& role : roles)
-          w.declare_tensor(dcp::bucket_key_name(group, b, sum.target.buffers[b].key.param_dtype,
-                                                sum.target.buffers[b].key.grad_dtype, k, megatron_state(role)),
+          w.declare_tensor(bucket_key_name(group, b, sum.target.buffers[b].key.param_dtype,
+                                                sum.target.buffers[b].key.grad_dtype, k, megatron_state_name(role)),
                            f32, {sum.target.buffers[b].buckets[k].numel_unpadded});
   } else {
     for (const std::string& key : model_keys)
       for (const std::string& role : roles)
-        w.declare_tensor("optimizer.state." + megatron_state(role) + "." + key, f32, r.entry(key).tensor.size);
+        w.declare_tensor(model_space_state_key(megatron_state_name(role), key), f32, r.entry(key).tensor.size);
   }
 
   // Carried entries, each on its source rank where the target has it.
-  for (const dcp::Entry& e : md.entries) {
+  for (const Entry& e : md.entries) {
     if (is_optimizer(e)) continue;
     if (e.is_tensor) {
       for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
         auto buf = std::make_shared<std::vector<uint8_t>>(r.chunk_bytes(e, c));
         r.read_chunk(e, c, buf->data(), buf->size());
-        const uint32_t rank = rank_of(r.storage(e, c).relative_path) % opts.dp;
+        const uint32_t rank = static_cast<uint32_t>(storage_file_rank(r.storage(e, c).relative_path).value_or(0) % opts.dp);
         w.rank(rank).write_tensor(e.fqn, e.tensor.chunks[c].offsets, e.tensor.chunks[c].sizes, from_buffer(buf));
         ++sum.chunks;
         sum.bytes_written += buf->size();
@@ -248,7 +240,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       }
       Value out = with_entry(cs, "optimizer", optimizer);
       out = with_entry(out, "content_metadata",
-                       with_entry(content, "distrib_optim_sharding_type", Value::str(form_name(to))));
+                       with_entry(content, kShardingTypeField, Value::str(form_name(to))));
       w.rank(0).write_object(e.fqn, wrap(out));
     } else {
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
@@ -260,15 +252,15 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   if (to == MegatronForm::dp_reshardable) {
     if (param_groups) {
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(*param_groups));
-      w.rank(0).write_bytes(group + ".optimizer/shard_0_1", buf->size(), from_buffer(buf));
+      w.rank(0).write_bytes(group_object_key(group, kParamGroups), buf->size(), from_buffer(buf));
     } else {
       const Value stored = r.read_object(*common);
       const Value& cs = unwrap(stored, r.dir() + ": " + common->fqn);
       const Value& pg = field(field(cs, "optimizer", common->fqn), "optimizer", common->fqn);
-      w.rank(0).write_object(group + ".optimizer/shard_0_1", wrap(pg));
+      w.rank(0).write_object(group_object_key(group, kParamGroups), wrap(pg));
     }
-    w.rank(0).write_object(group + ".per_bucket_numel/shard_0_1", bucket_sizes_value(sum.target, true));
-    w.rank(0).write_object(group + ".per_bucket_numel_unpadded/shard_0_1", bucket_sizes_value(sum.target, false));
+    w.rank(0).write_object(group_object_key(group, kPerBucketNumel), bucket_sizes_value(sum.target, true));
+    w.rank(0).write_object(group_object_key(group, kPerBucketNumelUnpadded), bucket_sizes_value(sum.target, false));
     // Each rank's shard of each bucket: its fragments as data, the gaps between them as zeros, all
     // clipped to numel_unpadded (the tail padding belongs to the layout and is never stored).
     for (uint32_t b = 0; b < sum.target.buffers.size(); ++b) {
@@ -276,8 +268,8 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       for (uint32_t k = 0; k < buf.buckets.size(); ++k) {
         const layout::Bucket& bucket = buf.buckets[k];
         for (const std::string& role : roles) {
-          const std::string key = dcp::bucket_key_name(group, b, buf.key.param_dtype, buf.key.grad_dtype, k,
-                                                       megatron_state(role));
+          const std::string key = bucket_key_name(group, b, buf.key.param_dtype, buf.key.grad_dtype, k,
+                                                       megatron_state_name(role));
           for (const layout::Shard& shard : bucket.shards) {
             const uint64_t lo0 = shard.world.begin - bucket.world.begin;
             const uint64_t hi0 = std::min(shard.world.end - bucket.world.begin, bucket.numel_unpadded);
@@ -293,9 +285,9 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
             std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& c) { return a.lo < c.lo; });
             for (const Piece& p : pieces) {
               if (p.hi <= p.lo) continue;
-              dcp::FillBytes fill =
+              FillBytes fill =
                   p.frag ? state_fill(source, spec.params[p.frag->param].name, role, p.frag->param_range.begin)
-                         : dcp::FillBytes([](uint64_t, void* d, size_t n) { std::memset(d, 0, n); });
+                         : FillBytes([](uint64_t, void* d, size_t n) { std::memset(d, 0, n); });
               w.rank(shard.rank).write_tensor(key, {p.lo}, {p.hi - p.lo}, fill);
               ++sum.chunks;
               sum.bytes_written += (p.hi - p.lo) * 4;
@@ -308,16 +300,16 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     // Model space: each state in its model key's shape and chunks; a stacked key's flat extent is its
     // layers' parameters one after another.
     for (const std::string& key : model_keys) {
-      const dcp::Entry& e = r.entry(key);
-      std::vector<const dcp::MegatronParam*> layers;
-      for (const dcp::MegatronParam& p : mparams)
+      const Entry& e = r.entry(key);
+      std::vector<const MegatronParam*> layers;
+      for (const MegatronParam& p : mparams)
         if (p.key == key) layers.push_back(&p);
       const uint64_t per = e.tensor.numel() / layers.size();
       const size_t n = e.tensor.size.size();
       std::vector<uint64_t> stride(n, 1);
       for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * e.tensor.size[d];
       for (const std::string& role : roles)
-        for (const dcp::ChunkMeta& c : e.tensor.chunks) {
+        for (const ChunkMeta& c : e.tensor.chunks) {
           uint64_t vol = 1;
           for (uint64_t s : c.sizes) vol *= s;
           auto buf = std::make_shared<std::vector<uint8_t>>(vol * 4);
@@ -337,16 +329,16 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
               idx[d] = 0;
             }
           }
-          w.rank(0).write_tensor("optimizer.state." + megatron_state(role) + "." + key, c.offsets, c.sizes,
+          w.rank(0).write_tensor(model_space_state_key(megatron_state_name(role), key), c.offsets, c.sizes,
                                  from_buffer(buf));
           ++sum.chunks;
           sum.bytes_written += buf->size();
         }
     }
   }
-  const dcp::Metadata written = w.commit();
+  const Metadata written = w.commit();
   sum.keys = written.entries.size();
   return sum;
 }
 
-}  // namespace fpg::app::reshard
+}  // namespace fpg::dcp

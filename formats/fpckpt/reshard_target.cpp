@@ -1,4 +1,4 @@
-#include "app/reshard/reshard_target.h"
+#include "formats/fpckpt/reshard_target.h"
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -13,7 +13,7 @@
 #include "model/spec_json.h"
 #include "optim/routing.h"
 
-namespace fpg::app::reshard {
+namespace fpg::fpckpt {
 namespace {
 
 using nlohmann::json;
@@ -269,15 +269,6 @@ RecordedRun recorded_run(const ckpt::Documents& docs, const std::string& dir) {
   return r;
 }
 
-std::string reshard_command(const std::string& dir, uint32_t dp, const std::string& extra) {
-  std::string d = dir;
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  // Beside the checkpoint root, not inside it (where --keep would count it as one of its checkpoints).
-  std::string out = d;
-  const size_t slash = d.rfind('/');
-  if (slash != std::string::npos && slash > 0) out = d.substr(0, slash) + "-" + d.substr(slash + 1);
-  return "fpgather reshard " + d + " " + out + "-dp" + std::to_string(dp) + " --dp " + std::to_string(dp) + extra;
-}
 
 ReshardTarget plan_reshard(const ckpt::Index& ix, const std::string& dir, const ReshardOptions& o) {
   if (o.dp == 0) throw UsageError("dp must be at least 1");
@@ -316,4 +307,4 @@ ReshardTarget plan_reshard(const ckpt::Index& ix, const std::string& dir, const 
   return out;
 }
 
-}  // namespace fpg::app::reshard
+}  // namespace fpg::fpckpt

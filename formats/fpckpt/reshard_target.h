@@ -1,7 +1,7 @@
 // `fpgather reshard` planning: from a training checkpoint's index (its documents say what run wrote
 // it) and the target options, the target layout — computed by the same layout engine `train` uses
 // (pipeline/pipeline_layout.h) — and the plan (ckpt/reshard_plan.h) that writes, per target rank,
-// exactly what a DP-M run of that configuration would save (app/checkpoint/state_save.h): its optimizer-state
+// exactly what a DP-M run of that configuration would save (what app/checkpoint/state_save.h saves): its optimizer-state
 // fragments in the chosen state layout with the layout's padding, its matrices whole (layer-wise),
 // the weights over the same ranges, each FP8 param's scale state by the owner of element 0. Every
 // source value is addressed through its own layout as (param, state, element), so bucket <-> model
@@ -24,7 +24,7 @@
 #include "pipeline/config.h"
 #include "pipeline/pipeline_layout.h"
 
-namespace fpg::app::reshard {
+namespace fpg::fpckpt {
 
 // What to change; nullopt keeps the source's value.
 struct ReshardOptions {
@@ -62,9 +62,4 @@ struct ReshardTarget {
 // that does not split over M ranks without --accumulation, dp 0).
 ReshardTarget plan_reshard(const ckpt::Index& source, const std::string& dir, const ReshardOptions& opts);
 
-// The command that reshards checkpoint `dir` for a run of `dp` ranks, `extra` options appended:
-// "fpgather reshard run/step-00000008 run-step-00000008-dp2 --dp 2" (the load-mismatch message
-// prints it; the target lies beside the checkpoint root).
-std::string reshard_command(const std::string& dir, uint32_t dp, const std::string& extra = "");
-
-}  // namespace fpg::app::reshard
+}  // namespace fpg::fpckpt

@@ -2,7 +2,7 @@
 // optimizer's state moved into the buffer layout Megatron builds for M ranks with the given bucket
 // size and padding (layout/bucketed_layout.h), written as a torch_dist checkpoint Megatron-Core loads.
 //
-// The source's optimizer state is read per parameter (dcp::DcpParams: dp_reshardable buckets through
+// The source's optimizer state is read per parameter (DcpParams: dp_reshardable buckets through
 // the recovered layout, or fully_reshardable model-space keys). The target is written in either form:
 //   dp_reshardable     one 1-D key per (buffer, bucket, state) of extent numel_unpadded; each target
 //                      rank's shard written as Megatron writes it, one chunk per parameter fragment and
@@ -20,7 +20,7 @@
 
 #include "layout/bucketed_layout.h"
 
-namespace fpg::app::reshard {
+namespace fpg::dcp {
 
 enum class MegatronForm : uint8_t { dp_reshardable, fully_reshardable };
 
@@ -53,4 +53,4 @@ struct MegatronReshardSummary {
 MegatronReshardSummary reshard_megatron(const std::string& src, const std::string& dst,
                                         const MegatronReshardOptions& opts);
 
-}  // namespace fpg::app::reshard
+}  // namespace fpg::dcp
