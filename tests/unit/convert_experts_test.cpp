@@ -80,7 +80,7 @@ TEST_CASE("convert: stacked experts are quantized matrix by matrix, bitwise as t
       for (const Case c : {Case{"layers.0.experts.w13", 1}, Case{"layers.0.experts.w2", 2},
                            Case{"layers.0.dense.weight", 0}}) {
         INFO(c.tensor);
-        const std::string scale = std::string(c.tensor) + convert::kScaleSuffix;
+        const std::string scale = std::string(c.tensor) + app::convert::kScaleSuffix;
         const auto& shape = in.tensor(c.tensor).info->shape;
         // Scale shape: the expert dimensions, then one matrix's grid.
         std::vector<uint64_t> want_shape(shape.begin(), shape.begin() + static_cast<long>(c.expert_dims));
@@ -104,7 +104,7 @@ TEST_CASE("convert: stacked experts are quantized matrix by matrix, bitwise as t
       }
       // The experts differ in magnitude by orders: per-expert scales differ (one shared scale would not).
       if (r.scaling == fp8::Scaling::tensorwise) {
-        const auto s13 = bytes_of(out, std::string("layers.0.experts.w13") + convert::kScaleSuffix);
+        const auto s13 = bytes_of(out, std::string("layers.0.experts.w13") + app::convert::kScaleSuffix);
         CHECK(std::memcmp(s13.data(), s13.data() + 4, 4) != 0);
       }
     }
@@ -137,7 +137,7 @@ TEST_CASE("convert --dequantize: per-expert scales round trip, read off the scal
         const auto model = safetensors::Model::open(src);
         const fp8::StackedPlan p =
             app::convert::fp8_pair_plan(model, *model.tensor("layers.0.experts.w2").info,
-                                   *model.tensor(std::string("layers.0.experts.w2") + convert::kScaleSuffix).info);
+                                   *model.tensor(std::string("layers.0.experts.w2") + app::convert::kScaleSuffix).info);
         CHECK(p.expert_shape == std::vector<uint64_t>{2, 2});
         CHECK(p.matrix.recipe.scaling == r.scaling);
         CHECK(p.matrix.M == 40);
@@ -147,12 +147,12 @@ TEST_CASE("convert --dequantize: per-expert scales round trip, read off the scal
         d.force = true;
         app::convert::dequantize_model(src, deq, d);
         const auto back = safetensors::Model::open(deq);
-        CHECK(back.find(std::string("layers.0.experts.w13") + convert::kScaleSuffix) == nullptr);
+        CHECK(back.find(std::string("layers.0.experts.w13") + app::convert::kScaleSuffix) == nullptr);
         for (const char* t : {"layers.0.experts.w13", "layers.0.experts.w2"}) {
           INFO(t);
           const auto& shape = q.tensor(t).info->shape;
           const uint64_t R = shape[shape.size() - 2], C = shape.back(), n = q.tensor(t).info->numel / (R * C);
-          const auto scales = bytes_of(q, std::string(t) + convert::kScaleSuffix);
+          const auto scales = bytes_of(q, std::string(t) + app::convert::kScaleSuffix);
           const uint64_t per_scale = scales.size() / n;
           const auto got = bytes_of(back, t);
           REQUIRE(got.size() == n * R * C * 4);
@@ -175,15 +175,15 @@ TEST_CASE("convert --expert-dims: only the tensors it matches stack experts", "[
   o.expert_dims = "w13$";
   app::convert::quantize_model(kInput, tmp.file("q.safetensors"), o);
   const auto out = safetensors::Model::open(tmp.file("q.safetensors"));
-  CHECK(out.tensor(std::string("layers.0.experts.w13") + convert::kScaleSuffix).info->shape ==
+  CHECK(out.tensor(std::string("layers.0.experts.w13") + app::convert::kScaleSuffix).info->shape ==
         std::vector<uint64_t>{3});
   // w2 is not matched: one matrix [160, 64] with one scale, as the reference quantizes the whole.
   const std::string w2 = "layers.0.experts.w2";
-  CHECK(out.tensor(w2 + convert::kScaleSuffix).info->shape.empty());
+  CHECK(out.tensor(w2 + app::convert::kScaleSuffix).info->shape.empty());
   const fp8::QuantizedTensor whole =
       fp8::quantize_tensor(o.recipe, fp8::Input::f32, in.tensor(w2).info->shape, in.data(in.tensor(w2)), w2);
   CHECK(bytes_of(out, w2) == whole.data);
-  CHECK(bytes_of(out, w2 + convert::kScaleSuffix) == whole.scale_inv);
+  CHECK(bytes_of(out, w2 + app::convert::kScaleSuffix) == whole.scale_inv);
 
   o.expert_dims = "(";
   CHECK_THROWS_AS(app::convert::quantize_model(kInput, tmp.file("bad.safetensors"), o), UsageError);
