@@ -10,12 +10,20 @@
 #include "cli.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "formats/fpckpt/rank_writer.h"
+#include "app/train/trainer.h"
+#include "option_range.h"
+#include "pipeline/config.h"
 #include "formats/dcp/reader.h"
 #include "layout/describe.h"
 #include "app/reshard/reshard.h"
 
 namespace fpg::cli {
 namespace {
+
+// The largest target DP size: well above any data-parallel group, far below what would make the
+// plan's per-rank tables large.
+constexpr uint64_t kMaxReshardDp = 65536;
 
 struct ReshardArgs {
   std::string src, dst;
@@ -50,14 +58,11 @@ app::reshard::ReshardOptions reshard_options(const ReshardArgs& a) {
     if (a.bucket_size == "none") {
       o.bucket_size = std::optional<uint64_t>{};
     } else {
-      try {
-        size_t used = 0;
-        const unsigned long long n = std::stoull(a.bucket_size, &used);
-        if (used != a.bucket_size.size() || n == 0) throw std::invalid_argument("");
-        o.bucket_size = std::optional<uint64_t>{n};
-      } catch (const std::exception&) {
-        throw UsageError("--bucket-size must be a positive number of elements or none, not '" + a.bucket_size + "'");
-      }
+      // std::stoull would take "-5" as 2^64 - 5.
+      if (!integer_range_error(a.bucket_size, 1, pipeline::kMaxBucketSize).empty())
+        throw UsageError("--bucket-size must be none or a number of elements from 1 to " +
+                         std::to_string(pipeline::kMaxBucketSize) + ", not '" + a.bucket_size + "'");
+      o.bucket_size = std::optional<uint64_t>{std::stoull(a.bucket_size)};
     }
   }
   if (a.pad && a.no_pad) throw UsageError("--pad-for-nccl and --no-pad-for-nccl contradict each other");
@@ -235,16 +240,21 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
                                             "optimizer, state layout or bucket size");
   cmd->add_option("SRC", a->src, "Source checkpoint (or a directory holding `latest`)")->required();
   cmd->add_option("DST", a->dst, "Target checkpoint directory (must not exist; committed atomically)")->required();
-  cmd->add_option("--dp", a->dp, "Target data-parallel size")->required();
+  // Each target rank gets a file of its own and a plan of its own.
+  integer_range(cmd->add_option("--dp", a->dp, "Target data-parallel size"), 1, kMaxReshardDp)->required();
   cmd->add_option("--dist-opt", a->dist_opt, "bucketed or layerwise (default: the source's)");
   cmd->add_option("--ckpt-layout", a->ckpt_layout, "Optimizer state layout: bucket or model (default: the source's)");
-  cmd->add_option("--bucket-size", a->bucket_size, "Elements per bucket, or none (default: the source's)");
+  cmd->add_option("--bucket-size", a->bucket_size,
+                  "Elements per bucket (1 to " + std::to_string(pipeline::kMaxBucketSize) +
+                      "), or none (default: the source's)");
   cmd->add_flag("--pad-for-nccl", a->pad, "Pad bucket ends to lcm(dp, 128, 65536)");
   cmd->add_flag("--no-pad-for-nccl", a->no_pad, "Pad bucket ends to lcm(dp, 128) only");
-  cmd->add_option("--accumulation", a->accumulation,
-                  "Micro-batches per rank per step of the resumed run (default: keep the global batch)");
+  integer_range(cmd->add_option("--accumulation", a->accumulation,
+                                "Micro-batches per rank per step of the resumed run (default: keep the global batch)"),
+                1, app::train::kMaxAccumulation);
   cmd->add_option("--compress", a->compress, "zstd[:LEVEL][+shuffle] or none (default: the source's filters)");
-  cmd->add_option("--chunk-bytes", a->chunk_bytes, "Target chunk size in bytes (default: the source's)");
+  integer_range(cmd->add_option("--chunk-bytes", a->chunk_bytes, "Target chunk size in bytes (default: the source's)"), 1,
+                fpckpt::kMaxChunkBytes);
   cmd->add_option("--to", a->to,
                   "Megatron torch_dist: the optimizer form to write, dp_reshardable or fully_reshardable "
                   "(default: the source's)");

@@ -21,9 +21,12 @@
 
 namespace fpg::fpckpt {
 
+// The largest chunk a writer is asked for: it holds (threads + 2) x 2 chunks in memory at once.
+constexpr uint64_t kMaxChunkBytes = uint64_t{1} << 30;
+
 struct WriteOptions {
   ckpt::Compression compression;      // default zstd:1, no shuffle
-  uint64_t chunk_bytes = 4ull << 20;  // target chunk size; memory is about (threads + 2) x 2 chunks
+  uint64_t chunk_bytes = 4ull << 20;  // target chunk size, at most kMaxChunkBytes; memory is about (threads + 2) x 2 chunks
   ThreadPool* pool = nullptr;         // for callers' own parallel work (the writer encodes on `tasks`)
   TaskQueue* tasks = nullptr;         // encoding threads; nullptr: TaskQueue::global()
 };
