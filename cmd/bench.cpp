@@ -1,5 +1,6 @@
 // fpgather bench: throughput figures as ratios against a baseline measured in the same process.
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,6 +16,9 @@
 #include "cmd/bench/step_bench.h"
 #include "cmd/bench/validate_bench.h"
 #include "cmd/bench_dcp.h"
+#include "cmd/option_range.h"
+#include "app/train/trainer.h"
+#include "comm/threads_backend.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/spec_json.h"
@@ -50,7 +54,13 @@ std::vector<size_t> parse_counts(const std::string& list, const char* option) {
 }
 
 std::vector<size_t> parse_threads(const std::string& list, size_t global_threads) {
-  if (!list.empty()) return parse_counts(list, "--thread-counts");
+  if (!list.empty()) {
+    const std::vector<size_t> counts = parse_counts(list, "--thread-counts");
+    for (size_t n : counts)
+      if (n > max_threads())
+        throw UsageError("--thread-counts: " + std::to_string(n) + " threads is more than " + std::to_string(max_threads()));
+    return counts;
+  }
   std::vector<size_t> out{1};
   const size_t all = resolve_threads(global_threads);
   if (all > 1) out.push_back(all);
@@ -59,7 +69,17 @@ std::vector<size_t> parse_threads(const std::string& list, size_t global_threads
 
 const char* input_name(fp8::Input in) { return in == fp8::Input::f32 ? "fp32" : "bf16"; }
 
+// The tensor is held as fp32 and bf16 with its FP8 output: 4 GiB elements is about 30 GiB.
+constexpr uint64_t kMaxBenchElements = uint64_t{1} << 32;
+
+void check_tensor_size(uint64_t rows, uint64_t cols) {
+  if (rows > kMaxBenchElements / cols)
+    throw UsageError("--rows x --cols must be at most " + std::to_string(kMaxBenchElements) + " elements, not " +
+                     std::to_string(rows) + " x " + std::to_string(cols));
+}
+
 int run_bench_quantize(const BenchQuantizeArgs& a, const GlobalOptions& g) {
+  check_tensor_size(a.rows, a.cols);
   bench::QuantizeBenchOptions o;
   o.rows = a.rows;
   o.cols = a.cols;
@@ -136,6 +156,7 @@ int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
 }
 
 int run_bench_gpu_quantize(const bench::GpuQuantizeBenchOptions& o, const GlobalOptions& g) {
+  check_tensor_size(o.rows, o.cols);
   const bench::GpuQuantizeReport r = bench::run_gpu_quantize_bench(o);
   if (g.json) {
     nlohmann::json j = {{"benchmark", "gpu-quantize"}, {"device", r.device}, {"rows", o.rows}, {"cols", o.cols},
@@ -212,7 +233,6 @@ int run_bench_io(BenchIoArgs a, const GlobalOptions& g) {
 }
 
 int run_bench_validate(const bench::ValidateBenchOptions& o, const GlobalOptions& g) {
-  if (o.keys == 0 || o.ranks == 0 || o.chunks == 0) throw UsageError("--chunks, --keys and --ranks must be positive");
   const auto r = bench::run_validate_bench(o);
   if (g.json) {
     nlohmann::json j = {{"benchmark", "validate"}, {"chunks", r.chunks}, {"keys", r.keys}, {"runs", r.runs},
@@ -439,40 +459,51 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->require_subcommand(1);
   auto args = std::make_shared<BenchQuantizeArgs>();
   auto* q = cmd->add_subcommand("quantize", "FP8 recipes vs memcpy of the same input bytes");
-  q->add_option("--rows", args->rows, "Rows M of the tensor")->capture_default_str();
-  q->add_option("--cols", args->cols, "Columns K of the tensor")->capture_default_str();
-  q->add_option("--thread-counts", args->threads, "Comma list of thread counts (default: 1 and --threads)");
+  const double inf = std::numeric_limits<double>::infinity();
+  const uint64_t dim = uint64_t{1} << 24;  // rows x cols is bounded too (kMaxBenchElements)
+  integer_range(q->add_option("--rows", args->rows, "Rows M of the tensor"), 1, dim)->capture_default_str();
+  integer_range(q->add_option("--cols", args->cols, "Columns K of the tensor; rows x cols at most 2^32"), 1, dim)
+      ->capture_default_str();
+  q->add_option("--thread-counts", args->threads,
+                "Comma list of thread counts, each at most --threads' bound (default: 1 and --threads)");
   q->add_option("--input", args->input, "fp32, bf16 or both")->capture_default_str();
   q->add_option("--recipe", args->recipes,
                 "tensorwise, blockwise, blockwise-1x128, mxfp8, mxfp8-both (repeatable; default all)");
-  q->add_option("--min-seconds", args->min_seconds, "Minimum time per measurement")->capture_default_str();
+  number_range(q->add_option("--min-seconds", args->min_seconds, "Minimum time per measurement"), 0, inf)
+      ->capture_default_str();
   q->callback([args, &global, &run] { run = [args, &global] { return run_bench_quantize(*args, global); }; });
 
   auto gq = std::make_shared<bench::GpuQuantizeBenchOptions>();
   auto* gqc = cmd->add_subcommand("gpu-quantize", "FP8 kernels on the GPU vs cudaMemcpy; batched copy-back");
-  gqc->add_option("--rows", gq->rows, "Rows M of the single tensor")->capture_default_str();
-  gqc->add_option("--cols", gq->cols, "Columns K of the single tensor")->capture_default_str();
+  integer_range(gqc->add_option("--rows", gq->rows, "Rows M of the single tensor"), 1, dim)->capture_default_str();
+  integer_range(gqc->add_option("--cols", gq->cols, "Columns K of the single tensor; rows x cols at most 2^32"), 1, dim)
+      ->capture_default_str();
   gqc->add_option("--recipe", gq->recipes,
                   "tensorwise, delayed, blockwise-1x128, blockwise, mxfp8, mxfp8-floor, mxfp8-both "
                   "(repeatable; default all)");
   gqc->add_option("--model", gq->model, "Preset whose parameter shapes the batched copy-back uses")
       ->capture_default_str();
-  gqc->add_option("--min-params", gq->min_params, "Repeat the preset's parameters until there are this many")
+  integer_range(gqc->add_option("--min-params", gq->min_params, "Repeat the preset's parameters until there are this many"),
+                1, 1'000'000)
       ->capture_default_str();
-  gqc->add_option("--reps", gq->reps, "Timed repetitions per figure (median reported)")->capture_default_str();
+  integer_range(gqc->add_option("--reps", gq->reps, "Timed repetitions per figure (median reported)"), 1, 1'000'000)
+      ->capture_default_str();
   gqc->add_option("--shapes-json", gq->shapes_json, "Write the batch's parameter shapes to this file");
   gqc->callback([gq, &global, &run] { run = [gq, &global] { return run_bench_gpu_quantize(*gq, global); }; });
 
   auto io = std::make_shared<BenchIoArgs>();
   auto* i = cmd->add_subcommand("io", "Checkpoint save/load vs a plain large file write/read, same run");
   i->add_option("--dir", io->o.dir, "Directory for the files (removed afterwards)")->capture_default_str();
-  i->add_option("--size-gib", io->gib, "State size in GiB")->capture_default_str();
-  i->add_option("--ranks", io->o.ranks, "Rank files the state is split over")->capture_default_str();
-  i->add_option("--chunk-bytes", io->o.chunk_bytes, "Checkpoint chunk size")->capture_default_str();
+  // The state is held in memory.
+  number_range(i->add_option("--size-gib", io->gib, "State size in GiB"), 0, 4096, true)->capture_default_str();
+  integer_range(i->add_option("--ranks", io->o.ranks, "Rank files the state is split over"), 1, 65536)
+      ->capture_default_str();
+  integer_range(i->add_option("--chunk-bytes", io->o.chunk_bytes, "Checkpoint chunk size"), 1, ckpt::kMaxChunkBytes)
+      ->capture_default_str();
   i->add_option("--compress", io->o.compressions, "Encodings to measure (repeatable; default none and zstd:1)");
-  i->add_option("--reps", io->o.reps, "Times each measurement is made, interleaved (medians reported)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  integer_range(i->add_option("--reps", io->o.reps, "Times each measurement is made, interleaved (medians reported)"), 1,
+                1000)
+      ->capture_default_str();
   i->add_flag("--copy", io->copy, "Saves copy their chunks (RankWriter::write) instead of lending the state in place");
   i->callback([io, &global, &run] { run = [io, &global] { return run_bench_io(*io, global); }; });
 
@@ -480,9 +511,12 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto* rs = cmd->add_subcommand("reshard", "Reshard throughput vs min(plain read, write), and peak RSS, at two sizes");
   rs->add_option("--dir", ra->o.dir, "Directory for the checkpoints (removed afterwards)")->capture_default_str();
   rs->add_option("--models", ra->o.models, "Presets to save and reshard (repeatable; default small and base)");
-  rs->add_option("--from-dp", ra->o.from_dp, "DP size of the saved checkpoint")->capture_default_str();
-  rs->add_option("--to-dp", ra->o.to_dp, "DP size to reshard to")->capture_default_str();
-  rs->add_option("--plain-gib", ra->plain_gib, "Size of the plain-file disk baseline in GiB")->capture_default_str();
+  integer_range(rs->add_option("--from-dp", ra->o.from_dp, "DP size of the saved checkpoint"), 1, comm::kMaxThreadsRanks)
+      ->capture_default_str();
+  integer_range(rs->add_option("--to-dp", ra->o.to_dp, "DP size to reshard to"), 1, comm::kMaxThreadsRanks)
+      ->capture_default_str();
+  number_range(rs->add_option("--plain-gib", ra->plain_gib, "Size of the plain-file disk baseline in GiB"), 0, 4096, true)
+      ->capture_default_str();
   rs->callback([ra, &global, &run] { run = [ra, &global] { return run_bench_reshard(*ra, global); }; });
 
   auto ex = std::make_shared<BenchExportArgs>();
@@ -498,24 +532,34 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto va = std::make_shared<bench::ValidateBenchOptions>();
   auto* v = cmd->add_subcommand("validate", "Index-only validation of a synthetic index: chunks/s and bytes/chunk");
   v->add_option("--dir", va->dir, "Directory for the index (removed afterwards)")->capture_default_str();
-  v->add_option("--chunks", va->chunks, "Chunks in the synthetic index")->capture_default_str();
-  v->add_option("--keys", va->keys, "Keys")->capture_default_str();
-  v->add_option("--ranks", va->ranks, "Rank files")->capture_default_str();
+  // The index is built in memory.
+  integer_range(v->add_option("--chunks", va->chunks, "Chunks in the synthetic index"), 1, 100'000'000)
+      ->capture_default_str();
+  integer_range(v->add_option("--keys", va->keys, "Keys"), 1, 10'000'000)->capture_default_str();
+  integer_range(v->add_option("--ranks", va->ranks, "Rank files"), 1, 65536)->capture_default_str();
   v->callback([va, &global, &run] { run = [va, &global] { return run_bench_validate(*va, global); }; });
   auto sargs = std::make_shared<BenchStepArgs>();
   auto* st = cmd->add_subcommand("step", "Per-phase time of a training step at several DP sizes; optimizer vs memcpy");
   st->add_option("--model", sargs->model, "Preset or JSON spec of the built-in network")->capture_default_str();
   st->add_option("--dp-list", sargs->dp_list, "Comma list of DP sizes")->capture_default_str();
-  st->add_option("--steps", sargs->steps, "Training steps per DP size (the median is reported)")->capture_default_str();
-  st->add_option("--micro-batch", sargs->micro_batch, "Rows per micro-batch")->capture_default_str();
-  st->add_option("--min-seconds", sargs->min_seconds, "Minimum time per optimizer/memcpy measurement")
+  integer_range(st->add_option("--steps", sargs->steps, "Training steps per DP size (the median is reported)"), 1,
+                app::train::kMaxTrainSteps)
+      ->capture_default_str();
+  integer_range(st->add_option("--micro-batch", sargs->micro_batch, "Rows per micro-batch"), 1,
+                static_cast<uint64_t>(app::train::kMaxMicroBatch))
+      ->capture_default_str();
+  number_range(st->add_option("--min-seconds", sargs->min_seconds, "Minimum time per optimizer/memcpy measurement"), 0,
+               inf)
       ->capture_default_str();
   st->callback([sargs, &global, &run] { run = [sargs, &global] { return run_bench_step(*sargs, global); }; });
   auto cargs = std::make_shared<BenchCommArgs>();
   auto* cm = cmd->add_subcommand("comm", "NCCL all-gather/reduce-scatter bus bandwidth at a train step's bucket sizes");
   cm->add_option("--models", cargs->models, "Comma list of presets or JSON specs")->capture_default_str();
-  cm->add_option("--dp", cargs->dp, "Ranks (local GPUs, or mpirun processes)")->capture_default_str();
-  cm->add_option("--iters", cargs->iters, "Timed iterations per size (median), after 5 warm-up")->capture_default_str();
+  integer_range(cm->add_option("--dp", cargs->dp, "Ranks (local GPUs, or mpirun processes)"), 2, comm::kMaxThreadsRanks)
+      ->capture_default_str();
+  integer_range(cm->add_option("--iters", cargs->iters, "Timed iterations per size (median), after 5 warm-up"), 1,
+                1'000'000)
+      ->capture_default_str();
   cm->callback([cargs, &global, &run] { run = [cargs, &global] { return run_bench_comm(*cargs, global); }; });
 
   auto gargs = std::make_shared<BenchGpuOptimArgs>();
@@ -524,8 +568,10 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
       ->capture_default_str();
   go->add_option("--muon-shapes", gargs->muon_shapes, "Comma list of ROWSxCOLS matrices for the Muon step (may be empty)")
       ->capture_default_str();
-  go->add_option("--warmup", gargs->warmup, "Untimed launches before timing")->capture_default_str();
-  go->add_option("--iters", gargs->iters, "Timed launches (the median is reported)")->capture_default_str();
+  integer_range(go->add_option("--warmup", gargs->warmup, "Untimed launches before timing"), 0, 1'000'000)
+      ->capture_default_str();
+  integer_range(go->add_option("--iters", gargs->iters, "Timed launches (the median is reported)"), 1, 1'000'000)
+      ->capture_default_str();
   go->callback([gargs, &global, &run] { run = [gargs, &global] { return run_bench_gpu_optim(*gargs, global); }; });
 
   register_bench_dcp(*cmd, global, run);

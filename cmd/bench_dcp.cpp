@@ -6,6 +6,8 @@
 
 #include "cmd/bench/dcp_bench.h"
 #include "cmd/bench/synthetic_dcp.h"
+#include "cmd/option_range.h"
+#include "ckpt/chunk_codec.h"
 
 namespace fpg::cli {
 namespace {
@@ -100,11 +102,14 @@ void register_bench_dcp(CLI::App& bench, const GlobalOptions& global, Runner& ru
   auto mk = std::make_shared<bench::SyntheticDcpOptions>();
   auto* m = bench.add_subcommand("dcp-make", "Write a synthetic PyTorch DCP checkpoint of N chunks (DcpWriter)");
   m->add_option("DIR", mk->dir, "The checkpoint to create (must not exist)")->required();
-  m->add_option("--chunks", mk->chunks, "Chunks in all")->capture_default_str();
-  m->add_option("--keys", mk->keys, "fp32 tensor keys the chunks are spread over (alternately 2-D and 1-D)")
+  // The metadata of every chunk is held in memory while it is written.
+  integer_range(m->add_option("--chunks", mk->chunks, "Chunks in all"), 1, 100'000'000)->capture_default_str();
+  integer_range(m->add_option("--keys", mk->keys, "fp32 tensor keys the chunks are spread over (alternately 2-D and 1-D)"),
+                1, 10'000'000)
       ->capture_default_str();
-  m->add_option("--ranks", mk->ranks, "Rank data files")->capture_default_str();
-  m->add_option("--chunk-bytes", mk->chunk_bytes, "Bytes of each chunk's elements (a multiple of 4)")
+  integer_range(m->add_option("--ranks", mk->ranks, "Rank data files"), 1, 65536)->capture_default_str();
+  integer_range(m->add_option("--chunk-bytes", mk->chunk_bytes, "Bytes of each chunk's elements (a multiple of 4)"), 4,
+                ckpt::kMaxChunkBytes)
       ->capture_default_str();
   m->callback([mk, &global, &run] { run = [mk, &global] { return run_dcp_make(*mk, global); }; });
 
@@ -112,10 +117,11 @@ void register_bench_dcp(CLI::App& bench, const GlobalOptions& global, Runner& ru
   auto* d = bench.add_subcommand(
       "dcp", "DCP checkpoint: .metadata decode, index-only validate and fp32 export times, peak RSS per phase");
   d->add_option("DIR", db->checkpoint, "A PyTorch DCP / Megatron torch_dist checkpoint")->required();
-  d->add_option("--reps", db->reps, "Repetitions of the open and validate phases (medians reported)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  d->add_option("--export-reps", db->export_reps, "Repetitions of the export (0: no export)")->capture_default_str();
+  integer_range(d->add_option("--reps", db->reps, "Repetitions of the open and validate phases (medians reported)"), 1,
+                1000)
+      ->capture_default_str();
+  integer_range(d->add_option("--export-reps", db->export_reps, "Repetitions of the export (0: no export)"), 0, 1000)
+      ->capture_default_str();
   d->add_option("--export-dir", db->export_dir, "Where the export is written (removed after each repetition)")
       ->capture_default_str();
   d->add_flag("--warm{false}", db->cold, "Export from the page cache as it is (default: evict the checkpoint first)");

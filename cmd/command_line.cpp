@@ -94,7 +94,12 @@ void set_conventions(CLI::App& app) {
   app.failure_message([](const CLI::App* root, const CLI::Error& e) {
     const CLI::App* leaf = parsed_leaf(root);
     const std::string where = leaf == root ? "" : command_path(leaf).substr(root->get_name().size() + 1) + ": ";
-    return root->get_name() + ": " + where + lowercase_first(e.what()) + " (see '" + command_path(leaf) +
+    std::string what = e.what();
+    // CLI11 puts a range check's message (option_range.h) after "--steps: "; it reads as the run's
+    // own checks do: "--steps must be an integer from 1 to …".
+    const size_t at = what.find(": must be ");
+    if (what.compare(0, 2, "--") == 0 && at != std::string::npos && at < what.find(' ')) what.erase(at, 1);
+    return root->get_name() + ": " + where + lowercase_first(what) + " (see '" + command_path(leaf) +
            " --help')\n";
   });
 }

@@ -9,6 +9,8 @@
 #include "app/convert/checkpoint_recompress.h"
 #include "app/convert/quantize_model.h"
 #include "core/error.h"
+#include "option_range.h"
+#include "pipeline/config.h"
 #include "fp8/recipe.h"
 #include "pipeline_args.h"
 #include "app/convert/fp8_reencode.h"
@@ -282,9 +284,21 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
                 "Checkpoint export: export even a checkpoint that fails validation's index checks (salvage; "
                 "an altered index is read as it is, a gap still fails)");
   cmd->add_option("--max-shard-size", args->max_shard_size,
-                  "Checkpoint export to a directory or index: shard above this size (e.g. 5GB, 500MB, 2GiB)")
-      ->capture_default_str();
-  cmd->add_option("--amax-history", args->amax_history, "Checkpoint --fp8 delayed: amax history length")
+                  "Checkpoint export to a directory or index: shard above this size (e.g. 5GB, 500MB, 2GiB; "
+                  "positive, below 2^64 bytes)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              app::convert::parse_byte_size(text);
+              return "";
+            } catch (const UsageError&) {
+              return "must be a positive size below 2^64 bytes (e.g. 5GB, 500MB, 2GiB), not '" + text + "'";
+            }
+          },
+          ""));
+  integer_range(cmd->add_option("--amax-history", args->amax_history, "Checkpoint --fp8 delayed: amax history length"), 1,
+                pipeline::kMaxAmaxHistory)
       ->capture_default_str();
   cmd->add_option("--amax-algo", args->amax_algo, "Checkpoint --fp8 delayed: most_recent or max")->capture_default_str();
   cmd->add_option("--compress", args->compress,

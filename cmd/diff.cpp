@@ -2,10 +2,12 @@
 // flat extent, padding ignored; bucket-layout state per param where the layouts differ; per
 // parameter when either is a PyTorch DCP or Megatron torch_dist checkpoint). Both are validated
 // first (index or metadata checks; --no-validate skips them). Exit 0 equal, 1 different or invalid.
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "core/error.h"
+#include "option_range.h"
 #include "app/convert/checkpoint_diff.h"
 
 namespace fpg::cli {
@@ -19,7 +21,6 @@ struct DiffArgs {
 };
 
 int run_diff(const DiffArgs& args, const GlobalOptions& g) {
-  if (args.rtol < 0 || args.atol < 0) throw UsageError("--rtol and --atol must be >= 0");
   ckpt::DiffOptions o;
   o.rtol = args.rtol;
   o.atol = args.atol;
@@ -61,9 +62,13 @@ void register_diff(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto* cmd = app.add_subcommand("diff", "Compare two checkpoints (fpgather, PyTorch DCP or Megatron torch_dist) value by value in model space");
   cmd->add_option("A", args->a, "First checkpoint (or a directory holding `latest`)")->required();
   cmd->add_option("B", args->b, "Second checkpoint")->required();
-  cmd->add_option("--rtol", args->rtol, "Relative tolerance: |a-b| <= atol + rtol*|b|")->capture_default_str();
-  cmd->add_option("--atol", args->atol, "Absolute tolerance")->capture_default_str();
-  cmd->add_option("--max-reports", args->max_reports, "First differences listed per key")->capture_default_str();
+  const double inf = std::numeric_limits<double>::infinity();
+  number_range(cmd->add_option("--rtol", args->rtol, "Relative tolerance: |a-b| <= atol + rtol*|b|"), 0, inf)
+      ->capture_default_str();
+  number_range(cmd->add_option("--atol", args->atol, "Absolute tolerance"), 0, inf)->capture_default_str();
+  // Each listed difference is kept in memory until the report is printed.
+  integer_range(cmd->add_option("--max-reports", args->max_reports, "First differences listed per key"), 0, 1000000)
+      ->capture_default_str();
   cmd->add_flag("--no-validate", args->no_validate,
                 "Compare even checkpoints that fail validation's index checks (salvage; gaps and altered indexes are "
                 "read as they are)");

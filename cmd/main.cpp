@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "option_range.h"
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -47,7 +48,11 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", global.log_level,
                  "trace, debug, info, warn (default), error or off; also env FPGATHER_LOG");
   app.add_flag("--json", global.json, "Print results as JSON on stdout");
-  app.add_option("--threads", global.threads, "Worker threads (default: one per hardware thread)");
+  // More threads than this only contend, and each counts against the system's process limit.
+  cli::integer_range(app.add_option("--threads", global.threads,
+                                    "Worker threads, at most 1024 or 4 per hardware thread, whichever is more "
+                                    "(default: one per hardware thread)"),
+                     0, fpg::max_threads());
   app.add_flag("--no-progress", global.no_progress, "Never draw progress bars (drawn only when stderr is a terminal)");
 
   cli::Runner run;

@@ -4,12 +4,15 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include "comm/threads_backend.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
+#include "option_range.h"
 
 namespace fpg::cli {
 namespace {
@@ -85,22 +88,28 @@ void add_optimizer_options(CLI::App* cmd, PipelineArgs& a, DefaultsFn defaults) 
   cmd->add_option("--scalar-optimizer", a.scalar_optimizer,
                   "With muon: the optimizer of vectors, embeddings and the output head (adamw or lion)")
       ->capture_default_str();
-  cmd->add_option("--lr", a.lr, "Learning rate, shared by Muon and its scalar optimizer (default " + lr + ")");
+  const double inf = std::numeric_limits<double>::infinity();
+  number_range(cmd->add_option("--lr", a.lr, "Learning rate, shared by Muon and its scalar optimizer (default " + lr + ")"),
+               0, inf, true);
   cmd->add_option("--betas", a.betas,
-                  "B1,B2 of Adam/AdamW/Lion and of muon's scalar optimizer (default " + betas + ")");
-  cmd->add_option("--eps", a.eps, "Adam/AdamW epsilon (default 1e-08)");
-  cmd->add_option("--weight-decay", a.weight_decay,
-                  "Weight decay: AdamW/Lion/Muon decoupled, Adam L2 (default " + wd + ")");
-  cmd->add_option("--momentum", a.momentum, "Muon momentum (default 0.95)");
+                  "B1,B2 of Adam/AdamW/Lion and of muon's scalar optimizer, each at least 0 and less than 1 (default " +
+                      betas + ")");
+  number_range(cmd->add_option("--eps", a.eps, "Adam/AdamW epsilon (default 1e-08)"), 0, inf);
+  number_range(cmd->add_option("--weight-decay", a.weight_decay,
+                               "Weight decay: AdamW/Lion/Muon decoupled, Adam L2 (default " + wd + ")"),
+               0, inf);
+  number_range(cmd->add_option("--momentum", a.momentum, "Muon momentum (default 0.95)"), 0, 1, false, true);
   cmd->add_flag("--nesterov,!--no-nesterov", a.nesterov, "Muon: Nesterov momentum, or plain (default: Nesterov)");
-  cmd->add_option("--ns-steps", a.ns_steps, "Muon: Newton-Schulz iterations")->capture_default_str();
+  integer_range(cmd->add_option("--ns-steps", a.ns_steps, "Muon: Newton-Schulz iterations"), 0, pipeline::kMaxNsSteps)
+      ->capture_default_str();
   cmd->add_option("--adjust-lr", a.adjust_lr, std::string("Muon: original or match_rms_adamw (default ") + adjust + ")");
-  cmd->add_option("--clip-grad", a.clip_grad,
-                  "Clip the global gradient norm to this; 0: no clipping (default " + clip + ")");
+  number_range(cmd->add_option("--clip-grad", a.clip_grad,
+                               "Clip the global gradient norm to this; 0: no clipping (default " + clip + ")"),
+               0, inf);
 }
 
 void add_distributed_options(CLI::App* cmd, PipelineArgs& a) {
-  cmd->add_option("--dp", a.dp, "Data-parallel ranks")->capture_default_str();
+  integer_range(cmd->add_option("--dp", a.dp, "Data-parallel ranks"), 1, comm::kMaxThreadsRanks)->capture_default_str();
   cmd->add_option("--comm", a.comm,
                   "Communicator: threads (ranks are threads) or mpi (one rank per process, under mpirun -n DP); "
                   "nccl: train --device cuda only (device buffers)")
@@ -110,9 +119,12 @@ void add_distributed_options(CLI::App* cmd, PipelineArgs& a) {
       ->capture_default_str();
   cmd->add_option("--fp8-format", a.fp8_format, "e4m3 or e5m2")->capture_default_str();
   cmd->add_option("--mx-scale", a.mx_scale, "mxfp8 scale rule: rceil (TE) or floor (OCP)")->capture_default_str();
-  cmd->add_option("--amax-history", a.amax_history, "delayed: amax history length")->capture_default_str();
+  integer_range(cmd->add_option("--amax-history", a.amax_history, "delayed: amax history length"), 1,
+                pipeline::kMaxAmaxHistory)
+      ->capture_default_str();
   cmd->add_option("--amax-algo", a.amax_algo, "delayed: most_recent or max")->capture_default_str();
-  cmd->add_option("--bucket-size", a.bucket_size, "Elements per bucket (default: one bucket per buffer)");
+  integer_range(cmd->add_option("--bucket-size", a.bucket_size, "Elements per bucket (default: one bucket per buffer)"), 1,
+                pipeline::kMaxBucketSize);
   cmd->add_flag("--pad-for-nccl", a.pad_for_nccl, "Pad bucket ends to lcm(dp, 128, 65536)");
 }
 
@@ -155,6 +167,8 @@ pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defau
     if (comma == std::string::npos) throw UsageError("--betas must be B1,B2, not '" + a.betas + "'");
     c.beta1 = parse_double(a.betas.substr(0, comma), "--betas");
     c.beta2 = parse_double(a.betas.substr(comma + 1), "--betas");
+    if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1))
+      throw UsageError("--betas must each be at least 0 and less than 1, not '" + a.betas + "'");
   }
   c.clip_grad = a.clip_grad.value_or(d.clip_grad);
   if (a.clip_grad && *a.clip_grad < 0) throw UsageError("--clip-grad must be non-negative");

@@ -5,11 +5,19 @@
 // done, 1 a source that fails validation, 2 usage (a target that cannot hold the state, DST exists),
 // 3 an unreadable source.
 #include "app/reshard/reshard.h"
+#include "app/train/trainer.h"
+#include "ckpt/chunk_codec.h"
 #include "cli.h"
 #include "core/error.h"
+#include "option_range.h"
+#include "pipeline/config.h"
 
 namespace fpg::cli {
 namespace {
+
+// The largest target DP size: well above any data-parallel group, far below what would make the
+// plan's per-rank tables large.
+constexpr uint64_t kMaxReshardDp = 65536;
 
 struct ReshardArgs {
   std::string src, dst;
@@ -42,6 +50,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
                            {"chunk_bytes", "--chunk-bytes"},   {"megatron_form", "--to"},
                            {"dp", "--dp"}};
   return with_flag_names(flags, [&] {
+    if (!t.bucket_size.empty()) ckpt::parse_bucket_size(t.bucket_size);  // before anything is read
     const ckpt::ReshardReport r = app::reshard::reshard(a.src, a.dst, t);
     if (g.json) {
       std::printf("%s\n", r.document.dump(2).c_str());
@@ -60,16 +69,21 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
                                             "optimizer, state layout or bucket size");
   cmd->add_option("SRC", a->src, "Source checkpoint (or a directory holding `latest`)")->required();
   cmd->add_option("DST", a->dst, "Target checkpoint directory (must not exist; committed atomically)")->required();
-  cmd->add_option("--dp", a->dp, "Target data-parallel size")->required();
+  // Each target rank gets a file of its own and a plan of its own.
+  integer_range(cmd->add_option("--dp", a->dp, "Target data-parallel size"), 1, kMaxReshardDp)->required();
   cmd->add_option("--dist-opt", a->dist_opt, "bucketed or layerwise (default: the source's)");
   cmd->add_option("--ckpt-layout", a->ckpt_layout, "Optimizer state layout: bucket or model (default: the source's)");
-  cmd->add_option("--bucket-size", a->bucket_size, "Elements per bucket, or none (default: the source's)");
+  cmd->add_option("--bucket-size", a->bucket_size,
+                  "Elements per bucket (1 to " + std::to_string(pipeline::kMaxBucketSize) +
+                      "), or none (default: the source's)");
   cmd->add_flag("--pad-for-nccl", a->pad, "Pad bucket ends to lcm(dp, 128, 65536)");
   cmd->add_flag("--no-pad-for-nccl", a->no_pad, "Pad bucket ends to lcm(dp, 128) only");
-  cmd->add_option("--accumulation", a->accumulation,
-                  "Micro-batches per rank per step of the resumed run (default: keep the global batch)");
+  integer_range(cmd->add_option("--accumulation", a->accumulation,
+                                "Micro-batches per rank per step of the resumed run (default: keep the global batch)"),
+                1, app::train::kMaxAccumulation);
   cmd->add_option("--compress", a->compress, "zstd[:LEVEL][+shuffle] or none (default: the source's filters)");
-  cmd->add_option("--chunk-bytes", a->chunk_bytes, "Target chunk size in bytes (default: the source's)");
+  integer_range(cmd->add_option("--chunk-bytes", a->chunk_bytes, "Target chunk size in bytes (default: the source's)"), 1,
+                ckpt::kMaxChunkBytes);
   cmd->add_option("--to", a->to,
                   "Megatron torch_dist: the optimizer form to write, dp_reshardable or fully_reshardable "
                   "(default: the source's)");

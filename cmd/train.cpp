@@ -11,6 +11,7 @@
 #include "app/train/device_trainer.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
+#include "option_range.h"
 #include "pipeline_args.h"
 #include "app/checkpoint/checkpointing.h"
 #include "app/train/metrics_file.h"
@@ -223,17 +224,28 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
                 "--device cuda: leave the param all-gathers in flight; the next forward waits each bucket just "
                 "before it first reads it (same results)");
   add_fp32_options(cmd, args->pipe);
-  cmd->add_option("--steps", args->steps, "Optimizer steps")->capture_default_str();
-  cmd->add_option("--micro-batch", args->micro_batch, "Rows per micro-batch")->capture_default_str();
-  cmd->add_option("--accumulation", args->accumulation, "Micro-batches per rank per step")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed of the student, the teacher and the data")->capture_default_str();
+  // The bounds are the library's (app/train/trainer.h): every step's metrics are kept, every
+  // micro-batch's loss, and a micro-batch's activations are rows x the widest layer.
+  integer_range(cmd->add_option("--steps", args->steps, "Optimizer steps"), 1, app::train::kMaxTrainSteps)
+      ->capture_default_str();
+  integer_range(cmd->add_option("--micro-batch", args->micro_batch,
+                                "Rows per micro-batch; rows x the widest layer at most 2^31 elements"),
+                1, static_cast<uint64_t>(app::train::kMaxMicroBatch))
+      ->capture_default_str();
+  integer_range(cmd->add_option("--accumulation", args->accumulation, "Micro-batches per rank per step"), 1,
+                app::train::kMaxAccumulation)
+      ->capture_default_str();
+  integer_range(cmd->add_option("--seed", args->seed, "Seed of the student, the teacher and the data"), 0, kNoLimit)
+      ->capture_default_str();
   cmd->add_option("--metrics", args->metrics, "Write one JSON line per step to FILE.jsonl");
   cmd->add_flag("--print-layout", args->print_layout, "Print the buffer layout of this configuration and exit");
-  cmd->add_option("--log-every", args->log_every, "Log a line on stderr every N steps (default: never)");
+  integer_range(cmd->add_option("--log-every", args->log_every, "Log a line on stderr every N steps (default: never)"), 0,
+                kNoLimit);
   cmd->add_option("--save", args->save,
                   "Checkpoint root: save DIR/step-NNNNNNNN after the last step (and see --save-every); what killed "
                   "saves left in it is recovered first");
-  cmd->add_option("--save-every", args->save_every, "Also save after every N-th step");
+  integer_range(cmd->add_option("--save-every", args->save_every, "Also save after every N-th step; 0: only after the last"),
+                0, kNoLimit);
   cmd->add_option("--load", args->load,
                   "Resume from a checkpoint (or a directory holding `latest`), refused unless it validates; --steps is "
                   "the step to reach");
@@ -245,9 +257,10 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--compress", args->compress, "Checkpoint compression: zstd[:LEVEL][+shuffle] or none")
       ->capture_default_str();
-  cmd->add_option("--keep", args->keep,
-                  "Keep only the N newest checkpoints under --save (default: all); each removed is renamed .NAME.deleting "
-                  "first");
+  integer_range(cmd->add_option("--keep", args->keep,
+                                "Keep only the N newest checkpoints under --save (default, 0: all); each removed is "
+                                "renamed .NAME.deleting first"),
+                0, kNoLimit);
   cmd->callback([args, comm_opt, &global, &run] {
     args->comm_given = comm_opt->count() > 0;
     run = [args, &global] { return run_train(*args, global); };

@@ -10,6 +10,7 @@
 #include "cmd/bench/timing.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "core/thread_start.h"
 
 namespace fpg::bench {
 namespace {
@@ -79,7 +80,7 @@ PlainIo measure_plain_io(const std::string& dir, const std::vector<float>& state
   if (duplex) {
     evict_path(plain);
     t0 = wall_seconds();
-    std::thread reader([&] { read_plain(plain); });
+    std::thread reader = start_thread([&] { read_plain(plain); }, "the duplex read");
     try {
       write_plain(second, state);
     } catch (...) {

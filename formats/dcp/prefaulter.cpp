@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/thread_start.h"
+
 namespace fpg::dcp {
 namespace {
 
@@ -23,7 +25,8 @@ size_t Prefaulter::add(const void* data, size_t capacity) {
 }
 
 void Prefaulter::start() {
-  if (!regions_.empty()) thread_ = std::thread([this] { loop(); });
+  // Prefaulting only moves page faults off the writer: refused a thread, the writer takes them.
+  if (!regions_.empty()) thread_ = try_start_thread([this] { loop(); }).value_or(std::thread());
 }
 
 void Prefaulter::wake() {

@@ -23,7 +23,7 @@ namespace fpg::fpckpt {
 
 struct WriteOptions {
   ckpt::Compression compression;      // default zstd:1, no shuffle
-  uint64_t chunk_bytes = 4ull << 20;  // target chunk size; memory is about (threads + 2) x 2 chunks
+  uint64_t chunk_bytes = 4ull << 20;  // target chunk size, at most ckpt::kMaxChunkBytes; memory is about (threads + 2) x 2 chunks
   ThreadPool* pool = nullptr;         // for callers' own parallel work (the writer encodes on `tasks`)
   TaskQueue* tasks = nullptr;         // encoding threads; nullptr: TaskQueue::global()
 };

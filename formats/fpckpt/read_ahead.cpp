@@ -2,12 +2,15 @@
 
 #include <algorithm>
 
+#include "core/thread_start.h"
+
 namespace fpg::fpckpt {
 
 ReadAhead::ReadAhead(const CheckpointReader& reader, std::vector<ReadRange> ranges, uint64_t window)
     : reader_(reader), ranges_(std::move(ranges)), before_(ranges_.size() + 1), window_(window) {
   for (size_t i = 0; i < ranges_.size(); ++i) before_[i + 1] = before_[i] + ranges_[i].bytes;
-  if (!ranges_.empty()) thread_ = std::thread([this] { run(); });
+  // Reading ahead only warms the page cache: refused a thread, the reads go on without it.
+  if (!ranges_.empty()) thread_ = try_start_thread([this] { run(); }).value_or(std::thread());
 }
 
 ReadAhead::~ReadAhead() {

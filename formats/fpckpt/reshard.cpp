@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/read_ahead.h"
@@ -286,7 +287,7 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
   for (const Piece& p : pieces) ranges.push_back({p.run->src_key, p.run->src_lo + p.x, p.run->src_lo + p.x + p.n, p.bytes});
   ReadAhead ahead(source, std::move(ranges), read_ahead_bytes(piece));
   BatchQueue queue(piece);  // a batch holds at most a piece's bytes
-  std::thread reader([&] {
+  std::thread reader = start_thread([&] {
     try {
       std::vector<Want> wants;
       for (size_t b = 0; b < batches.size(); ++b) {
@@ -305,7 +306,7 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     } catch (...) {
       queue.fail(std::current_exception());
     }
-  });
+  }, "the reshard's reader");
   struct Join {
     std::thread& t;
     BatchQueue& q;

@@ -47,8 +47,8 @@ struct ReshardReport {
   std::vector<std::string> text;
 };
 
-// ReshardTarget::bucket_size: "none" gives nullopt (one bucket per buffer), a positive count itself;
-// UsageError naming bucket_size otherwise.
+// ReshardTarget::bucket_size: "none" gives nullopt (one bucket per buffer), a count from 1 to
+// pipeline::kMaxBucketSize itself; UsageError naming bucket_size otherwise.
 std::optional<uint64_t> parse_bucket_size(const std::string& text);
 
 }  // namespace fpg::ckpt

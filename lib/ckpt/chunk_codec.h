@@ -14,6 +14,9 @@
 
 namespace fpg::ckpt {
 
+// The largest chunk a checkpoint writer is asked for: it holds (threads + 2) x 2 chunks in memory at once.
+constexpr uint64_t kMaxChunkBytes = uint64_t{1} << 30;
+
 struct Compression {
   bool zstd = true;
   int level = 1;         // zstd level, 1..22 (negative levels are zstd's fast modes: -7..-1)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/thread_start.h"
 
 #if defined(FPGATHER_HAVE_NCCL)
 #include <cuda_runtime.h>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -356,8 +358,39 @@ class LocalNcclGroup final : public CommunicatorGroup {
         else ncclCommAbort(comms[static_cast<size_t>(r)]);
       }
     };
+    // The ranks start together once every thread exists: a rank that ran while a later one's thread
+    // was refused would wait in its first collective for a rank that never comes.
+    std::mutex start_mu;
+    std::condition_variable start_cv;
+    int start = 0;  // 1: run, -1: a thread was refused, leave
     std::vector<std::thread> threads;
-    for (int r = 1; r < n_; ++r) threads.emplace_back(rank_main, r);
+    try {
+      for (int r = 1; r < n_; ++r)
+        threads.push_back(start_thread(
+            [&, r] {
+              {
+                std::unique_lock<std::mutex> l(start_mu);
+                start_cv.wait(l, [&] { return start != 0; });
+                if (start < 0) return;
+              }
+              rank_main(r);
+            },
+            fmt::format("rank {} of {}", r, n_)));
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> l(start_mu);
+        start = -1;
+      }
+      start_cv.notify_all();
+      for (auto& t : threads) t.join();
+      for (ncclComm_t c : comms) ncclCommDestroy(c);
+      throw;
+    }
+    {
+      std::lock_guard<std::mutex> l(start_mu);
+      start = 1;
+    }
+    start_cv.notify_all();
     rank_main(0);
     for (auto& t : threads) t.join();
     failures.rethrow_first();

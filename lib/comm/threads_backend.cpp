@@ -13,6 +13,7 @@
 #include "comm/host_reduce.h"
 #include "comm/rendezvous.h"
 #include "core/error.h"
+#include "core/thread_start.h"
 
 namespace fpg::comm {
 namespace {
@@ -338,7 +339,8 @@ class ThreadsGroup final : public CommunicatorGroup {
     std::vector<std::thread> threads;
     threads.reserve(static_cast<size_t>(n_ - 1));
     try {
-      for (int r = 1; r < n_; ++r) threads.emplace_back(rank_main, r);
+      for (int r = 1; r < n_; ++r)
+        threads.push_back(start_thread([&rank_main, r] { rank_main(r); }, fmt::format("rank {} of {}", r, n_)));
     } catch (...) {
       g.rv.abort("could not start the rank threads");
       for (auto& t : threads) t.join();

@@ -1,14 +1,30 @@
 #include "core/task_queue.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <memory>
+#include <string>
 
 #include "core/thread_pool.h"
+#include "core/thread_start.h"
 
 namespace fpg {
 
 TaskQueue::TaskQueue(size_t threads) {
-  for (size_t i = 0; i < std::max<size_t>(1, threads); ++i) workers_.emplace_back([this] { worker_loop(); });
+  const size_t n = std::max<size_t>(1, threads);
+  workers_.reserve(n);
+  workers_.push_back(start_thread([this] { worker_loop(); }, "a task queue"));
+  std::string why;
+  for (size_t i = 1; i < n; ++i) {
+    std::optional<std::thread> t = try_start_thread([this] { worker_loop(); }, &why);
+    if (!t) {
+      spdlog::warn("task queue: the system refused a thread ({}); working with {} of the {} threads asked for", why,
+                   workers_.size(), n);
+      break;
+    }
+    workers_.push_back(std::move(*t));
+  }
 }
 
 TaskQueue::~TaskQueue() {

@@ -15,7 +15,9 @@ namespace fpg {
 
 class TaskQueue {
  public:
-  explicit TaskQueue(size_t threads);  // at least 1
+  // At least 1 thread. Threads the system refuses to start are left out, with a warning; when it
+  // refuses even the first, Error (exit 3): a task may wait for its submitter, so none can run inline.
+  explicit TaskQueue(size_t threads);
   ~TaskQueue();                        // runs the tasks already submitted, then joins
   TaskQueue(const TaskQueue&) = delete;
   TaskQueue& operator=(const TaskQueue&) = delete;

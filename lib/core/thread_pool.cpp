@@ -1,18 +1,45 @@
 #include "core/thread_pool.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "core/thread_start.h"
 
 namespace fpg {
+namespace {
 
-size_t resolve_threads(size_t requested) {
-  if (requested > 0) return requested;
+size_t hardware_threads() {
   const unsigned hw = std::thread::hardware_concurrency();
   return hw > 0 ? hw : 1;
 }
 
+}  // namespace
+
+size_t max_threads() { return std::max<size_t>(1024, 4 * hardware_threads()); }
+
+size_t resolve_threads(size_t requested) {
+  if (requested > max_threads())
+    throw UsageError("threads must be at most " + std::to_string(max_threads()) + ", not " + std::to_string(requested));
+  return requested > 0 ? requested : hardware_threads();
+}
+
 ThreadPool::ThreadPool(size_t threads) {
   const size_t n = resolve_threads(threads);
-  for (size_t i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  workers_.reserve(n - 1);
+  std::string why;
+  for (size_t i = 1; i < n; ++i) {
+    std::optional<std::thread> t = try_start_thread([this] { worker_loop(); }, &why);
+    if (!t) {
+      spdlog::warn("thread pool: the system refused a thread ({}); working with {} of the {} threads asked for",
+                   why, workers_.size() + 1, n);
+      break;
+    }
+    workers_.push_back(std::move(*t));
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -12,7 +12,9 @@ namespace fpg {
 
 class ThreadPool {
  public:
-  // threads == 0 means one per hardware thread. A pool of 1 runs everything on the caller.
+  // threads == 0 means one per hardware thread; more than max_threads() is refused (UsageError). A
+  // pool of 1 runs everything on the caller. Workers the system refuses to start are left out, with
+  // a warning: the pool works with the threads it got, at the least the caller.
   explicit ThreadPool(size_t threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -42,7 +44,12 @@ class ThreadPool {
   bool stop_ = false;
 };
 
-// Resolves a requested thread count: 0 -> hardware threads (at least 1).
+// The most threads a pool may be asked for: 4 per hardware thread, at least 1024. More only adds
+// contention, and each thread reserves a stack and counts against the system's process limit.
+size_t max_threads();
+
+// Resolves a requested thread count: 0 -> hardware threads (at least 1). UsageError ("threads must
+// be at most N") above max_threads().
 size_t resolve_threads(size_t requested);
 
 }  // namespace fpg

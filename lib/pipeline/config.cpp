@@ -30,15 +30,20 @@ void validate_config(const PipelineConfig& c) {
   if (!(c.eps >= 0)) throw UsageError("eps must be non-negative");
   if (!(c.weight_decay >= 0)) throw UsageError("weight decay must be non-negative");
   if (c.torch_vec_width < 1) throw UsageError("torch vector width must be at least 1");
-  if (c.muon_ns_steps < 0) throw UsageError("Newton-Schulz steps must be non-negative");
+  if (c.muon_ns_steps < 0 || c.muon_ns_steps > kMaxNsSteps)
+    throw UsageError("Newton-Schulz steps must be from 0 to " + std::to_string(kMaxNsSteps));
   if (!(c.muon_momentum >= 0 && c.muon_momentum < 1)) throw UsageError("Muon momentum must lie in [0, 1)");
   if (c.bucket_size && *c.bucket_size == 0) throw UsageError("bucket size must be positive");
+  if (c.bucket_size && *c.bucket_size > kMaxBucketSize)
+    throw UsageError("bucket size must be at most " + std::to_string(kMaxBucketSize) + " elements");
   if (c.fp8.enabled) {
     const fp8::Recipe& r = c.fp8.recipe;
     if (r.scaling == fp8::Scaling::mxfp8 && !r.mx_rowwise && !r.mx_columnwise)
       throw UsageError("mxfp8 needs rowwise or columnwise scaling (or both)");
     if (r.scaling == fp8::Scaling::delayed && c.fp8.amax_history_len == 0)
       throw UsageError("delayed scaling needs an amax history of at least 1");
+    if (c.fp8.amax_history_len > kMaxAmaxHistory)
+      throw UsageError("amax history must be at most " + std::to_string(kMaxAmaxHistory));
   }
 }
 

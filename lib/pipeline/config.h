@@ -27,6 +27,15 @@ std::optional<DistOpt> parse_dist_opt(const std::string& name);
 
 // FP8 parameters. When enabled, every param with role `matrix`, dtype BF16 and not fp32-kept is
 // stored as FP8 (Transformer Engine's Linear weights; embedding, output head and vectors stay bf16).
+// The largest delayed-scaling history: each FP8 tensor keeps this many amaxes (Transformer Engine
+// users run up to 1024).
+constexpr size_t kMaxAmaxHistory = 65536;
+// The largest bucket, in elements: the layout pads bucket ends up to lcm(dp, 128, 65536), which must
+// not overflow 64 bits, and no buffer comes near it.
+constexpr uint64_t kMaxBucketSize = uint64_t{1} << 48;
+// The most Newton-Schulz iterations of a Muon step (5 is the usual; more do not converge further).
+constexpr int kMaxNsSteps = 100;
+
 struct Fp8Config {
   bool enabled = false;
   fp8::Recipe recipe;          // scaling, format, pow2, MX rule and directions

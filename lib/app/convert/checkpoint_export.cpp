@@ -293,6 +293,8 @@ uint64_t parse_byte_size(const std::string& text) {
                                                       {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}};
   const auto it = units.find(unit);
   if (it == units.end() || !(v > 0)) throw UsageError("size '" + text + "' is not a positive size (e.g. 5GB, 500MB, 2GiB)");
+  // 2^64 and above (and inf) do not convert to a byte count.
+  if (!(v * it->second < 18446744073709551616.0)) throw UsageError("size '" + text + "' is more than 2^64 - 1 bytes");
   return static_cast<uint64_t>(v * it->second);
 }
 

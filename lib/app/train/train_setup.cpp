@@ -1,5 +1,8 @@
 #include "app/train/train_setup.h"
 
+#include <algorithm>
+#include <string>
+
 #include "comm/group.h"
 #include "core/error.h"
 #include "pipeline/fp8_params.h"
@@ -10,8 +13,18 @@ namespace fpg::app::train {
 model::ModelSpec training_spec(const TrainOptions& o) {
   if (!o.spec.network) throw UsageError("train: the model spec does not describe the built-in network");
   if (o.dp == 0) throw UsageError("train: dp must be at least 1");
-  if (o.micro_batch < 1) throw UsageError("train: micro-batch must be at least 1");
-  if (o.accumulation < 1) throw UsageError("train: accumulation must be at least 1");
+  if (o.steps > kMaxTrainSteps)
+    throw UsageError("train: steps must be at most " + std::to_string(kMaxTrainSteps) + ", not " + std::to_string(o.steps));
+  if (o.micro_batch < 1 || o.micro_batch > kMaxMicroBatch)
+    throw UsageError("train: micro-batch must be from 1 to " + std::to_string(kMaxMicroBatch) + " rows");
+  if (o.accumulation < 1 || o.accumulation > kMaxAccumulation)
+    throw UsageError("train: accumulation must be from 1 to " + std::to_string(kMaxAccumulation));
+  const model::NetworkDims& d = *o.spec.network;
+  const uint64_t widest = std::max({d.input, d.hidden, 2 * d.ffn, d.output, uint64_t{1}});
+  if (static_cast<uint64_t>(o.micro_batch) > kMaxActivationElements / widest)
+    throw UsageError("train: a micro-batch of " + std::to_string(o.micro_batch) + " rows of the widest layer (" +
+                     std::to_string(widest) + ") is more than " + std::to_string(kMaxActivationElements) +
+                     " elements an activation; at most " + std::to_string(kMaxActivationElements / widest) + " rows");
   if (o.overlap_grad_reduce || o.overlap_param_gather)  // the CPU pipeline's phases run one after another
     throw UsageError("train: --overlap-grad-reduce and --overlap-param-gather need --device cuda");
   (void)comm::make_host_group(o.comm, static_cast<int>(o.dp));  // refuses nccl, threads under mpirun, …

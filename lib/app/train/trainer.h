@@ -24,6 +24,14 @@
 
 namespace fpg::app::train {
 
+// Bounds on the sizes of a run (training_spec refuses more). The metrics of every step are kept
+// (TrainResult::steps), about 100 bytes each; each rank keeps one loss per micro-batch; a micro-batch's
+// activations are rows x the widest layer (input, hidden, 2 x ffn or output) floats each.
+constexpr uint64_t kMaxTrainSteps = 10'000'000;
+constexpr uint64_t kMaxAccumulation = 65536;
+constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
+constexpr uint64_t kMaxActivationElements = uint64_t{1} << 31;
+
 struct TrainOptions {
   model::ModelSpec spec;  // must describe the built-in network (spec.network set)
   uint32_t dp = 2;
@@ -34,9 +42,9 @@ struct TrainOptions {
   // `--fp32-matrices REGEX`: matrices whose name matches become fp32-kept and stay with the layer-wise
   // optimizer (app/train/fp32_params.h); set pipeline.fp32_matrices with it. Empty: none.
   std::string fp32_matrices;
-  uint64_t steps = 200;
-  int64_t micro_batch = 32;
-  uint64_t accumulation = 1;  // micro-batches per rank per step
+  uint64_t steps = 200;        // at most kMaxTrainSteps
+  int64_t micro_batch = 32;    // rows; at most kMaxMicroBatch, and kMaxActivationElements a layer
+  uint64_t accumulation = 1;   // micro-batches per rank per step; at most kMaxAccumulation
   uint64_t seed = 1234;       // student init, teacher and data
   size_t threads_per_rank = 1;  // ThreadPool of each rank's batched FP8 passes
   // Communicator backend (comm/group.h, make_host_group): "threads", or "mpi" when every process of

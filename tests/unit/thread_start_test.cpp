@@ -1,0 +1,111 @@
+// core/thread_start.h: what the pools do when the system refuses a thread. The refusal is made by a
+// replaced starter, as the tests run as root in containers, where RLIMIT_NPROC does not apply.
+#include <atomic>
+#include <cerrno>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "catch.h"
+#include "comm/threads_backend.h"
+#include "core/error.h"
+#include "core/task_queue.h"
+#include "core/thread_pool.h"
+#include "core/thread_start.h"
+
+namespace {
+
+// Lets `allowed` threads start, then refuses every other as std::thread does under a thread limit.
+class RefuseThreadsAfter {
+ public:
+  explicit RefuseThreadsAfter(size_t allowed) {
+    previous_ = fpg::set_thread_starter([this, allowed](std::function<void()> fn) {
+      if (started_.fetch_add(1) >= allowed)
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+      return std::thread(std::move(fn));
+    });
+  }
+  ~RefuseThreadsAfter() { fpg::set_thread_starter(previous_); }
+  RefuseThreadsAfter(const RefuseThreadsAfter&) = delete;
+  RefuseThreadsAfter& operator=(const RefuseThreadsAfter&) = delete;
+
+ private:
+  std::atomic<size_t> started_{0};
+  fpg::ThreadStarter previous_;
+};
+
+void check_runs_everything(fpg::ThreadPool& pool) {
+  std::vector<std::atomic<int>> hits(200);
+  pool.parallel_for(hits.size(), [&](size_t i) { hits[i]++; });
+  for (auto& h : hits) REQUIRE(h == 1);
+}
+
+}  // namespace
+
+TEST_CASE("a pool refused some threads works with those it got", "[core][threads]") {
+  RefuseThreadsAfter limit(2);
+  fpg::ThreadPool pool(8);
+  CHECK(pool.size() == 3);  // two workers and the caller
+  check_runs_everything(pool);
+}
+
+TEST_CASE("a pool refused every thread runs on the caller", "[core][threads]") {
+  {
+    RefuseThreadsAfter limit(0);
+    fpg::ThreadPool pool(8);
+    CHECK(pool.size() == 1);
+    check_runs_everything(pool);
+    fpg::ThreadPool::set_global_threads(4);  // the process-wide pool degrades alike
+    CHECK(fpg::ThreadPool::global().size() == 1);
+    check_runs_everything(fpg::ThreadPool::global());
+  }
+  fpg::ThreadPool::set_global_threads(0);  // the other tests get a whole pool again
+  CHECK(fpg::ThreadPool::global().size() == fpg::resolve_threads(0));
+}
+
+TEST_CASE("a pool asked for more than max_threads is refused, naming the field", "[core][threads]") {
+  CHECK(fpg::max_threads() >= 1024);
+  CHECK_THROWS_AS(fpg::ThreadPool(fpg::max_threads() + 1), fpg::UsageError);
+  try {
+    fpg::resolve_threads(size_t{1} << 40);
+    FAIL("2^40 threads were accepted");
+  } catch (const fpg::UsageError& e) {
+    CHECK(std::string(e.what()).find("threads must be at most " + std::to_string(fpg::max_threads())) == 0);
+  }
+  CHECK(fpg::resolve_threads(fpg::max_threads()) == fpg::max_threads());
+}
+
+TEST_CASE("a task queue works with the threads it got, and fails cleanly with none", "[core][threads]") {
+  {
+    RefuseThreadsAfter limit(1);
+    fpg::TaskQueue queue(4);
+    CHECK(queue.size() == 1);
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 20; ++i) queue.submit([&] { ran++; });
+    while (ran < 20) std::this_thread::yield();
+  }
+  RefuseThreadsAfter none(0);
+  try {
+    fpg::TaskQueue queue(2);
+    FAIL("a queue without a thread was made");
+  } catch (const fpg::Error& e) {
+    CHECK(e.code() == fpg::ExitCode::io);
+    CHECK(std::string(e.what()).find("the system refused a thread for a task queue") != std::string::npos);
+  }
+}
+
+TEST_CASE("a threads communicator refused a rank's thread fails with an error and leaves no thread", "[core][threads]") {
+  auto group = fpg::comm::make_threads_group(4, {});
+  RefuseThreadsAfter limit(1);  // rank 1 starts, rank 2 is refused
+  std::atomic<int> ran{0};
+  try {
+    group->run([&](fpg::comm::Communicator& c) {
+      ran++;
+      c.barrier()->wait();  // rank 0 and 1 would wait here for ranks that never came
+    });
+    FAIL("the run did not fail");
+  } catch (const fpg::Error& e) {
+    CHECK(e.code() == fpg::ExitCode::io);
+    CHECK(std::string(e.what()).find("rank 2 of 4") != std::string::npos);
+  }
+}
