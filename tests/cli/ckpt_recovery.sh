@@ -35,7 +35,7 @@ expect_in "$WORK/err" "finished deleting .step-00000001.deleting"
 expect_in "$WORK/err" "removed step-00000000, a checkpoint left without index.h5"
 [ -d $R/.step-00000005.tmp-fedcba9876543210 ] || fail "removed the staging directory of a live writer"
 exec 9<&-  # the writer ends
-[ "$(ls -A $R | tr '\n' ' ')" = ".step-00000005.tmp-fedcba9876543210 latest step-00000002 step-00000004 step-00000006 " ] ||
+[ "$(LC_ALL=C ls -A $R | tr '\n' ' ')" = ".step-00000005.tmp-fedcba9876543210 latest step-00000002 step-00000004 step-00000006 " ] ||
   fail "left: $(ls -A $R | tr '\n' ' ')"
 expect_exit 0 "${F[@]}" validate --data $R
 expect_in "$WORK/out" "step-00000006: valid"
@@ -61,6 +61,6 @@ expect_in "$WORK/out" "resumed from $R/step-00000008 at step 8"
 
 # Retention deletes by renaming first: nothing half-deleted or hidden is left.
 expect_exit 0 "${F[@]}" train --steps 14 --save-every 2 --load $R --save $R --keep 2
-[ "$(ls -A $R | tr '\n' ' ')" = ".step-00000008.invalid latest step-00000012 step-00000014 " ] ||
+[ "$(LC_ALL=C ls -A $R | tr '\n' ' ')" = ".step-00000008.invalid latest step-00000012 step-00000014 " ] ||
   fail "--keep 2 left: $(ls -A $R | tr '\n' ' ')"
 finish
