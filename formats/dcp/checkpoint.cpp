@@ -18,17 +18,6 @@
 namespace fpg::dcp {
 namespace {
 
-// Appends `text` (lines ending in '\n') to `lines`.
-void add_lines(std::vector<std::string>& lines, const std::string& text) {
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t nl = text.find('\n', at);
-    lines.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
-    if (nl == std::string::npos) break;
-    at = nl + 1;
-  }
-}
-
 struct Opened : ckpt::OpenedParams {
   Opened(std::shared_ptr<const Reader> r, const ckpt::ParamsOptions& o) : reader(std::move(r)), source(checked(*reader, o)) {}
   static const Reader& checked(const Reader& r, const ckpt::ParamsOptions& o) {
@@ -180,7 +169,7 @@ class DcpCheckpoint : public ckpt::Checkpoint {
         t.push_back(fmt::sprintf("%-*s  %-10s  %-16s  %7zu  %12llu", w, k.fqn, k.is_tensor ? k.dtype : "(bytes)",
                                  k.is_tensor ? shape_string(k.shape) : "", k.chunks, k.bytes));
     } else if (params && params->layout()) {
-      add_lines(t, layout::describe(params->layout()->layout));
+      ckpt::append_lines(t, layout::describe(params->layout()->layout));
     }
     return c;
   }

@@ -67,4 +67,7 @@ struct ValidationReport {
 // "1 file", "2 files": a count and its noun, plural as English has it for the nouns used here.
 std::string count_of(uint64_t n, const std::string& noun);
 
+// Appends `text`, lines each ended by '\n' (as layout::describe gives them), to `lines`.
+void append_lines(std::vector<std::string>& lines, const std::string& text);
+
 }  // namespace fpg::ckpt

@@ -6,12 +6,6 @@
 
 namespace fpg::ckpt {
 
-std::string count_of(uint64_t n, const std::string& noun) {
-  std::string plural = noun;
-  if (n != 1) plural += (!noun.empty() && (noun.back() == 's' || noun.back() == 'x')) ? "es" : "s";
-  return std::to_string(n) + " " + plural;
-}
-
 void FormatRegistry::add(std::unique_ptr<Format> format) { formats_.push_back(std::move(format)); }
 
 const Format* FormatRegistry::probe(const std::string& path) const {

@@ -4,6 +4,7 @@
 
 #include <fmt/printf.h>
 
+#include "ckpt/checkpoint_report.h"
 #include "core/error.h"
 #include "formats/dcp/megatron/megatron_reshard.h"
 #include "layout/describe.h"
@@ -26,17 +27,6 @@ MegatronReshardOptions options_of(const std::string& source, const ckpt::Reshard
     if (!o.to) throw UsageError("megatron_form must be dp_reshardable or fully_reshardable, not '" + t.megatron_form + "'");
   }
   return o;
-}
-
-// Appends `text` (lines ending in '\n') to `lines`.
-void add_lines(std::vector<std::string>& lines, const std::string& text) {
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t nl = text.find('\n', at);
-    lines.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
-    if (nl == std::string::npos) break;
-    at = nl + 1;
-  }
 }
 
 }  // namespace
@@ -85,7 +75,7 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
   auto& text = r.text;
   text.push_back(fmt::sprintf("%s %s (%s) -> %s (%s, dp %u)", t.dry_run ? "reshard plan (dry run):" : "resharded",
                               source, s.source_form, target, s.target_form, o.dp));
-  if (!s.target.buffers.empty()) add_lines(text, layout::describe(s.target));
+  if (!s.target.buffers.empty()) ckpt::append_lines(text, layout::describe(s.target));
   if (s.grad_dtype_assumed)
     text.push_back("note: the source records no grad dtype; buckets are named for float32 grads (grad_reduce_in_fp32)");
   if (s.first_padding_only_rank)
