@@ -6,6 +6,7 @@
 
 #include "ckpt/chunk_codec.h"
 #include "cli.h"
+#include "json_output.h"
 #include "cmd/bench/comm_bench.h"
 #include "cmd/bench/export_bench.h"
 #include "cmd/bench/gpu_optim_bench.h"
@@ -97,7 +98,7 @@ int run_bench_quantize(const BenchQuantizeArgs& a, const GlobalOptions& g) {
                               {"input_bytes", r.input_bytes}, {"best_s", r.best_s}, {"median_s", r.median_s},
                               {"gbps", r.gbps}, {"ratio_to_memcpy", r.ratio_to_memcpy},
                               {"speedup_vs_1_thread", r.speedup_vs_1_thread}});
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("quantize %llu x %llu (GB/s = input bytes / best time; ratio = GB/s / memcpy GB/s, same run)\n",
@@ -137,7 +138,7 @@ int run_bench_export(BenchExportArgs a, const GlobalOptions& g) {
                               {"ratio", r.ratio()},           {"ratio_to_serial", r.ratio_to_serial()},
                               {"peak_rss_before", r.peak_rss_before},
                               {"peak_rss_after", r.peak_rss_after}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("export of %s to %s (%s weights%s): %.2f GB written, %.2f GB read\n", a.o.checkpoint.c_str(),
@@ -166,7 +167,7 @@ int run_bench_gpu_quantize(const bench::GpuQuantizeBenchOptions& o, const Global
       j["results"].push_back({{"recipe", x.recipe}, {"pass", x.pass}, {"elements", x.elements}, {"bytes", x.bytes},
                               {"median_ms", x.median_ms}, {"best_ms", x.best_ms}, {"gbps", x.gbps},
                               {"ratio_to_memcpy", x.ratio}});
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("gpu-quantize on %s: %llu x %llu fp32 tensor; batch: %llu parameters of '%s' (%llu elements)\n",
@@ -206,7 +207,7 @@ int run_bench_io(BenchIoArgs a, const GlobalOptions& g) {
         j["results"].back()["pipeline"] = {{"copy_s", r.copy_s}, {"slot_wait_s", r.wait_s}, {"encode_thread_s", r.encode_s},
                                            {"write_s", r.write_s}};
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("io: %.2f GiB fp32 state in %s, %u rank files, %zu threads, median of %u interleaved reps%s (ratio = GB/s "
@@ -240,7 +241,7 @@ int run_bench_validate(const bench::ValidateBenchOptions& o, const GlobalOptions
                         {"index_bytes_per_chunk", r.bytes_per_chunk()}, {"write_s", r.write_s}, {"read_s", r.read_s},
                         {"check_s", r.check_s}, {"files_s", r.files_s}, {"chunks_per_s", r.chunks_per_s()},
                         {"problems", r.problems}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("validate (index only): %llu chunks, %llu keys, %llu runs, %llu padding intervals\n",
@@ -291,7 +292,7 @@ int run_bench_step(const BenchStepArgs& a, const GlobalOptions& g) {
       j["optimizer"].push_back({{"optimizer", q.optimizer}, {"dp", q.dp}, {"elements", q.elements},
                                 {"bytes", q.bytes}, {"best_s", q.best_s}, {"median_s", q.median_s},
                                 {"gbps", q.gbps}, {"ratio_to_memcpy", q.ratio_to_memcpy}});
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("step of %s (%llu params), micro-batch %lld, median of %llu steps, rank 0 (ms)\n", o.spec.name.c_str(),
@@ -335,7 +336,7 @@ int run_bench_reshard(BenchReshardArgs a, const GlobalOptions& g) {
                               {"ratio_to_duplex", x.duplex_ratio}, {"same_size_duplex_gbps", x.same_size_duplex_gbps},
                               {"ratio_to_same_size_duplex", x.same_size_duplex_ratio},
                               {"peak_rss_bytes", x.peak_rss}});
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("reshard DP %u -> %u, uncompressed, source evicted from the page cache, %zu threads\n", a.o.from_dp,
@@ -381,7 +382,7 @@ int run_bench_comm(const BenchCommArgs& a, const GlobalOptions& g) {
       j["results"].push_back({{"model", r.model}, {"op", r.op}, {"dtype", r.dtype}, {"shard_bytes", r.shard_bytes},
                               {"total_bytes", r.total_bytes}, {"median_ms", r.median_ms},
                               {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}});
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("nccl collectives of a train step, dp %u, median of %d (in place, rank 0's compute stream)\n", a.dp,
@@ -439,7 +440,7 @@ int run_bench_gpu_optim(const BenchGpuOptimArgs& a, const GlobalOptions& g) {
                               {"elements", x.elements}, {"bytes", x.bytes}, {"median_ms", x.median_ms},
                               {"min_ms", x.min_ms}, {"gbps", x.gbps}, {"ratio_to_copy", x.ratio_to_copy},
                               {"tflops", x.tflops}, {"gemm", x.gemm}});
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("gpu-optim on %s, model %s: median of %d launches (GB/s = bytes read + written / median; "

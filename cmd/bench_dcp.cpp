@@ -6,6 +6,7 @@
 
 #include "cmd/bench/dcp_bench.h"
 #include "cmd/bench/synthetic_dcp.h"
+#include "cmd/json_output.h"
 #include "cmd/option_range.h"
 #include "ckpt/chunk_codec.h"
 
@@ -21,7 +22,7 @@ int run_dcp_make(const bench::SyntheticDcpOptions& o, const GlobalOptions& g) {
                               {"keys", s.keys},          {"ranks", s.ranks},          {"chunk_bytes", o.chunk_bytes},
                               {"tensor_bytes", s.tensor_bytes}, {"file_bytes", s.file_bytes},
                               {"metadata_bytes", s.metadata_bytes}, {"seconds", s.seconds}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("wrote %s: %llu chunks of %llu bytes over %llu keys and %llu rank files in %.2f s\n", o.dir.c_str(),
@@ -67,7 +68,7 @@ int run_dcp_bench(const bench::DcpBenchOptions& o, const GlobalOptions& g) {
                      {"bytes_written", r.export_bytes_written},
                      {"read_gbps", r.export_read_gbps()},
                      {"timing", phase_json(r.export_phase)}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   std::printf("dcp %s: .metadata %.1f MB, %llu keys, %llu chunks, %llu storage entries in %llu files\n",

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "json_output.h"
 #include "app/convert/checkpoint_params.h"
 #include "app/convert/export_any.h"
 #include "app/convert/checkpoint_recompress.h"
@@ -73,7 +74,7 @@ int run_recompress(const ConvertArgs& a, const GlobalOptions& g) {
                               {"keys", s.keys},            {"runs", s.runs},
                               {"logical_bytes", s.logical_bytes}, {"stored_bytes_in", s.stored_bytes_in},
                               {"stored_bytes_out", s.stored_bytes_out}, {"seconds", secs}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
   } else {
     std::printf("recompressed %llu keys (%.2f MB) as %s: %.2f MB stored -> %.2f MB in %.2f s\nwrote %s\n",
                 static_cast<unsigned long long>(s.keys), s.logical_bytes / 1e6, ckpt::to_string(o.compression).c_str(),
@@ -105,7 +106,7 @@ int run_reencode_fp8(const ConvertArgs& a, const GlobalOptions& g) {
     const nlohmann::json j = {{"input", s.source}, {"output", s.target}, {"operation", "reencode_fp8"},
                               {"fp8", a.fp8},      {"fp8_format", a.format}, {"step", s.step},
                               {"fp8_params", s.fp8_params}, {"seconds", secs}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
   } else {
     std::printf("re-encoded %s at step %llu with fp8 %s (%zu FP8 params) in %.2f s\nwrote %s\n", s.source.c_str(),
                 static_cast<unsigned long long>(s.step), a.fp8.c_str(), s.fp8_params, secs, s.target.c_str());
@@ -131,7 +132,7 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
                               {"dtype", a.dtype},      {"states", a.states}, {"tensors", s.tensors},
                               {"bytes_read", s.bytes_read}, {"bytes_written", s.bytes_written},
                               {"files", s.files},      {"seconds", secs}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
   } else {
     std::printf("exported %zu tensors (%s weights%s) from %s: %.2f MB in %.2f s\n", s.tensors, a.dtype.c_str(),
                 a.states ? ", masters and optimizer states" : "", s.checkpoint.c_str(), s.bytes_written / 1e6, secs);
@@ -222,7 +223,7 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
       for (const auto& n : s.nonfinite)
         j["nonfinite"].push_back({{"tensor", n.tensor}, {"nan", n.nan}, {"pos_inf", n.pos_inf}, {"neg_inf", n.neg_inf}});
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
   } else {
     std::printf("%s %zu tensors, copied %zu; %.2f MB -> %.2f MB in %.2f s\n", what.c_str(), s.quantized, s.copied,
                 s.bytes_in / 1e6, s.bytes_out / 1e6, secs);

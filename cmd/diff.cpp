@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "json_output.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "option_range.h"
 #include "app/convert/checkpoint_diff.h"
 
@@ -40,14 +42,17 @@ int run_diff(const DiffArgs& args, const GlobalOptions& g) {
       for (const auto& v : d.first) e["first"].push_back({{"index", v.index}, {"a", v.a}, {"b", v.b}});
       j["differences"].push_back(e);
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return code;
   }
+  // Keys and details name what the files hold: printed through printable() so that none can forge a line.
   for (const auto& d : rep.diffs) {
-    std::printf("%s: %s%s%s\n", d.key.c_str(), d.what.c_str(), d.detail.empty() ? "" : ": ", d.detail.c_str());
+    std::printf("%s: %s%s%s\n", printable(d.key).c_str(), printable(d.what).c_str(), d.detail.empty() ? "" : ": ",
+                printable(d.detail).c_str());
     if (d.what == "values" && d.max_abs > 0) std::printf("  max |a - b| = %.9g\n", d.max_abs);
     for (const auto& v : d.first)
-      std::printf("  [%llu] a=%s b=%s\n", static_cast<unsigned long long>(v.index), v.a.c_str(), v.b.c_str());
+      std::printf("  [%llu] a=%s b=%s\n", static_cast<unsigned long long>(v.index), printable(v.a).c_str(),
+                  printable(v.b).c_str());
   }
   std::printf("%s: %llu keys, %llu elements compared (rtol %g, atol %g)\n",
               rep.equal() ? "equal" : "DIFFERENT", static_cast<unsigned long long>(rep.keys_compared),

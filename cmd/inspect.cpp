@@ -5,7 +5,9 @@
 
 #include "app/inspect/inspect.h"
 #include "cli.h"
+#include "json_output.h"
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace fpg::cli {
 namespace {
@@ -18,10 +20,12 @@ struct InspectArgs {
 
 void print(const nlohmann::json& document, const std::vector<std::string>& text, bool json) {
   if (json) {
-    std::printf("%s\n", document.dump(2).c_str());
+    print_json(document);
     return;
   }
-  for (const auto& line : text) std::printf("%s\n", line.c_str());
+  // The formats escape the names they put into lines; printable() again (it leaves its own output as
+  // it is) keeps any line that missed it from starting another.
+  for (const auto& line : text) std::printf("%s\n", printable(line).c_str());
 }
 
 int run_inspect(const InspectArgs& a, const GlobalOptions& g) {

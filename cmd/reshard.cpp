@@ -8,6 +8,7 @@
 #include "app/train/trainer.h"
 #include "ckpt/chunk_codec.h"
 #include "cli.h"
+#include "json_output.h"
 #include "core/error.h"
 #include "option_range.h"
 #include "pipeline/config.h"
@@ -53,7 +54,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
     if (!t.bucket_size.empty()) ckpt::parse_bucket_size(t.bucket_size);  // before anything is read
     const ckpt::ReshardReport r = app::reshard::reshard(a.src, a.dst, t);
     if (g.json) {
-      std::printf("%s\n", r.document.dump(2).c_str());
+      print_json(r.document);
     } else {
       for (const auto& line : r.text) std::printf("%s\n", line.c_str());
     }

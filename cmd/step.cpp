@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "json_output.h"
 #include "core/error.h"
 #include "pipeline_args.h"
 #include "app/replay/replay_step.h"
@@ -53,7 +54,7 @@ int run_step(const StepArgs& a, const GlobalOptions& g) {
                               {"step_out", r.step_out},   {"skipped", r.skipped},
                               {"grad_norm", std::isfinite(r.grad_norm) ? r.grad_norm : 0.0},
                               {"clip_coef", r.clip_coef}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   if (r.skipped)

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "json_output.h"
 #include "comm/mpi_runtime.h"
 #include "core/error.h"
 #include "core/progress.h"
@@ -176,7 +177,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
                           {"loaded_chunks", log.loaded_chunks}, {"loaded_bytes", log.loaded_bytes},
                           {"saved", log.saved}, {"removed", log.removed}, {"recovered", log.recovered},
                           {"load_seconds", log.load_seconds}, {"save_seconds", log.save_seconds}};
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return 0;
   }
   const pipeline::PhaseTimes& t = s.median_times;

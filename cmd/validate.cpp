@@ -5,7 +5,9 @@
 
 #include "app/inspect/validate.h"
 #include "cli.h"
+#include "json_output.h"
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace fpg::cli {
 namespace {
@@ -32,7 +34,7 @@ int run_validate(const ValidateArgs& a, const GlobalOptions& g) {
     for (const auto& p : rep.problems)
       j["problems"].push_back({{"kind", ckpt::problem_kind_name(p.kind)}, {"key", p.key}, {"lo", p.lo}, {"hi", p.hi},
                                {"file", p.file}, {"message", p.message}});
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return code;
   }
   for (const auto& p : rep.problems) std::printf("%s\n", ckpt::to_string(p).c_str());
@@ -40,7 +42,7 @@ int run_validate(const ValidateArgs& a, const GlobalOptions& g) {
     std::printf("%s: unreadable\n", rep.path.c_str());
     return code;
   }
-  for (const auto& n : rep.notes) std::printf("note: %s\n", n.c_str());
+  for (const auto& n : rep.notes) std::printf("note: %s\n", printable(n).c_str());
   std::string facts;
   for (const auto& f : rep.facts) facts += (facts.empty() ? "" : ", ") + f;
   std::printf("%s: %s: %s; %zu problem%s\n", rep.path.c_str(), code == 0 ? "valid" : "INVALID", facts.c_str(),

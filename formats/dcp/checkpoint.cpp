@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "core/shape.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/megatron/reshard_report.h"
@@ -19,7 +20,11 @@ namespace fpg::dcp {
 namespace {
 
 struct Opened : ckpt::OpenedParams {
-  Opened(std::shared_ptr<const Reader> r, const ckpt::ParamsOptions& o) : reader(std::move(r)), source(checked(*reader, o)) {}
+  // A state of another shape than its parameter is refused even without validation: reading per
+  // parameter would leave it out.
+  Opened(std::shared_ptr<const Reader> r, const ckpt::ParamsOptions& o) : reader(std::move(r)), source(checked(*reader, o)) {
+    require_no_shape_mismatch(source, o.refusing);
+  }
   static const Reader& checked(const Reader& r, const ckpt::ParamsOptions& o) {
     if (o.validate) require_valid(r, o.refusing);
     return r;
@@ -115,6 +120,10 @@ class DcpCheckpoint : public ckpt::Checkpoint {
         j["optimizer"]["stored_padding_elements"] = padding_elems;
       }
       j["unmapped_keys"] = params->unmapped_keys();
+      j["shape_mismatches"] = nlohmann::json::array();
+      for (const ShapeMismatch& m : params->shape_mismatches())
+        j["shape_mismatches"].push_back({{"key", m.state_key}, {"shape", m.state_shape}, {"parameter", m.param},
+                                         {"parameter_key", m.param_key}, {"parameter_shape", m.param_shape}});
     } else {
       j["optimizer"] = {{"not_recovered", not_recovered}};
     }
@@ -156,18 +165,26 @@ class DcpCheckpoint : public ckpt::Checkpoint {
       } else {
         t.push_back(l);
       }
-      for (const auto& k : params->unmapped_keys()) t.push_back("  not mapped to a parameter: " + k);
+      for (const auto& k : params->unmapped_keys()) t.push_back("  not mapped to a parameter: " + printable(k));
+      for (const ShapeMismatch& m : params->shape_mismatches())
+        t.push_back("  not the shape of its parameter: " + to_string(m));
     } else {
-      t.push_back("  optimizer layout not recovered: " + not_recovered);
+      t.push_back("  optimizer layout not recovered: " + printable(not_recovered));
     }
     if (o.keys) {
+      std::vector<std::string> names;
       size_t width = 3;
-      for (const auto& k : s.keys) width = std::max(width, k.fqn.size());
+      for (const auto& k : s.keys) {
+        names.push_back(printable(k.fqn));
+        width = std::max(width, names.back().size());
+      }
       const int w = static_cast<int>(width);
       t.push_back(fmt::sprintf("%-*s  %-10s  %-16s  %7s  %12s", w, "key", "dtype", "shape", "chunks", "bytes"));
-      for (const auto& k : s.keys)
-        t.push_back(fmt::sprintf("%-*s  %-10s  %-16s  %7zu  %12llu", w, k.fqn, k.is_tensor ? k.dtype : "(bytes)",
+      for (size_t i = 0; i < s.keys.size(); ++i) {
+        const auto& k = s.keys[i];
+        t.push_back(fmt::sprintf("%-*s  %-10s  %-16s  %7zu  %12llu", w, names[i], k.is_tensor ? printable(k.dtype) : "(bytes)",
                                  k.is_tensor ? shape_string(k.shape) : "", k.chunks, k.bytes));
+      }
     } else if (params && params->layout()) {
       ckpt::append_lines(t, layout::describe(params->layout()->layout));
     }
@@ -186,14 +203,15 @@ class DcpCheckpoint : public ckpt::Checkpoint {
       const std::string value = r.read_object(e).repr(2000);
       j["storage"] = {{"file", s.relative_path}, {"offset", s.offset}, {"length", s.length}};
       j["value"] = value;
-      t.push_back(fmt::sprintf("%s: bytes entry in %s at [%llu, +%llu)", e.fqn, s.relative_path, s.offset, s.length));
-      t.push_back("  " + value);
+      t.push_back(fmt::sprintf("%s: bytes entry in %s at [%llu, +%llu)", printable(e.fqn), printable(s.relative_path),
+                               s.offset, s.length));
+      t.push_back("  " + printable(value));
       return out;
     }
     j["dtype"] = std::string(e.tensor.dtype->name);
     j["shape"] = e.tensor.size;
     j["chunks"] = nlohmann::json::array();
-    t.push_back(fmt::sprintf("%s: %s %s, %zu chunk%s", e.fqn, std::string(e.tensor.dtype->name),
+    t.push_back(fmt::sprintf("%s: %s %s, %zu chunk%s", printable(e.fqn), std::string(e.tensor.dtype->name),
                              shape_string(e.tensor.size), e.tensor.chunks.size(), e.tensor.chunks.size() == 1 ? "" : "s"));
     for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
       const StorageEntry& s = r.storage(e, c);
@@ -201,7 +219,7 @@ class DcpCheckpoint : public ckpt::Checkpoint {
       j["chunks"].push_back({{"offsets", ch.offsets}, {"sizes", ch.sizes}, {"file", s.relative_path},
                              {"offset", s.offset}, {"length", s.length}});
       t.push_back(fmt::sprintf("  offsets %-16s sizes %-16s %s [%llu, +%llu)", shape_string(ch.offsets),
-                               shape_string(ch.sizes), s.relative_path, s.offset, s.length));
+                               shape_string(ch.sizes), printable(s.relative_path), s.offset, s.length));
     }
     return out;
   }

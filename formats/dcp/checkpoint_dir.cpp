@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "ckpt/index.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "formats/safetensors/format.h"
 
@@ -129,7 +130,7 @@ std::optional<uint64_t> storage_file_rank(const std::string& relative_path) {
   const std::string digits = m[1];
   const uint64_t rank = digits.size() > 7 ? UINT64_MAX : std::stoull(digits);  // 7 digits: no overflow
   if (rank >= ckpt::kMaxRanks)
-    throw FormatError("storage file '" + relative_path + "' names rank " + digits + ", beyond the " +
+    throw FormatError("storage file " + quoted_name(relative_path) + " names rank " + digits + ", beyond the " +
                       std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
   return rank;
 }

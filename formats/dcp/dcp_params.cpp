@@ -11,6 +11,8 @@
 
 #include "ckpt/index.h"
 #include "core/error.h"
+#include "core/printable.h"
+#include "core/shape.h"
 #include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/metadata/box_coverage.h"
 
@@ -25,6 +27,11 @@ std::string_view optimizer_form_name(OptimizerForm f) {
   return "?";
 }
 
+std::string to_string(const ShapeMismatch& m) {
+  return "key " + quoted_name(m.state_key) + " has shape " + shape_string(m.state_shape) + ", its parameter " +
+         quoted_name(m.param) + " (key " + quoted_name(m.param_key) + ") has shape " + shape_string(m.param_shape);
+}
+
 namespace {
 
 const std::regex kPlainState(R"(^(?:optim|optimizer)\.state\.(.+)\.(\w+)$)");
@@ -36,7 +43,7 @@ uint64_t volume(const std::vector<uint64_t>& shape) {
 
 DType dtype_of(const Entry& e, const std::string& file) {
   if (!e.tensor.dtype->dtype)
-    throw FormatError(file + ": key '" + e.fqn + "' has dtype torch." + std::string(e.tensor.dtype->name) +
+    throw FormatError(file + ": key " + quoted_name(e.fqn) + " has dtype torch." + std::string(e.tensor.dtype->name) +
                       ", which fpgather cannot represent");
   return *e.tensor.dtype->dtype;
 }
@@ -147,10 +154,17 @@ void DcpParams::map_megatron() {
     std::stable_sort(it->second.begin(), it->second.end(),
                      [](const auto& a, const auto& b) { return a.first == "master" && b.first != "master"; });
     for (const auto& [state, entry] : it->second) {
-      if (md.entries[entry].tensor.size != md.entries[entry_of.at(p.key)].tensor.size)
-        throw FormatError(md.file + ": optimizer key '" + md.entries[entry].fqn + "' has shape " +
-                          std::to_string(volume(md.entries[entry].tensor.size)) + " elements, its model key '" +
-                          p.key + "' " + std::to_string(volume(md.entries[entry_of.at(p.key)].tensor.size)));
+      const Entry& model = md.entries[entry_of.at(p.key)];
+      if (md.entries[entry].tensor.size != model.tensor.size && md.entries[entry].tensor.size.empty()) {
+        unmapped_.push_back(md.entries[entry].fqn);  // a per-parameter scalar, as in map_plain
+        continue;
+      }
+      if (md.entries[entry].tensor.size != model.tensor.size) {
+        // A stacked model key is read per layer: its states are too, so one mismatch is recorded once.
+        if (mismatches_.empty() || mismatches_.back().state_key != md.entries[entry].fqn)
+          mismatches_.push_back({md.entries[entry].fqn, md.entries[entry].tensor.size, p.name, p.key, model.tensor.size});
+        continue;
+      }
       add(p.name, state, entry, base, p.shape);
     }
   }
@@ -174,7 +188,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
   for (size_t i : bucket_entries) {
     const BucketKey k = *parse_bucket_key(md.entries[i].fqn);
     if (!group.empty() && group != k.group)
-      throw FormatError(md.file + ": bucket keys of two optimizer groups ('" + group + "', '" + k.group +
+      throw FormatError(md.file + ": bucket keys of two optimizer groups (" + quoted_name(group) + ", '" + k.group +
                         "'); fpgather reads checkpoints of one model-parallel rank (TP = PP = 1)");
     group = k.group;
     optimizer_prefix_ = group;
@@ -337,11 +351,11 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
     for (const std::string& state : ordered) {
       const StoredKey* k = entry_for(layout_->gbuf[b], slot.bucket, state);
       if (!k)
-        throw FormatError(r_.dir() + ": no key for state '" + state + "' of buffer " + std::to_string(layout_->gbuf[b]) +
+        throw FormatError(r_.dir() + ": no key for state " + quoted_name(state) + " of buffer " + std::to_string(layout_->gbuf[b]) +
                           " bucket " + std::to_string(slot.bucket) + ", which holds " + params[p].name);
       const Entry& e = md.entries[k->entry];
       if (e.tensor.size != std::vector<uint64_t>{bucket.numel_unpadded})
-        throw Error(ExitCode::check_failed, r_.dir() + ": key '" + e.fqn + "' has " + std::to_string(volume(e.tensor.size)) +
+        throw Error(ExitCode::check_failed, r_.dir() + ": key " + quoted_name(e.fqn) + " has " + std::to_string(volume(e.tensor.size)) +
                                                 " elements, the bucket's numel_unpadded is " +
                                                 std::to_string(bucket.numel_unpadded));
       tensors.push_back({params[p].name + "." + master_or(state), params[p].name, master_or(state),
@@ -395,8 +409,13 @@ void DcpParams::map_plain() {
   }
   for (const auto& [param, state, entry] : states) {
     auto w = weight_of.find(param);
-    if (w == weight_of.end() || md.entries[entry].tensor.size != md.entries[w->second].tensor.size)
+    // A 0-d state is a per-parameter scalar (torch's Adam keeps its step so), not an elementwise
+    // state of another shape: no parameter tensor reads it, as none reads a key naming no parameter.
+    if (w == weight_of.end() || md.entries[entry].tensor.size.empty())
       unmapped_.push_back(md.entries[entry].fqn);
+    else if (md.entries[entry].tensor.size != md.entries[w->second].tensor.size)
+      mismatches_.push_back({md.entries[entry].fqn, md.entries[entry].tensor.size, param, md.entries[w->second].fqn,
+                             md.entries[w->second].tensor.size});
   }
 }
 
@@ -543,7 +562,7 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
     r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
   for (auto& f : reading) f.get();
   if (copied < B - A)
-    throw FormatError(r_.dir() + ": key '" + e.fqn + "' elements [" + std::to_string(A) + ", " + std::to_string(B) +
+    throw FormatError(r_.dir() + ": key " + quoted_name(e.fqn) + " elements [" + std::to_string(A) + ", " + std::to_string(B) +
                       ") are not all stored (" + std::to_string(B - A - copied) + " missing)");
 }
 
@@ -551,11 +570,27 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
 
 namespace fpg::dcp {
 
+void require_no_shape_mismatch(const DcpParams& params, const std::string& refusing) {
+  const std::vector<ShapeMismatch>& ms = params.shape_mismatches();
+  if (ms.empty()) return;
+  std::string msg = params.describe() + ": " + std::to_string(ms.size()) + " optimizer state" +
+                    (ms.size() == 1 ? " does" : "s do") + " not have the shape of the parameter " +
+                    (ms.size() == 1 ? "it names" : "they name") + "; refusing to " + refusing + ":";
+  for (const ShapeMismatch& m : ms) msg += "\n  " + to_string(m);
+  throw Error(ExitCode::check_failed, msg);
+}
+
 std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view) {
   try {
     auto params = std::make_unique<DcpParams>(reader);
+    std::vector<ckpt::Problem> out;
+    for (const ShapeMismatch& m : params->shape_mismatches())
+      out.push_back({ckpt::ProblemKind::shape, m.state_key, 0, 0, "",
+                     "shape " + shape_string(m.state_shape) + " is not the shape " + shape_string(m.param_shape) +
+                         " of its parameter " + quoted_name(m.param) + " (key " + quoted_name(m.param_key) +
+                         "): the state cannot be read as the parameter's"});
     if (view) *view = std::move(params);
-    return {};
+    return out;
   } catch (const Error& e) {
     ckpt::Problem p;
     p.kind = e.code() == ExitCode::check_failed ? ckpt::ProblemKind::layout_mismatch : ckpt::ProblemKind::checksum;

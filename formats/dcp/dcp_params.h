@@ -42,6 +42,19 @@ namespace fpg::dcp {
 enum class OptimizerForm : uint8_t { none, dp_reshardable, model_space };
 std::string_view optimizer_form_name(OptimizerForm f);  // "none", "dp_reshardable", "model space"
 
+// A stored optimizer state whose key names a parameter but whose shape is not the parameter's: it
+// cannot be read as that parameter's state, and leaving it out would lose it. A 0-d state (torch's
+// Adam step, one per parameter) is not one: it is an unmapped key.
+struct ShapeMismatch {
+  std::string state_key;  // the stored state, e.g. "optimizer.state.decoder.norm.weight.master"
+  std::vector<uint64_t> state_shape;
+  std::string param;      // the parameter it names, e.g. "decoder.norm.weight"
+  std::string param_key;  // the parameter's stored key
+  std::vector<uint64_t> param_shape;
+};
+// "key 'optimizer.state.n.w.master' has shape [65], its parameter 'n.w' (key 'model.n.w') has shape [64]"
+std::string to_string(const ShapeMismatch& m);
+
 // A stored chunk of a dp_reshardable bucket key that the recovered layout says is padding.
 struct StoredPadding {
   std::string key;
@@ -76,8 +89,11 @@ class DcpParams : public ckpt::ParamSource {
   bool dp_is_smallest() const { return dp_is_smallest_; }
   // dp_reshardable: the stored chunks that are padding under the recovered layout.
   const std::vector<StoredPadding>& stored_padding() const { return stored_padding_; }
-  // Stored keys no parameter tensor reads (besides bucket metadata and bytes entries).
+  // Stored keys no parameter tensor reads (besides bucket metadata and bytes entries) that name no
+  // parameter; the states that name one with another shape are shape_mismatches().
   const std::vector<std::string>& unmapped_keys() const { return unmapped_; }
+  // Stored optimizer states that name a parameter but have another shape; no tensor reads them.
+  const std::vector<ShapeMismatch>& shape_mismatches() const { return mismatches_; }
 
  private:
   struct Source {
@@ -104,6 +120,7 @@ class DcpParams : public ckpt::ParamSource {
   std::optional<RecoveredLayout> layout_;
   std::vector<StoredPadding> stored_padding_;
   std::vector<std::string> unmapped_;
+  std::vector<ShapeMismatch> mismatches_;
   std::vector<MegatronParam> params_;
   std::string optimizer_prefix_;
   std::vector<ckpt::ParamTensor> tensors_;
@@ -131,9 +148,14 @@ class DcpParams : public ckpt::ParamSource {
 namespace fpg::dcp {
 
 // What DcpParams finds wrong when mapping a checkpoint to parameters, as validation problems: a
-// Megatron optimizer layout that cannot be recovered (layout_mismatch) or objects that cannot be
-// decoded (checksum). `view` receives the mapping when it succeeds.
+// Megatron optimizer layout that cannot be recovered (layout_mismatch), objects that cannot be
+// decoded (checksum), optimizer states whose shape is not their parameter's (shape, one per state). `view` receives the mapping when it succeeds.
 std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view = nullptr);
+
+// Refuses (fpg::Error, exit code 1, naming each state key, its shape and its parameter) a mapping with
+// shape mismatches: whatever reads the checkpoint per parameter (an export, a reshard, a comparison)
+// would otherwise leave those states out. `refusing` says what is refused ("export it").
+void require_no_shape_mismatch(const DcpParams& params, const std::string& refusing);
 
 // What `fpgather validate` runs on a DCP directory: DCP's rules (validate.h) and, for a checkpoint
 // that passes them, check_param_mapping's problems added to the report. `view` receives the mapping

@@ -124,6 +124,33 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
   }
 }
 
+// Both serializations store a chunk's elements uncompressed, TORCH_SAVE in a zip of stored entries
+// with its headers, SAFETENSORS as the range of the file's image that holds them, so an item shorter
+// than the chunk's elements cannot hold them, whatever the file holds. An item behind stream
+// transforms (compressed, say) is only known to be non-empty when the chunk is.
+void check_item_lengths(const Metadata& m, std::vector<Problem>& out) {
+  for (const Entry& e : m.entries) {
+    if (!e.is_tensor) continue;
+    for (size_t i = 0; i < e.tensor.chunks.size(); ++i) {
+      const ChunkMeta& c = e.tensor.chunks[i];
+      if (c.storage == kNoStorage) continue;  // check_tensor reports it
+      const StorageEntry& s = m.storage[static_cast<size_t>(c.storage)];
+      u128 elements = 1;
+      for (uint64_t d : c.sizes) elements = elements * d > UINT64_MAX ? static_cast<u128>(UINT64_MAX) + 1 : elements * d;
+      const u128 bytes = elements * e.tensor.dtype->element_bytes;
+      const u128 need = s.transform_descriptors.empty() ? bytes : bytes > 0 ? 1 : 0;
+      const std::string what = std::to_string(clamp64(elements)) + " " + std::string(e.tensor.dtype->name) +
+                               " elements (" + std::to_string(clamp64(bytes)) + " bytes" +
+                               (s.transform_descriptors.empty() ? ")" : ", stream-transformed)");
+      if (s.length < need)
+        out.push_back(box_problem(ProblemKind::truncated_file, e, c.offsets, c.sizes, s.relative_path,
+                                  "chunk " + std::to_string(i) + " " + box_string(c.offsets, c.sizes) + ": its item of " +
+                                      std::to_string(s.length) + " bytes at offset " + std::to_string(s.offset) +
+                                      " cannot hold " + what));
+    }
+  }
+}
+
 }  // namespace
 
 std::string box_string(const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& sizes) {
@@ -157,6 +184,7 @@ std::vector<Problem> check_storage(const Metadata& m, const CheckpointDir& dir) 
     uint64_t size = 0;
   };
   std::vector<Problem> out;
+  check_item_lengths(m, out);
   std::map<std::string, FileCheck> files;
   FileCheck* last = nullptr;
   const std::string* last_path = nullptr;

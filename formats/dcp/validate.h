@@ -44,7 +44,8 @@ std::string box_string(const std::vector<uint64_t>& offsets, const std::vector<u
 // Chunk arity, bounds, overlaps and coverage of every tensor, and a storage entry for every item.
 std::vector<ckpt::Problem> check_metadata(const Metadata& m);
 
-// Every storage entry's file and range.
+// Every storage entry's file and range, and every tensor chunk's item long enough to hold the
+// chunk's elements (an item shorter than their bytes, 0 for a chunk that has any, is truncated_file).
 std::vector<ckpt::Problem> check_storage(const Metadata& m, const CheckpointDir& dir);
 
 // Every item read and decoded (skipping items whose file check_storage found unusable).

@@ -6,6 +6,7 @@
 
 #include "ckpt/version.h"
 #include "core/dtype.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "formats/fpckpt/commit.h"
@@ -104,7 +105,10 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
     }
 
     auto& t = c.text;
-    auto line = [&t](const char* what, const std::string& v) { t.push_back(fmt::sprintf("%-12s %s", what, v.empty() ? "-" : v)); };
+    // The documents' values (producer, model …) come from the file, as names do.
+    auto line = [&t](const char* what, const std::string& v) {
+      t.push_back(fmt::sprintf("%-12s %s", what, v.empty() ? "-" : printable(v)));
+    };
     t.push_back(r.dir() + ": fpgather checkpoint");
     line("format", s.format_version);
     line("producer", s.producer);
@@ -130,16 +134,22 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
       if (s.by_kind[k].keys) row(std::string(ckpt::kind_name(static_cast<ckpt::KeyKind>(k))), s.by_kind[k]);
     row("total", s.total);
     if (o.keys) {
+      std::vector<std::string> names;
       size_t width = 4;
-      for (const auto& kr : s.keys) width = std::max(width, kr.name.size());
+      for (const auto& kr : s.keys) {
+        names.push_back(printable(kr.name));
+        width = std::max(width, names.back().size());
+      }
       const int w = static_cast<int>(width);
       t.push_back("");
       t.push_back(fmt::sprintf("%-*s  %-15s  %-8s  %-16s  %7s  %9s  %12s", w, "key", "kind", "dtype", "shape", "chunks",
                                "padding", "stored"));
-      for (const auto& kr : s.keys)
-        t.push_back(fmt::sprintf("%-*s  %-15s  %-8s  %-16s  %7llu  %9llu  %12llu", w, kr.name,
+      for (size_t i = 0; i < s.keys.size(); ++i) {
+        const auto& kr = s.keys[i];
+        t.push_back(fmt::sprintf("%-*s  %-15s  %-8s  %-16s  %7llu  %9llu  %12llu", w, names[i],
                                  std::string(ckpt::kind_name(kr.kind)), std::string(dtype_name(kr.dtype)),
                                  shape_string(kr.shape), kr.chunks, kr.padding_elems, kr.stored_bytes));
+      }
     }
     return c;
   }
@@ -148,7 +158,7 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
     const CheckpointReader r(dir_, ChunkReads::direct, IndexCheck::report);
     const ckpt::Index& ix = r.index();
     const long k = r.find_key(name);
-    if (k < 0) throw UsageError(r.dir() + ": no key named '" + name + "'");
+    if (k < 0) throw UsageError(r.dir() + ": no key named " + quoted_name(name));
     const ckpt::Key& key = ix.keys[k];
     const KeyDetail d = describe_key(ix, static_cast<uint32_t>(k));
     ckpt::KeyReport out;
@@ -163,7 +173,7 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
                              {"xxh3_stored", c.checksum_stored}, {"xxh3_logical", c.checksum_logical}});
     for (const auto& [lo, hi] : d.padding) j["padding"].push_back({{"lo", lo}, {"hi", hi}});
     auto& t = out.text;
-    t.push_back(fmt::sprintf("%s: %s %s %s, %llu elements, %zu chunks, %zu padding intervals", key.name,
+    t.push_back(fmt::sprintf("%s: %s %s %s, %llu elements, %zu chunks, %zu padding intervals", printable(key.name),
                              std::string(ckpt::kind_name(key.kind)), std::string(dtype_name(key.dtype)),
                              shape_string(key.shape), key.numel(), d.chunks.size(), d.padding.size()));
     t.push_back(fmt::sprintf("%-24s  %-16s  %-12s  %12s  %-12s  %s", "range", "file", "location", "stored", "encoding",
@@ -171,7 +181,7 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
     for (const auto& c : d.chunks) {
       const std::string range = "[" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + ")";
       const std::string loc = "/" + std::to_string(c.dataset) + "#" + (c.chunk ? std::to_string(*c.chunk) : "?");
-      t.push_back(fmt::sprintf("%-24s  %-16s  %-12s  %12u  %-12s  %016llx/%016llx", range, c.file.empty() ? "?" : c.file,
+      t.push_back(fmt::sprintf("%-24s  %-16s  %-12s  %12u  %-12s  %016llx/%016llx", range, c.file.empty() ? "?" : printable(c.file),
                                loc, c.stored_bytes, flags_text(c.flags), c.checksum_stored, c.checksum_logical));
     }
     for (const auto& [lo, hi] : d.padding) t.push_back(fmt::sprintf("[%llu, %llu)  padding", lo, hi));

@@ -14,6 +14,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "formats/fpckpt/index_file.h"
@@ -90,7 +91,7 @@ ckpt::Index merge_manifests(const std::vector<RankManifest>& manifests, const ck
       } else {
         const ckpt::Key& prev = ix.keys[it->second];
         if (prev.dtype != key.dtype || prev.shape != key.shape || prev.kind != key.kind)
-          throw UsageError("checkpoint key '" + key.name + "': rank " + std::to_string(m->rank) + " declares " +
+          throw UsageError("checkpoint key " + quoted_name(key.name) + ": rank " + std::to_string(m->rank) + " declares " +
                            std::string(dtype_name(key.dtype)) + " " + shape_string(key.shape) + ", another rank " +
                            std::string(dtype_name(prev.dtype)) + " " + shape_string(prev.shape));
         key_map[k] = it->second;
@@ -160,7 +161,7 @@ void publish_staging(const std::string& staging, const std::string& target) {
 }
 
 void update_latest(const std::string& root, const std::string& name) {
-  if (!ckpt::valid_file_name(name)) throw UsageError("latest: '" + name + "' is not a plain directory name");
+  if (!ckpt::valid_file_name(name)) throw UsageError("latest: " + quoted_name(name) + " is not a plain directory name");
   fs::write_file_atomic(fs::join_path(root, kLatestFile), name + "\n");
 }
 
@@ -180,7 +181,7 @@ std::string resolve_checkpoint(const std::string& path) {
   std::string name;
   std::getline(in, name);
   name = trim(name);
-  if (!ckpt::valid_file_name(name)) throw FormatError(latest + ": '" + name + "' is not a plain checkpoint name");
+  if (!ckpt::valid_file_name(name)) throw FormatError(latest + ": " + quoted_name(name) + " is not a plain checkpoint name");
   const std::string dir = fs::join_path(path, name);
   if (!fs::is_directory(dir)) throw FormatError(latest + ": names " + name + ", which is not a directory in " + path);
   return dir;

@@ -1,3 +1,4 @@
+#include "core/printable.h"
 #include "core/fs.h"
 #include "formats/fpckpt/index_file.h"
 
@@ -456,11 +457,11 @@ ckpt::Index read_index_with(const std::string& path, Open open) {
     const KeyRec& r = keys[i];
     ckpt::Key k;
     k.name = pool_string(names, r.name_off, r.name_len, path, "key", i);
-    if (!dtype_from_code(r.dtype, k.dtype)) throw FormatError(path + ": key '" + k.name + "' has unknown dtype code " + std::to_string(r.dtype));
-    if (r.kind >= ckpt::kKeyKindCount) throw FormatError(path + ": key '" + k.name + "' has unknown kind " + std::to_string(r.kind));
+    if (!dtype_from_code(r.dtype, k.dtype)) throw FormatError(path + ": key " + quoted_name(k.name) + " has unknown dtype code " + std::to_string(r.dtype));
+    if (r.kind >= ckpt::kKeyKindCount) throw FormatError(path + ": key " + quoted_name(k.name) + " has unknown kind " + std::to_string(r.kind));
     k.kind = static_cast<ckpt::KeyKind>(r.kind);
     if (r.shape_off > shapes.size() || r.ndim > shapes.size() - r.shape_off)
-      throw FormatError(path + ": key '" + k.name + "' names dims outside /shapes");
+      throw FormatError(path + ": key " + quoted_name(k.name) + " names dims outside /shapes");
     k.shape.assign(shapes.begin() + r.shape_off, shapes.begin() + r.shape_off + r.ndim);
     ix.keys.push_back(std::move(k));
   }

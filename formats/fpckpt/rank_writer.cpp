@@ -1,3 +1,4 @@
+#include "core/printable.h"
 #include "core/fs.h"
 #include "formats/fpckpt/rank_writer.h"
 
@@ -50,15 +51,15 @@ RankWriter::~RankWriter() {
 
 uint32_t RankWriter::declare(const ckpt::Key& key) {
   if (finished_) throw InternalError("RankWriter used after finish()");
-  if (!ckpt::valid_key_name(key.name)) throw UsageError("checkpoint key name '" + key.name + "' is empty, too long or has control characters");
-  if (!key.checked_numel()) throw UsageError("checkpoint key '" + key.name + "': shape " + shape_string(key.shape) + " overflows");
+  if (!ckpt::valid_key_name(key.name)) throw UsageError("checkpoint key name " + quoted_name(key.name) + " is empty, too long or has control characters");
+  if (!key.checked_numel()) throw UsageError("checkpoint key " + quoted_name(key.name) + ": shape " + shape_string(key.shape) + " overflows");
   if (dtype_bits(key.dtype) % 8 != 0)
-    throw UsageError("checkpoint key '" + key.name + "': dtype " + std::string(dtype_name(key.dtype)) + " has sub-byte elements, which the format does not store");
+    throw UsageError("checkpoint key " + quoted_name(key.name) + ": dtype " + std::string(dtype_name(key.dtype)) + " has sub-byte elements, which the format does not store");
   const auto it = key_of_.find(key.name);
   if (it != key_of_.end()) {
     const ckpt::Key& k = manifest_.keys[it->second];
     if (k.dtype != key.dtype || k.shape != key.shape || k.kind != key.kind)
-      throw UsageError("checkpoint key '" + key.name + "' declared twice with different dtype, shape or kind");
+      throw UsageError("checkpoint key " + quoted_name(key.name) + " declared twice with different dtype, shape or kind");
     return it->second;
   }
   const auto id = static_cast<uint32_t>(manifest_.keys.size());
@@ -71,7 +72,7 @@ void RankWriter::declare_padding(uint32_t key, uint64_t lo, uint64_t hi) {
   if (key >= manifest_.keys.size()) throw InternalError("RankWriter::declare_padding: undeclared key");
   const ckpt::Key& k = manifest_.keys[key];
   if (lo >= hi || hi > k.numel())
-    throw UsageError("checkpoint key '" + k.name + "': padding [" + std::to_string(lo) + ", " + std::to_string(hi) +
+    throw UsageError("checkpoint key " + quoted_name(k.name) + ": padding [" + std::to_string(lo) + ", " + std::to_string(hi) +
                      ") is empty or outside [0, " + std::to_string(k.numel()) + ")");
   manifest_.padding.push_back({key, lo, hi});
 }
@@ -156,7 +157,7 @@ void RankWriter::write_run(uint32_t key, uint64_t lo, const void* data, uint64_t
   if (key >= manifest_.keys.size()) throw InternalError("RankWriter::write: undeclared key");
   const ckpt::Key& k = manifest_.keys[key];
   if (lo > k.numel() || numel > k.numel() - lo)
-    throw UsageError("checkpoint key '" + k.name + "': write of [" + std::to_string(lo) + ", " + std::to_string(lo + numel) +
+    throw UsageError("checkpoint key " + quoted_name(k.name) + ": write of [" + std::to_string(lo) + ", " + std::to_string(lo + numel) +
                      ") leaves [0, " + std::to_string(k.numel()) + ")");
   if (numel == 0) return;
   if (!h5_) open_file();
@@ -201,12 +202,12 @@ void RankWriter::write_run(uint32_t key, uint64_t lo, const void* data, uint64_t
     }
     const std::string name = std::to_string(dataset);
     ds = checked(H5Dcreate2(h5_->file, name.c_str(), storage_type(k.dtype), space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
-                 H5Dclose, h5_->path, "create dataset /" + name + " for key '" + k.name + "'");
+                 H5Dclose, h5_->path, "create dataset /" + name + " for key " + quoted_name(k.name));
     string_attr(ds, "key", k.name);
     string_attr(ds, "dtype", std::string(dtype_name(k.dtype)));
     u64_attr(ds, "offset", lo);
   }
-  h5_->chunks->add_dataset(dataset, std::move(ds), nchunks, d, "key '" + k.name + "'");
+  h5_->chunks->add_dataset(dataset, std::move(ds), nchunks, d, "key " + quoted_name(k.name));
   const auto* bytes = static_cast<const uint8_t*>(data);
   for (uint64_t i = 0; i < nchunks; ++i) {
     const uint64_t off = i * d;

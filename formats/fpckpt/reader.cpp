@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "ckpt/checksum.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "formats/fpckpt/commit.h"
@@ -95,7 +96,7 @@ CheckpointReader::CheckpointReader(std::string dir, ckpt::Index index, ChunkRead
 void CheckpointReader::index_read() {
   const std::string index_path = dir_ + "/" + kIndexFile;
   for (const auto& f : index_.files)
-    if (!ckpt::valid_file_name(f.name)) throw FormatError(index_path + ": file name '" + f.name + "' is not a plain name");
+    if (!ckpt::valid_file_name(f.name)) throw FormatError(index_path + ": file name " + quoted_name(f.name) + " is not a plain name");
   by_key_.resize(index_.keys.size());
   by_run_.resize(index_.runs.size());
   where_->chunks.resize(index_.chunks.size());
@@ -414,7 +415,7 @@ void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, T
   const ckpt::Key& k = index_.keys[key];
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")";
   if (lo > hi || hi > k.numel())
-    throw UsageError("key '" + k.name + "': range " + range + " is outside [0, " + std::to_string(k.numel()) + ")");
+    throw UsageError("key " + quoted_name(k.name) + ": range " + range + " is outside [0, " + std::to_string(k.numel()) + ")");
   if (lo == hi) return;
   const size_t elem = dtype_bits(k.dtype) / 8;
   auto* dst = static_cast<uint8_t*>(out);
@@ -428,7 +429,7 @@ void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, T
     for (; pit != pads.end() && from < to; ++pit)
       if (pit->first <= from && pit->second > from) from = pit->second;
     if (from < to)
-      throw FormatError(dir_ + ": key '" + k.name + "': [" + std::to_string(from) + ", " + std::to_string(to) +
+      throw FormatError(dir_ + ": key " + quoted_name(k.name) + ": [" + std::to_string(from) + ", " + std::to_string(to) +
                         ") is covered by neither data nor padding");
   };
   std::vector<uint32_t> todo;
@@ -449,7 +450,7 @@ void CheckpointReader::read(uint32_t key, uint64_t lo, uint64_t hi, void* out, T
     const ckpt::Chunk& ch = index_.chunks[c];
     const std::string err = verify_chunk(c, scratch, stored, logical);
     if (!err.empty())
-      throw FormatError(chunk_file(c) + ": key '" + k.name + "' [" +
+      throw FormatError(chunk_file(c) + ": key " + quoted_name(k.name) + " [" +
                         std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + "): " + err);
     const uint64_t a = std::max(lo, ch.offset), b = std::min(hi, ch.hi());
     std::memcpy(dst + (a - lo) * elem, logical.data() + (a - ch.offset) * elem, (b - a) * elem);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/thread_start.h"
 #include "core/progress.h"
@@ -66,7 +67,7 @@ class ChunkSource {
         else todo.emplace_back(c, w);
       }
       if (covered != x.hi - x.lo)
-        throw FormatError(r_.dir() + ": key '" + k.name + "' [" + std::to_string(x.lo) + ", " + std::to_string(x.hi) +
+        throw FormatError(r_.dir() + ": key " + quoted_name(k.name) + " [" + std::to_string(x.lo) + ", " + std::to_string(x.hi) +
                           ") is not all data (padding or a gap where the layout has values)");
     }
     // One task per chunk, with every range it serves.
@@ -89,7 +90,7 @@ class ChunkSource {
       std::vector<uint8_t>& buf = keep ? *keep : logical;
       const std::string err = r_.verify_chunk(c, scratch, stored, buf);
       if (!err.empty())
-        throw FormatError(r_.chunk_file(c) + ": key '" + ix.keys[wants[todo[first[g]].second].key].name + "' [" +
+        throw FormatError(r_.chunk_file(c) + ": key " + quoted_name(ix.keys[wants[todo[first[g]].second].key].name) + " [" +
                           std::to_string(ch.offset) + ", " + std::to_string(ch.hi()) + "): " + err);
       for (size_t i = first[g]; i < first[g + 1]; ++i) copy_out(ch, buf, wants[todo[i].second]);
       decoded_ += 1;

@@ -6,6 +6,7 @@
 
 #include "ckpt/chunk_codec.h"
 #include "ckpt/key_names.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/fpckpt/reshard_checkpoint.h"
@@ -44,11 +45,11 @@ ReshardRequest request_of(const std::string& source, const std::string& target, 
   q.options.pad_for_nccl = t.pad_for_nccl;
   if (!t.dist_opt.empty()) {
     q.options.dist_opt = pipeline::parse_dist_opt(t.dist_opt);
-    if (!q.options.dist_opt) throw UsageError("dist_opt must be bucketed or layerwise, not '" + t.dist_opt + "'");
+    if (!q.options.dist_opt) throw UsageError("dist_opt must be bucketed or layerwise, not " + quoted_name(t.dist_opt));
   }
   if (!t.state_layout.empty()) {
     q.options.state_layout = ckpt::parse_state_layout(t.state_layout);
-    if (!q.options.state_layout) throw UsageError("state_layout must be bucket or model, not '" + t.state_layout + "'");
+    if (!q.options.state_layout) throw UsageError("state_layout must be bucket or model, not " + quoted_name(t.state_layout));
   }
   q.options.accumulation = t.accumulation;
   if (!t.compression.empty()) q.compression = ckpt::parse_compression(t.compression);

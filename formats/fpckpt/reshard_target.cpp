@@ -6,6 +6,7 @@
 
 #include "ckpt/coverage.h"
 #include "ckpt/stored_states.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "formats/fpckpt/layout_save.h"
@@ -21,8 +22,8 @@ using nlohmann::json;
 JsonDocument training_document(const ckpt::Documents& d, const char* name, const std::string& dir) {
   const auto text = d.get(name);
   if (!text)
-    throw FormatError(dir + ": the index has no '" + name + "' document: not a training checkpoint, nothing to reshard");
-  return JsonDocument(*text, dir + ": document '" + name + "'");
+    throw FormatError(dir + ": the index has no " + quoted_name(name) + " document: not a training checkpoint, nothing to reshard");
+  return JsonDocument(*text, dir + ": document " + quoted_name(name));
 }
 
 const layout::BucketedLayout& bucketed_part(const pipeline::PipelineLayout& l) {
@@ -38,7 +39,7 @@ struct SourceMap {
 
   uint32_t key(const std::string& name) const {
     const auto it = key_of.find(name);
-    if (it == key_of.end()) throw FormatError(dir + ": no key '" + name + "', which the reshard needs");
+    if (it == key_of.end()) throw FormatError(dir + ": no key " + quoted_name(name) + ", which the reshard needs");
     return it->second;
   }
   bool has(const std::string& name) const { return key_of.count(name) != 0; }
@@ -88,7 +89,7 @@ struct RankPlanner {
     const ckpt::Key& s = src.ix.keys[src_key];
     const ckpt::Key& t = plan.keys[key];
     if (s.dtype != t.dtype || src_lo + n > s.numel())
-      throw FormatError(src.dir + ": key '" + s.name + "' is " + std::string(dtype_name(s.dtype)) + " " +
+      throw FormatError(src.dir + ": key " + quoted_name(s.name) + " is " + std::string(dtype_name(s.dtype)) + " " +
                         shape_string(s.shape) + "; the target needs " + std::string(dtype_name(t.dtype)) + " [" +
                         std::to_string(src_lo) + ", " + std::to_string(src_lo + n) + ")");
     rp.runs.push_back({key, lo, n, src_key, src_lo});
@@ -241,7 +242,7 @@ RecordedRun recorded_run(const ckpt::Documents& docs, const std::string& dir) {
   r.states = stored.states;
   r.matrix_states = stored.matrix_states;
   const JsonField lk = lay_doc.root().at("kind");
-  if (lk.str() != "bucketed" && lk.str() != "layer_wise") lk.fail("unknown layout kind '" + lk.str() + "'");
+  if (lk.str() != "bucketed" && lk.str() != "layer_wise") lk.fail("unknown layout kind " + quoted_name(lk.str()));
   c.dist_opt = lk.str() == "layer_wise" ? pipeline::DistOpt::layerwise : pipeline::DistOpt::bucketed;
   const JsonDocument fp8_doc = training_document(docs, ckpt::doc::fp8, dir);
   c.fp8.enabled = fp8_doc.root().get<bool>("enabled", false);

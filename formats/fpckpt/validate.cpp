@@ -7,6 +7,7 @@
 #include "ckpt/coverage.h"
 #include "ckpt/layout_check.h"
 #include "ckpt/stored_states.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "core/log.h"
@@ -45,7 +46,7 @@ std::vector<ckpt::Problem> check_recorded_layout(const ckpt::Index& ix, bool& ch
       return ckpt::check_layout(ix, layout::layer_wise_layout_from_json(*layout_doc, "layout document"),
                                 stored.layout, stored.states, stored.matrix_states);
     checked = false;
-    return problem("layout document: unknown kind '" + kind + "'");
+    return problem("layout document: unknown kind " + quoted_name(kind));
   } catch (const FormatError& e) {  // the message names the layout document
     checked = false;
     return problem(e.what());

@@ -10,6 +10,7 @@
 #include <fmt/printf.h>
 
 #include "core/dtype.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "formats/safetensors/model.h"
@@ -122,22 +123,27 @@ class SafetensorsCheckpoint : public ckpt::Checkpoint {
                              model.total_bytes() / 1e6));
     if (!model.metadata().empty()) {
       t.push_back("metadata:");
-      for (const auto& [k, v] : model.metadata()) t.push_back("  " + k + ": " + v);
+      for (const auto& [k, v] : model.metadata()) t.push_back("  " + printable(k) + ": " + printable(v));
     }
     // Every tensor is listed whether or not keys are asked for: a model's tensors are what it holds.
     (void)o;
+    std::vector<std::string> names;
     size_t width = 4;
-    for (const auto& e : model.tensors()) width = std::max(width, e.info->name.size());
+    for (const auto& e : model.tensors()) {
+      names.push_back(printable(e.info->name));
+      width = std::max(width, names.back().size());
+    }
     const int w = static_cast<int>(width);
     t.push_back(fmt::sprintf("%-*s  %-8s  %-20s  %12s%s", w, "name", "dtype", "shape", "bytes",
                              model.sharded() ? "  file" : ""));
-    for (const auto& e : model.tensors()) {
+    for (size_t n = 0; n < model.tensors().size(); ++n) {
+      const auto& e = model.tensors()[n];
       std::string file;
       if (model.sharded()) {
         const std::string& p = model.shard(e.shard).path();
-        file = "  " + p.substr(p.find_last_of('/') + 1);
+        file = "  " + printable(p.substr(p.find_last_of('/') + 1));
       }
-      t.push_back(fmt::sprintf("%-*s  %-8s  %-20s  %12llu%s", w, e.info->name, std::string(dtype_name(e.info->dtype)),
+      t.push_back(fmt::sprintf("%-*s  %-8s  %-20s  %12llu%s", w, names[n], std::string(dtype_name(e.info->dtype)),
                                shape_string(e.info->shape), e.info->nbytes(), file));
     }
     t.push_back("totals by dtype:");
@@ -148,13 +154,13 @@ class SafetensorsCheckpoint : public ckpt::Checkpoint {
 
   ckpt::KeyReport key(const std::string& name) const override {
     const Model::Entry* e = model_->find(name);
-    if (!e) throw UsageError(model_->path() + ": no tensor named '" + name + "'");
+    if (!e) throw UsageError(model_->path() + ": no tensor named " + quoted_name(name));
     const Reader& r = model_->reader(*e);
     const TensorInfo& i = *e->info;
     ckpt::KeyReport out;
     out.document = {{"key", i.name}, {"dtype", dtype_name(i.dtype)}, {"shape", i.shape}, {"numel", i.numel},
                     {"file", r.path()}, {"offset", r.data_offset() + i.begin}, {"bytes", i.nbytes()}};
-    out.text.push_back(fmt::sprintf("%s: %s %s, %llu elements, %llu bytes in %s at byte %llu", i.name,
+    out.text.push_back(fmt::sprintf("%s: %s %s, %llu elements, %llu bytes in %s at byte %llu", printable(i.name),
                                     std::string(dtype_name(i.dtype)), shape_string(i.shape), i.numel, i.nbytes(),
                                     r.path(), r.data_offset() + i.begin));
     return out;

@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "core/printable.h"
+
 namespace fpg::safetensors {
 
 bool checked_numel(const std::vector<uint64_t>& shape, uint64_t* numel) {
@@ -65,18 +67,16 @@ bool reference_order_less(DType a_dtype, const std::string& a_name, DType b_dtyp
 }
 
 std::string quote_name(std::string_view name) {
-  static const char* hex = "0123456789abcdef";
-  std::string s = "'";
-  for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\') {
-      s += "\\x";
-      s += hex[c >> 4];
-      s += hex[c & 15];
-    } else {
-      s += static_cast<char>(c);
-    }
+  // Quotes and backslashes escaped first, so that a name cannot close its own quotes or pass for an
+  // escape; printable() escapes the rest and keeps those escapes as they are.
+  std::string s;
+  s.reserve(name.size());
+  for (char c : name) {
+    if (c == '\'') s += "\\x27";
+    else if (c == '\\') s += "\\x5c";
+    else s += c;
   }
-  return s + "'";
+  return "'" + printable(s) + "'";
 }
 
 }  // namespace fpg::safetensors

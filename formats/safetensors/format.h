@@ -66,8 +66,8 @@ int reference_dtype_rank(DType dtype);
 bool reference_order_less(DType a_dtype, const std::string& a_name, DType b_dtype,
                           const std::string& b_name);
 
-// 'name' for messages, control bytes and quotes escaped (\xNN) so a hostile header cannot garble a
-// terminal or a log line.
+// 'name' for messages: quotes and backslashes as \x27 and \x5c, the rest as printable() writes it
+// (core/printable.h), so a hostile header cannot garble a terminal or a log line.
 std::string quote_name(std::string_view name);
 
 }  // namespace fpg::safetensors

@@ -1,5 +1,6 @@
 #include "ckpt/checkpoint_reshard.h"
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "pipeline/config.h"
 
@@ -12,7 +13,7 @@ std::optional<uint64_t> parse_bucket_size(const std::string& s) {
     if (n > 0 && n <= pipeline::kMaxBucketSize) return n;
   }
   throw UsageError("bucket_size must be none or a number of elements from 1 to " +
-                   std::to_string(pipeline::kMaxBucketSize) + ", not '" + s + "'");
+                   std::to_string(pipeline::kMaxBucketSize) + ", not " + quoted_name(s));
 }
 
 }  // namespace fpg::ckpt

@@ -6,6 +6,7 @@
 
 #include "ckpt/index.h"
 #include "ckpt/zstd_frame.h"
+#include "core/printable.h"
 #include "core/error.h"
 
 namespace fpg::ckpt {
@@ -36,7 +37,7 @@ Compression parse_compression(std::string_view text) {
     t = t.substr(0, t.size() - suffix.size());
   }
   auto bad = [&] {
-    return UsageError("--compress '" + std::string(text) + "': expected none, zstd, zstd:LEVEL (1..22), optionally +shuffle");
+    return UsageError("--compress " + quoted_name(std::string(text)) + ": expected none, zstd, zstd:LEVEL (1..22), optionally +shuffle");
   };
   if (t == "none") {
     if (c.shuffle) throw bad();

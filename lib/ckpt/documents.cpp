@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/printable.h"
 #include "core/error.h"
 
 namespace fpg::ckpt {
@@ -14,8 +15,8 @@ bool Documents::valid_name(const std::string& name) {
 }
 
 void Documents::set(const std::string& name, std::string json) {
-  if (!valid_name(name)) throw UsageError("checkpoint document name '" + name + "' is not [A-Za-z0-9_.-]{1,64}");
-  if (!nlohmann::json::accept(json)) throw UsageError("checkpoint document '" + name + "' is not valid JSON");
+  if (!valid_name(name)) throw UsageError("checkpoint document name " + quoted_name(name) + " is not [A-Za-z0-9_.-]{1,64}");
+  if (!nlohmann::json::accept(json)) throw UsageError("checkpoint document " + quoted_name(name) + " is not valid JSON");
   docs_[name] = std::move(json);
 }
 

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "ckpt/stored_states.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "core/shape.h"
@@ -14,7 +15,7 @@ namespace {
 
 std::string document(const Index& index, const char* name, const std::string& source) {
   const auto text = index.documents.get(name);
-  if (!text) throw FormatError(source + ": the index has no '" + name + "' document: not a training checkpoint");
+  if (!text) throw FormatError(source + ": the index has no " + quoted_name(name) + " document: not a training checkpoint");
   return *text;
 }
 
@@ -46,7 +47,7 @@ ParamStateMap ParamStateMap::from_index(const Index& index, const std::string& s
   } else if (kind == "bucketed") {
     bucketed = layout::bucketed_layout_from_json(layout_text, source + ": document 'layout'");
   } else {
-    throw FormatError(source + ": document 'layout': unknown kind '" + kind + "'");
+    throw FormatError(source + ": document 'layout': unknown kind " + quoted_name(kind));
   }
   for (uint32_t b = 0; b < bucketed.buffers.size(); ++b) {
     const layout::Buffer& buf = bucketed.buffers[b];
@@ -70,7 +71,7 @@ ParamStateMap ParamStateMap::from_index(const Index& index, const std::string& s
   m.keys_.resize(n);
   for (uint32_t p = 0; p < n; ++p) {
     const model::Param& param = m.spec_.params[p];
-    if (!placed[p]) throw FormatError(source + ": document 'layout' does not place param '" + param.name + "'");
+    if (!placed[p]) throw FormatError(source + ": document 'layout' does not place param " + quoted_name(param.name));
     const Slot& slot = m.slots_[p];
     for (const std::string& s : m.states_of(p)) {
       uint64_t numel = param.numel();
@@ -81,10 +82,10 @@ ParamStateMap ParamStateMap::from_index(const Index& index, const std::string& s
         numel = bk.numel_unpadded;
       }
       const auto it = by_name.find(name);
-      if (it == by_name.end()) throw FormatError(source + ": no key '" + name + "' (state " + s + " of '" + param.name + "')");
+      if (it == by_name.end()) throw FormatError(source + ": no key " + quoted_name(name) + " (state " + s + " of " + quoted_name(param.name) + ")");
       const Key& key = index.keys[it->second];
       if (key.dtype != DType::F32 || key.numel() != numel || (!slot.whole && slot.bucket_lo + param.numel() > numel))
-        throw FormatError(source + ": key '" + name + "' is " + std::string(dtype_name(key.dtype)) + " " +
+        throw FormatError(source + ": key " + quoted_name(name) + " is " + std::string(dtype_name(key.dtype)) + " " +
                           shape_string(key.shape) + "; the layout implies F32 of " + std::to_string(numel) + " elements");
       m.keys_[p].push_back(it->second);
     }
@@ -100,13 +101,13 @@ uint32_t ParamStateMap::key_of(uint32_t param, const std::string& state) const {
   const auto& names = states_of(param);
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == state) return keys_[param][i];
-  throw UsageError("param '" + spec_.params.at(param).name + "' has no optimizer state '" + state + "'");
+  throw UsageError("param " + quoted_name(spec_.params.at(param).name) + " has no optimizer state " + quoted_name(state));
 }
 
 std::vector<StatePiece> ParamStateMap::pieces(uint32_t param, const std::string& state, uint64_t lo, uint64_t hi) const {
   const uint64_t numel = spec_.params.at(param).numel();
   if (lo > hi || hi > numel)
-    throw UsageError("param '" + spec_.params[param].name + "': range [" + std::to_string(lo) + ", " +
+    throw UsageError("param " + quoted_name(spec_.params[param].name) + ": range [" + std::to_string(lo) + ", " +
                      std::to_string(hi) + ") is outside [0, " + std::to_string(numel) + ")");
   const uint32_t key = key_of(param, state);
   if (lo == hi) return {};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "core/printable.h"
+
 namespace fpg::ckpt {
 
 std::string_view problem_kind_name(ProblemKind k) {
@@ -24,10 +26,10 @@ std::string_view problem_kind_name(ProblemKind k) {
 
 std::string to_string(const Problem& p) {
   std::string s(problem_kind_name(p.kind));
-  s += " " + (p.key.empty() ? std::string("-") : p.key);
+  s += " " + (p.key.empty() ? std::string("-") : printable(p.key));
   s += " [" + std::to_string(p.lo) + ", " + std::to_string(p.hi) + ")";
-  s += " " + (p.file.empty() ? std::string("-") : p.file);
-  if (!p.message.empty()) s += ": " + p.message;
+  s += " " + (p.file.empty() ? std::string("-") : printable(p.file));
+  if (!p.message.empty()) s += ": " + printable(p.message);
   return s;
 }
 

@@ -34,7 +34,8 @@ struct Problem {
   std::string message;
 };
 
-// "gap optimizer/w/exp_avg [128, 192) rank-00001.h5: not covered by data or padding"
+// "gap optimizer/w/exp_avg [128, 192) rank-00001.h5: not covered by data or padding"; the key, file
+// and message through printable(), so that no name from a file can start a line of its own.
 std::string to_string(const Problem& p);
 
 // Orders problems by key, lo, kind: the output order of validate (stable and diffable).

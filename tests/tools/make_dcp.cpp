@@ -12,16 +12,23 @@
 //       --objects: decoded and pickled again). metadata.json is kept when SRC has one.
 //   make_dcp big OUT BYTES
 //       One uint8 tensor "big" of BYTES elements (byte i = i*17 + (i>>8)), to exercise ZIP64.
+//   make_dcp tensors OUT [--item-length KEY N] NAME=SHAPE...
+//       A plain DCP checkpoint of float32 tensors NAME (any bytes, as a hostile file may name a key)
+//       of SHAPE ("64", "4x8", "" for a scalar), each one chunk on rank 0, element i = i. With
+//       --item-length, the storage entry of KEY's chunk then records N bytes (its item unchanged):
+//       a .metadata no writer makes, for the validation tests.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/metadata/metadata_writer.h"
 #include "formats/dcp/reader.h"
 
 using namespace fpg::dcp;
@@ -227,6 +234,68 @@ int big(const std::string& out, uint64_t bytes) {
   return 0;
 }
 
+std::vector<uint64_t> parse_shape(const std::string& text) {
+  std::vector<uint64_t> shape;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t x = text.find('x', at);
+    shape.push_back(std::strtoull(text.substr(at, x == std::string::npos ? std::string::npos : x - at).c_str(), nullptr, 10));
+    if (x == std::string::npos) break;
+    at = x + 1;
+  }
+  return shape;
+}
+
+int tensors(const std::string& out, int argc, char** argv) {
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> specs;
+  std::string length_key;
+  uint64_t length = 0;
+  bool set_length = false;
+  for (int a = 0; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--item-length" && a + 2 < argc) {
+      length_key = argv[++a];
+      length = std::strtoull(argv[++a], nullptr, 10);
+      set_length = true;
+      continue;
+    }
+    const size_t eq = arg.rfind('=');
+    if (eq == std::string::npos) throw fpg::UsageError("make_dcp tensors: expected NAME=SHAPE, got " + arg);
+    specs.emplace_back(arg.substr(0, eq), parse_shape(arg.substr(eq + 1)));
+  }
+  {
+    DcpWriter w(out);
+    for (const auto& [name, shape] : specs) w.declare_tensor(name, dt("float32"), shape);
+    for (const auto& [name, shape] : specs) {
+      const std::vector<uint64_t> offsets(shape.size(), 0);
+      w.rank(0).write_tensor(name, offsets, shape, [](uint64_t off, void* dst, size_t n) {
+        for (size_t b = 0; b < n; b += 4) {
+          const float v = static_cast<float>((off + b) / 4);
+          std::memcpy(static_cast<uint8_t*>(dst) + b, &v, 4);
+        }
+      });
+    }
+    w.commit();
+  }
+  if (!set_length) return 0;
+  const std::string path = out + "/.metadata";
+  Metadata m;
+  {
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    m = parse_metadata(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  }
+  bool found = false;
+  for (StorageEntry& e : m.storage)
+    if (e.fqn == length_key) {
+      e.length = length;
+      found = true;
+    }
+  if (!found) throw fpg::UsageError("make_dcp tensors: no storage entry of key " + length_key);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << metadata_pickle(m);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -235,8 +304,10 @@ int main(int argc, char** argv) {
     if (mode == "synth") return synth(argv[2], argc - 3, argv + 3);
     if (mode == "copy" && argc >= 4) return copy(argv[2], argv[3], argc > 4 && !std::strcmp(argv[4], "--objects"));
     if (mode == "big" && argc == 4) return big(argv[2], std::strtoull(argv[3], nullptr, 10));
+    if (mode == "tensors") return tensors(argv[2], argc - 3, argv + 3);
     std::fprintf(stderr, "usage: make_dcp synth OUT [--megatron] [--block-bytes N] [--carry FILE OFFSET LENGTH]\n"
-                         "       make_dcp copy SRC OUT [--objects]\n       make_dcp big OUT BYTES\n");
+                         "       make_dcp copy SRC OUT [--objects]\n       make_dcp big OUT BYTES\n"
+                         "       make_dcp tensors OUT [--item-length KEY N] NAME=SHAPE...\n");
     return 2;
   } catch (const fpg::Error& e) {
     std::fprintf(stderr, "make_dcp: %s\n", e.what());

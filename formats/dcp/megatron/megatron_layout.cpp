@@ -4,6 +4,7 @@
 #include <cctype>
 #include <limits>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "formats/dcp/torch_dtype.h"
 #include "layout/padding.h"
@@ -51,9 +52,9 @@ std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_ke
       continue;
     }
     if (k.shape.empty())
-      throw FormatError("model key '" + k.key + "' stacks layers but has no layer axis (shape [])");
+      throw FormatError("model key " + quoted_name(k.key) + " stacks layers but has no layer axis (shape [])");
     if (layers && *layers != k.shape[0])
-      throw FormatError("model key '" + k.key + "' stacks " + std::to_string(k.shape[0]) + " layers, other keys " +
+      throw FormatError("model key " + quoted_name(k.key) + " stacks " + std::to_string(k.shape[0]) + " layers, other keys " +
                         std::to_string(*layers));
     layers = k.shape[0];
     stacked.push_back(&k);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/dcp_writer.h"
@@ -36,7 +37,7 @@ Value with_entry(const Value& dict, const std::string& key, Value value) {
 
 const Value& field(const Value& dict, const std::string& key, const std::string& where) {
   const Value* v = dict.is(Kind::dict) ? dict.find(key) : nullptr;
-  if (!v) throw FormatError(where + ": no '" + key + "' in " + dict.repr(120));
+  if (!v) throw FormatError(where + ": no " + quoted_name(key) + " in " + dict.repr(120));
   return *v;
 }
 
@@ -112,6 +113,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
                      "distributed-optimizer state of Megatron torch_dist checkpoints");
   if (opts.validate) require_valid(r, "reshard it");
   const DcpParams params(r);
+  require_no_shape_mismatch(params, "reshard it");
   const Metadata& md = r.metadata();
   for (const Entry& e : md.entries)
     if (is_chained_key(e.fqn))

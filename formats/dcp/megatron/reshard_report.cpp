@@ -5,6 +5,7 @@
 #include <fmt/printf.h>
 
 #include "ckpt/checkpoint_report.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "formats/dcp/megatron/megatron_reshard.h"
 #include "layout/describe.h"
@@ -24,7 +25,7 @@ MegatronReshardOptions options_of(const std::string& source, const ckpt::Reshard
   o.dry_run = t.dry_run;
   if (!t.megatron_form.empty()) {
     o.to = parse_megatron_form(t.megatron_form);
-    if (!o.to) throw UsageError("megatron_form must be dp_reshardable or fully_reshardable, not '" + t.megatron_form + "'");
+    if (!o.to) throw UsageError("megatron_form must be dp_reshardable or fully_reshardable, not " + quoted_name(t.megatron_form));
   }
   return o;
 }

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "formats/dcp/pickle/pickle_writer.h"
 
@@ -92,7 +93,7 @@ class MetadataPickler {
   }
 
   void layout(const std::string& name) {
-    if (name.rfind("torch.", 0) != 0) throw UsageError(".metadata: layout '" + name + "' is not a torch layout");
+    if (name.rfind("torch.", 0) != 0) throw UsageError(".metadata: layout " + quoted_name(name) + " is not a torch layout");
     shared(layouts_, name, [&] {
       w_.global("torch.serialization", "_get_layout");
       w_.begin_tuple(1);
@@ -107,7 +108,7 @@ class MetadataPickler {
     if (name == "torch.contiguous_format") encoding = 0;
     else if (name == "torch.channels_last") encoding = 1;
     else if (name == "torch.preserve_format") encoding = 2;
-    else throw UsageError(".metadata: " + fqn + ": memory format '" + name + "' has no _MEM_FORMAT_ENCODING");
+    else throw UsageError(".metadata: " + fqn + ": memory format " + quoted_name(name) + " has no _MEM_FORMAT_ENCODING");
     shared(memory_formats_, name, [&] {
       w_.global(kMetadataModule, "_MEM_FORMAT_ENCODING");
       w_.begin_tuple(1);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "formats/dcp/huge_pages.h"
 #include "formats/dcp/prefaulter.h"
@@ -350,7 +351,7 @@ class PickleMachine {
 
   void expect_tuple(Ref args, const char* op, Ref callable) {
     if (doc_.kind(args) != Kind::tuple)
-      fail(std::string(op) + " of '" + doc_.text(callable) + "' with arguments that are a " + doc_.type_name(args) +
+      fail(std::string(op) + " of " + quoted_name(doc_.text(callable)) + " with arguments that are a " + doc_.type_name(args) +
            ", not a tuple");
   }
   Ref make_object(Ref callable, Ref args) {
@@ -397,10 +398,10 @@ void PickleMachine::reduce() {
     bool empty() const { return n == 0; }
     Ref operator[](size_t i) const { return pool[at + i]; }
   } const a{doc_.pool_, doc_.nodes_[args].a, doc_.nodes_[args].b};
-  auto bad_args = [&]() { fail("REDUCE of '" + name + "' with unexpected arguments"); };
+  auto bad_args = [&]() { fail("REDUCE of " + quoted_name(name) + " with unexpected arguments"); };
   switch (doc_.role(callable)) {
     case GlobalRole::constant:
-      fail("REDUCE calls '" + name + "', which is not callable");
+      fail("REDUCE calls " + quoted_name(name) + ", which is not callable");
     case GlobalRole::constructor:
     case GlobalRole::rebuild_tensor:
       push(make_object(callable, args));
@@ -472,7 +473,7 @@ void PickleMachine::reduce() {
       return;
     }
   }
-  fail("REDUCE of '" + name + "' is not supported");
+  fail("REDUCE of " + quoted_name(name) + " is not supported");
 }
 
 void PickleMachine::newobj(bool ex) {
@@ -667,7 +668,7 @@ void PickleMachine::run() {
         const Ref state = pop();
         const Ref obj = top();
         if (doc_.kind(obj) != Kind::object) fail("BUILD on a " + doc_.type_name(obj));
-        if (node(obj).has_state) fail("BUILD twice on one '" + doc_.text(obj) + "'");
+        if (node(obj).has_state) fail("BUILD twice on one " + quoted_name(doc_.text(obj)));
         node(obj).b = state;
         node(obj).has_state = 1;
         break;

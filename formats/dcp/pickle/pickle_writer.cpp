@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/printable.h"
 #include "core/error.h"
 
 namespace fpg::dcp {
@@ -216,7 +217,7 @@ void pickle_value_at(PickleWriter& w, const Value& v, const TensorPickler& tenso
   const auto global_name = [&w](const std::string& qualified) {
     const auto dot = qualified.rfind('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 == qualified.size())
-      throw UsageError("pickle: global '" + qualified + "' is not a module.name");
+      throw UsageError("pickle: global " + quoted_name(qualified) + " is not a module.name");
     w.global(std::string_view(qualified).substr(0, dot), std::string_view(qualified).substr(dot + 1));
   };
   switch (v.kind()) {

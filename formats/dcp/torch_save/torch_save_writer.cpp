@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "formats/dcp/pickle/pickle_writer.h"
@@ -111,7 +112,7 @@ uint64_t write_torch_save_value(const ByteSink& sink, const Value& value) {
   PickleWriter w;
   pickle_value(w, value, [&storages](PickleWriter& pw, const TensorValue& t) {
     const TorchDType* dtype = find_torch_dtype(t.torch_dtype);
-    if (!dtype) throw UsageError("torch.save: tensor of unknown dtype '" + t.torch_dtype + "'");
+    if (!dtype) throw UsageError("torch.save: tensor of unknown dtype " + quoted_name(t.torch_dtype));
     const uint64_t numel = checked_numel(t.shape, whole_byte_dtype(*dtype).element_bytes);
     if (t.data.size() != numel * dtype->element_bytes)
       throw UsageError("torch.save: tensor " + shape_string(t.shape) + " " + t.torch_dtype + " holds " +

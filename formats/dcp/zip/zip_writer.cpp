@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "formats/dcp/zip/crc32.h"
 #include "formats/dcp/zip/zip_archive.h"
@@ -64,7 +65,7 @@ void ZipWriter::emit(const void* data, size_t size) {
 void ZipWriter::begin_record(std::string_view name, uint64_t size) {
   if (finished_) throw InternalError("torch zip: record written after finish()");
   if (names_.count(std::string(name)))
-    throw InternalError("torch zip: record '" + std::string(name) + "' written twice");
+    throw InternalError("torch zip: record " + quoted_name(std::string(name)) + " written twice");
   const std::string full = folder_ + std::string(name);
   if (full.size() > 0xFFFF) throw UsageError("torch zip: record name longer than 65535 bytes");
   const uint64_t offset = pos_;
@@ -132,7 +133,7 @@ void ZipWriter::write_record(std::string_view name, uint64_t size, const BorrowB
     const size_t n = static_cast<size_t>(std::min<uint64_t>(block, size - off));
     const BorrowedBlock b = borrow(off, n);
     if (b.size != n || (n > 0 && !b.data))
-      throw InternalError("torch zip: record '" + std::string(name) + "': asked for " + std::to_string(n) +
+      throw InternalError("torch zip: record " + quoted_name(std::string(name)) + ": asked for " + std::to_string(n) +
                           " bytes at " + std::to_string(off) + ", lent " + std::to_string(b.size));
     crc = b.crc32 ? crc32_concat(crc, *b.crc32, n) : crc32_update(crc, b.data, n);
     emit(b.data, n);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/stored_states.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "fp8/recipe.h"
@@ -120,8 +121,8 @@ std::string first_difference(const json& saved, const json& run) {
 
 JsonDocument training_document(const ckpt::Documents& d, const char* name, const std::string& dir) {
   const auto text = d.get(name);
-  if (!text) throw FormatError(dir + ": the index has no '" + name + "' document: not a training checkpoint");
-  return JsonDocument(*text, dir + ": document '" + name + "'");
+  if (!text) throw FormatError(dir + ": the index has no " + quoted_name(name) + " document: not a training checkpoint");
+  return JsonDocument(*text, dir + ": document " + quoted_name(name));
 }
 
 json parse_doc(const ckpt::Documents& d, const char* name, const std::string& dir) {

@@ -6,6 +6,7 @@
 
 #include "ckpt/key_names.h"
 #include "ckpt/stored_states.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "layout/bucketed_layout.h"
@@ -32,10 +33,10 @@ struct Loader {
   // Reads [lo, hi) of key `name` (of `dtype` and `numel` elements) into out.
   void read(const std::string& name, DType dtype, uint64_t numel, uint64_t lo, uint64_t hi, void* out) const {
     const long k = r.find_key(name);
-    if (k < 0) throw FormatError(r.dir() + ": no key '" + name + "', which this run's state needs");
+    if (k < 0) throw FormatError(r.dir() + ": no key " + quoted_name(name) + ", which this run's state needs");
     const ckpt::Key& key = r.index().keys[static_cast<size_t>(k)];
     if (key.dtype != dtype || key.numel() != numel)
-      throw FormatError(r.dir() + ": key '" + name + "' is " + std::string(dtype_name(key.dtype)) + " " +
+      throw FormatError(r.dir() + ": key " + quoted_name(name) + " is " + std::string(dtype_name(key.dtype)) + " " +
                         shape_string(key.shape) + "; this run holds " + std::string(dtype_name(dtype)) + " of " +
                         std::to_string(numel) + " elements");
     r.read(static_cast<uint32_t>(k), lo, hi, out);

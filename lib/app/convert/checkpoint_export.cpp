@@ -11,6 +11,7 @@
 #include "ckpt/param_state_map.h"
 #include "app/convert/export_files.h"
 #include "app/convert/quantize_model.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "core/float_codec.h"
@@ -119,13 +120,13 @@ void plan_weights(const Planner& pl, const model::Param& p, uint32_t param, Expo
   if (w >= 0) {  // held as BF16 (or F32 when fp32-kept): exported as held
     const ckpt::Key& k = pl.key_at(w);
     if (k.shape != p.shape || (k.dtype != DType::BF16 && k.dtype != DType::F32))
-      throw FormatError(dir + ": key '" + k.name + "' is " + std::string(dtype_name(k.dtype)) + " " +
-                        shape_string(k.shape) + "; param '" + p.name + "' is " + shape_string(p.shape));
+      throw FormatError(dir + ": key " + quoted_name(k.name) + " is " + std::string(dtype_name(k.dtype)) + " " +
+                        shape_string(k.shape) + "; param " + quoted_name(p.name) + " is " + shape_string(p.shape));
     out.push_back(pl.whole_key(p.name, w, p.shape));
     return;
   }
   const long d = pl.key(ckpt::fp8_data_key(p.name));
-  if (d < 0) throw FormatError(dir + ": param '" + p.name + "' has neither a 'weight/' nor an 'fp8/' key");
+  if (d < 0) throw FormatError(dir + ": param " + quoted_name(p.name) + " has neither a 'weight/' nor an 'fp8/' key");
   if (weights == ExportWeights::bf16 || !fp8r) {
     out.push_back(pl.state(p.name, param, "master", DType::BF16));
     return;
@@ -138,7 +139,7 @@ void plan_weights(const Planner& pl, const model::Param& p, uint32_t param, Expo
   uint64_t numel = 1;
   for (auto x : shape) numel *= x;
   if (s < 0 || pl.key_at(s).numel() != numel || pl.key_at(s).dtype != fp8::scale_inv_dtype(plan))
-    throw FormatError(dir + ": param '" + p.name + "' has no " + fp8r->scaling + " scale grid of " +
+    throw FormatError(dir + ": param " + quoted_name(p.name) + " has no " + fp8r->scaling + " scale grid of " +
                       std::to_string(numel) + " " + std::string(dtype_name(fp8::scale_inv_dtype(plan))) + " elements");
   out.push_back(pl.whole_key(p.name, d, p.shape));
   out.push_back(pl.whole_key(p.name + kScaleSuffix, s, shape));
@@ -284,7 +285,7 @@ uint64_t parse_byte_size(const std::string& text) {
   try {
     v = std::stod(text, &used);
   } catch (const std::exception&) {
-    throw UsageError("size '" + text + "' is not a number of bytes (e.g. 5GB, 500MB, 2GiB)");
+    throw UsageError("size " + quoted_name(text) + " is not a number of bytes (e.g. 5GB, 500MB, 2GiB)");
   }
   std::string unit = text.substr(used);
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -292,9 +293,9 @@ uint64_t parse_byte_size(const std::string& text) {
                                                       {"MB", 1e6},     {"GB", 1e9},       {"TB", 1e12},
                                                       {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}};
   const auto it = units.find(unit);
-  if (it == units.end() || !(v > 0)) throw UsageError("size '" + text + "' is not a positive size (e.g. 5GB, 500MB, 2GiB)");
+  if (it == units.end() || !(v > 0)) throw UsageError("size " + quoted_name(text) + " is not a positive size (e.g. 5GB, 500MB, 2GiB)");
   // 2^64 and above (and inf) do not convert to a byte count.
-  if (!(v * it->second < 18446744073709551616.0)) throw UsageError("size '" + text + "' is more than 2^64 - 1 bytes");
+  if (!(v * it->second < 18446744073709551616.0)) throw UsageError("size " + quoted_name(text) + " is more than 2^64 - 1 bytes");
   return static_cast<uint64_t>(v * it->second);
 }
 

@@ -5,6 +5,7 @@
 
 #include "app/convert/staged_output.h"
 #include "ckpt/index.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
@@ -43,7 +44,7 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
                         ", which the index does not hold");
     const uint32_t rank = ix.files[run.file].rank;
     if (rank >= ckpt::kMaxRanks)
-      throw FormatError(s.source + ": file '" + ix.files[run.file].name + "' records rank " + std::to_string(rank) +
+      throw FormatError(s.source + ": file " + quoted_name(ix.files[run.file].name) + " records rank " + std::to_string(rank) +
                         ", beyond the " + std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
     if (first_rank[run.key] < 0) first_rank[run.key] = rank;
     fpckpt::RankWriter& rw = w.rank(rank);

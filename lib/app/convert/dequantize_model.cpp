@@ -8,6 +8,7 @@
 #include "app/convert/fp8_pair.h"
 #include "app/convert/model_output.h"
 #include "app/convert/quantize_model.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/progress.h"
@@ -70,8 +71,8 @@ ConvertSummary dequantize_model(const std::string& in_path, const std::string& o
     if (!is_fp8(t.dtype)) continue;
     const auto* scale = find_scale(model, t.name);
     if (scale == nullptr)
-      throw UsageError("tensor '" + t.name + "' in " + model.path() + " is " + std::string(dtype_name(t.dtype)) +
-                       " without a '" + scale_name(t.name, ScaleNaming::scale_inv) + "' or '" +
+      throw UsageError("tensor " + quoted_name(t.name) + " in " + model.path() + " is " + std::string(dtype_name(t.dtype)) +
+                       " without a " + quoted_name(scale_name(t.name, ScaleNaming::scale_inv)) + " or '" +
                        scale_name(t.name, ScaleNaming::compressed_tensors) + "' tensor: its scale is unknown");
     const size_t s = static_cast<size_t>(scale - model.tensors().data());
     pairs.push_back({i, s, fp8_pair_plan(model, t, *scale->info)});

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "app/convert/quantize_model.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "fp8/quantize.h"
 
@@ -65,7 +66,7 @@ fp8::StackedPlan fp8_pair_plan(const safetensors::Model& model, const safetensor
   const auto recorded = meta.find(kMetadataRecipe);
   if (recorded != meta.end()) {
     const auto s = fp8::parse_scaling(recorded->second);
-    if (!s) throw FormatError(model.path() + ": unknown " + kMetadataRecipe + " '" + recorded->second + "'");
+    if (!s) throw FormatError(model.path() + ": unknown " + kMetadataRecipe + " " + quoted_name(recorded->second));
     r.scaling = *s == fp8::Scaling::delayed ? fp8::Scaling::tensorwise : *s;  // one scale either way
   } else if (scale.dtype == DType::F8_E8M0 || (naming == ScaleNaming::compressed_tensors && scale.dtype == DType::U8)) {
     r.scaling = fp8::Scaling::mxfp8;
@@ -86,7 +87,7 @@ fp8::StackedPlan fp8_pair_plan(const safetensors::Model& model, const safetensor
       fp8::make_stacked_plan(r, fp8::Input::f32, data.shape, expert_dims_of(srank, grid_rank, rank), data.name);
   const safetensors::TensorSpec want = scale_spec(data.name, p, naming);
   if (want.shape != scale.shape || want.dtype != scale.dtype)
-    throw FormatError(model.path() + ": tensor '" + scale.name + "' has dtype " +
+    throw FormatError(model.path() + ": tensor " + quoted_name(scale.name) + " has dtype " +
                       std::string(dtype_name(scale.dtype)) + " and a shape that " +
                       std::string(fp8::scaling_name(r.scaling)) + " scales of '" + data.name +
                       "' cannot have");

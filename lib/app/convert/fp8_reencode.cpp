@@ -7,6 +7,7 @@
 #include "ckpt/param_state_map.h"
 #include "app/convert/staged_output.h"
 #include "comm/group.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json_reader.h"
@@ -34,7 +35,7 @@ std::vector<float>& arena(pipeline::OptimizerState& st, const std::string& state
 }
 
 json doc_json(const ckpt::Documents& d, const char* name, const std::string& dir) {
-  return JsonDocument(d.get(name).value_or("null"), dir + ": document '" + name + "'").value();
+  return JsonDocument(d.get(name).value_or("null"), dir + ": document " + quoted_name(name)).value();
 }
 
 std::string layout_json(const train::TrainOptions& o) {

@@ -10,6 +10,7 @@
 #include "app/convert/model_dir_files.h"
 #include "app/convert/model_output.h"
 #include "app/convert/slab_input.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "fp8/quantize.h"
@@ -26,7 +27,7 @@ std::regex compile_regex(const std::string& pattern, const char* option) {
   try {
     return std::regex(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw UsageError(std::string(option) + " '" + pattern + "' is not a valid regular expression: " + e.what());
+    throw UsageError(std::string(option) + " " + quoted_name(pattern) + " is not a valid regular expression: " + e.what());
   }
 }
 
@@ -52,7 +53,7 @@ std::vector<Chosen> choose_tensors(const safetensors::Model& model, const Quanti
     const auto& t = *e.info;
     if (t.dtype != DType::F8_E4M3 && t.dtype != DType::F8_E5M2) continue;
     if (const auto* scale = find_scale(model, t.name))
-      throw UsageError(model.path() + " is quantized already: tensor '" + t.name + "' is " +
+      throw UsageError(model.path() + " is quantized already: tensor " + quoted_name(t.name) + " is " +
                        std::string(dtype_name(t.dtype)) + " with a '" + scale->info->name +
                        "' (convert --dequantize first)");
   }
@@ -74,7 +75,7 @@ void refuse_scale_collisions(const safetensors::Model& model, const std::vector<
   for (const Chosen& c : chosen) {
     const std::string& name = model.tensors()[c.entry].info->name;
     if (model.find(scale_name(name, naming)))
-      throw UsageError("tensor '" + name + "' already has a tensor '" + scale_name(name, naming) + "' in " +
+      throw UsageError("tensor " + quoted_name(name) + " already has a tensor " + quoted_name(scale_name(name, naming)) + " in " +
                        model.path() + ": is the model quantized already?");
   }
 }
@@ -284,7 +285,7 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
         if (nf.total() == 0) continue;
         // Refused before the output is committed: the files under their temporary names go.
         if (opt.strict)
-          throw FormatError(model.path() + ": tensor '" + nf.tensor + "' holds " + nonfinite_text(nf) +
+          throw FormatError(model.path() + ": tensor " + quoted_name(nf.tensor) + " holds " + nonfinite_text(nf) +
                             ", which FP8 cannot hold; --strict refuses to quantize it");
         summary.nonfinite.push_back(nf);
       }

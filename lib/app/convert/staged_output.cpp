@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "formats/fpckpt/commit.h"
@@ -190,9 +191,9 @@ std::string StagedOutput::final_path(const std::string& name) const {
 std::string StagedOutput::stage(const std::string& name) {
   if (committed_) throw InternalError("convert: a file staged after the output was committed");
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-    throw InternalError("convert: output file name '" + name + "'");
+    throw InternalError("convert: output file name " + quoted_name(name));
   if (kind_ == OutputKind::file && name != stdfs::path(out_).filename().string())
-    throw InternalError("convert: a single-file output staged '" + name + "'");
+    throw InternalError("convert: a single-file output staged " + quoted_name(name));
   if (std::find(names_.begin(), names_.end(), name) != names_.end())
     throw UsageError("two output files would be named " + final_path(name));
   if (kind_ == OutputKind::index && name != stdfs::path(out_).filename().string()) {

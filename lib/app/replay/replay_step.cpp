@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "comm/group.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "pipeline/fp8_params.h"
 #include "pipeline/rank_state.h"
@@ -86,7 +87,7 @@ model::ModelSpec step_spec(const StepFile& f, const ReplayOptions& o, std::vecto
   try {
     re = std::regex(scalar_params, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw UsageError("--scalar-params: invalid regular expression '" + scalar_params + "': " + e.what());
+    throw UsageError("--scalar-params: invalid regular expression " + quoted_name(scalar_params) + ": " + e.what());
   }
   model::ModelSpec spec;
   spec.name = "step";
@@ -127,7 +128,7 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
       const bool kept = std::any_of(keys[p].begin(), keys[p].end(), [&](const char* s) { return key == s; });
       if (!kept)
         throw UsageError("state tensor '" + f.params[p].name + "." + key + "': " + optim::optimizer_name(k) +
-                         ", which updates '" + f.params[p].name + "', keeps no " + key);
+                         ", which updates " + quoted_name(f.params[p].name) + ", keeps no " + key);
     }
   }
   // Outputs: states start from the input's (zero where absent); ranks write disjoint ranges.

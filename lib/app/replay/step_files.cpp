@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "formats/safetensors/reader.h"
 #include "formats/safetensors/writer.h"
@@ -20,12 +21,12 @@ std::vector<float> read_f32(const safetensors::Reader& r, const safetensors::Ten
 
 void require_f32(const std::string& path, const safetensors::TensorInfo& t, const char* what) {
   if (t.dtype != DType::F32)
-    throw UsageError(path + ": " + what + " '" + t.name + "' is " + std::string(dtype_name(t.dtype)) +
+    throw UsageError(path + ": " + what + " " + quoted_name(t.name) + " is " + std::string(dtype_name(t.dtype)) +
                      "; fpgather step takes F32 tensors only");
 }
 
 int64_t parse_step(const std::string& path, const std::string& text) {
-  const std::string msg = path + ": __metadata__ \"step\" is '" + text + "', not a non-negative integer";
+  const std::string msg = path + ": __metadata__ \"step\" is " + quoted_name(text) + ", not a non-negative integer";
   if (text.empty() || text.size() > 18) throw FormatError(msg);
   int64_t v = 0;
   for (char c : text) {
@@ -63,7 +64,7 @@ StepFile read_step_params(const std::string& path) {
   for (const auto& t : r.tensors()) {
     if (!state_suffix(t.name, r).empty()) continue;
     require_f32(path, t, "parameter");
-    if (t.numel == 0) throw UsageError(path + ": parameter '" + t.name + "' has no elements " + shape_string(t.shape));
+    if (t.numel == 0) throw UsageError(path + ": parameter " + quoted_name(t.name) + " has no elements " + shape_string(t.shape));
     index[t.name] = f.params.size();
     f.params.push_back(StepTensor{t.name, t.shape, read_f32(r, t), {}});
   }
@@ -73,11 +74,11 @@ StepFile read_step_params(const std::string& path) {
     const std::string owner = t.name.substr(0, t.name.size() - key.size() - 1);
     const auto p = index.find(owner);
     if (p == index.end())  // the owner is itself a state tensor: PARAM.exp_avg.exp_avg
-      throw UsageError(path + ": '" + t.name + "' is the state of '" + owner + "', which is not a parameter");
+      throw UsageError(path + ": " + quoted_name(t.name) + " is the state of " + quoted_name(owner) + ", which is not a parameter");
     require_f32(path, t, "state tensor");
     StepTensor& param = f.params[p->second];
     if (t.shape != param.shape)
-      throw UsageError(path + ": state tensor '" + t.name + "' has shape " + shape_string(t.shape) +
+      throw UsageError(path + ": state tensor " + quoted_name(t.name) + " has shape " + shape_string(t.shape) +
                        ", its parameter " + shape_string(param.shape));
     param.state[key] = read_f32(r, t);
   }
@@ -90,15 +91,15 @@ std::vector<std::vector<float>> read_step_grads(const std::string& path, const S
   std::set<std::string> names;
   for (const StepTensor& p : params.params) names.insert(p.name);
   for (const auto& t : r.tensors())
-    if (!names.count(t.name)) throw UsageError(path + ": gradient '" + t.name + "' matches no parameter");
+    if (!names.count(t.name)) throw UsageError(path + ": gradient " + quoted_name(t.name) + " matches no parameter");
   std::vector<std::vector<float>> grads;
   grads.reserve(params.params.size());
   for (const StepTensor& p : params.params) {
     const safetensors::TensorInfo* t = r.find(p.name);
-    if (!t) throw UsageError(path + ": no gradient for parameter '" + p.name + "'");
+    if (!t) throw UsageError(path + ": no gradient for parameter " + quoted_name(p.name));
     require_f32(path, *t, "gradient");
     if (t->shape != p.shape)
-      throw UsageError(path + ": gradient '" + p.name + "' has shape " + shape_string(t->shape) +
+      throw UsageError(path + ": gradient " + quoted_name(p.name) + " has shape " + shape_string(t->shape) +
                        ", the parameter " + shape_string(p.shape));
     grads.push_back(read_f32(r, *t));
   }

@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "core/printable.h"
 #include "core/error.h"
 #include "layout/layer_wise_layout.h"
 
@@ -12,7 +13,7 @@ std::regex compile(const std::string& option, const std::string& regex) {
   try {
     return std::regex(regex, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw UsageError(option + ": invalid regular expression '" + regex + "': " + e.what());
+    throw UsageError(option + ": invalid regular expression " + quoted_name(regex) + ": " + e.what());
   }
 }
 
@@ -28,13 +29,13 @@ std::vector<std::string> apply_fp32_params(model::ModelSpec& spec, const std::st
     if (c.dist_opt != pipeline::DistOpt::layerwise)
       throw UsageError("--fp32-matrices needs the layer-wise distributed optimizer (--optimizer muon, or "
                        "--dist-opt layerwise): the bucketed one gathers no matrix whole");
-    if (!c.fp32_matrices) throw UsageError("--fp32-matrices '" + fp32_matrices + "' needs pipeline.fp32_matrices set");
+    if (!c.fp32_matrices) throw UsageError("--fp32-matrices " + quoted_name(fp32_matrices) + " needs pipeline.fp32_matrices set");
     const std::regex re = compile("--fp32-matrices", fp32_matrices);
     // With fp32_matrices every fp32-kept matrix is layer-wise: one that only --keep-fp32 selects
     // would silently stay with Muon instead of going to the scalar optimizer.
     for (const model::Param& p : spec.params)
       if (p.keep_in_fp32 && is_matrix(p) && !std::regex_search(p.name, re))
-        throw UsageError("--keep-fp32 '" + keep_fp32 + "' selects the matrix '" + p.name + "', which --fp32-matrices '" +
+        throw UsageError("--keep-fp32 " + quoted_name(keep_fp32) + " selects the matrix " + quoted_name(p.name) + ", which --fp32-matrices '" +
                          fp32_matrices + "' does not: with --fp32-matrices every fp32 matrix stays with the "
                          "layer-wise optimizer; select matrices with --fp32-matrices only");
     size_t matched = 0;
@@ -45,7 +46,7 @@ std::vector<std::string> apply_fp32_params(model::ModelSpec& spec, const std::st
       ++matched;
     }
     if (matched == 0)
-      warnings.push_back("--fp32-matrices '" + fp32_matrices + "' selects no matrix of model '" + spec.name + "'");
+      warnings.push_back("--fp32-matrices " + quoted_name(fp32_matrices) + " selects no matrix of model " + quoted_name(spec.name));
   }
   size_t matrices = 0, layer_wise = 0;
   for (const model::Param& p : spec.params) {
@@ -53,7 +54,7 @@ std::vector<std::string> apply_fp32_params(model::ModelSpec& spec, const std::st
     layer_wise += layout::layer_wise_managed(p, {c.fp32_matrices}) ? 1 : 0;
   }
   if (c.optimizer == optim::OptimizerKind::muon && !keep_fp32.empty() && matrices > 0 && layer_wise == 0)
-    warnings.push_back("--keep-fp32 '" + keep_fp32 + "' selects every matrix, which leaves Muon none: the scalar "
+    warnings.push_back("--keep-fp32 " + quoted_name(keep_fp32) + " selects every matrix, which leaves Muon none: the scalar "
                        "optimizer updates every param (--fp32-matrices keeps fp32 matrices with Muon)");
   return warnings;
 }

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "app/convert/fp8_pair.h"
+#include "core/printable.h"
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/shape.h"
@@ -25,24 +26,24 @@ SafetensorsInit::SafetensorsInit(const std::string& path, const model::ModelSpec
   std::set<std::string> expected;
   for (const model::Param& p : spec_.params) {
     const auto* e = model_.find(p.name);
-    if (!e) throw UsageError("--init: model '" + spec_.name + "' has a param '" + p.name + "' " + shape_string(p.shape) +
+    if (!e) throw UsageError("--init: model " + quoted_name(spec_.name) + " has a param " + quoted_name(p.name) + " " + shape_string(p.shape) +
                              " that is not" + where);
     const auto& t = *e->info;
     if (t.shape != p.shape)
-      throw UsageError("--init: tensor '" + p.name + "'" + where + " has shape " + shape_string(t.shape) +
+      throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " has shape " + shape_string(t.shape) +
                        "; the param's is " + shape_string(p.shape));
     const safetensors::Model::Entry* scale = nullptr;
     if (is_fp8(t.dtype)) {
       scale = convert::find_scale(model_, p.name);
       if (!scale)
-        throw UsageError("--init: tensor '" + p.name + "'" + where + " is " + std::string(dtype_name(t.dtype)) +
-                         " without a '" + convert::scale_name(p.name, convert::ScaleNaming::scale_inv) + "' or '" +
+        throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " is " + std::string(dtype_name(t.dtype)) +
+                         " without a " + quoted_name(convert::scale_name(p.name, convert::ScaleNaming::scale_inv)) + " or '" +
                          convert::scale_name(p.name, convert::ScaleNaming::compressed_tensors) +
                          "' tensor: its scale is unknown");
       convert::fp8_pair_plan(model_, t, *scale->info);  // checks the scale's shape and dtype
       expected.insert(scale->info->name);
     } else if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16) {
-      throw UsageError("--init: tensor '" + p.name + "'" + where + " is " + std::string(dtype_name(t.dtype)) +
+      throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " is " + std::string(dtype_name(t.dtype)) +
                        "; a param initializes from F32, BF16, F16 or FP8 with scales");
     }
     expected.insert(p.name);
@@ -59,7 +60,7 @@ SafetensorsInit::SafetensorsInit(const std::string& path, const model::ModelSpec
         state = true;
     }
     if (!state)
-      throw UsageError("--init: tensor '" + n + "'" + where + " is not a param of model '" + spec_.name +
+      throw UsageError("--init: tensor " + quoted_name(n) + "" + where + " is not a param of model '" + spec_.name +
                        "' (is it another model?)");
   }
 }
