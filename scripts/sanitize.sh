@@ -12,7 +12,8 @@ source scripts/sanitizer-build.sh
 start=$SECONDS
 configure_sanitizer_build
 cmake --build "$FPGATHER_ASAN_BUILD" -j"$(nproc)" \
-  --target fpgather_cli fpgather_h5zstd fpgather_tests fpgather_make_step_files fpgather_comm_mpi_check fpgather_make_ckpt_fixtures
+  --target fpgather_cli fpgather_h5zstd fpgather_tests fpgather_make_step_files fpgather_comm_mpi_check fpgather_make_ckpt_fixtures \
+  fpgather_make_dcp
 built=$SECONDS
 asan=halt_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
