@@ -155,6 +155,18 @@ def checkpoint_names(model):
     return names
 
 
+def model_master_pairs(child):
+    """(model param, its fp32 master) of a non-distributed mixed-precision optimizer; fp32 params
+    are their own master."""
+    pairs = []
+    for model_group, master_group in zip(getattr(child, "float16_groups", []),
+                                         getattr(child, "fp32_from_float16_groups", [])):
+        pairs += list(zip(model_group, master_group))
+    for group in getattr(child, "fp32_from_fp32_groups", []):
+        pairs += [(p, p) for p in group]
+    return pairs
+
+
 def optimizer_truth(opt, model):
     """Per model parameter: its fp32 master and state tensors, whole, in the parameter's shape."""
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
@@ -169,12 +181,7 @@ def optimizer_truth(opt, model):
                           if isinstance(v, torch.Tensor) and v.numel() == p.numel()}
             continue
         inner = child.optimizer
-        pairs = []
-        for model_group, master_group in zip(getattr(child, "float16_groups", []),
-                                             getattr(child, "fp32_from_float16_groups", [])):
-            pairs += list(zip(model_group, master_group))
-        for group in getattr(child, "fp32_from_fp32_groups", []):
-            pairs += [(p, p) for p in group]
+        pairs = model_master_pairs(child)
         for p, master in pairs:
             state = inner.state.get(master, {})
             t = {"param": master.detach().float().cpu().reshape(p.shape)}
@@ -503,12 +510,7 @@ def local_state_fragments(opt):
                                     d.setdefault(k, []).append((s, e, v.detach().float().cpu().reshape(-1).clone()))
             continue
         inner = child.optimizer
-        pairs = []
-        for model_group, master_group in zip(getattr(child, "float16_groups", []),
-                                             getattr(child, "fp32_from_float16_groups", [])):
-            pairs += list(zip(model_group, master_group))
-        for group in getattr(child, "fp32_from_fp32_groups", []):
-            pairs += [(p, p) for p in group]
+        pairs = model_master_pairs(child)
         for p, master in pairs:
             n = p.numel()
             d = out.setdefault(p, {})
