@@ -9,6 +9,7 @@
 #include "core/printable.h"
 #include "core/shape.h"
 #include "formats/dcp/dcp_params.h"
+#include "formats/dcp/megatron/parallel_report.h"
 #include "formats/dcp/megatron/reshard_report.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/summary.h"
@@ -18,6 +19,10 @@
 
 namespace fpg::dcp {
 namespace {
+
+// More than one optimizer group: saved at model parallelism, shown group by group (one group reads
+// as the data-parallel-only checkpoint it is).
+bool model_parallel(const DcpParams& p) { return p.groups().size() > 1; }
 
 struct Opened : ckpt::OpenedParams {
   // A state of another shape than its parameter is refused even without validation: reading per
@@ -119,6 +124,10 @@ class DcpCheckpoint : public ckpt::Checkpoint {
         j["optimizer"]["stored_padding_chunks"] = params->stored_padding().size();
         j["optimizer"]["stored_padding_elements"] = padding_elems;
       }
+      if (params->parallel()) j["parallel"] = parallel_json(reader, *params);
+      if (reader.megatron())
+        j["model_keys"] = {{"tp", params->model_tp()}, {"expert_tp", params->model_expert_tp()},
+                           {"experts", params->experts()}};
       j["unmapped_keys"] = params->unmapped_keys();
       j["shape_mismatches"] = nlohmann::json::array();
       for (const ShapeMismatch& m : params->shape_mismatches())
@@ -148,7 +157,12 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     if (params) {
       std::string l = fmt::sprintf("  %zu parameters; optimizer state: %s", param_count,
                                    std::string(optimizer_form_name(params->optimizer_form())));
-      if (params->layout()) {
+      if (model_parallel(*params)) {
+        t.push_back(l + ", one optimizer group per model-parallel rank");
+        for (const std::string& p : parallel_lines(reader, *params)) t.push_back(p);
+        t.push_back(fmt::sprintf("  stored padding: %zu chunks, %llu elements (Megatron writes the gaps as data)",
+                                 params->stored_padding().size(), padding_elems));
+      } else if (params->layout()) {
         const auto& L = *params->layout();
         l += fmt::sprintf(" at dp %u%s, %zu buffer%s", params->dp(),
                           params->dp_is_smallest() ? " (the smallest the buckets allow: only the first ranks store any of them)" : "",
@@ -165,6 +179,11 @@ class DcpCheckpoint : public ckpt::Checkpoint {
       } else {
         t.push_back(l);
       }
+      if (!model_parallel(*params) && (params->model_tp() > 1 || params->model_expert_tp() > 1))
+        t.push_back(fmt::sprintf("  model keys stored in TP %u pieces%s", params->model_tp(),
+                                 params->experts() ? fmt::sprintf(" (experts: expert TP %u)", params->model_expert_tp())
+                                                   : std::string()));
+      if (params->experts()) t.push_back(fmt::sprintf("  %llu experts per MoE layer", params->experts()));
       for (const auto& k : params->unmapped_keys()) t.push_back("  not mapped to a parameter: " + printable(k));
       for (const ShapeMismatch& m : params->shape_mismatches())
         t.push_back("  not the shape of its parameter: " + to_string(m));
@@ -185,6 +204,8 @@ class DcpCheckpoint : public ckpt::Checkpoint {
         t.push_back(fmt::sprintf("%-*s  %-10s  %-16s  %7zu  %12llu", w, names[i], k.is_tensor ? printable(k.dtype) : "(bytes)",
                                  k.is_tensor ? shape_string(k.shape) : "", k.chunks, k.bytes));
       }
+    } else if (params && model_parallel(*params)) {
+      for (const std::string& l : group_layout_lines(*params)) t.push_back(l);
     } else if (params && params->layout()) {
       ckpt::append_lines(t, layout::describe(params->layout()->layout));
     }
@@ -251,6 +272,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
                                      std::string(optimizer_form_name(params->optimizer_form()))));
     r.facts = {megatron ? "Megatron torch_dist" : "PyTorch DCP", std::to_string(rep.tensors) + " tensor keys",
                std::to_string(rep.chunks) + " chunks", std::to_string(rep.bytes_entries) + " bytes entries"};
+    if (params && model_parallel(*params) && params->parallel())
+      r.facts.push_back(parallel_sizes_string(*params->parallel()) + ", " + std::to_string(params->groups().size()) +
+                        " optimizer groups");
     if (o.data) r.facts.push_back(std::to_string(rep.items_read) + " items read");
     r.document = {{"tensors", rep.tensors}, {"bytes_entries", rep.bytes_entries}, {"chunks", rep.chunks},
                   {"items_read", rep.items_read}, {"bytes_read", rep.bytes_read}};
@@ -258,6 +282,7 @@ class DcpCheckpoint : public ckpt::Checkpoint {
       r.document["optimizer_form"] = std::string(optimizer_form_name(params->optimizer_form()));
       r.document["stored_padding_chunks"] = params->stored_padding().size();
       r.document["stored_padding_elements"] = padding;
+      if (params->parallel()) r.document["parallel"] = parallel_json(reader, *params);
     }
     return r;
   }

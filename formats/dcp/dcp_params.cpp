@@ -115,7 +115,7 @@ void DcpParams::add(const std::string& param, const std::string& role, size_t en
                     const std::vector<uint64_t>& shape) {
   const Entry& e = r_.metadata().entries[entry];
   tensors_.push_back({role == "weight" ? param : param + "." + role, param, role, dtype_of(e, r_.metadata().file), shape});
-  sources_.push_back({entry, base});
+  sources_.push_back({entry, base, {}});
 }
 
 void DcpParams::map_megatron() {
@@ -130,10 +130,20 @@ void DcpParams::map_megatron() {
     if (parse_bucket_key(e.fqn)) bucket_entries.push_back(i);
     else if (parse_model_space_state_key(e.fqn)) state_entries.push_back(i);
     else if (e.fqn.find("optimizer.") != std::string::npos) unmapped_.push_back(e.fqn);
-    else model_keys.push_back({e.fqn, dtype_of(e, md.file), e.tensor.size});
+    else {
+      ModelKey k{e.fqn, dtype_of(e, md.file), e.tensor.size, {}};
+      for (const ChunkMeta& c : e.tensor.chunks) k.chunks.push_back({c.offsets, c.sizes});
+      model_keys.push_back(std::move(k));
+    }
   }
   params_ = fpg::dcp::megatron_params(model_keys);
   const std::vector<MegatronParam>& params = params_;
+  {
+    const ParallelModel model(params);
+    model_tp_ = model.tp();
+    model_expert_tp_ = model.expert_tp();
+    experts_ = model.experts();
+  }
 
   // Per parameter, its tensors in order: weight, master, states.
   std::map<std::string, std::vector<std::pair<std::string, size_t>>> states_of_key;  // model key -> (state, entry)
@@ -146,8 +156,7 @@ void DcpParams::map_megatron() {
     optimizer_prefix_ = kModelSpacePrefix;
   }
   for (const MegatronParam& p : params) {
-    const uint64_t n = volume(p.shape);
-    const uint64_t base = p.layer ? *p.layer * n : 0;
+    const uint64_t base = p.key_offset;
     add(p.name, "weight", entry_of.at(p.key), base, p.shape);
     auto it = states_of_key.find(p.key);
     if (it == states_of_key.end()) continue;
@@ -174,73 +183,117 @@ void DcpParams::map_megatron() {
   if (!bucket_entries.empty()) map_buckets(params, bucket_entries);
 }
 
-void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries) {
-  const Metadata& md = r_.metadata();
-  form_ = OptimizerForm::dp_reshardable;
-  struct StoredKey {
+// The bucket keys of one optimizer group and its stored bucket sizes.
+struct DcpParams::GroupKeys {
+  std::string prefix;
+  GroupName name;
+  struct Key {
     uint32_t gbuf = 0, bucket = 0;
     std::string state;
     size_t entry = 0;
   };
-  std::vector<StoredKey> keys;
-  std::string group;
-  std::vector<std::string> states;
-  for (size_t i : bucket_entries) {
-    const BucketKey k = *parse_bucket_key(md.entries[i].fqn);
-    if (!group.empty() && group != k.group)
-      throw FormatError(md.file + ": bucket keys of two optimizer groups (" + quoted_name(group) + ", '" + k.group +
-                        "'); fpgather reads checkpoints of one model-parallel rank (TP = PP = 1)");
-    group = k.group;
-    optimizer_prefix_ = group;
-    if (std::find(states.begin(), states.end(), k.state) == states.end()) states.push_back(k.state);
-    keys.push_back({k.gbuf, k.bucket, k.state, i});
-  }
-
-  // The stored bucket sizes, per buffer.
-  auto object = [&](const std::string& name) -> Value {
-    for (const Entry& e : md.entries)
-      if (!e.is_tensor && is_group_object(e.fqn, group, name)) return r_.read_object(e);
-    throw FormatError(r_.dir() + ": dp_reshardable optimizer state without its '" + group + "." + name + "' object");
-  };
-  const auto padded = bucket_sizes(object(kPerBucketNumel), r_.dir() + ": " + group + "." + kPerBucketNumel);
-  const auto unpadded =
-      bucket_sizes(object(kPerBucketNumelUnpadded), r_.dir() + ": " + group + "." + kPerBucketNumelUnpadded);
-  if (padded.size() != unpadded.size())
-    throw Error(ExitCode::check_failed, r_.dir() + ": per_bucket_numel lists " + std::to_string(padded.size()) +
-                                            " buffers, per_bucket_numel_unpadded " + std::to_string(unpadded.size()));
+  std::vector<Key> keys;
+  std::vector<std::string> states;  // first-seen order
   std::vector<StoredBuffer> stored;
-  for (size_t g = 0; g < padded.size(); ++g)
-    stored.push_back({padded[g].first.first, padded[g].first.second, padded[g].second, unpadded[g].second});
+
+  const Key* find(uint32_t gbuf, uint32_t bucket, const std::string& state) const {
+    for (const Key& k : keys)
+      if (k.gbuf == gbuf && k.bucket == bucket && k.state == state) return &k;
+    return nullptr;
+  }
+};
+
+namespace {
+
+bool is_full_box(const Box& b, const std::vector<uint64_t>& shape) {
+  return b.sizes == shape && std::all_of(b.offsets.begin(), b.offsets.end(), [](uint64_t o) { return o == 0; });
+}
+
+// Whether every stored chunk of the group's bucket keys lies inside one parameter's place or one
+// padding range of the layout, as Megatron cuts them (a fragment per parameter and rank, a padding
+// chunk per gap); the first that does not in `mismatch`.
+template <typename Keys>
+bool chunks_agree(const Metadata& md, const Keys& keys, const RecoveredLayout& r, std::string& mismatch) {
+  for (const auto& k : keys) {
+    const layout::Buffer* buf = nullptr;
+    for (size_t b = 0; b < r.gbuf.size(); ++b)
+      if (r.gbuf[b] == k.gbuf) buf = &r.layout.buffers[b];
+    if (!buf || k.bucket >= buf->buckets.size()) continue;  // unmapped: reported apart
+    const layout::Bucket& bucket = buf->buckets[k.bucket];
+    std::vector<std::pair<uint64_t, uint64_t>> places;  // bucket coordinates, increasing
+    for (uint64_t s = bucket.slots.begin; s < bucket.slots.end; ++s)
+      places.emplace_back(buf->params[s].world.begin - bucket.world.begin, buf->params[s].world.end - bucket.world.begin);
+    std::sort(places.begin(), places.end());
+    for (const ChunkMeta& c : md.entries[k.entry].tensor.chunks) {
+      if (c.offsets.size() != 1 || c.sizes.size() != 1 || c.sizes[0] == 0) continue;  // validate reports the arity
+      const uint64_t lo = c.offsets[0], hi = lo + c.sizes[0];
+      auto it = std::upper_bound(places.begin(), places.end(), std::make_pair(lo, UINT64_MAX));
+      if (it != places.begin() && lo < std::prev(it)->second) {
+        if (hi <= std::prev(it)->second) continue;
+      } else if (std::any_of(bucket.padding.begin(), bucket.padding.end(),
+                             [&](const layout::Range& p) { return p.begin <= lo && hi <= p.end; })) {
+        continue;
+      }
+      mismatch = "key " + quoted_name(md.entries[k.entry].fqn) + " stores a chunk [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + ") that crosses a parameter boundary of the recomputed layout";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::string& mismatch) const {
+  const Metadata& md = r_.metadata();
+  std::vector<MegatronParam> params;
+  params.reserve(group.params.size());
+  for (const LocalParam& lp : group.params) params.push_back(lp.local);
+  const std::vector<StoredBuffer>& stored = gk.stored;
 
   // The DP size. The rank files alone do not tell it: a rank whose shards are all tail padding
   // stores nothing (as Megatron's fix for padding-only ranks does), and a fully parallel save may
   // store a shard in another rank's file. The chunk offsets do, whatever file holds them: at DP d a
   // bucket is cut into shards of L = padded / d, every chunk lies inside one shard, and every shard
-  // that holds part of [0, numel_unpadded) begins with a chunk (a fragment or a gap). Candidates: the
-  // rank-file count, and d = padded / (start / r) for each rank file r > 0 and the first chunk it
-  // stores of each bucket. The largest candidate the offsets fit, with a bucket spanning more than
-  // one shard, whose layout the model keys confirm, is taken.
-  const uint32_t ranks_stored = dp_;
+  // that holds part of [0, numel_unpadded) begins with a chunk (a fragment or a gap). The group's
+  // DP ranks write files whose ranks step evenly (by TP, or TP × PP, as the rank order has it): DP
+  // rank k is the file k steps above the lowest. Candidates: the count of the group's files, and
+  // d = padded / (start / k) for each file k > 0 and the first chunk it stores of each bucket. The
+  // largest candidate the offsets fit, with a bucket spanning more than one shard, whose layout the
+  // model keys and the stored chunks confirm, is taken.
+  std::set<uint64_t> files;
+  for (const GroupKeys::Key& k : gk.keys)
+    for (const ChunkMeta& ch : md.entries[k.entry].tensor.chunks)
+      if (ch.storage != kNoStorage)
+        if (const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)]) files.insert(*rank);
+  const uint32_t ranks_stored = static_cast<uint32_t>(std::clamp<size_t>(files.size(), 1, ckpt::kMaxRanks));
+  const uint64_t r0 = files.empty() ? 0 : *files.begin();
+  const uint64_t step = files.size() > 1 ? *std::next(files.begin()) - r0 : 1;
+  auto dp_rank = [&](uint64_t rank) -> std::optional<uint64_t> {
+    if (rank < r0 || (rank - r0) % step != 0) return std::nullopt;
+    return (rank - r0) / step;
+  };
   struct KeyChunks {
     uint64_t padded = 0, unpadded = 0;
     std::vector<std::pair<uint64_t, uint64_t>> chunks;  // [lo, hi), sorted
   };
   std::vector<KeyChunks> key_chunks;
   std::set<uint64_t> candidates{ranks_stored};
-  for (const StoredKey& k : keys) {
+  for (const GroupKeys::Key& k : gk.keys) {
     if (k.gbuf >= stored.size() || k.bucket >= stored[k.gbuf].numel.size()) continue;
     const Entry& e = md.entries[k.entry];
     KeyChunks kc;
     kc.padded = stored[k.gbuf].numel[k.bucket];
     kc.unpadded = stored[k.gbuf].numel_unpadded[k.bucket];
-    std::map<uint64_t, uint64_t> first;  // rank file -> the lowest offset it stores of this key
+    std::map<uint64_t, uint64_t> first;  // DP rank -> the lowest offset its file stores of this key
     for (const ChunkMeta& ch : e.tensor.chunks) {
       if (ch.offsets.size() != 1 || ch.sizes.size() != 1 || ch.sizes[0] > UINT64_MAX - ch.offsets[0]) continue;
       kc.chunks.emplace_back(ch.offsets[0], ch.offsets[0] + ch.sizes[0]);
       if (ch.storage == kNoStorage) continue;  // validate reports it
       const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)];
-      if (!rank || *rank == 0) continue;
-      auto [it, added] = first.emplace(*rank, ch.offsets[0]);
+      const std::optional<uint64_t> dr = rank ? dp_rank(*rank) : std::nullopt;
+      if (!dr || *dr == 0) continue;
+      auto [it, added] = first.emplace(*dr, ch.offsets[0]);
       if (!added) it->second = std::min(it->second, ch.offsets[0]);
     }
     for (const auto& [rank, start] : first) {
@@ -270,6 +323,15 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
     }
     return true;
   };
+  // The layout at DP d, if the bucket sizes and the stored chunks agree with it.
+  auto recover = [&](uint64_t d, std::string& why) -> std::optional<RecoveredLayout> {
+    std::optional<RecoveredLayout> r = recover_layout(params, stored, static_cast<uint32_t>(d), why);
+    if (r && !chunks_agree(md, gk.keys, *r, why)) r.reset();
+    return r;
+  };
+  std::optional<RecoveredLayout> found;
+  uint32_t dp = ranks_stored;
+  bool smallest = false;
   bool spanning = false;  // the DP was taken from shards that hold data
   size_t tried = 0;       // a hostile file may name many candidates: a few are tried
   for (auto it = candidates.rbegin(); it != candidates.rend() && tried < 64; ++it) {
@@ -277,60 +339,235 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
     if (*it == 0 || *it > ckpt::kMaxRanks || !fits(*it, spans) || !spans) continue;
     ++tried;
     std::string ignored;
-    layout_ = recover_layout(params, stored, static_cast<uint32_t>(*it), ignored);
-    if (layout_) {
-      dp_ = static_cast<uint32_t>(*it);
+    found = recover(*it, ignored);
+    if (found) {
+      dp = static_cast<uint32_t>(*it);
       spanning = true;
       break;
     }
   }
-  std::string mismatch;
-  if (!layout_) layout_ = recover_layout(params, stored, dp_, mismatch);
+  if (!found) found = recover(dp, mismatch);
   // When only the first ranks store anything (every bucket smaller than a shard), nothing on disk
   // tells the DP size apart from its multiples: the smallest one the buckets' padding allows is
   // taken, whose layout reads every parameter where any of them would.
-  if (!layout_ && !stored.empty() && !stored[0].numel.empty()) {
+  if (!found && !stored.empty() && !stored[0].numel.empty()) {
     const uint64_t padded = stored[0].numel[0];
     tried = 0;
-    for (uint64_t d = uint64_t{dp_} + 1; d <= std::min<uint64_t>(padded, ckpt::kMaxRanks) && tried < 64; ++d) {
+    for (uint64_t d = uint64_t{dp} + 1; d <= std::min<uint64_t>(padded, ckpt::kMaxRanks) && tried < 64; ++d) {
       if (padded % d != 0) continue;
       ++tried;
       std::string ignored;
-      layout_ = recover_layout(params, stored, static_cast<uint32_t>(d), ignored);
-      if (layout_) {
-        dp_ = static_cast<uint32_t>(d);
-        dp_is_smallest_ = true;
+      found = recover(d, ignored);
+      if (found) {
+        dp = static_cast<uint32_t>(d);
+        smallest = true;
         break;
       }
     }
   }
+  if (!found) return false;
   // Not taken from shards that hold data: twice the DP may read alike too, when every bucket lies in
   // the shards of the ranks that have files at that DP as well.
-  if (layout_ && !dp_is_smallest_ && !spanning && uint64_t{dp_} * 2 <= ckpt::kMaxRanks) {
+  if (!smallest && !spanning && uint64_t{dp} * 2 <= ckpt::kMaxRanks) {
     std::string ignored;
-    const std::optional<RecoveredLayout> twice = recover_layout(params, stored, dp_ * 2, ignored);
+    const std::optional<RecoveredLayout> twice = recover_layout(params, stored, dp * 2, ignored);
     bool alike = twice.has_value();
     if (twice)
       for (const layout::Buffer& buf : twice->layout.buffers)
         for (const layout::Bucket& bucket : buf.buckets)
-          alike = alike && bucket.numel_unpadded <= bucket.shard_numel * std::max<uint32_t>(ranks_stored, 1);
-    dp_is_smallest_ = alike;
+          alike = alike && bucket.numel_unpadded <= bucket.shard_numel * ranks_stored;
+    smallest = alike;
   }
-  if (!layout_)
-    throw Error(ExitCode::check_failed,
-                r_.dir() + ": the dp_reshardable optimizer state does not match Megatron's buffer layout "
-                           "recomputed from the model keys: " + mismatch);
+  group.layout = std::move(*found);
+  group.rank_files.assign(files.begin(), files.end());
+  group.dp = dp;
+  group.dp_is_smallest = smallest;
+  return true;
+}
 
-  auto entry_for = [&](uint32_t gbuf, uint32_t bucket, const std::string& state) -> const StoredKey* {
-    for (const StoredKey& k : keys)
-      if (k.gbuf == gbuf && k.bucket == bucket && k.state == state) return &k;
-    return nullptr;
+void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries) {
+  const Metadata& md = r_.metadata();
+  form_ = OptimizerForm::dp_reshardable;
+
+  // The groups, in first-seen order, with their keys and stored bucket sizes.
+  std::vector<GroupKeys> gks;
+  std::map<std::string, size_t> gk_of;
+  for (size_t i : bucket_entries) {
+    const BucketKey k = *parse_bucket_key(md.entries[i].fqn);
+    auto [it, added] = gk_of.emplace(k.group, gks.size());
+    if (added) {
+      const std::optional<GroupName> name = parse_group_name(k.group);
+      if (!name) throw FormatError(md.file + ": optimizer group " + quoted_name(k.group) + " has an index fpgather cannot read");
+      gks.push_back({k.group, *name, {}, {}, {}});
+    }
+    GroupKeys& g = gks[it->second];
+    if (std::find(g.states.begin(), g.states.end(), k.state) == g.states.end()) g.states.push_back(k.state);
+    g.keys.push_back({k.gbuf, k.bucket, k.state, i});
+  }
+  for (GroupKeys& g : gks) {
+    auto object = [&](const std::string& name) -> Value {
+      for (const Entry& e : md.entries)
+        if (!e.is_tensor && is_group_object(e.fqn, g.prefix, name)) return r_.read_object(e);
+      throw FormatError(r_.dir() + ": dp_reshardable optimizer state without its '" + g.prefix + "." + name + "' object");
+    };
+    const auto padded = bucket_sizes(object(kPerBucketNumel), r_.dir() + ": " + g.prefix + "." + kPerBucketNumel);
+    const auto unpadded =
+        bucket_sizes(object(kPerBucketNumelUnpadded), r_.dir() + ": " + g.prefix + "." + kPerBucketNumelUnpadded);
+    if (padded.size() != unpadded.size())
+      throw Error(ExitCode::check_failed, r_.dir() + ": " + g.prefix + ": per_bucket_numel lists " +
+                                              std::to_string(padded.size()) + " buffers, per_bucket_numel_unpadded " +
+                                              std::to_string(unpadded.size()));
+    for (size_t b = 0; b < padded.size(); ++b)
+      g.stored.push_back({padded[b].first.first, padded[b].first.second, padded[b].second, unpadded[b].second});
+  }
+
+  // Dense and expert groups. With MoE the optimizer is chained: child 0 over the dense parameters,
+  // child 1 over the experts.
+  const ParallelModel model(params);
+  std::vector<const GroupKeys*> dense, expert;
+  for (const GroupKeys& g : gks) {
+    const uint32_t child = g.name.chained.value_or(0);
+    if (model.has_experts() && child == 1) expert.push_back(&g);
+    else if (child == 0) dense.push_back(&g);
+    else
+      throw FormatError(r_.dir() + ": optimizer group " + quoted_name(g.prefix) +
+                        (model.has_experts() ? " is a third chained optimizer; fpgather reads the dense (chained_0) and "
+                                               "expert (chained_1) ones"
+                                             : " is a chained optimizer's second child, but the model has no MoE experts"));
+  }
+  if (model.has_experts() && expert.empty())
+    throw FormatError(r_.dir() + ": the model has MoE experts but the dp_reshardable state no expert optimizer (chained_1)");
+  auto by_index = [](const GroupKeys* a, const GroupKeys* b) { return a->name.dp_group < b->name.dp_group; };
+  std::sort(dense.begin(), dense.end(), by_index);
+  std::sort(expert.begin(), expert.end(), by_index);
+  auto check_indices = [&](const std::vector<const GroupKeys*>& gs, const char* what) {
+    for (size_t i = 0; i < gs.size(); ++i)
+      if (gs[i]->name.dp_group != i)
+        throw FormatError(r_.dir() + ": the " + what + " optimizer groups are not dp_group_idx_0 … dp_group_idx_" +
+                          std::to_string(gs.size() - 1) + " (found " + quoted_name(gs[i]->prefix) + ")");
   };
-  // Per parameter (registration order): its slot in the layout.
-  std::vector<std::pair<uint32_t, uint32_t>> where(params.size(), {UINT32_MAX, 0});
-  for (uint32_t b = 0; b < layout_->layout.buffers.size(); ++b)
-    for (uint32_t s = 0; s < layout_->layout.buffers[b].params.size(); ++s)
-      where[layout_->layout.buffers[b].params[s].param] = {b, s};
+  check_indices(dense, "dense");
+  check_indices(expert, "expert");
+  if (dense.empty()) throw FormatError(r_.dir() + ": the dp_reshardable state has no dense optimizer group");
+
+  // The parallel sizes: TP from the model keys' chunks, PP = dense groups / TP, EP = expert groups /
+  // (expert TP × PP).
+  ParallelSizes sizes;
+  sizes.tp = model.tp();
+  sizes.expert_tp = model.expert_tp();
+  if (dense.size() % sizes.tp != 0)
+    throw Error(ExitCode::check_failed, r_.dir() + ": " + std::to_string(dense.size()) +
+                                            " dense optimizer groups do not divide by the tensor-parallel size " +
+                                            std::to_string(sizes.tp) + " the model keys' chunks give");
+  sizes.pp = static_cast<uint32_t>(dense.size() / sizes.tp);
+  if (!expert.empty()) {
+    const uint64_t per = uint64_t{sizes.pp} * sizes.expert_tp;
+    if (expert.size() % per != 0)
+      throw Error(ExitCode::check_failed, r_.dir() + ": " + std::to_string(expert.size()) +
+                                              " expert optimizer groups do not divide by expert TP × PP = " +
+                                              std::to_string(per));
+    sizes.ep = static_cast<uint32_t>(expert.size() / per);
+  }
+
+  // The layers of each pipeline stage: even when they divide and the stored sizes agree, else
+  // stage by stage the one layer count whose parameters reproduce the stage's unpadded bucket sizes
+  // (a first or last stage with fewer layers).
+  const uint64_t L = model.layers();
+  const uint32_t PP = sizes.pp;
+  auto stage_fits = [&](uint32_t s, uint64_t first, uint64_t count, std::string& why) {
+    std::vector<MegatronParam> local;
+    for (const LocalParam& lp : model.dense_rank(0, first, count, s == 0, s + 1 == PP)) local.push_back(lp.local);
+    return matches_unpadded(local, dense[uint64_t{s} * sizes.tp]->stored, why);
+  };
+  if (PP == 1) {
+    sizes.stage_layers = {L};
+  } else {
+    bool even = L % PP == 0;
+    std::string why;
+    for (uint32_t s = 0; even && s < PP; ++s) even = stage_fits(s, s * (L / PP), L / PP, why);
+    if (even) sizes.stage_layers.assign(PP, L / PP);
+    uint64_t first = 0;
+    for (uint32_t s = 0; !even && s < PP; ++s) {
+      std::optional<uint64_t> count;
+      if (s + 1 == PP) {
+        if (stage_fits(s, first, L - first, why)) count = L - first;
+      } else {
+        for (uint64_t c = 0; c <= L - first && !count; ++c)
+          if (stage_fits(s, first, c, why)) count = c;
+      }
+      if (!count)
+        throw Error(ExitCode::check_failed,
+                    r_.dir() + ": the dp_reshardable optimizer state does not match Megatron's buffer layout "
+                               "recomputed from the model keys: no layer count for pipeline stage " +
+                        std::to_string(s) + " (" + quoted_name(dense[uint64_t{s} * sizes.tp]->prefix) +
+                        ") reproduces its stored bucket sizes, after layers [0, " + std::to_string(first) + ")");
+      sizes.stage_layers.push_back(*count);
+      first += *count;
+    }
+  }
+  std::vector<uint64_t> first_layer(PP, 0);
+  for (uint32_t s = 1; s < PP; ++s) first_layer[s] = first_layer[s - 1] + sizes.stage_layers[s - 1];
+
+  // Each group's local parameters and layout.
+  const bool several = gks.size() > 1;
+  auto refuse = [&](const GroupKeys& gk, const OptimizerGroup& g, const std::string& why) {
+    std::string where;
+    if (several)
+      where = " (group " + quoted_name(gk.prefix) + ": " + (g.expert ? "expert TP rank " : "TP rank ") +
+              std::to_string(g.tp) + (g.expert ? ", EP rank " + std::to_string(g.ep) : "") + ", PP rank " +
+              std::to_string(g.pp) + ")";
+    throw Error(ExitCode::check_failed, r_.dir() + ": the dp_reshardable optimizer state does not match Megatron's "
+                                                   "buffer layout recomputed from the model keys" + where + ": " + why);
+  };
+  std::vector<const GroupKeys*> keys_of;
+  for (const GroupKeys* gk : dense) {
+    OptimizerGroup g;
+    g.prefix = gk->prefix;
+    g.index = gk->name.dp_group;
+    g.tp = g.index % sizes.tp;
+    g.pp = g.index / sizes.tp;
+    g.params = model.dense_rank(g.tp, first_layer[g.pp], sizes.stage_layers[g.pp], g.pp == 0, g.pp + 1 == PP);
+    std::string why;
+    if (!recover_group(*gk, g, why)) refuse(*gk, g, why);
+    sizes.dp = std::max(sizes.dp, g.dp);
+    groups_.push_back(std::move(g));
+    keys_of.push_back(gk);
+  }
+  for (const GroupKeys* gk : expert) {
+    OptimizerGroup g;
+    g.prefix = gk->prefix;
+    g.index = gk->name.dp_group;
+    g.expert = true;
+    g.tp = g.index % sizes.expert_tp;
+    g.ep = (g.index / sizes.expert_tp) % sizes.ep;
+    g.pp = g.index / (sizes.expert_tp * sizes.ep);
+    std::string why;
+    bool ok = false;
+    for (ExpertOrder order : {ExpertOrder::sequential, ExpertOrder::grouped}) {
+      g.params = model.expert_rank(g.tp, g.ep, sizes.ep, first_layer[g.pp], sizes.stage_layers[g.pp], order);
+      std::string w;
+      ok = recover_group(*gk, g, w);
+      if (ok) break;
+      if (why.empty()) why = w;
+    }
+    if (!ok) refuse(*gk, g, why);
+    sizes.expert_dp = std::max(sizes.expert_dp, g.dp);
+    groups_.push_back(std::move(g));
+    keys_of.push_back(gk);
+  }
+  if (expert.empty()) sizes.expert_dp = sizes.dp;
+
+  // Per parameter, the (group, local parameter) pairs holding it.
+  std::vector<std::vector<std::pair<size_t, size_t>>> holders(params.size());
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> slot_of(groups_.size());  // (buffer, slot) per local param
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const OptimizerGroup& g = groups_[gi];
+    slot_of[gi].assign(g.params.size(), {UINT32_MAX, 0});
+    for (uint32_t b = 0; b < g.layout.layout.buffers.size(); ++b)
+      for (uint32_t s = 0; s < g.layout.layout.buffers[b].params.size(); ++s)
+        slot_of[gi][g.layout.layout.buffers[b].params[s].param] = {b, s};
+    for (size_t li = 0; li < g.params.size(); ++li) holders[g.params[li].param].push_back({gi, li});
+  }
 
   // Insert each parameter's states after its weight, keeping registration order.
   std::vector<ckpt::ParamTensor> tensors;
@@ -341,49 +578,83 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
       tensors.push_back(tensors_[t]);
       sources.push_back(sources_[t++]);
     }
-    const auto [b, s] = where[p];
-    if (b == UINT32_MAX) continue;
-    const layout::Buffer& buf = layout_->layout.buffers[b];
-    const layout::ParamSlot& slot = buf.params[s];
-    const layout::Bucket& bucket = buf.buckets[slot.bucket];
-    std::vector<std::string> ordered = states;
+    if (holders[p].empty()) continue;
+    std::vector<std::string> ordered = keys_of[holders[p][0].first]->states;
     std::stable_partition(ordered.begin(), ordered.end(), [](const std::string& x) { return x == "param"; });
     for (const std::string& state : ordered) {
-      const StoredKey* k = entry_for(layout_->gbuf[b], slot.bucket, state);
-      if (!k)
-        throw FormatError(r_.dir() + ": no key for state " + quoted_name(state) + " of buffer " + std::to_string(layout_->gbuf[b]) +
-                          " bucket " + std::to_string(slot.bucket) + ", which holds " + params[p].name);
-      const Entry& e = md.entries[k->entry];
-      if (e.tensor.size != std::vector<uint64_t>{bucket.numel_unpadded})
-        throw Error(ExitCode::check_failed, r_.dir() + ": key " + quoted_name(e.fqn) + " has " + std::to_string(volume(e.tensor.size)) +
-                                                " elements, the bucket's numel_unpadded is " +
-                                                std::to_string(bucket.numel_unpadded));
+      std::vector<Piece> pieces;
+      const Entry* first = nullptr;
+      uint64_t covered = 0;
+      for (const auto& [gi, li] : holders[p]) {
+        const OptimizerGroup& g = groups_[gi];
+        const auto [b, s] = slot_of[gi][li];
+        if (b == UINT32_MAX) continue;
+        const layout::Buffer& buf = g.layout.layout.buffers[b];
+        const layout::ParamSlot& slot = buf.params[s];
+        const layout::Bucket& bucket = buf.buckets[slot.bucket];
+        const GroupKeys::Key* k = keys_of[gi]->find(g.layout.gbuf[b], slot.bucket, state);
+        if (!k)
+          throw FormatError(r_.dir() + ": no key for state " + quoted_name(state) + " of " + quoted_name(g.prefix) +
+                            " buffer " + std::to_string(g.layout.gbuf[b]) + " bucket " + std::to_string(slot.bucket) +
+                            ", which holds " + params[p].name);
+        const Entry& e = md.entries[k->entry];
+        if (e.tensor.size != std::vector<uint64_t>{bucket.numel_unpadded})
+          throw Error(ExitCode::check_failed, r_.dir() + ": key " + quoted_name(e.fqn) + " has " +
+                                                  std::to_string(volume(e.tensor.size)) +
+                                                  " elements, the bucket's numel_unpadded is " +
+                                                  std::to_string(bucket.numel_unpadded));
+        if (!first) first = &e;
+        const uint64_t base = slot.world.begin - bucket.world.begin;
+        for (const LocalParam::Piece& pc : g.params[li].pieces) {
+          if (std::any_of(pieces.begin(), pieces.end(), [&](const Piece& x) { return x.box.offsets == pc.box.offsets && x.box.sizes == pc.box.sizes; })) continue;
+          pieces.push_back({pc.box, k->entry, base + pc.local_start});
+          covered += volume(pc.box.sizes);
+        }
+      }
+      if (!first) continue;
+      if (covered != volume(params[p].shape))
+        throw Error(ExitCode::check_failed, r_.dir() + ": the optimizer groups hold " + std::to_string(covered) +
+                                                " of the " + std::to_string(volume(params[p].shape)) +
+                                                " elements of parameter " + quoted_name(params[p].name) + "'s " +
+                                                quoted_name(state));
       tensors.push_back({params[p].name + "." + master_or(state), params[p].name, master_or(state),
-                         dtype_of(e, md.file), params[p].shape});
-      sources.push_back({k->entry, slot.world.begin - bucket.world.begin});
+                         dtype_of(*first, md.file), params[p].shape});
+      if (pieces.size() == 1 && is_full_box(pieces[0].box, params[p].shape))
+        sources.push_back({pieces[0].entry, pieces[0].base, {}});
+      else
+        sources.push_back({pieces[0].entry, pieces[0].base, std::move(pieces)});
     }
   }
   tensors_ = std::move(tensors);
   sources_ = std::move(sources);
 
   // Stored chunks that the layout says are padding (Megatron stores the gaps to pass DCP's cover check).
-  for (const StoredKey& k : keys) {
-    const layout::Buffer* buf = nullptr;
-    for (size_t b = 0; b < layout_->gbuf.size(); ++b)
-      if (layout_->gbuf[b] == k.gbuf) buf = &layout_->layout.buffers[b];
-    if (!buf || k.bucket >= buf->buckets.size()) {
-      unmapped_.push_back(md.entries[k.entry].fqn);
-      continue;
-    }
-    const layout::Bucket& bucket = buf->buckets[k.bucket];
-    for (const ChunkMeta& c : md.entries[k.entry].tensor.chunks) {
-      if (c.offsets.size() != 1 || c.sizes.size() != 1) continue;  // validate reports the arity
-      const uint64_t lo = c.offsets[0], hi = lo + c.sizes[0];
-      const bool padding = std::any_of(bucket.padding.begin(), bucket.padding.end(),
-                                       [&](const layout::Range& r) { return r.begin <= lo && hi <= r.end; });
-      if (padding && hi > lo) stored_padding_.push_back({md.entries[k.entry].fqn, lo, hi});
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const RecoveredLayout& lay = groups_[gi].layout;
+    for (const GroupKeys::Key& k : keys_of[gi]->keys) {
+      const layout::Buffer* buf = nullptr;
+      for (size_t b = 0; b < lay.gbuf.size(); ++b)
+        if (lay.gbuf[b] == k.gbuf) buf = &lay.layout.buffers[b];
+      if (!buf || k.bucket >= buf->buckets.size()) {
+        unmapped_.push_back(md.entries[k.entry].fqn);
+        continue;
+      }
+      const layout::Bucket& bucket = buf->buckets[k.bucket];
+      for (const ChunkMeta& c : md.entries[k.entry].tensor.chunks) {
+        if (c.offsets.size() != 1 || c.sizes.size() != 1) continue;  // validate reports the arity
+        const uint64_t lo = c.offsets[0], hi = lo + c.sizes[0];
+        const bool padding = std::any_of(bucket.padding.begin(), bucket.padding.end(),
+                                         [&](const layout::Range& r) { return r.begin <= lo && hi <= r.end; });
+        if (padding && hi > lo) stored_padding_.push_back({md.entries[k.entry].fqn, lo, hi});
+      }
     }
   }
+
+  layout_ = groups_[0].layout;
+  dp_ = groups_[0].dp;
+  dp_is_smallest_ = groups_[0].dp_is_smallest;
+  optimizer_prefix_ = groups_[0].prefix;
+  parallel_ = std::move(sizes);
 }
 
 void DcpParams::map_plain() {
@@ -470,8 +741,73 @@ void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now,
   }));
 }
 
+namespace {
+
+// How many elements of `box` come before flat index g of `shape` in row-major order.
+uint64_t box_elements_before(const Box& box, const std::vector<uint64_t>& shape, uint64_t g) {
+  const size_t n = shape.size();
+  uint64_t total = 1;
+  for (uint64_t s : box.sizes) total *= s;
+  if (g >= volume(shape)) return total;
+  std::vector<uint64_t> idx(n);
+  for (size_t d = n; d-- > 0;) {
+    idx[d] = g % shape[d];
+    g /= shape[d];
+  }
+  uint64_t before = 0, inner = total;
+  for (size_t d = 0; d < n; ++d) {
+    inner = box.sizes[d] ? inner / box.sizes[d] : 0;
+    if (idx[d] < box.offsets[d]) return before;
+    if (idx[d] >= box.offsets[d] + box.sizes[d]) return before + box.sizes[d] * inner;
+    before += (idx[d] - box.offsets[d]) * inner;
+  }
+  return before;
+}
+
+// The flat index in `shape` of element `local` of `box` (row-major both).
+uint64_t box_to_flat(const Box& box, const std::vector<uint64_t>& shape, uint64_t local) {
+  const size_t n = shape.size();
+  uint64_t g = 0, stride = 1;
+  for (size_t d = n; d-- > 0;) {
+    const uint64_t i = box.sizes[d] ? local % box.sizes[d] : 0;
+    local = box.sizes[d] ? local / box.sizes[d] : 0;
+    g += (box.offsets[d] + i) * stride;
+    stride *= shape[d];
+  }
+  return g;
+}
+
+}  // namespace
+
 void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   const Source& s = sources_.at(t);
+  if (s.pieces.empty()) return read_flat(t, s.entry, s.base, lo, hi, out);
+  // A tensor of pieces (a parameter's state from several TP ranks' buckets): each piece's elements
+  // inside [lo, hi) are one run of the piece, read at once and then laid out by rows.
+  const std::vector<uint64_t>& shape = tensors_.at(t).shape;
+  const uint64_t elem = r_.metadata().entries[s.entry].tensor.dtype->element_bytes;
+  auto* dst = static_cast<uint8_t*>(out);
+  std::vector<uint8_t> run;
+  for (const Piece& pc : s.pieces) {
+    const uint64_t a = box_elements_before(pc.box, shape, lo), b = box_elements_before(pc.box, shape, hi);
+    if (a >= b) continue;
+    if (is_row_major_run(shape, pc.box.offsets.data(), pc.box.sizes.data())) {
+      read_flat(t, pc.entry, pc.base, a, b, dst + (box_to_flat(pc.box, shape, a) - lo) * elem);
+      continue;
+    }
+    run.resize((b - a) * elem);
+    read_flat(t, pc.entry, pc.base, a, b, run.data());
+    const uint64_t row = shape.empty() ? 1 : pc.box.sizes.back();
+    for (uint64_t i = a; i < b;) {
+      const uint64_t len = std::min(row - i % row, b - i);
+      std::memcpy(dst + (box_to_flat(pc.box, shape, i) - lo) * elem, run.data() + (i - a) * elem, len * elem);
+      i += len;
+    }
+  }
+}
+
+void DcpParams::read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, uint64_t hi, void* out) const {
+  const Source s{entry, base, {}};
   const Entry& e = r_.metadata().entries[s.entry];
   const std::vector<uint64_t>& size = e.tensor.size;
   const uint64_t elem = e.tensor.dtype->element_bytes;

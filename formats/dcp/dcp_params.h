@@ -5,8 +5,11 @@
 //   Megatron (metadata.json with sharded_backend torch_dist), model keys "module.…", stacked over layers
 //   (megatron_layout.h); the optimizer in one of its forms:
 //     dp_reshardable     "[chained_N.]optimizer.distributed.dp_group_idx_G.gbuf_idx_B.dtype_(P, G)
-//                        .bucket_idx_K.<state>" 1-D bucket keys, mapped to parameters by the recomputed
-//                        buffer layout, checked against per_bucket_numel(_unpadded);
+//                        .bucket_idx_K.<state>" 1-D bucket keys, one set per optimizer group (one per
+//                        model-parallel rank: megatron_parallel.h), each mapped to that rank's local
+//                        parameters by the recomputed buffer layout, checked against the group's
+//                        per_bucket_numel(_unpadded) and its stored chunks; a parameter's state is
+//                        its pieces from the groups of the TP ranks that hold it;
 //     model space        "[chained_N.]optimizer.state.<state>.<model key>" in the model key's shape:
 //                        fully_reshardable ("param" is the master) and the layer-wise optimizer
 //                        ("fp32_param" is the master, Muon's "momentum_buffer" beside Adam's moments).
@@ -33,6 +36,7 @@
 #include "ckpt/param_source.h"
 #include "ckpt/problem.h"
 #include "formats/dcp/megatron/megatron_layout.h"
+#include "formats/dcp/megatron/megatron_parallel.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/validate.h"
 
@@ -61,6 +65,29 @@ struct StoredPadding {
   uint64_t lo = 0, hi = 0;  // elements of the bucket key
 };
 
+// One optimizer group of a dp_reshardable checkpoint: the distributed optimizer of one model-parallel
+// rank, over that rank's local parameters.
+struct OptimizerGroup {
+  std::string prefix;  // "[chained_N.]optimizer.distributed.dp_group_idx_G"
+  uint32_t index = 0;  // G
+  bool expert = false;
+  uint32_t tp = 0, pp = 0, ep = 0;  // the model-parallel rank (tp: the expert TP rank for experts)
+  uint32_t dp = 1;                  // its data-parallel size (expert DP for experts), as recovered
+  bool dp_is_smallest = false;      // dp is only the smallest the buckets allow (DcpParams::dp_is_smallest)
+  RecoveredLayout layout;           // over `params`, registration order
+  std::vector<LocalParam> params;
+  // The ranks of the storage files holding the group's bucket chunks, ascending: its DP ranks in
+  // order (a rank storing only tail padding writes none).
+  std::vector<uint64_t> rank_files;
+};
+
+// The parallel sizes a dp_reshardable checkpoint was saved at, as its optimizer groups give them.
+struct ParallelSizes {
+  uint32_t tp = 1, pp = 1, ep = 1, expert_tp = 1;
+  uint32_t dp = 1, expert_dp = 1;     // the largest over the groups
+  std::vector<uint64_t> stage_layers; // per pipeline stage, its number of layers
+};
+
 class DcpParams : public ckpt::ParamSource {
  public:
   // fpg::Error with exit code 1 (check failed) when a dp_reshardable layout cannot be recovered
@@ -81,7 +108,17 @@ class DcpParams : public ckpt::ParamSource {
   // The stored entry a parameter tensor reads, and where its element 0 lies in it.
   size_t entry_of(size_t tensor) const { return sources_.at(tensor).entry; }
   OptimizerForm optimizer_form() const { return form_; }
-  // The recovered buffer layout and the DP size it was recovered at (dp_reshardable only).
+  // dp_reshardable: every optimizer group (dense groups by index, then expert groups), and the
+  // parallel sizes they were saved at.
+  const std::vector<OptimizerGroup>& groups() const { return groups_; }
+  const std::optional<ParallelSizes>& parallel() const { return parallel_; }
+  // Megatron, any optimizer form: the tensor-parallel sizes the model keys' chunks give (dense,
+  // expert) and the experts per MoE layer (0 without).
+  uint32_t model_tp() const { return model_tp_; }
+  uint32_t model_expert_tp() const { return model_expert_tp_; }
+  uint64_t experts() const { return experts_; }
+  // The recovered buffer layout of the first group and the DP size it was recovered at
+  // (dp_reshardable only).
   const std::optional<RecoveredLayout>& layout() const { return layout_; }
   uint32_t dp() const { return dp_; }
   // Whether dp() is only the smallest DP size the stored buckets allow: when every bucket is smaller
@@ -96,15 +133,27 @@ class DcpParams : public ckpt::ParamSource {
   const std::vector<ShapeMismatch>& shape_mismatches() const { return mismatches_; }
 
  private:
+  // A part of a tensor stored in another key than the rest: a box of the tensor, row-major in
+  // the key's flat extent from `base`.
+  struct Piece {
+    Box box;
+    size_t entry = 0;
+    uint64_t base = 0;
+  };
   struct Source {
     size_t entry = 0;   // index into metadata().entries
     uint64_t base = 0;  // the tensor's element 0 in the key's flat extent
+    std::vector<Piece> pieces;  // when not empty, the tensor is these (entry, base: the first one's)
   };
   void add(const std::string& param, const std::string& role, size_t entry, uint64_t base,
            const std::vector<uint64_t>& shape);
   void map_megatron();
   void map_plain();
   void map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries);
+  struct GroupKeys;
+  // Recovers one group's layout and DP size over its local parameters; `mismatch` says why not.
+  bool recover_group(const GroupKeys& keys, OptimizerGroup& group, std::string& mismatch) const;
+  void read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, uint64_t hi, void* out) const;
   // Asks the disk for the chunks `now` of tensor t's entry, which this read is about to copy, and for
   // what reads after it will want: the chunks after `chunk` of `entry`, then those of the following
   // tensors' keys, up to a window (large items only: Reader::prefetch). Each chunk is asked for once
@@ -118,6 +167,10 @@ class DcpParams : public ckpt::ParamSource {
   bool dp_is_smallest_ = false;
   std::vector<std::optional<uint64_t>> storage_rank_;  // per storage entry: the rank its file names
   std::optional<RecoveredLayout> layout_;
+  std::vector<OptimizerGroup> groups_;
+  std::optional<ParallelSizes> parallel_;
+  uint32_t model_tp_ = 1, model_expert_tp_ = 1;
+  uint64_t experts_ = 0;
   std::vector<StoredPadding> stored_padding_;
   std::vector<std::string> unmapped_;
   std::vector<ShapeMismatch> mismatches_;

@@ -6,10 +6,11 @@
 //       ones) as chunks on ranks 0-2, and bytes items holding plain Python values (below). Byte i of
 //       the row-major global tensor number k is (k*131 + i*17 + (i>>8)) & 0xFF. --carry adds the
 //       bytes item "carried" on rank 0: LENGTH bytes of FILE from OFFSET, unchanged.
-//   make_dcp copy SRC OUT [--objects]
+//   make_dcp copy SRC OUT [--objects] [--drop PREFIX]...
 //       SRC rewritten through the writer: the same keys in the same order, each chunk on the rank its
 //       file is named after (__R_*), tensors decoded and written again, bytes items copied (with
-//       --objects: decoded and pickled again). metadata.json is kept when SRC has one.
+//       --objects: decoded and pickled again). metadata.json is kept when SRC has one. --drop leaves
+//       out every key starting with PREFIX (a checkpoint with a part missing, for the refusal tests).
 //   make_dcp big OUT BYTES
 //       One uint8 tensor "big" of BYTES elements (byte i = i*17 + (i>>8)), to exercise ZIP64.
 //   make_dcp tensors OUT [--item-length KEY N] NAME=SHAPE...
@@ -183,7 +184,7 @@ int synth(const std::string& out, int argc, char** argv) {
   return 0;
 }
 
-int copy(const std::string& src, const std::string& out, bool objects) {
+int copy(const std::string& src, const std::string& out, bool objects, const std::vector<std::string>& drop) {
   const Reader r(src);
   const Metadata& m = r.metadata();
   DcpWriteOptions o;
@@ -193,6 +194,9 @@ int copy(const std::string& src, const std::string& out, bool objects) {
   // storage index -> (entry, chunk); chunk is -1 for a bytes entry
   std::map<int64_t, std::pair<const Entry*, int64_t>> by_storage;
   for (const Entry& e : m.entries) {
+    bool dropped = false;
+    for (const std::string& d : drop) dropped = dropped || e.fqn.rfind(d, 0) == 0;
+    if (dropped) continue;
     if (e.is_tensor) {
       w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);
       for (size_t c = 0; c < e.tensor.chunks.size(); ++c) by_storage[e.tensor.chunks[c].storage] = {&e, c};
@@ -302,7 +306,16 @@ int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 2 ? argv[1] : "";
     if (mode == "synth") return synth(argv[2], argc - 3, argv + 3);
-    if (mode == "copy" && argc >= 4) return copy(argv[2], argv[3], argc > 4 && !std::strcmp(argv[4], "--objects"));
+    if (mode == "copy" && argc >= 4) {
+      bool objects = false;
+      std::vector<std::string> drop;
+      for (int a = 4; a < argc; ++a) {
+        if (!std::strcmp(argv[a], "--objects")) objects = true;
+        else if (!std::strcmp(argv[a], "--drop") && a + 1 < argc) drop.push_back(argv[++a]);
+        else throw fpg::UsageError(std::string("make_dcp copy: unknown argument ") + argv[a]);
+      }
+      return copy(argv[2], argv[3], objects, drop);
+    }
     if (mode == "big" && argc == 4) return big(argv[2], std::strtoull(argv[3], nullptr, 10));
     if (mode == "tensors") return tensors(argv[2], argc - 3, argv + 3);
     std::fprintf(stderr, "usage: make_dcp synth OUT [--megatron] [--block-bytes N] [--carry FILE OFFSET LENGTH]\n"

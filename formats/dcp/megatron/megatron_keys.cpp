@@ -9,6 +9,7 @@ namespace {
 
 const std::regex kBucketKey(
     R"(^((?:chained_\d+\.)?optimizer\.distributed\.dp_group_idx_\d+)\.gbuf_idx_(\d{1,9})\.dtype_\(torch\.(\w+), torch\.(\w+)\)\.bucket_idx_(\d{1,9})\.(\w+)$)");
+const std::regex kGroupName(R"(^(?:chained_(\d{1,9})\.)?optimizer\.distributed\.dp_group_idx_(\d{1,9})$)");
 const std::regex kModelSpaceState(R"(^(?:chained_\d+\.)?optimizer\.state\.(\w+)\.(.+)$)");
 
 }  // namespace
@@ -24,6 +25,15 @@ std::optional<BucketKey> parse_bucket_key(const std::string& key) {
   k.bucket = static_cast<uint32_t>(std::stoul(m[5]));
   k.state = m[6];
   return k;
+}
+
+std::optional<GroupName> parse_group_name(const std::string& group) {
+  std::smatch m;
+  if (!std::regex_match(group, m, kGroupName)) return std::nullopt;
+  GroupName g;
+  if (m[1].matched) g.chained = static_cast<uint32_t>(std::stoul(m[1]));
+  g.dp_group = static_cast<uint32_t>(std::stoul(m[2]));
+  return g;
 }
 
 std::string bucket_key_name(const std::string& group, uint32_t gbuf, DType param_dtype, DType grad_dtype,

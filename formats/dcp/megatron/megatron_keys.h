@@ -31,6 +31,15 @@ std::optional<BucketKey> parse_bucket_key(const std::string& key);
 std::string bucket_key_name(const std::string& group, uint32_t gbuf, DType param_dtype, DType grad_dtype,
                             uint32_t bucket, const std::string& state);
 
+// An optimizer group "[chained_N.]optimizer.distributed.dp_group_idx_G": G is the rank in the
+// model-parallel group (TP × PP; expert TP × EP × PP for the expert optimizer), N the child of a
+// chained optimizer (with MoE: 0 dense, 1 expert).
+struct GroupName {
+  std::optional<uint32_t> chained;
+  uint32_t dp_group = 0;
+};
+std::optional<GroupName> parse_group_name(const std::string& group);
+
 // "[chained_N.]optimizer.state.STATE.MODEL_KEY"
 struct ModelSpaceStateKey {
   std::string state;      // "param" / "fp32_param" (the master), "exp_avg", "momentum_buffer" …

@@ -6,6 +6,7 @@
 
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/shape.h"
 #include "formats/dcp/torch_dtype.h"
 #include "layout/padding.h"
 
@@ -30,7 +31,32 @@ std::string dtype_pair(DType p, DType g) {
   return "(" + std::string(dtype_name(p)) + ", " + std::string(dtype_name(g)) + ")";
 }
 
+std::string with_expert(const std::string& name, uint64_t expert) {
+  const size_t at = name.rfind(".experts.") + 9;
+  return name.substr(0, at) + std::to_string(expert) + "." + name.substr(at);
+}
+
+// The chunks of `key` that hold the parameter at index `lead` of its first axes, in the parameter's
+// own coordinates (a chunk spanning several layers holds each of them).
+std::vector<Box> chunks_inside(const ModelKey& key, const std::vector<uint64_t>& lead) {
+  std::vector<Box> out;
+  const size_t n = lead.size();
+  for (const Box& c : key.chunks) {
+    if (c.offsets.size() != key.shape.size() || c.sizes.size() != key.shape.size()) continue;  // validate reports it
+    bool inside = true;
+    for (size_t d = 0; d < n; ++d) inside = inside && c.offsets[d] <= lead[d] && lead[d] - c.offsets[d] < c.sizes[d];
+    if (!inside) continue;
+    out.push_back({std::vector<uint64_t>(c.offsets.begin() + static_cast<std::ptrdiff_t>(n), c.offsets.end()),
+                   std::vector<uint64_t>(c.sizes.begin() + static_cast<std::ptrdiff_t>(n), c.sizes.end())});
+  }
+  return out;
+}
+
 }  // namespace
+
+bool is_expert_key(const std::string& key) {
+  return is_stacked_key(key) && key.find(".mlp.experts.") != std::string::npos;
+}
 
 bool is_stacked_key(const std::string& key) {
   const size_t at = key.rfind("layers.");
@@ -61,13 +87,30 @@ std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_ke
   }
   std::vector<MegatronParam> out;
   auto whole = [&](const ModelKey& k) {
-    out.push_back(MegatronParam{strip_module_prefix(k.key), k.key, std::nullopt, k.shape, k.dtype});
+    MegatronParam p{strip_module_prefix(k.key), k.key, std::nullopt, std::nullopt, k.shape, k.dtype, 0, {}};
+    p.chunks = chunks_inside(k, {});
+    out.push_back(std::move(p));
   };
   for (const ModelKey* k : before) whole(*k);
   for (uint64_t i = 0; layers && i < *layers; ++i)
-    for (const ModelKey* k : stacked)
-      out.push_back(MegatronParam{with_layer(strip_module_prefix(k->key), i), k->key, i,
-                                  std::vector<uint64_t>(k->shape.begin() + 1, k->shape.end()), k->dtype});
+    for (const ModelKey* k : stacked) {
+      const std::string name = with_layer(strip_module_prefix(k->key), i);
+      if (!is_expert_key(k->key) || k->shape.size() < 2) {
+        MegatronParam p{name, k->key, i, std::nullopt, std::vector<uint64_t>(k->shape.begin() + 1, k->shape.end()),
+                        k->dtype, 0, {}};
+        p.key_offset = i * numel_of(p.shape);
+        p.chunks = chunks_inside(*k, {i});
+        out.push_back(std::move(p));
+        continue;
+      }
+      for (uint64_t e = 0; e < k->shape[1]; ++e) {
+        MegatronParam p{with_expert(name, e), k->key, i, e, std::vector<uint64_t>(k->shape.begin() + 2, k->shape.end()),
+                        k->dtype, 0, {}};
+        p.key_offset = (i * k->shape[1] + e) * numel_of(p.shape);
+        p.chunks = chunks_inside(*k, {i, e});
+        out.push_back(std::move(p));
+      }
+    }
   for (const ModelKey* k : after) whole(*k);
   return out;
 }
@@ -86,12 +129,18 @@ model::ModelSpec megatron_spec(const std::vector<MegatronParam>& params) {
   return spec;
 }
 
-std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& params,
-                                              const std::vector<StoredBuffer>& stored, uint32_t dp,
-                                              std::string& mismatch) {
-  if (dp == 0) throw UsageError("layout: dp must be at least 1");
-  RecoveredLayout r;
-  r.spec = megatron_spec(params);
+namespace {
+
+// What the stored unpadded bucket sizes say, whatever the DP size: the bucket sizes they allow,
+// (lo, hi], and whether any buffer has several buckets.
+struct UnpaddedWalk {
+  uint64_t lo = 0, hi = std::numeric_limits<uint64_t>::max();
+  bool several = false;
+  bool grad_fp32 = true;
+};
+
+std::optional<UnpaddedWalk> walk_unpadded(const std::vector<MegatronParam>& params,
+                                          const std::vector<StoredBuffer>& stored, std::string& mismatch) {
   const bool grad_fp32 = std::all_of(stored.begin(), stored.end(), [](const StoredBuffer& b) {
     return b.grad_dtype == DType::F32;
   });
@@ -171,6 +220,26 @@ std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& 
       return std::nullopt;
     }
   }
+  return UnpaddedWalk{lo, hi, several, grad_fp32};
+}
+
+}  // namespace
+
+bool matches_unpadded(const std::vector<MegatronParam>& params, const std::vector<StoredBuffer>& stored,
+                      std::string& mismatch) {
+  return walk_unpadded(params, stored, mismatch).has_value();
+}
+
+std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& params,
+                                              const std::vector<StoredBuffer>& stored, uint32_t dp,
+                                              std::string& mismatch) {
+  if (dp == 0) throw UsageError("layout: dp must be at least 1");
+  RecoveredLayout r;
+  r.spec = megatron_spec(params);
+  const std::optional<UnpaddedWalk> w = walk_unpadded(params, stored, mismatch);
+  if (!w) return std::nullopt;
+  const uint64_t lo = w->lo, hi = w->hi;
+  const bool several = w->several, grad_fp32 = w->grad_fp32;
   if (lo >= hi) {
     mismatch = "no bucket size yields the stored buckets (a bucket closes at " + std::to_string(hi) +
                " elements, another stays open at " + std::to_string(lo) + ")";

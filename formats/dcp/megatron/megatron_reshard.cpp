@@ -1,5 +1,7 @@
 #include "formats/dcp/megatron/megatron_reshard.h"
 
+#include "formats/dcp/megatron/parallel_report.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -124,6 +126,28 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   else if (params.optimizer_form() == OptimizerForm::model_space) from = MegatronForm::fully_reshardable;
   else throw UsageError(src + " holds no distributed-optimizer state");
   const MegatronForm to = opts.to.value_or(from);
+  // The buckets written are one optimizer group's over the whole parameters: the layout of a run at
+  // TP = PP = EP = 1. A source saved at model parallelism has one group per model-parallel rank, over
+  // that rank's local parameters, which this rewrite does not re-slice.
+  if (params.groups().size() > 1 && params.parallel())
+    throw UsageError(src + " was saved at " + parallel_sizes_string(*params.parallel()) + " (" +
+                     std::to_string(params.groups().size()) +
+                     " optimizer groups, one per model-parallel rank); reshard rewrites the optimizer state of "
+                     "checkpoints saved at TP = PP = EP = 1 only (convert --states exports every parameter's "
+                     "state whole)");
+  // A MoE run chains two optimizers (dense and expert parameters), each with its own groups and
+  // common state; the rewrite knows one optimizer.
+  if (params.experts() > 0)
+    throw UsageError(src + " holds a MoE model (" + std::to_string(params.experts()) +
+                     " experts per MoE layer, a chained dense and expert optimizer); reshard rewrites the "
+                     "optimizer state of dense models only (convert --states exports every parameter's state whole)");
+  // Model keys in tensor-parallel pieces: the source ran at TP > 1 (pipeline stages and expert ranks
+  // leave no trace in the model space: their chunks split stacked layers and experts as at PP = EP = 1).
+  if (from == MegatronForm::fully_reshardable && to == MegatronForm::dp_reshardable &&
+      (params.model_tp() > 1 || params.model_expert_tp() > 1))
+    throw UsageError(src + ": model keys are stored in TP " + std::to_string(params.model_tp()) +
+                     (params.model_expert_tp() > 1 ? " (experts: expert TP " + std::to_string(params.model_expert_tp()) + ")" : "") +
+                     " pieces; reshard writes dp_reshardable buckets from checkpoints saved at TP = 1 only");
 
   MegatronReshardSummary sum;
   sum.source_form = form_name(from);

@@ -1,0 +1,163 @@
+#include "formats/dcp/megatron/megatron_parallel.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+#include "core/printable.h"
+#include "core/shape.h"
+
+namespace fpg::dcp {
+
+namespace {
+
+uint64_t volume(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+// Gated MLPs store linear_fc1 as its w and v halves (Megatron's swiglu sharded state dict).
+bool is_fc1(const MegatronParam& p) { return p.key.find("linear_fc1.") != std::string::npos; }
+
+bool is_full(const Box& b, const std::vector<uint64_t>& shape) {
+  return b.sizes == shape && std::all_of(b.offsets.begin(), b.offsets.end(), [](uint64_t o) { return o == 0; });
+}
+
+std::string chunk_list(const std::vector<Box>& chunks) {
+  std::string s;
+  for (size_t i = 0; i < chunks.size() && i < 8; ++i)
+    s += (i ? ", " : "") + shape_string(chunks[i].offsets) + "+" + shape_string(chunks[i].sizes);
+  if (chunks.size() > 8) s += ", …";
+  return s;
+}
+
+// The TP size of a set of parameters: see the header.
+uint32_t tp_of(const std::vector<MegatronParam>& params, bool experts) {
+  uint64_t t = 0, fc1 = 0;
+  for (const MegatronParam& p : params) {
+    if (p.expert.has_value() != experts || p.chunks.size() < 2) continue;
+    uint64_t& m = is_fc1(p) ? fc1 : t;
+    m = m ? std::min<uint64_t>(m, p.chunks.size()) : p.chunks.size();
+  }
+  const uint64_t tp = t ? t : fc1 ? fc1 / 2 : 1;
+  return static_cast<uint32_t>(std::max<uint64_t>(tp, 1));
+}
+
+}  // namespace
+
+bool LocalParam::whole() const {
+  return pieces.size() == 1 && pieces[0].local_start == 0 && local.shape == pieces[0].box.sizes &&
+         std::all_of(pieces[0].box.offsets.begin(), pieces[0].box.offsets.end(), [](uint64_t o) { return o == 0; });
+}
+
+ParallelModel::ParallelModel(const std::vector<MegatronParam>& params) : params_(params) {
+  first_layered_ = params.size();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const MegatronParam& p = params[i];
+    if (p.layer) {
+      first_layered_ = std::min(first_layered_, i);
+      layers_ = std::max<uint64_t>(layers_, *p.layer + 1);
+    }
+    if (p.expert) experts_ = std::max<uint64_t>(experts_, *p.expert + 1);
+  }
+  tp_ = tp_of(params, false);
+  etp_ = tp_of(params, true);
+}
+
+LocalParam ParallelModel::local_of(size_t p, uint32_t rank, uint32_t T) const {
+  const MegatronParam& mp = params_[p];
+  LocalParam lp;
+  lp.param = p;
+  lp.local = mp;
+  std::vector<Box> chunks = mp.chunks;
+  const std::string what = "model key " + quoted_name(mp.key) + " (parameter " + quoted_name(mp.name) + ")";
+  if (chunks.empty()) throw FormatError(what + " has no stored chunk");
+  if (chunks.size() == 1) {
+    if (!is_full(chunks[0], mp.shape))
+      throw FormatError(what + " stores one chunk, " + chunk_list(chunks) + ", not the whole shape " +
+                        shape_string(mp.shape));
+    lp.pieces.push_back({chunks[0], 0});
+    return lp;
+  }
+  // The one axis the chunks are cut along.
+  size_t axis = SIZE_MAX;
+  for (size_t d = 0; d < mp.shape.size(); ++d)
+    for (const Box& c : chunks)
+      if (c.offsets.size() == mp.shape.size() && c.offsets[d] != chunks[0].offsets[d]) {
+        if (axis != SIZE_MAX && axis != d)
+          throw FormatError(what + " has chunks cut along more than one axis (" + chunk_list(chunks) +
+                            "); Megatron splits a parameter over tensor-parallel ranks along one");
+        axis = d;
+      }
+  if (axis == SIZE_MAX) throw FormatError(what + " stores " + std::to_string(chunks.size()) + " chunks at one offset");
+  std::sort(chunks.begin(), chunks.end(), [&](const Box& a, const Box& b) { return a.offsets[axis] < b.offsets[axis]; });
+  const bool gated = is_fc1(mp) && axis == 0 && chunks.size() == 2 * uint64_t{T};
+  if (chunks.size() != T && !gated)
+    throw FormatError(what + " has " + std::to_string(chunks.size()) + " chunks along axis " + std::to_string(axis) +
+                      " (" + chunk_list(chunks) + "), which do not split over " + std::to_string(T) +
+                      " tensor-parallel ranks (" + std::to_string(T) + " chunks, or " + std::to_string(2 * T) +
+                      " for a gated linear_fc1)");
+  if (!gated) {
+    lp.local.shape = chunks[rank].sizes;
+    lp.pieces.push_back({chunks[rank], 0});
+    return lp;
+  }
+  const Box& w = chunks[rank];
+  const Box& v = chunks[T + rank];
+  if (T == 1) {  // [w_0; v_0] is the parameter itself
+    lp.pieces.push_back({Box{std::vector<uint64_t>(mp.shape.size(), 0), mp.shape}, 0});
+    return lp;
+  }
+  lp.local.shape = w.sizes;
+  lp.local.shape[0] += v.sizes[0];
+  lp.pieces.push_back({w, 0});
+  lp.pieces.push_back({v, volume(w.sizes)});
+  return lp;
+}
+
+std::vector<LocalParam> ParallelModel::dense_rank(uint32_t tp, uint64_t first, uint64_t count, bool first_stage,
+                                                  bool last_stage) const {
+  std::vector<LocalParam> out;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    const MegatronParam& mp = params_[p];
+    if (mp.expert) continue;
+    const bool held = mp.layer ? *mp.layer >= first && *mp.layer - first < count
+                               : (p < first_layered_ ? first_stage : last_stage);
+    if (held) out.push_back(local_of(p, tp, tp_));
+  }
+  return out;
+}
+
+std::vector<LocalParam> ParallelModel::expert_rank(uint32_t etp, uint32_t ep, uint32_t eps, uint64_t first,
+                                                   uint64_t count, ExpertOrder order) const {
+  if (eps == 0 || experts_ % eps != 0)
+    throw FormatError(std::to_string(experts_) + " experts per layer do not divide over " + std::to_string(eps) +
+                      " expert-parallel ranks");
+  const uint64_t local = experts_ / eps, lo = uint64_t{ep} * local;
+  std::vector<LocalParam> out;
+  for (uint64_t layer = first; layer < first + count; ++layer) {
+    std::vector<std::string> keys;             // the layer's expert keys, registration order
+    std::map<std::pair<std::string, uint64_t>, size_t> at;  // (key, expert) -> parameter
+    for (size_t p = 0; p < params_.size(); ++p) {
+      const MegatronParam& mp = params_[p];
+      if (!mp.expert || mp.layer != layer) continue;
+      if (std::find(keys.begin(), keys.end(), mp.key) == keys.end()) keys.push_back(mp.key);
+      at[{mp.key, *mp.expert}] = p;
+    }
+    auto add = [&](const std::string& key, uint64_t e) {
+      auto it = at.find({key, e});
+      if (it != at.end()) out.push_back(local_of(it->second, etp, etp_));
+    };
+    if (order == ExpertOrder::sequential) {
+      for (uint64_t e = lo; e < lo + local; ++e)
+        for (const std::string& key : keys) add(key, e);
+    } else {
+      for (const std::string& key : keys)
+        for (uint64_t e = lo; e < lo + local; ++e) add(key, e);
+    }
+  }
+  return out;
+}
+
+}  // namespace fpg::dcp
