@@ -9,6 +9,7 @@
 #include "core/printable.h"
 #include "core/shape.h"
 #include "formats/dcp/dcp_params.h"
+#include "formats/dcp/megatron/megatron_common_state.h"
 #include "formats/dcp/megatron/parallel_report.h"
 #include "formats/dcp/megatron/reshard_report.h"
 #include "formats/dcp/reader.h"
@@ -54,6 +55,8 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     std::string not_recovered;
     try {
       params = std::make_unique<DcpParams>(reader);
+    } catch (const UnsupportedError& e) {
+      not_recovered = e.what();
     } catch (const Error& e) {
       if (e.code() != ExitCode::check_failed) throw;
       not_recovered = e.what();
@@ -109,6 +112,18 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     if (s.megatron)
       j["megatron"] = {{"sharded_backend", s.megatron->sharded_backend},
                        {"sharded_backend_version", s.megatron->sharded_backend_version.value_or(-1)}};
+    // Megatron's common state (iteration, saved args): shown, never fatal to the summary.
+    std::optional<MegatronCommonState> common;
+    std::string common_unread;
+    if (s.megatron) {
+      try {
+        common = read_common_state(reader);
+      } catch (const FormatError& e) {
+        common_unread = e.what();
+      }
+      if (common) j["training"] = common_state_json(*common);
+      else if (!common_unread.empty()) j["training"] = {{"not_read", common_unread}};
+    }
     if (params) {
       j["parameters"] = param_count;
       j["optimizer"] = {{"form", std::string(optimizer_form_name(params->optimizer_form()))}};
@@ -154,6 +169,8 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     t.push_back(fmt::sprintf("  %zu data file%s, %.2f MB stored; %llu tensor keys (%llu chunks, %.2f MB), %llu bytes entries",
                              s.files.size(), s.files.size() == 1 ? "" : "s", s.stored_bytes / 1e6, s.tensors, s.chunks,
                              s.tensor_bytes / 1e6, s.bytes_entries));
+    if (common && !common_state_line(*common).empty()) t.push_back("  training state: " + common_state_line(*common));
+    if (!common_unread.empty()) t.push_back("  training state not read: " + printable(common_unread));
     if (params) {
       std::string l = fmt::sprintf("  %zu parameters; optimizer state: %s", param_count,
                                    std::string(optimizer_form_name(params->optimizer_form())));
@@ -250,7 +267,8 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     ValidateOptions vo;
     vo.data = o.data;
     std::unique_ptr<DcpParams> params;
-    const ValidationReport rep = validate_with_params(reader, vo, &params);
+    std::string unmapped;
+    const ValidationReport rep = validate_with_params(reader, vo, &params, &unmapped);
     uint64_t padding = 0;
     if (params)
       for (const auto& p : params->stored_padding()) padding += p.hi - p.lo;
@@ -265,6 +283,7 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     r.chunks_read = rep.items_read;
     r.bytes_read = rep.bytes_read;
     r.problems = rep.problems;
+    if (!unmapped.empty()) r.notes.push_back("optimizer state not mapped to parameters (not checked against a layout): " + unmapped);
     if (params && !params->stored_padding().empty())
       r.notes.push_back(fmt::sprintf("%zu stored chunks (%llu elements) are padding under the recovered %s layout: "
                                      "Megatron writes the gaps between parameters as data so that DCP's volume check passes",

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/shape.h"
+#include "formats/dcp/megatron/megatron_common_state.h"
 #include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/metadata/box_coverage.h"
 
@@ -388,6 +389,18 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
 void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries) {
   const Metadata& md = r_.metadata();
   form_ = OptimizerForm::dp_reshardable;
+  // Megatron-LM's saved args name a virtual pipeline. A common state that cannot be read leaves the
+  // check to the buffers below (validate --data reports the item itself).
+  std::optional<MegatronCommonState> common;
+  try {
+    common = read_common_state(r_);
+  } catch (const FormatError&) {
+  }
+  if (common)
+    if (const std::optional<int64_t> vpp = common->int_arg("virtual_pipeline_model_parallel_size"); vpp && *vpp > 1)
+      throw UnsupportedError(r_.dir() + ": saved with virtual pipeline parallelism (the args record "
+                             "virtual_pipeline_model_parallel_size " + std::to_string(*vpp) +
+                             "); fpgather does not recover the interleaved stages of a virtual-pipeline run");
 
   // The groups, in first-seen order, with their keys and stored bucket sizes.
   std::vector<GroupKeys> gks;
@@ -419,6 +432,17 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
                                               std::to_string(unpadded.size()));
     for (size_t b = 0; b < padded.size(); ++b)
       g.stored.push_back({padded[b].first.first, padded[b].first.second, padded[b].second, unpadded[b].second});
+    // Buffers are one per (param dtype, grad dtype) of a model chunk: a pair seen twice is a second
+    // model chunk on the rank, as a virtual pipeline lays them out.
+    for (size_t a = 0; a < g.stored.size(); ++a)
+      for (size_t b = a + 1; b < g.stored.size(); ++b)
+        if (g.stored[a].param_dtype == g.stored[b].param_dtype && g.stored[a].grad_dtype == g.stored[b].grad_dtype)
+          throw UnsupportedError(r_.dir() + ": optimizer group " + quoted_name(g.prefix) + " has buffers gbuf_idx_" +
+                                 std::to_string(a) + " and gbuf_idx_" + std::to_string(b) + " of the same dtypes (" +
+                                 std::string(dtype_name(g.stored[a].param_dtype)) + ", " +
+                                 std::string(dtype_name(g.stored[a].grad_dtype)) +
+                                 "): one per model chunk, as virtual pipeline parallelism lays them out; fpgather "
+                                 "does not recover the interleaved stages of a virtual-pipeline run");
   }
 
   // Dense and expert groups. With MoE the optimizer is chained: child 0 over the dense parameters,
@@ -916,7 +940,8 @@ void require_no_shape_mismatch(const DcpParams& params, const std::string& refus
   throw Error(ExitCode::check_failed, msg);
 }
 
-std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view) {
+std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view,
+                                               std::string* unmapped) {
   try {
     auto params = std::make_unique<DcpParams>(reader);
     std::vector<ckpt::Problem> out;
@@ -927,6 +952,9 @@ std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique
                          "): the state cannot be read as the parameter's"});
     if (view) *view = std::move(params);
     return out;
+  } catch (const UnsupportedError& e) {
+    if (unmapped) *unmapped = e.what();
+    return {};
   } catch (const Error& e) {
     ckpt::Problem p;
     p.kind = e.code() == ExitCode::check_failed ? ckpt::ProblemKind::layout_mismatch : ckpt::ProblemKind::checksum;
@@ -936,10 +964,10 @@ std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique
 }
 
 ValidationReport validate_with_params(const Reader& reader, const ValidateOptions& options,
-                                      std::unique_ptr<DcpParams>* view) {
+                                      std::unique_ptr<DcpParams>* view, std::string* unmapped) {
   ValidationReport rep = validate(reader, options);
   if (rep.ok())
-    for (auto& p : check_param_mapping(reader, view)) rep.problems.push_back(std::move(p));
+    for (auto& p : check_param_mapping(reader, view, unmapped)) rep.problems.push_back(std::move(p));
   return rep;
 }
 

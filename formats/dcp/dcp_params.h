@@ -203,7 +203,9 @@ namespace fpg::dcp {
 // What DcpParams finds wrong when mapping a checkpoint to parameters, as validation problems: a
 // Megatron optimizer layout that cannot be recovered (layout_mismatch), objects that cannot be
 // decoded (checksum), optimizer states whose shape is not their parameter's (shape, one per state). `view` receives the mapping when it succeeds.
-std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view = nullptr);
+// A layout fpgather does not read (UnsupportedError) is no problem: its message goes to `unmapped`.
+std::vector<ckpt::Problem> check_param_mapping(const Reader& reader, std::unique_ptr<DcpParams>* view = nullptr,
+                                               std::string* unmapped = nullptr);
 
 // Refuses (fpg::Error, exit code 1, naming each state key, its shape and its parameter) a mapping with
 // shape mismatches: whatever reads the checkpoint per parameter (an export, a reshard, a comparison)
@@ -214,6 +216,6 @@ void require_no_shape_mismatch(const DcpParams& params, const std::string& refus
 // that passes them, check_param_mapping's problems added to the report. `view` receives the mapping
 // when it succeeds; it reads through `reader`, which must outlive it.
 ValidationReport validate_with_params(const Reader& reader, const ValidateOptions& options,
-                                      std::unique_ptr<DcpParams>* view = nullptr);
+                                      std::unique_ptr<DcpParams>* view = nullptr, std::string* unmapped = nullptr);
 
 }  // namespace fpg::dcp

@@ -34,6 +34,12 @@ struct FormatError : Error {
   explicit FormatError(const std::string& what) : Error(ExitCode::io, what) {}
 };
 
+// A well-formed input in a form fpgather does not read (exit 3): not a defect of the input, so
+// validation reports it as unchecked rather than as a problem.
+struct UnsupportedError : FormatError {
+  explicit UnsupportedError(const std::string& what) : FormatError(what) {}
+};
+
 // A broken internal invariant (exit 4).
 struct InternalError : Error {
   explicit InternalError(const std::string& what) : Error(ExitCode::internal, what) {}

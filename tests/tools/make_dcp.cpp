@@ -6,11 +6,12 @@
 //       ones) as chunks on ranks 0-2, and bytes items holding plain Python values (below). Byte i of
 //       the row-major global tensor number k is (k*131 + i*17 + (i>>8)) & 0xFF. --carry adds the
 //       bytes item "carried" on rank 0: LENGTH bytes of FILE from OFFSET, unchanged.
-//   make_dcp copy SRC OUT [--objects] [--drop PREFIX]...
+//   make_dcp copy SRC OUT [--objects] [--drop PREFIX]... [--replace KEY FILE]...
 //       SRC rewritten through the writer: the same keys in the same order, each chunk on the rank its
 //       file is named after (__R_*), tensors decoded and written again, bytes items copied (with
 //       --objects: decoded and pickled again). metadata.json is kept when SRC has one. --drop leaves
-//       out every key starting with PREFIX (a checkpoint with a part missing, for the refusal tests).
+//       out every key starting with PREFIX (a checkpoint with a part missing, for the refusal tests);
+//       --replace stores FILE's bytes (a torch.save archive) as the bytes item KEY.
 //   make_dcp big OUT BYTES
 //       One uint8 tensor "big" of BYTES elements (byte i = i*17 + (i>>8)), to exercise ZIP64.
 //   make_dcp tensors OUT [--item-length KEY N] NAME=SHAPE...
@@ -184,7 +185,8 @@ int synth(const std::string& out, int argc, char** argv) {
   return 0;
 }
 
-int copy(const std::string& src, const std::string& out, bool objects, const std::vector<std::string>& drop) {
+int copy(const std::string& src, const std::string& out, bool objects, const std::vector<std::string>& drop,
+         const std::map<std::string, std::string>& replace) {
   const Reader r(src);
   const Metadata& m = r.metadata();
   DcpWriteOptions o;
@@ -215,6 +217,12 @@ int copy(const std::string& src, const std::string& out, bool objects, const std
       r.read_chunk(*e, static_cast<size_t>(chunk), data.data(), data.size());
       w.rank(rank).write_tensor(e->fqn, c.offsets, c.sizes,
                                 [&](uint64_t off, void* dst, size_t n) { std::memcpy(dst, data.data() + off, n); });
+    } else if (auto it = replace.find(e->fqn); it != replace.end()) {
+      std::ifstream in(it->second, std::ios::binary);
+      if (!in) throw fpg::UsageError("make_dcp copy: cannot read " + it->second);
+      const std::vector<uint8_t> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      w.rank(rank).write_bytes(e->fqn, raw.size(),
+                               [&](uint64_t off, void* dst, size_t n) { std::memcpy(dst, raw.data() + off, n); });
     } else if (objects) {
       w.rank(rank).write_object(e->fqn, r.read_object(*e));
     } else {
@@ -309,17 +317,22 @@ int main(int argc, char** argv) {
     if (mode == "copy" && argc >= 4) {
       bool objects = false;
       std::vector<std::string> drop;
+      std::map<std::string, std::string> replace;
       for (int a = 4; a < argc; ++a) {
         if (!std::strcmp(argv[a], "--objects")) objects = true;
         else if (!std::strcmp(argv[a], "--drop") && a + 1 < argc) drop.push_back(argv[++a]);
+        else if (!std::strcmp(argv[a], "--replace") && a + 2 < argc) {
+          replace[argv[a + 1]] = argv[a + 2];
+          a += 2;
+        }
         else throw fpg::UsageError(std::string("make_dcp copy: unknown argument ") + argv[a]);
       }
-      return copy(argv[2], argv[3], objects, drop);
+      return copy(argv[2], argv[3], objects, drop, replace);
     }
     if (mode == "big" && argc == 4) return big(argv[2], std::strtoull(argv[3], nullptr, 10));
     if (mode == "tensors") return tensors(argv[2], argc - 3, argv + 3);
     std::fprintf(stderr, "usage: make_dcp synth OUT [--megatron] [--block-bytes N] [--carry FILE OFFSET LENGTH]\n"
-                         "       make_dcp copy SRC OUT [--objects]\n       make_dcp big OUT BYTES\n"
+                         "       make_dcp copy SRC OUT [--objects] [--drop PREFIX]... [--replace KEY FILE]...\n       make_dcp big OUT BYTES\n"
                          "       make_dcp tensors OUT [--item-length KEY N] NAME=SHAPE...\n");
     return 2;
   } catch (const fpg::Error& e) {

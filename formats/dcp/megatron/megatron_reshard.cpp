@@ -254,7 +254,9 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       const std::string where = r.dir() + ": " + e.fqn;
       const Value stored = r.read_object(e);
       const Value& cs = unwrap(stored, where);
-      const Value& content = field(cs, "content_metadata", where);
+      // dist_checkpointing.save called directly may store no content_metadata: one is written.
+      const Value* stored_content = cs.is(Kind::dict) ? cs.find("content_metadata") : nullptr;
+      const Value content = stored_content && stored_content->is(Kind::dict) ? *stored_content : Value::dict({});
       Value optimizer;
       if (to == MegatronForm::fully_reshardable) {
         if (!param_groups) throw FormatError(src + ": no '" + group + ".optimizer' object holding param_groups");

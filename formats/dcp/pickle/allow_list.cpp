@@ -73,6 +73,27 @@ constexpr Entry kTorchSave[] = {
     {"numpy._core.multiarray", "scalar", Role::constructor},
     {"numpy", "ndarray", Role::constant},
     {"numpy", "dtype", Role::constructor},
+    {"numpy.dtypes", "UInt32DType", Role::constructor},
+    // Megatron-LM's common state: the training args (an argparse.Namespace holding enums, paths and
+    // signals), the rerun state machine and the optimizer config, as Megatron-Core's own
+    // safe_globals.SAFE_GLOBALS admits them for torch.load(weights_only=True).
+    {"argparse", "Namespace", Role::constructor},
+    {"types", "SimpleNamespace", Role::constructor},
+    {"pathlib", "PosixPath", Role::constructor},
+    {"pathlib._local", "PosixPath", Role::constructor},
+    {"signal", "Signals", Role::constructor},
+    {"io", "BytesIO", Role::constructor},
+    {"_io", "BytesIO", Role::constructor},
+    {"megatron.core.enums", "ModelType", Role::constructor},
+    {"megatron.core.optimizer.optimizer_config", "OptimizerConfig", Role::constructor},
+    {"megatron.core.rerun_state_machine", "RerunDiagnostic", Role::constructor},
+    {"megatron.core.rerun_state_machine", "RerunMode", Role::constructor},
+    {"megatron.core.rerun_state_machine", "RerunState", Role::constructor},
+    {"megatron.core.transformer.enums", "ModelType", Role::constructor},
+    {"megatron.core.transformer.enums", "AttnBackend", Role::constructor},
+    {"megatron.core.transformer.enums", "CudaGraphModule", Role::constructor},
+    {"megatron.core.transformer.enums", "CudaGraphScope", Role::constructor},
+    {"megatron.core.transformer.enums", "InferenceCudaGraphScope", Role::constructor},
 };
 
 std::optional<Role> find_in(const Entry* begin, const Entry* end, std::string_view module,

@@ -40,7 +40,9 @@ class AllowList {
   static const AllowList& dcp_metadata();
   // A torch.save archive's data.pkl: tensors (_rebuild_tensor_v2/_v3, the storage classes),
   // torch.Size, dtypes, layouts, memory formats, OrderedDict, the data-building builtins, and numpy
-  // arrays and scalars (Megatron's RNG state) recorded as objects. Persistent ids allowed.
+  // arrays and scalars (Megatron's RNG state) and the classes of Megatron-LM's common state (its
+  // training args as an argparse.Namespace, Megatron's enums, the rerun state) recorded as objects.
+  // Persistent ids allowed.
   static const AllowList& torch_save();
 
  private:
