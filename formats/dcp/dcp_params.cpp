@@ -434,15 +434,17 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
       g.stored.push_back({padded[b].first.first, padded[b].first.second, padded[b].second, unpadded[b].second});
     // Buffers are one per (param dtype, grad dtype) of a model chunk: a pair seen twice is a second
     // model chunk on the rank, as a virtual pipeline lays them out.
-    for (size_t a = 0; a < g.stored.size(); ++a)
-      for (size_t b = a + 1; b < g.stored.size(); ++b)
-        if (g.stored[a].param_dtype == g.stored[b].param_dtype && g.stored[a].grad_dtype == g.stored[b].grad_dtype)
-          throw UnsupportedError(r_.dir() + ": optimizer group " + quoted_name(g.prefix) + " has buffers gbuf_idx_" +
-                                 std::to_string(a) + " and gbuf_idx_" + std::to_string(b) + " of the same dtypes (" +
-                                 std::string(dtype_name(g.stored[a].param_dtype)) + ", " +
-                                 std::string(dtype_name(g.stored[a].grad_dtype)) +
-                                 "): one per model chunk, as virtual pipeline parallelism lays them out; fpgather "
-                                 "does not recover the interleaved stages of a virtual-pipeline run");
+    std::map<std::pair<DType, DType>, size_t> first_of;  // a hostile file may list many buffers
+    for (size_t b = 0; b < g.stored.size(); ++b) {
+      const auto [it, fresh] = first_of.emplace(std::make_pair(g.stored[b].param_dtype, g.stored[b].grad_dtype), b);
+      if (!fresh)
+        throw UnsupportedError(r_.dir() + ": optimizer group " + quoted_name(g.prefix) + " has buffers gbuf_idx_" +
+                               std::to_string(it->second) + " and gbuf_idx_" + std::to_string(b) + " of the same dtypes (" +
+                               std::string(dtype_name(g.stored[b].param_dtype)) + ", " +
+                               std::string(dtype_name(g.stored[b].grad_dtype)) +
+                               "): one per model chunk, as virtual pipeline parallelism lays them out; fpgather "
+                               "does not recover the interleaved stages of a virtual-pipeline run");
+    }
   }
 
   // Dense and expert groups. With MoE the optimizer is chained: child 0 over the dense parameters,
@@ -498,7 +500,17 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
   // (a first or last stage with fewer layers).
   const uint64_t L = model.layers();
   const uint32_t PP = sizes.pp;
+  // Each try recomputes a stage's layout: a hostile file claiming many stages and layers gets a bounded
+  // number of them.
+  constexpr uint64_t kMaxStageTries = 1u << 16;
+  uint64_t stage_tries = 0;
   auto stage_fits = [&](uint32_t s, uint64_t first, uint64_t count, std::string& why) {
+    if (++stage_tries > kMaxStageTries)
+      throw Error(ExitCode::check_failed,
+                  r_.dir() + ": the dp_reshardable optimizer state does not match Megatron's buffer layout recomputed "
+                             "from the model keys: no split of " + std::to_string(L) + " layers over " +
+                      std::to_string(PP) + " pipeline stages reproduces the stored bucket sizes within " +
+                      std::to_string(kMaxStageTries) + " tries");
     std::vector<MegatronParam> local;
     for (const LocalParam& lp : model.dense_rank(0, first, count, s == 0, s + 1 == PP)) local.push_back(lp.local);
     return matches_unpadded(local, dense[uint64_t{s} * sizes.tp]->stored, why);

@@ -8,9 +8,11 @@
 #include "catch.h"
 #include "core/error.h"
 #include "formats/dcp/megatron/megatron_parallel.h"
+#include "safetensors_test_util.h"
 
 using namespace fpg;
 using namespace fpg::dcp;
+using fpg::sttest::format_error;
 
 namespace {
 
@@ -55,17 +57,6 @@ std::vector<ModelKey> gpt_tp2(uint64_t layers = 2) {
                split_layers({layers, 8, 16}, 1, 2)});
   k.push_back({"module.decoder.final_layernorm.weight", DType::F32, {8}, split({8}, 0, 1)});
   return k;
-}
-
-// The message of the FormatError `f` throws ("" when it throws none).
-template <class F>
-std::string format_error(F&& f) {
-  try {
-    f();
-  } catch (const FormatError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 const LocalParam& find(const std::vector<LocalParam>& ps, const std::string& name) {
