@@ -21,18 +21,22 @@ constexpr std::string_view kSummaryArgs[] = {
     "hidden_size", "num_attention_heads", "num_query_groups", "num_experts", "padded_vocab_size", "optimizer",
     "lr", "micro_batch_size", "global_batch_size", "train_iters"};
 
-nlohmann::json to_json(const Value& v, int depth = 0) {
+// `budget` counts the JSON values still allowed: a pickle can share one list many times over, so
+// what it expands to is charged, not what it stores.
+nlohmann::json to_json(const Value& v, uint64_t& budget, int depth = 0) {
+  if (budget == 0) return printable(v.repr(200));
+  --budget;
   switch (v.kind()) {
     case Kind::none: return nullptr;
     case Kind::boolean: return v.as_bool();
     case Kind::integer: return v.as_int();
     case Kind::floating: return v.as_float();
-    case Kind::str: return printable(v.as_str());
+    case Kind::str: return printable(v.as_str().substr(0, 4096));  // a shared long string, charged once per use
     case Kind::list:
     case Kind::tuple:
-      if (depth < 4 && v.items().size() <= 1024) {
+      if (depth < 4 && v.items().size() <= budget) {
         nlohmann::json a = nlohmann::json::array();
-        for (const Value& i : v.items()) a.push_back(to_json(i, depth + 1));
+        for (const Value& i : v.items()) a.push_back(to_json(i, budget, depth + 1));
         return a;
       }
       [[fallthrough]];
@@ -48,7 +52,8 @@ nlohmann::json common_state_json(const MegatronCommonState& s) {
   j["checkpoint_version"] = s.checkpoint_version ? nlohmann::json(*s.checkpoint_version) : nlohmann::json();
   j["sharding_type"] = s.sharding_type ? nlohmann::json(*s.sharding_type) : nlohmann::json();
   nlohmann::json args = nlohmann::json::object();
-  for (const auto& [k, v] : s.args) args[printable(k)] = to_json(v);
+  uint64_t budget = 1u << 16;
+  for (const auto& [k, v] : s.args) args[printable(k)] = to_json(v, budget);
   j["args"] = args;
   return j;
 }
