@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what fpgather needs to build and test on Debian 12 / Ubuntu 24.04: the system packages
-# (compiler, CMake, HDF5, CLI11, fmt, spdlog, Catch2, zstd, zlib, xxHash, OpenBLAS, nlohmann-json, OpenMPI
+# (compiler, CMake, HDF5, CLI11, fmt, spdlog, Catch2, zstd, zlib, OpenSSL's libcrypto, xxHash, OpenBLAS, nlohmann-json, OpenMPI
 # for the mpi communicator and its tests, zsh for the completion test) and a
 # Python virtual environment in .venv for the interop tests (numpy, ml_dtypes, safetensors, h5py).
 # Idempotent and quiet: packages already present are not reinstalled. Run as root or with sudo.
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libhdf5-dev hdf5-tools libcli11-dev libfmt-dev
-          libspdlog-dev catch2 libzstd-dev zlib1g-dev libxxhash-dev libopenblas-dev nlohmann-json3-dev
+          libspdlog-dev catch2 libzstd-dev zlib1g-dev libssl-dev libxxhash-dev libopenblas-dev nlohmann-json3-dev
           python3 python3-venv man-db groff-base libopenmpi-dev openmpi-bin zsh)
 missing=()
 for p in "${packages[@]}"; do

@@ -13,6 +13,7 @@
 #include "formats/dcp/megatron/parallel_report.h"
 #include "formats/dcp/megatron/reshard_report.h"
 #include "formats/dcp/reader.h"
+#include "formats/dcp/megatron/integrity_manifest.h"
 #include "formats/dcp/summary.h"
 #include "formats/dcp/torch_dtype.h"
 #include "formats/dcp/validate.h"
@@ -39,6 +40,37 @@ struct Opened : ckpt::OpenedParams {
   std::shared_ptr<const Reader> reader;
   DcpParams source;
 };
+
+// Megatron's integrity.json, where the checkpoint has one: each listed file present, with data each
+// file's SHA-256 compared; a manifest that cannot be read is a problem (Megatron's load with
+// verify_integrity would refuse the checkpoint), never an error of the whole validation.
+void check_integrity_manifest(const CheckpointDir& dir, bool data, ckpt::ValidationReport& r) {
+  std::optional<IntegrityManifest> m;
+  try {
+    m = read_integrity_manifest(dir);
+  } catch (const FormatError& e) {
+    ckpt::Problem p;
+    p.kind = ckpt::ProblemKind::checksum;
+    p.file = kIntegrityFile;
+    p.message = std::string("not a usable integrity manifest: ") + e.what();
+    r.problems.push_back(std::move(p));
+    r.document["integrity"] = {{"manifest", kIntegrityFile}, {"error", e.what()}};
+    return;
+  }
+  if (!m) return;
+  const IntegrityCheck c = check_integrity(dir, *m, data);
+  r.problems.insert(r.problems.end(), c.problems.begin(), c.problems.end());
+  r.facts.push_back(fmt::sprintf("%s: %s%s", kIntegrityFile, ckpt::count_of(m->files.size(), "file"),
+                                 data ? " SHA-256 checked" : " listed"));
+  if (!data) r.notes.push_back(std::string(kIntegrityFile) + " lists " + ckpt::count_of(m->files.size(), "file") +
+                               " with SHA-256 digests: validate --data checks them");
+  for (const std::string& u : c.unlisted)
+    r.notes.push_back("not listed in " + std::string(kIntegrityFile) + " (written after it, or added): " + printable(u));
+  r.document["integrity"] = {{"manifest", kIntegrityFile},    {"algorithm", m->algorithm},
+                             {"files", m->files.size()},      {"files_present", c.files},
+                             {"hashed", data},                {"bytes_hashed", c.bytes},
+                             {"problems", c.problems.size()}, {"unlisted", c.unlisted}};
+}
 
 class DcpCheckpoint : public ckpt::Checkpoint {
  public:
@@ -171,6 +203,16 @@ class DcpCheckpoint : public ckpt::Checkpoint {
                              s.tensor_bytes / 1e6, s.bytes_entries));
     if (common && !common_state_line(*common).empty()) t.push_back("  training state: " + common_state_line(*common));
     if (!common_unread.empty()) t.push_back("  training state not read: " + printable(common_unread));
+    try {
+      if (const auto m = read_integrity_manifest(reader.files())) {
+        t.push_back(fmt::sprintf("  integrity manifest: %s, SHA-256 of %s (validate --data checks them)", kIntegrityFile,
+                                 ckpt::count_of(m->files.size(), "file")));
+        j["integrity"] = {{"manifest", kIntegrityFile}, {"algorithm", m->algorithm}, {"files", m->files.size()}};
+      }
+    } catch (const FormatError& e) {
+      t.push_back("  integrity manifest not read: " + printable(e.what()));
+      j["integrity"] = {{"manifest", kIntegrityFile}, {"error", e.what()}};
+    }
     if (params) {
       std::string l = fmt::sprintf("  %zu parameters; optimizer state: %s", param_count,
                                    std::string(optimizer_form_name(params->optimizer_form())));
@@ -297,6 +339,8 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     if (o.data) r.facts.push_back(std::to_string(rep.items_read) + " items read");
     r.document = {{"tensors", rep.tensors}, {"bytes_entries", rep.bytes_entries}, {"chunks", rep.chunks},
                   {"items_read", rep.items_read}, {"bytes_read", rep.bytes_read}};
+    check_integrity_manifest(reader.files(), o.data, r);
+    ckpt::sort_problems(r.problems);
     if (params) {
       r.document["optimizer_form"] = std::string(optimizer_form_name(params->optimizer_form()));
       r.document["stored_padding_chunks"] = params->stored_padding().size();

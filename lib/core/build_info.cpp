@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <spdlog/version.h>
 #include <zlib.h>
+#include <openssl/opensslv.h>
 #include <zstd.h>
 
 #include <nlohmann/json.hpp>
@@ -77,6 +78,7 @@ std::vector<BuildComponent> build_components() {
       {"hdf5", dotted(H5_VERS_MAJOR, H5_VERS_MINOR, H5_VERS_RELEASE)},
       {"zstd", ZSTD_VERSION_STRING},
       {"zlib", ZLIB_VERSION},
+      {"openssl", dotted(OPENSSL_VERSION_MAJOR, OPENSSL_VERSION_MINOR, OPENSSL_VERSION_PATCH)},
       {"xxhash", dotted(XXH_VERSION_MAJOR, XXH_VERSION_MINOR, XXH_VERSION_RELEASE)},
       {"fmt", dotted(FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)},
       {"spdlog", dotted(SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH)},

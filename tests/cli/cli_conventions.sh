@@ -96,7 +96,7 @@ expect_in "$WORK/out" "(default 0.001; lion 0.0001)"   # torch's defaults, not t
 # --version: the version, then each backend and library as compiled in.
 expect_exit 0 "$FPGATHER" --version
 head -1 "$WORK/out" | grep -qE '^fpgather [0-9]+\.[0-9]+\.[0-9]+ \(' || fail "version line: $(head -1 "$WORK/out")"
-for name in cuda nccl mpi hdf5 zstd zlib xxhash fmt spdlog nlohmann_json CLI11; do
+for name in cuda nccl mpi hdf5 zstd zlib openssl xxhash fmt spdlog nlohmann_json CLI11; do
   grep -qE "^$name: +([0-9]|not built|Open MPI|MPICH|MPI)" "$WORK/out" || fail "--version lacks $name"
 done
 # What --version says is built is what the commands can use.
