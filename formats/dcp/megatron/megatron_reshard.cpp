@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/megatron/bucket_writer.h"
 #include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/reader.h"
@@ -48,27 +49,6 @@ const Value& unwrap(const Value& v, const std::string& where) {
   if (!v.is(Kind::list) || v.items().size() != 1) throw FormatError(where + ": expected [object], found " + v.repr(80));
   return v.items()[0];
 }
-Value wrap(Value v) { return Value::sequence(Kind::list, {std::move(v)}); }
-
-Value int_list(const std::vector<uint64_t>& xs) {
-  std::vector<Value> items;
-  for (uint64_t x : xs) items.push_back(Value::integer(static_cast<int64_t>(x)));
-  return Value::sequence(Kind::list, std::move(items));
-}
-
-// per_bucket_numel(_unpadded) of a layout: [{(torch.P, torch.G): [sizes]} per buffer].
-Value bucket_sizes_value(const layout::BucketedLayout& L, bool padded) {
-  std::vector<Value> bufs;
-  for (const layout::Buffer& b : L.buffers) {
-    std::vector<uint64_t> sizes;
-    for (const layout::Bucket& k : b.buckets) sizes.push_back(padded ? k.numel() : k.numel_unpadded);
-    Value key = Value::sequence(Kind::tuple, {Value::global("torch." + std::string(torch_dtype_name(b.key.param_dtype))),
-                                              Value::global("torch." + std::string(torch_dtype_name(b.key.grad_dtype)))});
-    bufs.push_back(Value::dict({{std::move(key), int_list(sizes)}}));
-  }
-  return wrap(Value::sequence(Kind::list, std::move(bufs)));
-}
-
 // Serves a writer's fill calls from one buffer filled once.
 FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
   return [buf](uint64_t offset, void* dst, size_t size) { std::memcpy(dst, buf->data() + offset, size); };
@@ -161,6 +141,12 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     if (pt.role != "weight" && std::find(roles.begin(), roles.end(), pt.role) == roles.end()) roles.push_back(pt.role);
   }
   std::stable_partition(roles.begin(), roles.end(), [](const std::string& x) { return x == "master"; });
+  std::vector<std::string> states;  // Megatron's names of the roles
+  std::map<std::string, std::string> role_of;
+  for (const std::string& role : roles) {
+    states.push_back(megatron_state_name(role));
+    role_of[states.back()] = role;
+  }
 
   // The target buffer layout.
   const std::vector<MegatronParam>& mparams = params.megatron_params();
@@ -224,14 +210,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     if (std::find(model_keys.begin(), model_keys.end(), p.key) == model_keys.end()) model_keys.push_back(p.key);
   if (to == MegatronForm::dp_reshardable) {
     w.declare_bytes(group_object_key(group, kParamGroups));
-    w.declare_bytes(group_object_key(group, kPerBucketNumel));
-    w.declare_bytes(group_object_key(group, kPerBucketNumelUnpadded));
-    for (uint32_t b = 0; b < sum.target.buffers.size(); ++b)
-      for (uint32_t k = 0; k < sum.target.buffers[b].buckets.size(); ++k)
-        for (const std::string& role : roles)
-          w.declare_tensor(bucket_key_name(group, b, sum.target.buffers[b].key.param_dtype,
-                                                sum.target.buffers[b].key.grad_dtype, k, megatron_state_name(role)),
-                           f32, {sum.target.buffers[b].buckets[k].numel_unpadded});
+    declare_group_buckets(w, group, sum.target, states);
   } else {
     for (const std::string& key : model_keys)
       for (const std::string& role : roles)
@@ -269,7 +248,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       Value out = with_entry(cs, "optimizer", optimizer);
       out = with_entry(out, "content_metadata",
                        with_entry(content, kShardingTypeField, Value::str(form_name(to))));
-      w.rank(0).write_object(e.fqn, wrap(out));
+      w.rank(0).write_object(e.fqn, wrap_object(out));
     } else {
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
       w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
@@ -285,45 +264,15 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       const Value stored = r.read_object(*common);
       const Value& cs = unwrap(stored, r.dir() + ": " + common->fqn);
       const Value& pg = field(field(cs, "optimizer", common->fqn), "optimizer", common->fqn);
-      w.rank(0).write_object(group_object_key(group, kParamGroups), wrap(pg));
+      w.rank(0).write_object(group_object_key(group, kParamGroups), wrap_object(pg));
     }
-    w.rank(0).write_object(group_object_key(group, kPerBucketNumel), bucket_sizes_value(sum.target, true));
-    w.rank(0).write_object(group_object_key(group, kPerBucketNumelUnpadded), bucket_sizes_value(sum.target, false));
-    // Each rank's shard of each bucket: its fragments as data, the gaps between them as zeros, all
-    // clipped to numel_unpadded (the tail padding belongs to the layout and is never stored).
-    for (uint32_t b = 0; b < sum.target.buffers.size(); ++b) {
-      const layout::Buffer& buf = sum.target.buffers[b];
-      for (uint32_t k = 0; k < buf.buckets.size(); ++k) {
-        const layout::Bucket& bucket = buf.buckets[k];
-        for (const std::string& role : roles) {
-          const std::string key = bucket_key_name(group, b, buf.key.param_dtype, buf.key.grad_dtype, k,
-                                                       megatron_state_name(role));
-          for (const layout::Shard& shard : bucket.shards) {
-            const uint64_t lo0 = shard.world.begin - bucket.world.begin;
-            const uint64_t hi0 = std::min(shard.world.end - bucket.world.begin, bucket.numel_unpadded);
-            struct Piece {
-              uint64_t lo, hi;
-              const layout::Fragment* frag;
-            };
-            std::vector<Piece> pieces;
-            for (const layout::Fragment& f : shard.fragments)
-              pieces.push_back({f.world_in_bucket.begin, f.world_in_bucket.end, &f});
-            for (const layout::Range& p : shard.padding)
-              if (p.begin < hi0) pieces.push_back({std::max(p.begin, lo0), std::min(p.end, hi0), nullptr});
-            std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& c) { return a.lo < c.lo; });
-            for (const Piece& p : pieces) {
-              if (p.hi <= p.lo) continue;
-              FillBytes fill =
-                  p.frag ? state_fill(source, spec.params[p.frag->param].name, role, p.frag->param_range.begin)
-                         : FillBytes([](uint64_t, void* d, size_t n) { std::memset(d, 0, n); });
-              w.rank(shard.rank).write_tensor(key, {p.lo}, {p.hi - p.lo}, fill);
-              ++sum.chunks;
-              sum.bytes_written += (p.hi - p.lo) * 4;
-            }
-          }
-        }
-      }
-    }
+    const GroupWriteCount n = write_group_buckets(
+        w, group, sum.target, states, 0, [](uint32_t d) { return d; },
+        [&](uint32_t param, const std::string& state, uint64_t begin) {
+          return state_fill(source, spec.params[param].name, role_of.at(state), begin);
+        });
+    sum.chunks += n.chunks;
+    sum.bytes_written += n.bytes;
   } else {
     // Model space: each state in its model key's shape and chunks; a stacked key's flat extent is its
     // layers' parameters one after another.

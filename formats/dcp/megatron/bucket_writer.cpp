@@ -1,0 +1,90 @@
+#include "formats/dcp/megatron/bucket_writer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "formats/dcp/megatron/megatron_keys.h"
+#include "formats/dcp/torch_dtype.h"
+
+namespace fpg::dcp {
+namespace {
+
+using Kind = Value::Kind;
+
+Value int_list(const std::vector<uint64_t>& xs) {
+  std::vector<Value> items;
+  for (uint64_t x : xs) items.push_back(Value::integer(static_cast<int64_t>(x)));
+  return Value::sequence(Kind::list, std::move(items));
+}
+
+}  // namespace
+
+Value wrap_object(Value v) { return Value::sequence(Kind::list, {std::move(v)}); }
+
+Value bucket_sizes_value(const layout::BucketedLayout& L, bool padded) {
+  std::vector<Value> bufs;
+  for (const layout::Buffer& b : L.buffers) {
+    std::vector<uint64_t> sizes;
+    for (const layout::Bucket& k : b.buckets) sizes.push_back(padded ? k.numel() : k.numel_unpadded);
+    Value key = Value::sequence(Kind::tuple, {Value::global("torch." + std::string(torch_dtype_name(b.key.param_dtype))),
+                                              Value::global("torch." + std::string(torch_dtype_name(b.key.grad_dtype)))});
+    bufs.push_back(Value::dict({{std::move(key), int_list(sizes)}}));
+  }
+  return wrap_object(Value::sequence(Kind::list, std::move(bufs)));
+}
+
+void declare_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
+                           const std::vector<std::string>& states) {
+  const TorchDType& f32 = *find_torch_dtype("float32");
+  w.declare_bytes(group_object_key(group, kPerBucketNumel));
+  w.declare_bytes(group_object_key(group, kPerBucketNumelUnpadded));
+  for (uint32_t b = 0; b < L.buffers.size(); ++b)
+    for (uint32_t k = 0; k < L.buffers[b].buckets.size(); ++k)
+      for (const std::string& state : states)
+        w.declare_tensor(bucket_key_name(group, b, L.buffers[b].key.param_dtype, L.buffers[b].key.grad_dtype, k, state),
+                         f32, {L.buffers[b].buckets[k].numel_unpadded});
+}
+
+GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
+                                    const std::vector<std::string>& states, uint32_t object_rank,
+                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill) {
+  GroupWriteCount n;
+  w.rank(object_rank).write_object(group_object_key(group, kPerBucketNumel), bucket_sizes_value(L, true));
+  w.rank(object_rank).write_object(group_object_key(group, kPerBucketNumelUnpadded), bucket_sizes_value(L, false));
+  struct Piece {
+    uint64_t lo, hi;
+    const layout::Fragment* frag;
+  };
+  std::vector<Piece> pieces;
+  for (uint32_t b = 0; b < L.buffers.size(); ++b) {
+    const layout::Buffer& buf = L.buffers[b];
+    for (uint32_t k = 0; k < buf.buckets.size(); ++k) {
+      const layout::Bucket& bucket = buf.buckets[k];
+      for (const std::string& state : states) {
+        const std::string key = bucket_key_name(group, b, buf.key.param_dtype, buf.key.grad_dtype, k, state);
+        for (const layout::Shard& shard : bucket.shards) {
+          const uint64_t lo0 = shard.world.begin - bucket.world.begin;
+          const uint64_t hi0 = std::min(shard.world.end - bucket.world.begin, bucket.numel_unpadded);
+          pieces.clear();
+          for (const layout::Fragment& f : shard.fragments)
+            pieces.push_back({f.world_in_bucket.begin, f.world_in_bucket.end, &f});
+          for (const layout::Range& p : shard.padding)
+            if (p.begin < hi0) pieces.push_back({std::max(p.begin, lo0), std::min(p.end, hi0), nullptr});
+          std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& c) { return a.lo < c.lo; });
+          DcpRankWriter& out = w.rank(rank_file(shard.rank));
+          for (const Piece& p : pieces) {
+            if (p.hi <= p.lo) continue;
+            FillBytes f = p.frag ? fill(p.frag->param, state, p.frag->param_range.begin)
+                                 : FillBytes([](uint64_t, void* d, size_t size) { std::memset(d, 0, size); });
+            out.write_tensor(key, {p.lo}, {p.hi - p.lo}, f);
+            ++n.chunks;
+            n.bytes += (p.hi - p.lo) * 4;
+          }
+        }
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace fpg::dcp

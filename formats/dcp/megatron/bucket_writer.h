@@ -1,0 +1,45 @@
+// Writing one optimizer group of Megatron's `dp_reshardable` form (FORMAT.md beside this file, "The
+// bucket space"): its per_bucket_numel objects and, per (buffer, bucket, state), each DP rank's shard
+// as chunks, the parameters' fragments as data and the gaps between them as zeros, clipped to the
+// bucket's numel_unpadded (the tail padding belongs to the layout and is never stored), as
+// Megatron-Core's sharded_param_state_dp_reshardable lays them out. The reshard and the synthetic
+// checkpoints of the benchmarks write through this.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/pickle/pickle_value.h"
+#include "layout/bucketed_layout.h"
+
+namespace fpg::dcp {
+
+// Megatron stores a ShardedObject (and the common state) as a list of the one object saved.
+Value wrap_object(Value v);
+
+// per_bucket_numel (padded) or per_bucket_numel_unpadded of a layout, as stored:
+// [[{(torch.P, torch.G): [sizes]} per buffer]].
+Value bucket_sizes_value(const layout::BucketedLayout& L, bool padded);
+
+// The fill of elements [param_begin, …) of spec parameter `param`'s state `state` (4-byte elements).
+using FragmentFill = std::function<FillBytes(uint32_t param, const std::string& state, uint64_t param_begin)>;
+
+struct GroupWriteCount {
+  uint64_t chunks = 0, bytes = 0;
+};
+
+// Declares the group's per_bucket_numel objects and its bucket keys (fp32, extent numel_unpadded)
+// for `states` (Megatron's names: "param" is the master).
+void declare_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
+                           const std::vector<std::string>& states);
+
+// Writes what declare_group_buckets declared: the objects on rank file `object_rank`, DP rank d's
+// shard chunks on rank file rank_file(d).
+GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
+                                    const std::vector<std::string>& states, uint32_t object_rank,
+                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill);
+
+}  // namespace fpg::dcp
