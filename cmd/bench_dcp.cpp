@@ -6,8 +6,10 @@
 
 #include "cmd/bench/dcp_bench.h"
 #include "cmd/bench/synthetic_dcp.h"
+#include "cmd/bench/synthetic_megatron.h"
 #include "cmd/json_output.h"
 #include "cmd/option_range.h"
+#include "ckpt/checkpoint_reshard.h"
 #include "ckpt/chunk_codec.h"
 
 namespace fpg::cli {
@@ -28,6 +30,27 @@ int run_dcp_make(const bench::SyntheticDcpOptions& o, const GlobalOptions& g) {
   std::printf("wrote %s: %llu chunks of %llu bytes over %llu keys and %llu rank files in %.2f s\n", o.dir.c_str(),
               static_cast<unsigned long long>(s.chunks), static_cast<unsigned long long>(o.chunk_bytes),
               static_cast<unsigned long long>(s.keys), static_cast<unsigned long long>(s.ranks), s.seconds);
+  std::printf("tensor data %.3f GB; on disk %.3f GB, of which .metadata %.1f MB\n", s.tensor_bytes / 1e9,
+              s.file_bytes / 1e9, s.metadata_bytes / 1e6);
+  return 0;
+}
+
+int run_megatron_make(const bench::SyntheticMegatronOptions& o, const GlobalOptions& g) {
+  const bench::SyntheticMegatronSummary s = bench::make_synthetic_megatron(o);
+  if (g.json) {
+    print_json({{"benchmark", "megatron-make"}, {"checkpoint", o.dir}, {"tp", o.tp}, {"pp", o.pp}, {"dp", o.dp},
+                {"layers", o.layers}, {"hidden", o.hidden}, {"ffn", o.ffn}, {"vocab", o.vocab},
+                {"bucket_size", o.bucket_size ? nlohmann::json(*o.bucket_size) : nlohmann::json()},
+                {"groups", s.groups}, {"rank_files", s.ranks}, {"keys", s.keys}, {"chunks", s.chunks},
+                {"tensor_bytes", s.tensor_bytes}, {"file_bytes", s.file_bytes}, {"metadata_bytes", s.metadata_bytes},
+                {"seconds", s.seconds}});
+    return 0;
+  }
+  std::printf("wrote %s: Megatron torch_dist, TP %u x PP %u x DP %u (%llu optimizer groups, %llu rank files), "
+              "%llu keys, %llu chunks in %.2f s\n",
+              o.dir.c_str(), o.tp, o.pp, o.dp, static_cast<unsigned long long>(s.groups),
+              static_cast<unsigned long long>(s.ranks), static_cast<unsigned long long>(s.keys),
+              static_cast<unsigned long long>(s.chunks), s.seconds);
   std::printf("tensor data %.3f GB; on disk %.3f GB, of which .metadata %.1f MB\n", s.tensor_bytes / 1e9,
               s.file_bytes / 1e9, s.metadata_bytes / 1e6);
   return 0;
@@ -113,6 +136,29 @@ void register_bench_dcp(CLI::App& bench, const GlobalOptions& global, Runner& ru
                 ckpt::kMaxChunkBytes)
       ->capture_default_str();
   m->callback([mk, &global, &run] { run = [mk, &global] { return run_dcp_make(*mk, global); }; });
+
+  auto mm = std::make_shared<bench::SyntheticMegatronOptions>();
+  auto mb = std::make_shared<std::string>("none");
+  auto* mg = bench.add_subcommand(
+      "megatron-make", "Write a synthetic Megatron torch_dist checkpoint of a GPT at TP x PP x DP (dp_reshardable)");
+  mg->add_option("DIR", mm->dir, "The checkpoint to create (must not exist)")->required();
+  integer_range(mg->add_option("--tp", mm->tp, "Tensor-parallel size"), 1, 1024)->capture_default_str();
+  integer_range(mg->add_option("--pp", mm->pp, "Pipeline-parallel size"), 1, 1024)->capture_default_str();
+  integer_range(mg->add_option("--dp", mm->dp, "Data-parallel size"), 1, 65536)->capture_default_str();
+  integer_range(mg->add_option("--layers", mm->layers, "Transformer layers"), 1, 100000)->capture_default_str();
+  integer_range(mg->add_option("--hidden", mm->hidden, "Hidden size"), 1, 1 << 20)->capture_default_str();
+  integer_range(mg->add_option("--ffn", mm->ffn, "MLP hidden size (SwiGLU: fc1 holds twice this)"), 1, 1 << 22)
+      ->capture_default_str();
+  integer_range(mg->add_option("--heads", mm->heads, "Attention heads"), 1, 65536)->capture_default_str();
+  integer_range(mg->add_option("--query-groups", mm->query_groups, "Query groups (GQA)"), 1, 65536)->capture_default_str();
+  integer_range(mg->add_option("--vocab", mm->vocab, "Vocabulary size (padded)"), 1, 1 << 24)->capture_default_str();
+  mg->add_option("--bucket-size", *mb, "Elements per bucket, or none: one bucket per buffer")->default_str("none");
+  mg->callback([mm, mb, &global, &run] {
+    run = [mm, mb, &global] {
+      mm->bucket_size = ckpt::parse_bucket_size(*mb);
+      return run_megatron_make(*mm, global);
+    };
+  });
 
   auto db = std::make_shared<bench::DcpBenchOptions>();
   auto* d = bench.add_subcommand(

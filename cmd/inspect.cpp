@@ -1,4 +1,4 @@
-// fpgather inspect PATH [--keys | --key NAME]: what any checkpoint fpgather reads holds — an fpgather
+// fpgather inspect PATH [--keys | --key NAME | --layouts]: what any checkpoint fpgather reads holds — an fpgather
 // checkpoint, a PyTorch DCP / Megatron torch_dist directory, a safetensors model — as its format
 // describes it (app/inspect/inspect.h); --key, one key's chunks and storage.
 #include <nlohmann/json.hpp>
@@ -15,6 +15,7 @@ namespace {
 struct InspectArgs {
   std::string path;
   bool keys = false;
+  bool layouts = false;
   std::string key;
 };
 
@@ -41,6 +42,7 @@ int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
   }
   ckpt::SummaryOptions o;
   o.keys = a.keys;
+  o.layouts = a.layouts;
   const ckpt::CheckpointSummary s = app::inspect::inspect(a.path, o);
   for (const auto& w : s.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   print(s.document, s.text, g.json);
@@ -56,6 +58,9 @@ void register_inspect(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "A .safetensors file, an index .json, a directory holding one, a checkpoint directory "
                   "(or one holding `latest`), or a DCP / Megatron torch_dist directory (holding .metadata)")->required();
   cmd->add_flag("--keys", args->keys, "List every key");
+  cmd->add_flag("--layouts", args->layouts,
+                "Every optimizer group's buckets and shards (a model-parallel Megatron checkpoint gets one line per "
+                "group without it)");
   cmd->add_option("--key", args->key, "One key's chunks and padding (a safetensors tensor's file and offset)");
   cmd->callback([args, &global, &run] { run = [args, &global] { return run_inspect(*args, global); }; });
 }

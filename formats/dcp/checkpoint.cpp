@@ -264,7 +264,7 @@ class DcpCheckpoint : public ckpt::Checkpoint {
                                  k.is_tensor ? shape_string(k.shape) : "", k.chunks, k.bytes));
       }
     } else if (params && model_parallel(*params)) {
-      for (const std::string& l : group_layout_lines(*params)) t.push_back(l);
+      for (const std::string& l : group_layout_lines(*params, o.layouts)) t.push_back(l);
     } else if (params && params->layout()) {
       ckpt::append_lines(t, layout::describe(params->layout()->layout));
     }

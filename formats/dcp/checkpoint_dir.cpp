@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <regex>
 
 #include "ckpt/index.h"
 #include "core/printable.h"
@@ -124,10 +123,19 @@ std::shared_ptr<const DataFile> CheckpointDir::open(std::string_view name) const
 }
 
 std::optional<uint64_t> storage_file_rank(const std::string& relative_path) {
-  static const std::regex kRankFile(R"(^__(\d+)_\d+\.distcp$)");
-  std::smatch m;
-  if (!std::regex_match(relative_path, m, kRankFile)) return std::nullopt;
-  const std::string digits = m[1];
+  // "__R_N.distcp": R and N runs of digits.
+  const std::string_view name(relative_path);
+  auto digit_run = [&](size_t at) {
+    size_t n = 0;
+    while (at + n < name.size() && name[at + n] >= '0' && name[at + n] <= '9') ++n;
+    return n;
+  };
+  if (name.substr(0, 2) != "__") return std::nullopt;
+  const size_t r = digit_run(2);
+  if (r == 0 || name.substr(2 + r, 1) != "_") return std::nullopt;
+  const size_t n = digit_run(3 + r);
+  if (n == 0 || name.substr(3 + r + n) != ".distcp") return std::nullopt;
+  const std::string digits(name.substr(2, r));
   const uint64_t rank = digits.size() > 7 ? UINT64_MAX : std::stoull(digits);  // 7 digits: no overflow
   if (rank >= ckpt::kMaxRanks)
     throw FormatError("storage file " + quoted_name(relative_path) + " names rank " + digits + ", beyond the " +

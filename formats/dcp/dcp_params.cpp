@@ -6,7 +6,6 @@
 #include <future>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include "ckpt/index.h"
@@ -16,6 +15,7 @@
 #include "formats/dcp/megatron/megatron_common_state.h"
 #include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/metadata/box_coverage.h"
+#include "formats/dcp/name_scanner.h"
 
 namespace fpg::dcp {
 
@@ -35,7 +35,20 @@ std::string to_string(const ShapeMismatch& m) {
 
 namespace {
 
-const std::regex kPlainState(R"(^(?:optim|optimizer)\.state\.(.+)\.(\w+)$)");
+// "optim.state.PARAM.STATE" / "optimizer.state.PARAM.STATE" (PARAM any non-empty name, STATE a word):
+// (param, state), or nothing.
+std::optional<std::pair<std::string, std::string>> parse_plain_state(const std::string& fqn) {
+  NameScanner sc(fqn);
+  if (!sc.literal("optimizer.state.") && !sc.literal("optim.state.")) return std::nullopt;
+  const std::string_view rest = sc.rest();
+  const size_t dot = rest.rfind('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == rest.size()) return std::nullopt;
+  const std::string_view param = rest.substr(0, dot), state = rest.substr(dot + 1);
+  for (char c : state)
+    if (!NameScanner::is_word(c)) return std::nullopt;
+  if (!NameScanner::no_line_breaks(param)) return std::nullopt;
+  return std::make_pair(std::string(param), std::string(state));
+}
 uint64_t volume(const std::vector<uint64_t>& shape) {
   uint64_t n = 1;
   for (uint64_t d : shape) n *= d;
@@ -93,12 +106,16 @@ std::vector<std::pair<std::pair<DType, DType>, std::vector<uint64_t>>> bucket_si
 DcpParams::DcpParams(const Reader& reader) : r_(reader) {
   megatron_ = r_.megatron() && r_.megatron()->sharded_backend == "torch_dist";
   uint32_t ranks = 0;
+  const std::string* last = nullptr;  // consecutive entries mostly name one file: parsed once per run
+  std::optional<uint64_t> rank;
   for (const StorageEntry& s : r_.metadata().storage) {
-    std::optional<uint64_t> rank;
-    try {
-      rank = storage_file_rank(s.relative_path);
-    } catch (const FormatError& e) {
-      throw FormatError(r_.dir() + ": " + e.what());
+    if (!last || *last != s.relative_path) {
+      try {
+        rank = storage_file_rank(s.relative_path);
+      } catch (const FormatError& e) {
+        throw FormatError(r_.dir() + ": " + e.what());
+      }
+      last = &s.relative_path;
     }
     storage_rank_.push_back(rank);
     if (rank) ranks = std::max<uint32_t>(ranks, static_cast<uint32_t>(*rank) + 1);
@@ -701,14 +718,13 @@ void DcpParams::map_plain() {
   for (size_t i = 0; i < md.entries.size(); ++i) {
     const Entry& e = md.entries[i];
     if (!e.is_tensor) continue;
-    std::smatch m;
-    if (std::regex_match(e.fqn, m, kPlainState)) states.emplace_back(strip(m[1]), m[2], i);
+    if (const auto ps = parse_plain_state(e.fqn)) states.emplace_back(strip(ps->first), ps->second, i);
     else weight_of.emplace(strip(e.fqn), i);
   }
   if (!states.empty()) form_ = OptimizerForm::model_space;
   for (size_t i = 0; i < md.entries.size(); ++i) {
     const Entry& e = md.entries[i];
-    if (!e.is_tensor || std::regex_match(e.fqn, kPlainState)) continue;
+    if (!e.is_tensor || parse_plain_state(e.fqn)) continue;
     const std::string name = strip(e.fqn);
     add(name, "weight", i, 0, e.tensor.size);
     for (const auto& [param, state, entry] : states)

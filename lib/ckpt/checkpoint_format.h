@@ -20,6 +20,9 @@ namespace fpg::ckpt {
 
 struct SummaryOptions {
   bool keys = false;  // list every stored key too
+  // Every optimizer group's full buffer layout (buckets, shards): without it a checkpoint of many
+  // groups (Megatron at model parallelism) gets one line per group.
+  bool layouts = false;
 };
 
 struct ValidateOptions {

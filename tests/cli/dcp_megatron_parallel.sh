@@ -20,6 +20,9 @@ for s in "15 parameters; optimizer state: dp_reshardable, one optimizer group pe
          "stored padding: 18 chunks, 576 elements"; do
   expect_in "$WORK/out" "$s"
 done
+grep -qF "rank 0 shard" "$WORK/out" && fail "inspect printed the groups' full layouts without --layouts"
+expect_exit 0 "${F[@]}" inspect --layouts "$M/tp2pp2-dp1-dp_reshardable/ckpt"
+[ "$(grep -c "rank 0 shard" "$WORK/out")" = 8 ] || fail "inspect --layouts: not every buffer's shards of the 4 groups"
 expect_exit 0 "${F[@]}" inspect "$M/ep2-moe-dp_reshardable/ckpt"
 for s in "TP 1 × PP 1 × DP 2, experts EP 2 × expert TP 1 × expert DP 1 (3 optimizer groups)" \
          "__1_0.distcp: tp 0, pp 0, dp 1; expert tp 0, ep 1, pp 0, expert dp 0" \

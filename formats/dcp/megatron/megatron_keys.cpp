@@ -1,38 +1,50 @@
 #include "formats/dcp/megatron/megatron_keys.h"
 
-#include <regex>
-
+#include "formats/dcp/name_scanner.h"
 #include "formats/dcp/torch_dtype.h"
 
 namespace fpg::dcp {
 namespace {
 
-const std::regex kBucketKey(
-    R"(^((?:chained_\d+\.)?optimizer\.distributed\.dp_group_idx_\d+)\.gbuf_idx_(\d{1,9})\.dtype_\(torch\.(\w+), torch\.(\w+)\)\.bucket_idx_(\d{1,9})\.(\w+)$)");
-const std::regex kGroupName(R"(^(?:chained_(\d{1,9})\.)?optimizer\.distributed\.dp_group_idx_(\d{1,9})$)");
-const std::regex kModelSpaceState(R"(^(?:chained_\d+\.)?optimizer\.state\.(\w+)\.(.+)$)");
+// "[chained_N.]optimizer.distributed.dp_group_idx_G", consumed from the start of `sc`.
+bool scan_group(NameScanner& sc, std::optional<uint32_t>* chained, uint32_t* group, size_t max_chained_digits) {
+  uint64_t v = 0;
+  if (sc.literal("chained_")) {
+    if (!sc.digits(&v, max_chained_digits) || !sc.literal(".")) return false;
+    if (chained) *chained = static_cast<uint32_t>(v);
+  }
+  if (!sc.literal("optimizer.distributed.dp_group_idx_") || !sc.digits(&v, 9)) return false;
+  *group = static_cast<uint32_t>(v);
+  return true;
+}
 
 }  // namespace
 
 std::optional<BucketKey> parse_bucket_key(const std::string& key) {
-  std::smatch m;
-  if (!std::regex_match(key, m, kBucketKey)) return std::nullopt;
+  NameScanner sc(key);
+  uint32_t group = 0;
+  uint64_t gbuf = 0, bucket = 0;
+  std::string_view pd, gd, state;
+  if (!scan_group(sc, nullptr, &group, 20)) return std::nullopt;
+  const size_t group_end = sc.pos();
+  if (!sc.literal(".gbuf_idx_") || !sc.digits(&gbuf) || !sc.literal(".dtype_(torch.") || !sc.word(&pd) ||
+      !sc.literal(", torch.") || !sc.word(&gd) || !sc.literal(").bucket_idx_") || !sc.digits(&bucket) ||
+      !sc.literal(".") || !sc.word(&state) || !sc.done())
+    return std::nullopt;
   BucketKey k;
-  k.group = m[1];
-  k.gbuf = static_cast<uint32_t>(std::stoul(m[2]));
-  k.param_dtype = m[3];
-  k.grad_dtype = m[4];
-  k.bucket = static_cast<uint32_t>(std::stoul(m[5]));
-  k.state = m[6];
+  k.group = key.substr(0, group_end);
+  k.gbuf = static_cast<uint32_t>(gbuf);
+  k.param_dtype = std::string(pd);
+  k.grad_dtype = std::string(gd);
+  k.bucket = static_cast<uint32_t>(bucket);
+  k.state = std::string(state);
   return k;
 }
 
 std::optional<GroupName> parse_group_name(const std::string& group) {
-  std::smatch m;
-  if (!std::regex_match(group, m, kGroupName)) return std::nullopt;
+  NameScanner sc(group);
   GroupName g;
-  if (m[1].matched) g.chained = static_cast<uint32_t>(std::stoul(m[1]));
-  g.dp_group = static_cast<uint32_t>(std::stoul(m[2]));
+  if (!scan_group(sc, &g.chained, &g.dp_group, 9) || !sc.done()) return std::nullopt;
   return g;
 }
 
@@ -43,9 +55,14 @@ std::string bucket_key_name(const std::string& group, uint32_t gbuf, DType param
 }
 
 std::optional<ModelSpaceStateKey> parse_model_space_state_key(const std::string& key) {
-  std::smatch m;
-  if (!std::regex_match(key, m, kModelSpaceState)) return std::nullopt;
-  return ModelSpaceStateKey{m[1], m[2]};
+  NameScanner sc(key);
+  uint64_t chained = 0;
+  std::string_view state;
+  if (sc.literal("chained_") && (!sc.digits(&chained, 20) || !sc.literal("."))) return std::nullopt;
+  if (!sc.literal("optimizer.state.") || !sc.word(&state) || !sc.literal(".") || sc.done() ||
+      !NameScanner::no_line_breaks(sc.rest()))
+    return std::nullopt;
+  return ModelSpaceStateKey{std::string(state), std::string(sc.rest())};
 }
 
 std::string model_space_state_key(const std::string& state, const std::string& model_key) {

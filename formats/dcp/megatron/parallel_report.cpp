@@ -26,10 +26,22 @@ std::map<uint64_t, std::vector<std::pair<const OptimizerGroup*, uint64_t>>> rank
   return out;
 }
 
-std::string file_of(const Reader& reader, uint64_t rank) {
-  for (const StorageEntry& s : reader.metadata().storage)
-    if (storage_file_rank(s.relative_path) == rank) return s.relative_path;
-  return "rank " + std::to_string(rank);
+// The name of each rank's data file, from one pass over the storage entries (consecutive entries
+// mostly name the same file: each name is parsed once per run of them).
+std::map<uint64_t, std::string> rank_file_names(const Reader& reader) {
+  std::map<uint64_t, std::string> out;
+  const std::string* last = nullptr;
+  for (const StorageEntry& s : reader.metadata().storage) {
+    if (last && *last == s.relative_path) continue;
+    last = &s.relative_path;
+    if (const auto r = storage_file_rank(s.relative_path)) out.emplace(*r, s.relative_path);
+  }
+  return out;
+}
+
+std::string file_of(const std::map<uint64_t, std::string>& names, uint64_t rank) {
+  const auto it = names.find(rank);
+  return it != names.end() ? it->second : "rank " + std::to_string(rank);
 }
 
 std::string coordinates(const OptimizerGroup& g, uint64_t dp) {
@@ -75,21 +87,23 @@ std::vector<std::string> parallel_lines(const Reader& reader, const DcpParams& p
   t.push_back(fmt::format("  parallel layout: {} ({} optimizer group{}); pipeline stages hold layers {}",
                           parallel_sizes_string(p), params.groups().size(), params.groups().size() == 1 ? "" : "s",
                           stages_string(p)));
+  const auto names = rank_file_names(reader);
   for (const auto& [rank, held] : ranks_by_file(params)) {
-    std::string l = "    " + printable(file_of(reader, rank)) + ":";
+    std::string l = "    " + printable(file_of(names, rank)) + ":";
     for (size_t i = 0; i < held.size(); ++i) l += (i ? "; " : " ") + coordinates(*held[i].first, held[i].second);
     t.push_back(l);
   }
   return t;
 }
 
-std::vector<std::string> group_layout_lines(const DcpParams& params) {
+std::vector<std::string> group_layout_lines(const DcpParams& params, bool full) {
   std::vector<std::string> t;
   for (const OptimizerGroup& g : params.groups()) {
     const std::string where = g.expert ? fmt::format("expert tp {}, ep {}, pp {}", g.tp, g.ep, g.pp)
                                        : fmt::format("tp {}, pp {}", g.tp, g.pp);
     t.push_back(fmt::format("optimizer group {} ({}): {}, {} local parameters", quoted_name(g.prefix), where,
                             layout_string(g), g.params.size()));
+    if (!full) continue;
     const std::string d = layout::describe(g.layout.layout);
     size_t at = 0;
     while (at < d.size()) {
@@ -121,8 +135,9 @@ nlohmann::json parallel_json(const Reader& reader, const DcpParams& params) {
     j["groups"].push_back(std::move(gj));
   }
   j["files"] = nlohmann::json::array();
+  const auto names = rank_file_names(reader);
   for (const auto& [rank, held] : ranks_by_file(params)) {
-    nlohmann::json fj = {{"file", file_of(reader, rank)}, {"rank", rank}, {"holds", nlohmann::json::array()}};
+    nlohmann::json fj = {{"file", file_of(names, rank)}, {"rank", rank}, {"holds", nlohmann::json::array()}};
     for (const auto& [g, dp] : held) {
       nlohmann::json h = {{"group", g->prefix}, {"tp", g->tp}, {"pp", g->pp}, {"dp", dp}, {"expert", g->expert}};
       if (g->expert) h["ep"] = g->ep;

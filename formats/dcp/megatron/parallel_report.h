@@ -18,8 +18,8 @@ std::string parallel_sizes_string(const ParallelSizes& p);
 
 // The parallel layout's summary lines (indented two spaces), without the groups' layouts.
 std::vector<std::string> parallel_lines(const Reader& reader, const DcpParams& params);
-// Each group's heading and its layout (layout::describe), for inspect's text.
-std::vector<std::string> group_layout_lines(const DcpParams& params);
+// Each group's heading and, when `full`, its layout (layout::describe), for inspect's text.
+std::vector<std::string> group_layout_lines(const DcpParams& params, bool full);
 nlohmann::json parallel_json(const Reader& reader, const DcpParams& params);
 
 }  // namespace fpg::dcp

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Megatron torch_dist benchmarks of BENCHMARKS.md ("Megatron at model parallelism"), measured in one run:
+#
+#  1. index: a synthetic dp_reshardable checkpoint of TP 8 x PP 8 (64 optimizer groups) x DP 32 with
+#     about 1M chunks (`fpgather bench megatron-make`, $LAYERS layers of hidden 128, buckets of 4000
+#     elements); `inspect` and index-only `validate` timed end to end as a user runs them, on one core
+#     (taskset -c 0, --threads 1), $REPS times each: wall, user and system seconds and peak RSS, medians.
+#  2. export: a synthetic TP 2 x PP 2 x DP 2 checkpoint of $EXPORT_LAYERS layers of hidden 1024;
+#     $ROUNDS rounds, each: the page cache dropped, the checkpoint's files read in file order with dd
+#     (the disk's cold-read rate of these bytes); dropped again, `convert --states --dtype fp32` to
+#     $EXPORT_OUT (tmpfs by default, so that the disk only reads). The export's read rate is the
+#     checkpoint's bytes over its wall time; medians and their ratio.
+#
+# Usage: scripts/bench-megatron.sh [WORK_DIR]   (default /tmp/fpgather-bench-megatron, removed at the end)
+# Environment: FPGATHER (default build/fpgather), LAYERS (416), REPS (5), EXPORT_LAYERS (24), ROUNDS (3),
+# EXPORT_OUT (/dev/shm), KEEP=1 keeps WORK_DIR. Dropping the page cache needs root; otherwise each
+# file is evicted with `dd iflag=nocache`.
+set -euo pipefail
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+FPGATHER=${FPGATHER:-$SRC/build/fpgather}
+LAYERS=${LAYERS:-416}
+REPS=${REPS:-5}
+EXPORT_LAYERS=${EXPORT_LAYERS:-24}
+ROUNDS=${ROUNDS:-3}
+EXPORT_OUT=${EXPORT_OUT:-/dev/shm}
+WORK=${1:-/tmp/fpgather-bench-megatron}
+[ -x "$FPGATHER" ] || { echo "no fpgather binary at $FPGATHER (set FPGATHER)" >&2; exit 2; }
+[ -e "$WORK" ] && { echo "$WORK exists; give another WORK_DIR" >&2; exit 2; }
+mkdir -p "$WORK"
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
+
+drop_cache() {
+  sync
+  if [ -w /proc/sys/vm/drop_caches ]; then
+    echo 3 >/proc/sys/vm/drop_caches
+  else
+    find "$@" -type f -exec dd if={} iflag=nocache count=0 status=none \;
+  fi
+}
+median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+core=(taskset -c 0)
+command -v taskset >/dev/null || core=()
+
+echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg)"
+"$FPGATHER" --version | head -1
+
+# 1. index work
+"$FPGATHER" --no-progress bench megatron-make "$WORK/idx" --tp 8 --pp 8 --dp 32 --layers "$LAYERS" --hidden 128 \
+  --ffn 256 --heads 8 --query-groups 8 --vocab 4096 --bucket-size 4000
+for cmd in inspect validate; do
+  : >"$WORK/$cmd.times"
+  for ((i = 0; i < REPS; i++)); do
+    /usr/bin/time -f "%e %U %S %M" -a -o "$WORK/$cmd.times" "${core[@]}" "$FPGATHER" --threads 1 --no-progress $cmd "$WORK/idx" >"$WORK/$cmd.out"
+  done
+  tail -1 "$WORK/$cmd.out" | cut -c1-160
+  printf '%-9s one core, median of %d: %.2f s wall, %.2f s user, %.2f s sys, peak RSS %.0f MiB (walls: %s)\n' "$cmd" "$REPS" \
+    "$(cut -d' ' -f1 "$WORK/$cmd.times" | median)" "$(cut -d' ' -f2 "$WORK/$cmd.times" | median)" \
+    "$(cut -d' ' -f3 "$WORK/$cmd.times" | median)" "$(cut -d' ' -f4 "$WORK/$cmd.times" | median | awk '{print $1 / 1024}')" \
+    "$(cut -d' ' -f1 "$WORK/$cmd.times" | tr '\n' ' ')"
+done
+rm -rf "$WORK/idx"
+
+# 2. export
+"$FPGATHER" --no-progress bench megatron-make "$WORK/exp" --tp 2 --pp 2 --dp 2 --layers "$EXPORT_LAYERS" --hidden 1024 \
+  --ffn 4096 --heads 16 --query-groups 8 --vocab 32768 --bucket-size 40000000
+bytes=$(du -sb "$WORK/exp" | cut -f1)
+: >"$WORK/plain.rates"
+: >"$WORK/export.rates"
+for ((i = 0; i < ROUNDS; i++)); do
+  drop_cache "$WORK/exp"
+  t0=$(date +%s.%N)
+  for f in "$WORK"/exp/.metadata "$WORK"/exp/*; do dd if="$f" of=/dev/null bs=16M status=none; done
+  t1=$(date +%s.%N)
+  echo "$bytes $t0 $t1" | awk '{print $1 / ($3 - $2) / 1e9}' >>"$WORK/plain.rates"
+  drop_cache "$WORK/exp"
+  out="$EXPORT_OUT/fpgather-bench-megatron-export.safetensors"
+  rm -f "$out"
+  /usr/bin/time -f "%e %M" -o "$WORK/export.time" "$FPGATHER" --no-progress convert "$WORK/exp" "$out" --states --dtype fp32 >/dev/null
+  rm -f "$out"
+  read -r wall rss <"$WORK/export.time"
+  echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/export.rates"
+  echo "export peak RSS $((rss / 1024)) MiB" >"$WORK/export.rss"
+done
+plain=$(median <"$WORK/plain.rates")
+export_rate=$(median <"$WORK/export.rates")
+printf 'export of %.2f GB (cold, to %s), median of %d: plain read %.3f GB/s, export %.3f GB/s: %.2f of the plain read; %s (rounds plain: %s; export: %s)\n' \
+  "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$EXPORT_OUT" "$ROUNDS" "$plain" "$export_rate" \
+  "$(echo "$export_rate $plain" | awk '{print $1 / $2}')" "$(cat "$WORK/export.rss")" \
+  "$(tr '\n' ' ' <"$WORK/plain.rates")" "$(tr '\n' ' ' <"$WORK/export.rates")"
