@@ -7,7 +7,8 @@
 # installed only if the machine's python cannot import it already.
 # Usage: scripts/gen-megatron-fixtures.sh OUT_DIR [CONFIG …] [-- GENERATOR_OPTIONS]
 #   CONFIG: a DP=1 configuration (dp1-…), a parallel one (tp2-dp1, pp2-dp1, tp2pp2-dp1, tp2-dp2,
-#   tp2-dp1-buckets, ep2-moe, pp2-dp1-3layers, tp2-dp1-muon) or a fixture folder name
+#   tp2-dp1-buckets, ep2-moe, pp2-dp1-3layers, tp2-dp1-muon, pp2-dp1-tied,
+#   ep2-moe-dense-first) or a fixture folder name
 #   (NAME-dp_reshardable / NAME-fully_reshardable); none: all. GENERATOR_OPTIONS e.g. --jobs 4.
 # The parallel configurations run 2-4 ranks on the one GPU over gloo (testdata/megatron/gloo_one_gpu.py);
 # worker logs land in OUT_DIR/_logs/. testdata/megatron/verify_fixture.py checks a folder afterwards.

@@ -72,6 +72,8 @@ Buffer lay_out_buffer(const model::ModelSpec& spec, const BufferKey& key, const 
   };
   for (auto it = members.rbegin(); it != members.rend(); ++it) {
     const model::Param& p = spec.params[*it];
+    const bool own = !opts.own_bucket.empty() && opts.own_bucket[*it];
+    if (own && buf.params.size() > first_slot) close_bucket(pad_param_start(cursor));
     ParamSlot slot;
     slot.param = *it;
     slot.name = p.name;
@@ -80,7 +82,7 @@ Buffer lay_out_buffer(const model::ModelSpec& spec, const BufferKey& key, const 
     slot.world.end = slot.world.begin + p.numel();
     buf.params.push_back(slot);
     cursor = slot.world.end;
-    if (opts.bucket_size && slot.world.end - bucket_start >= *opts.bucket_size) close_bucket(slot.world.end);
+    if (own || (opts.bucket_size && slot.world.end - bucket_start >= *opts.bucket_size)) close_bucket(slot.world.end);
   }
   if (buf.params.size() > first_slot) close_bucket(buf.params.back().world.end);
   buf.numel = buf.buckets.back().world.end;
@@ -99,6 +101,9 @@ BucketedLayout build_bucketed_layout(const model::ModelSpec& spec, const Buckete
 BucketedLayout build_bucketed_layout(const model::ModelSpec& spec, const BucketedOptions& opts,
                                      const std::vector<uint32_t>& params) {
   if (opts.dp == 0) throw UsageError("layout: dp must be at least 1");
+  if (!opts.own_bucket.empty() && opts.own_bucket.size() != spec.params.size())
+    throw UsageError("layout: own-bucket flags for " + std::to_string(opts.own_bucket.size()) + " params, model has " +
+                     std::to_string(spec.params.size()));
   if (!opts.fp8.empty() && opts.fp8.size() != spec.params.size())
     throw UsageError("layout: fp8 flags for " + std::to_string(opts.fp8.size()) + " params, model has " +
                      std::to_string(spec.params.size()));

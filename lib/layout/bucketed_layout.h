@@ -4,6 +4,8 @@
 //   - one contiguous buffer per BufferKey, in order of the keys' first appearance in registration order;
 //   - params laid out in reverse registration order, each start padded to 64 elements;
 //   - a bucket closes as soon as param_end - bucket_start >= bucket_size; a param never splits;
+//   - a param flagged own_bucket (Megatron's shared embedding) closes the open bucket at its padded
+//     start and is a bucket alone;
 //   - a bucket's end is padded to lcm(dp, 128) (or lcm(dp, 128, 2^16) with pad_for_nccl), and the next
 //     bucket starts there;
 //   - rank r's shard of a bucket at offset O with padded size S is [O + r*L, O + (r+1)*L), L = S/dp,
@@ -33,6 +35,10 @@ struct BucketedOptions {
   bool grad_reduce_in_fp32 = true;  // grad dtype F32 for every buffer, else the param dtype
   // Per spec param: stored as FP8, so it goes to a U8 buffer. Empty: no FP8 params.
   std::vector<bool> fp8;
+  // Per spec param: laid out in a bucket of its own (Megatron's `shared_embedding`: the embedding and
+  // the tied output layer's copy at PP > 1): the open bucket closes at its padded start, and its own
+  // bucket at its end. Empty: none.
+  std::vector<bool> own_bucket;
 };
 
 // A param's place in its buffer.

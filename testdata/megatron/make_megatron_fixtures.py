@@ -40,6 +40,9 @@ RMSNorm, bf16 with fp32 grads/masters, Adam (distributed optimizer), 3 steps, se
   pp2-dp1-3layers  3 layers at PP 2 (2 on the first stage, 1 on the last)
   tp2-dp1-muon     LayerWise Muon at TP 2 (Adam for embedding, output layer, norms); with the
                    dp_reshardable metadata its keys carry chained_0./chained_1.
+  pp2-dp1-tied     PP 2, output layer tied to the embedding (the last stage's copy is checkpointed
+                   under the embedding's key as a replica); saved with verify_integrity (integrity.json)
+  ep2-moe-dense-first  as ep2-moe, but layer 0 dense (moe_layer_freq [0, 1]); verify_integrity
 With PP > 1 there is no forward/backward (gloo cannot pass CUDA tensors point-to-point): each step
 fills main_grad with a seeded draw over the parameter's whole global tensor (replicas equal), then
 steps. truth.json (parallel): config (tp/pp/ep/dp, world, sharding), params (whole parameters with
@@ -79,7 +82,7 @@ def build(cfg):
         add_bias_linear=False, bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
         use_cpu_initialization=True, hidden_dropout=0.0, attention_dropout=0.0)
     model = GPTModel(config=tcfg, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
-                     vocab_size=64, max_sequence_length=16, share_embeddings_and_output_weights=False,
+                     vocab_size=64, max_sequence_length=16, share_embeddings_and_output_weights=cfg["tied"],
                      position_embedding_type="rope")
     if layer_wise:
         # Megatron's non-distributed mixed-precision optimizer cannot save fp32 norm weights.
@@ -269,7 +272,8 @@ CONFIGS = {
 # Model shape shared by every parallel configuration; each entry overrides what it needs.
 PAR_DEFAULTS = dict(tp=1, pp=1, dp=1, ep=1, layers=2, hidden=32, ffn=16, heads=4, query_groups=2,
                     vocab=64, experts=None, moe_ffn=8, first_stage_layers=None, optimizer="adam",
-                    overlap_grad_reduce=False, bucket_size=None, pad_for_nccl=False, steps=3, seed=1234)
+                    overlap_grad_reduce=False, bucket_size=None, pad_for_nccl=False, steps=3, seed=1234,
+                    tied=False, moe_freq=None, integrity=False)
 
 # name -> configuration; each is trained once and saved twice, as NAME-dp_reshardable and
 # NAME-fully_reshardable. With pp > 1 there is no forward/backward (gloo cannot send CUDA tensors
@@ -293,6 +297,13 @@ PAR_CONFIGS = {
     "pp2-dp1-3layers": dict(pp=2, layers=3, first_stage_layers=2),
     # LayerWise Muon (emerging-optimizers) at TP 2, Adam for embeddings, output layer and norms.
     "tp2-dp1-muon": dict(tp=2, optimizer="muon"),
+    # PP 2 with the output layer tied to the embedding: the last stage holds a copy of the embedding
+    # (checkpointed under the embedding's key as a replica) in its own buffers; saved with
+    # verify_integrity (integrity.json: SHA-256 of every file).
+    "pp2-dp1-tied": dict(pp=2, tied=True, integrity=True),
+    # A MoE whose first layer is dense (moe_layer_freq [0, 1]): dense and expert MLP keys each cover
+    # only their layers of the stacked layer axis; saved with verify_integrity.
+    "ep2-moe-dense-first": dict(dp=2, ep=2, experts=4, moe_freq=[0, 1], integrity=True),
 }
 SHARDINGS = ("dp_reshardable", "fully_reshardable")
 
@@ -322,6 +333,8 @@ def par_build(cfg):
         moe = dict(num_moe_experts=cfg["experts"], moe_ffn_hidden_size=cfg["moe_ffn"], moe_router_topk=2,
                    moe_token_dispatcher_type="allgather", moe_aux_loss_coeff=0.0,
                    moe_router_load_balancing_type="none", moe_grouped_gemm=False)
+        if cfg["moe_freq"]:
+            moe["moe_layer_freq"] = cfg["moe_freq"]
     tcfg = TransformerConfig(
         num_layers=cfg["layers"], hidden_size=cfg["hidden"], ffn_hidden_size=cfg["ffn"],
         num_attention_heads=cfg["heads"], num_query_groups=cfg["query_groups"],
@@ -333,10 +346,15 @@ def par_build(cfg):
         num_layers_in_first_pipeline_stage=cfg["first_stage_layers"],
         num_layers_in_last_pipeline_stage=(cfg["layers"] - cfg["first_stage_layers"])
         if cfg["first_stage_layers"] else None, **moe)
-    spec = get_gpt_layer_local_spec(num_experts=cfg["experts"], moe_grouped_gemm=False,
-                                    normalization="RMSNorm")
+    if cfg["moe_freq"]:
+        from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+        spec = get_gpt_decoder_block_spec(tcfg, use_transformer_engine=False, normalization="RMSNorm",
+                                          pp_rank=ps.get_pipeline_model_parallel_rank())
+    else:
+        spec = get_gpt_layer_local_spec(num_experts=cfg["experts"], moe_grouped_gemm=False,
+                                        normalization="RMSNorm")
     model = GPTModel(config=tcfg, transformer_layer_spec=spec, vocab_size=cfg["vocab"],
-                     max_sequence_length=16, share_embeddings_and_output_weights=False,
+                     max_sequence_length=16, share_embeddings_and_output_weights=cfg["tied"],
                      position_embedding_type="rope", pre_process=ps.is_pipeline_first_stage(),
                      post_process=ps.is_pipeline_last_stage())
     if layer_wise:
@@ -376,8 +394,10 @@ def truth_name(key, prepended):
     experts.linear_fc1.weight at (1, 3) -> decoder.layers.1.mlp.experts.experts.3.linear_fc1.weight."""
     out = key[len("module."):] if key.startswith("module.") else key
     rest = list(prepended)
-    if rest:
-        i = out.find("layers.")
+    i = out.find("layers.")
+    # A model of mixed dense and MoE layers keys each layer by its index ("decoder.layers.1.mlp.experts.
+    # experts.linear_fc1.weight", the experts prepended): only the expert is put back.
+    if rest and not out[i + len("layers."):][:1].isdigit():
         assert i >= 0, key
         j = i + len("layers.")
         out = f"{out[:j]}{rest.pop(0)}.{out[j:]}"
@@ -680,7 +700,8 @@ def par_worker(name, rank, world, port, out_root):
         state = {"model": model_sd,
                  "optimizer": opt.sharded_state_dict(model_sd, is_loading=False, metadata=metadata),
                  "iteration": cfg["steps"]}
-        dist_checkpointing.save(state, os.path.join(d, "ckpt"), content_metadata=metadata)
+        dist_checkpointing.save(state, os.path.join(d, "ckpt"), content_metadata=metadata,
+                                verify_integrity=cfg["integrity"])
         dist.barrier()
 
     if rank == 0:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Megatron-Core's integrity.json (dist_checkpointing.save(..., verify_integrity=True)): the manifest
-# is made here as Megatron makes it (SHA-256 of every regular file, by plain name, sha256sum standing
+# Megatron-Core's integrity.json (dist_checkpointing.save(..., verify_integrity=True)): those of the
+# fixtures Megatron wrote verify; for the cases, the manifest is made here as Megatron makes it (SHA-256 of every regular file, by plain name, sha256sum standing
 # in for hashlib) over a fixture Megatron wrote; inspect reports it, index-only validate checks each
 # listed file exists, validate --data hashes them: a changed byte, a missing file, a file added
 # afterwards and manifests that are not one (another algorithm, a path, a bad digest) each named.
@@ -24,6 +24,12 @@ manifest() {
   mv "$WORK/manifest.tmp" "$dir/integrity.json"
 }
 fresh() { rm -rf "$WORK/c"; cp -r "$SRC_CKPT" "$WORK/c"; manifest "$WORK/c" "$@"; }
+
+# Manifests Megatron-Core wrote itself (save(..., verify_integrity=True)).
+for c in pp2-dp1-tied-dp_reshardable ep2-moe-dense-first-fully_reshardable; do
+  expect_exit 0 "${F[@]}" validate --data "$TESTDATA/megatron/parallel/$c/ckpt"
+  expect_in "$WORK/out" "integrity.json: 4 files SHA-256 checked; 0 problems"
+done
 
 fresh
 expect_exit 0 "${F[@]}" inspect "$WORK/c"

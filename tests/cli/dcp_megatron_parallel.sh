@@ -37,7 +37,8 @@ expect_in "$WORK/out" '"parallel"'
 expect_in "$WORK/out" '"dp_is_smallest"'
 
 # Every fixture validates with its data read; each dp_reshardable one equals its fully_reshardable twin.
-for c in tp2-dp1 pp2-dp1 pp2-dp1-3layers tp2pp2-dp1 tp2-dp2 tp2-dp1-buckets tp2-dp1-muon ep2-moe; do
+for c in tp2-dp1 pp2-dp1 pp2-dp1-3layers tp2pp2-dp1 tp2-dp2 tp2-dp1-buckets tp2-dp1-muon ep2-moe \
+         pp2-dp1-tied ep2-moe-dense-first; do
   for form in dp_reshardable fully_reshardable; do
     expect_exit 0 "${F[@]}" validate --data "$M/$c-$form/ckpt"
     expect_in "$WORK/out" "; 0 problems"

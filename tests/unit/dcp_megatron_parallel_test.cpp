@@ -110,9 +110,33 @@ TEST_CASE("ParallelModel: pipeline stages hold their layers, the embedding first
   const std::vector<std::string> last = names(model.dense_rank(0, 1, 2, false, true));
   CHECK(first.front() == "embedding.word_embeddings.weight");
   CHECK(first.size() == 1 + 5);
-  CHECK(last.size() == 2 * 5 + 1);
+  // No output layer key: the output layer is tied to the embedding, and the last stage holds a copy
+  // of it after the final norm, each in a bucket of its own (Megatron's shared embedding).
+  CHECK(model.tied_output());
+  REQUIRE(last.size() == 2 * 5 + 2);
   CHECK(last.front() == "decoder.layers.1.self_attention.linear_qkv.layer_norm_weight");
-  CHECK(last.back() == "decoder.final_layernorm.weight");
+  CHECK(last[last.size() - 2] == "decoder.final_layernorm.weight");
+  CHECK(last.back() == "output_layer.weight");
+  const std::vector<LocalParam> last_params = model.dense_rank(1, 1, 2, false, true);
+  CHECK(last_params.back().param == 0);  // the embedding's TP piece of rank 1
+  CHECK(last_params.back().local.own_bucket);
+  CHECK(last_params.back().pieces[0].box.offsets == std::vector<uint64_t>{32, 0});
+  CHECK(model.dense_rank(0, 0, 1, true, false).front().local.own_bucket);
+  // At PP 1 the one stage holds the embedding once, in the buckets as any parameter.
+  const std::vector<LocalParam> only = model.dense_rank(0, 0, 3, true, true);
+  CHECK(only.size() == 1 + 3 * 5 + 1);
+  CHECK_FALSE(only.front().local.own_bucket);
+
+  // With an output layer key nothing is tied.
+  std::vector<ModelKey> untied = gpt_tp2(3);
+  untied.push_back({"module.output_layer.weight", DType::BF16, {64, 8}, split({64, 8}, 0, 2)});
+  const std::vector<MegatronParam> uparams = megatron_params(untied);
+  const ParallelModel umodel(uparams);
+  CHECK_FALSE(umodel.tied_output());
+  const std::vector<std::string> ulast = names(umodel.dense_rank(0, 1, 2, false, true));
+  CHECK(ulast.back() == "output_layer.weight");
+  CHECK(ulast[ulast.size() - 2] == "decoder.final_layernorm.weight");
+  CHECK_FALSE(umodel.dense_rank(0, 0, 1, true, false).front().local.own_bucket);
 }
 
 TEST_CASE("ParallelModel: experts per expert-parallel rank, sequential or grouped", "[dcp][megatron]") {

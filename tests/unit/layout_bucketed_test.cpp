@@ -303,3 +303,35 @@ TEST_CASE("fragment_of follows Megatron's _build_model_gbuf_param_range_map", "[
   CHECK(!fragment_of({1280, 1580}, 1152, 128, 0));
   CHECK(!fragment_of({0, 10}, 0, 384, 1));
 }
+
+TEST_CASE("bucketed layout: a shared embedding is a bucket of its own", "[layout][bucketed]") {
+  // Registration [emb 200, a 100, b 70]; layout order b, a, emb. Megatron's shared_embedding closes
+  // the open bucket at emb's padded start (pad64(228) = 256) and emb's own bucket at its end.
+  BucketedOptions o = opts(1);
+  o.own_bucket = {true, false, false};
+  const BucketedLayout L = build_bucketed_layout(vectors({200, 100, 70}), o);
+  REQUIRE(L.buffers.size() == 1);
+  const Buffer& b = L.buffers[0];
+  REQUIRE(b.buckets.size() == 2);
+  CHECK(b.buckets[0].world == Range{0, 256});
+  CHECK(b.buckets[0].numel_unpadded == 256);
+  CHECK(b.buckets[1].world == Range{256, 512});
+  CHECK(b.buckets[1].numel_unpadded == 200);
+  CHECK(b.params[2].world == Range{256, 456});
+  CHECK(b.numel == 512);
+  // A bucket size closes buckets as before, the shared embedding still alone: b + a reach 228 >= 200.
+  o.bucket_size = 200;
+  const BucketedLayout S = build_bucketed_layout(vectors({200, 100, 70}), o);
+  REQUIRE(S.buffers[0].buckets.size() == 2);
+  CHECK(S.buffers[0].buckets[0].numel_unpadded == 228);
+  CHECK(S.buffers[0].buckets[1].world == Range{256, 512});
+  // First in layout order (registered last): nothing to close before it.
+  o.bucket_size = std::nullopt;
+  o.own_bucket = {false, false, true};
+  const BucketedLayout F = build_bucketed_layout(vectors({200, 100, 70}), o);
+  REQUIRE(F.buffers[0].buckets.size() == 2);
+  CHECK(F.buffers[0].buckets[0].numel_unpadded == 70);
+  CHECK(F.buffers[0].buckets[1].world.begin == 128);
+  o.own_bucket = {true};
+  CHECK_THROWS_AS(build_bucketed_layout(vectors({200, 100, 70}), o), UsageError);
+}

@@ -52,6 +52,27 @@ std::vector<Box> chunks_inside(const ModelKey& key, const std::vector<uint64_t>&
   return out;
 }
 
+// N of a key naming its layer, "….layers.N.…" (the last "layers." of the key), up to 9 digits.
+std::optional<uint64_t> layer_index(const std::string& key) {
+  const size_t at = key.rfind("layers.");
+  if (at == std::string::npos || (at > 0 && key[at - 1] != '.')) return std::nullopt;
+  size_t i = at + 7, n = 0;
+  uint64_t v = 0;
+  while (i + n < key.size() && n < 10 && std::isdigit(static_cast<unsigned char>(key[i + n]))) {
+    v = v * 10 + static_cast<uint64_t>(key[i + n] - '0');
+    ++n;
+  }
+  if (n == 0 || n > 9 || i + n >= key.size() || key[i + n] != '.') return std::nullopt;
+  return v;
+}
+
+// A layer's MoE expert key stacking its experts: "….layers.N.mlp.experts.NAME", NAME not an index.
+bool is_layer_expert_key(const std::string& key) {
+  const size_t at = key.rfind(".experts.");
+  return key.find(".mlp.experts.") != std::string::npos && at != std::string::npos && at + 9 < key.size() &&
+         !std::isdigit(static_cast<unsigned char>(key[at + 9]));
+}
+
 }  // namespace
 
 bool is_expert_key(const std::string& key) {
@@ -86,8 +107,22 @@ std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_ke
     stacked.push_back(&k);
   }
   std::vector<MegatronParam> out;
+  // A key outside the stacks: a whole parameter, or, in a model whose layers differ (dense and MoE
+  // layers mixed), one layer's parameter named by its index, whose MoE expert keys stack that layer's
+  // experts along their first axis.
   auto whole = [&](const ModelKey& k) {
-    MegatronParam p{strip_module_prefix(k.key), k.key, std::nullopt, std::nullopt, k.shape, k.dtype, 0, {}};
+    const std::optional<uint64_t> layer = layer_index(k.key);
+    if (layer && is_layer_expert_key(k.key) && !k.shape.empty()) {
+      for (uint64_t e = 0; e < k.shape[0]; ++e) {
+        MegatronParam p{with_expert(strip_module_prefix(k.key), e), k.key, layer, e,
+                        std::vector<uint64_t>(k.shape.begin() + 1, k.shape.end()), k.dtype, 0, {}};
+        p.key_offset = e * numel_of(p.shape);
+        p.chunks = chunks_inside(k, {e});
+        out.push_back(std::move(p));
+      }
+      return;
+    }
+    MegatronParam p{strip_module_prefix(k.key), k.key, layer, std::nullopt, k.shape, k.dtype, 0, {}};
     p.chunks = chunks_inside(k, {});
     out.push_back(std::move(p));
   };
@@ -135,7 +170,7 @@ namespace {
 // (lo, hi], and whether any buffer has several buckets.
 struct UnpaddedWalk {
   uint64_t lo = 0, hi = std::numeric_limits<uint64_t>::max();
-  bool several = false;
+  bool several = false;  // some bucket closed by the bucket size (not the last, not a shared embedding's)
   bool grad_fp32 = true;
 };
 
@@ -177,21 +212,50 @@ std::optional<UnpaddedWalk> walk_unpadded(const std::vector<MegatronParam>& para
       mismatch = where + ": no model parameter has this buffer's dtypes";
       return std::nullopt;
     }
-    several = several || sb.numel_unpadded.size() > 1;
     size_t k = 0;
     uint64_t bucket_start = 0, cursor = 0;
+    bool open = false;  // the current bucket holds a parameter
     for (auto it = members[g].rbegin(); it != members[g].rend(); ++it) {
       const MegatronParam& p = params[*it];
-      const uint64_t start = layout::pad_param_start(cursor);
-      const uint64_t end = start + numel_of(p.shape);
-      const bool last = std::next(it) == members[g].rend();
+      uint64_t start = layout::pad_param_start(cursor);
       if (k >= sb.numel_unpadded.size()) {
         mismatch = where + ": parameter " + p.name + " lies past the last stored bucket";
         return std::nullopt;
       }
+      if (p.own_bucket && open) {  // the open bucket closes where the shared embedding would start
+        if (start - bucket_start != sb.numel_unpadded[k] || sb.numel[k] < sb.numel_unpadded[k]) {
+          mismatch = where + " bucket " + std::to_string(k) + ": stored numel_unpadded " +
+                     std::to_string(sb.numel_unpadded[k]) + ", but the recomputed layout closes it at " +
+                     std::to_string(start - bucket_start) + " before the shared embedding " + p.name;
+          return std::nullopt;
+        }
+        bucket_start += sb.numel[k];
+        cursor = start = bucket_start;
+        ++k;
+        if (k >= sb.numel_unpadded.size()) {
+          mismatch = where + ": the shared embedding " + p.name + " lies past the last stored bucket";
+          return std::nullopt;
+        }
+      }
+      const uint64_t end = start + numel_of(p.shape);
+      const bool last = std::next(it) == members[g].rend();
+      // Closed regardless of the bucket size: the last parameter, a shared embedding, and the one
+      // before a shared embedding.
+      const bool forced = last || p.own_bucket || params[*std::next(it)].own_bucket;
       const uint64_t rel = end - bucket_start;
       const uint64_t want = sb.numel_unpadded[k];
-      if (rel < want && !last) {
+      open = true;
+      if (!p.own_bucket && !last && params[*std::next(it)].own_bucket) {
+        if (rel > want) {
+          mismatch = where + " bucket " + std::to_string(k) + ": stored numel_unpadded " + std::to_string(want) +
+                     ", but the recomputed layout puts parameter " + p.name + " across it";
+          return std::nullopt;
+        }
+        lo = std::max(lo, rel);
+        cursor = end;
+        continue;
+      }
+      if (rel < want && !forced) {
         lo = std::max(lo, rel);
         cursor = end;
         continue;
@@ -204,7 +268,10 @@ std::optional<UnpaddedWalk> walk_unpadded(const std::vector<MegatronParam>& para
                                                                 : "ends the buffer at " + std::to_string(rel));
         return std::nullopt;
       }
-      if (!last) hi = std::min(hi, rel);
+      if (!forced) {
+        hi = std::min(hi, rel);
+        several = true;
+      }
       if (sb.numel[k] < want) {
         mismatch = where + " bucket " + std::to_string(k) + ": per_bucket_numel " + std::to_string(sb.numel[k]) +
                    " is smaller than numel_unpadded " + std::to_string(want);
@@ -212,6 +279,7 @@ std::optional<UnpaddedWalk> walk_unpadded(const std::vector<MegatronParam>& para
       }
       bucket_start += sb.numel[k];
       cursor = bucket_start;
+      open = false;
       ++k;
     }
     if (k != sb.numel_unpadded.size()) {
@@ -269,6 +337,8 @@ std::optional<RecoveredLayout> recover_layout(const std::vector<MegatronParam>& 
   opts.dp = dp;
   opts.pad_for_nccl = *pad_for_nccl;
   opts.grad_reduce_in_fp32 = grad_fp32;
+  if (std::any_of(params.begin(), params.end(), [](const MegatronParam& p) { return p.own_bucket; }))
+    for (const MegatronParam& p : params) opts.own_bucket.push_back(p.own_bucket);
   if (several) {
     r.bucket_size_lo = lo;
     if (hi != std::numeric_limits<uint64_t>::max()) r.bucket_size_hi = hi;

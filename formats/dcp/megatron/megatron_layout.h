@@ -46,6 +46,9 @@ struct MegatronParam {
   DType dtype = DType::BF16;
   uint64_t key_offset = 0;      // element of the key's flat extent where the parameter begins
   std::vector<Box> chunks;      // the key's chunks inside this parameter, in its own coordinates
+  // Megatron's `shared_embedding` (a tied embedding or its output-layer copy at PP > 1): laid out in
+  // a bucket of its own (layout::BucketedOptions::own_bucket). Set on a rank's local parameters.
+  bool own_bucket = false;
 };
 
 // Whether a stored model key stacks layers along its first axis: a "layers." not followed by a

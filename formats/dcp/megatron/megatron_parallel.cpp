@@ -60,6 +60,8 @@ ParallelModel::ParallelModel(const std::vector<MegatronParam>& params) : params_
       layers_ = std::max<uint64_t>(layers_, *p.layer + 1);
     }
     if (p.expert) experts_ = std::max<uint64_t>(experts_, *p.expert + 1);
+    if (p.name == "embedding.word_embeddings.weight") embedding_ = i;
+    if (p.name == "output_layer.weight") has_output_layer_ = true;
   }
   tp_ = tp_of(params, false);
   etp_ = tp_of(params, true);
@@ -124,7 +126,18 @@ std::vector<LocalParam> ParallelModel::dense_rank(uint32_t tp, uint64_t first, u
     if (mp.expert) continue;
     const bool held = mp.layer ? *mp.layer >= first && *mp.layer - first < count
                                : (p < first_layered_ ? first_stage : last_stage);
-    if (held) out.push_back(local_of(p, tp, tp_));
+    if (!held) continue;
+    out.push_back(local_of(p, tp, tp_));
+    // At PP > 1 a tied embedding is Megatron's shared embedding on the first stage.
+    if (tied_output() && embedding_ == p && !last_stage) out.back().local.own_bucket = true;
+  }
+  // An output layer tied to the embedding: the last stage registers its own copy after the final
+  // norm, checkpointed under the embedding's key (a replica of the first stage's).
+  if (tied_output() && last_stage && !first_stage) {
+    LocalParam copy = local_of(*embedding_, tp, tp_);
+    copy.local.name = "output_layer.weight";
+    copy.local.own_bucket = true;
+    out.push_back(std::move(copy));
   }
   return out;
 }

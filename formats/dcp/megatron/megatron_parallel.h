@@ -10,12 +10,15 @@
 //   T chunks         split along one axis: rank i holds the i-th by offset;
 //   2T chunks        a gated linear_fc1, stored [w_0 … w_{T-1}, v_0 … v_{T-1}] along axis 0: rank i
 //                    holds [w_i; v_i].
+// A last pipeline stage of a model whose output layer is tied to the embedding also holds a copy of
+// the embedding as "output_layer.weight" (Megatron's shared embedding on the last stage).
 // T is the dense TP size (expert TP for expert keys): the smallest chunk count above 1 among the
 // parameters other than linear_fc1 (linear_proj and linear_fc2 are always split), else linear_fc1's
 // count / 2, else 1.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,9 @@ class ParallelModel {
   uint64_t layers() const { return layers_; }
   uint64_t experts() const { return experts_; }  // per MoE layer; 0 without experts
   bool has_experts() const { return experts_ > 0; }
+  // Whether the output layer is tied to the embedding: the model keys hold the embedding and no
+  // output layer (at PP > 1 the last stage holds a copy of the embedding in its buffers).
+  bool tied_output() const { return embedding_.has_value() && !has_output_layer_; }
 
   // The dense (non-expert) local parameters of TP rank `tp` on the stage holding layers
   // [first, first + count), in registration order; the first stage holds the parameters registered
@@ -69,6 +75,8 @@ class ParallelModel {
   uint32_t tp_ = 1, etp_ = 1;
   uint64_t layers_ = 0, experts_ = 0;
   size_t first_layered_ = 0;  // index of the first parameter of a layer (params_.size() if none)
+  std::optional<size_t> embedding_;  // the parameter "embedding.word_embeddings.weight"
+  bool has_output_layer_ = false;
 };
 
 }  // namespace fpg::dcp
