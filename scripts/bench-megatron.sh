@@ -7,9 +7,11 @@
 #     (taskset -c 0, --threads 1), $REPS times each: wall, user and system seconds and peak RSS, medians.
 #  2. export: a synthetic TP 2 x PP 2 x DP 2 checkpoint of $EXPORT_LAYERS layers of hidden 1024;
 #     $ROUNDS rounds, each: the page cache dropped, the checkpoint's files read in file order with dd
-#     (the disk's cold-read rate of these bytes); dropped again, `convert --states --dtype fp32` to
+#     (the disk's cold-read rate of these bytes); dropped again, the same files copied into one file in
+#     $EXPORT_OUT with cat (the duplex rate: read these bytes, write as many); dropped again,
+#     `convert --states --dtype fp32` to
 #     $EXPORT_OUT (tmpfs by default, so that the disk only reads). The export's read rate is the
-#     checkpoint's bytes over its wall time; medians and their ratio.
+#     checkpoint's bytes over its wall time; medians and its ratios to both.
 #
 # Usage: scripts/bench-megatron.sh [WORK_DIR]   (default /tmp/fpgather-bench-megatron, removed at the end)
 # Environment: FPGATHER (default build/fpgather), LAYERS (416), REPS (5), EXPORT_LAYERS (24), ROUNDS (3),
@@ -67,12 +69,19 @@ rm -rf "$WORK/idx"
 bytes=$(du -sb "$WORK/exp" | cut -f1)
 : >"$WORK/plain.rates"
 : >"$WORK/export.rates"
+: >"$WORK/copy.rates"
 for ((i = 0; i < ROUNDS; i++)); do
   drop_cache "$WORK/exp"
   t0=$(date +%s.%N)
   for f in "$WORK"/exp/.metadata "$WORK"/exp/*; do dd if="$f" of=/dev/null bs=16M status=none; done
   t1=$(date +%s.%N)
   echo "$bytes $t0 $t1" | awk '{print $1 / ($3 - $2) / 1e9}' >>"$WORK/plain.rates"
+  drop_cache "$WORK/exp"
+  t0=$(date +%s.%N)
+  cat "$WORK"/exp/.metadata "$WORK"/exp/* >"$EXPORT_OUT/fpgather-bench-megatron-copy"
+  t1=$(date +%s.%N)
+  rm -f "$EXPORT_OUT/fpgather-bench-megatron-copy"
+  echo "$bytes $t0 $t1" | awk '{print $1 / ($3 - $2) / 1e9}' >>"$WORK/copy.rates"
   drop_cache "$WORK/exp"
   out="$EXPORT_OUT/fpgather-bench-megatron-export.safetensors"
   rm -f "$out"
@@ -83,8 +92,10 @@ for ((i = 0; i < ROUNDS; i++)); do
   echo "export peak RSS $((rss / 1024)) MiB" >"$WORK/export.rss"
 done
 plain=$(median <"$WORK/plain.rates")
+copy=$(median <"$WORK/copy.rates")
 export_rate=$(median <"$WORK/export.rates")
-printf 'export of %.2f GB (cold, to %s), median of %d: plain read %.3f GB/s, export %.3f GB/s: %.2f of the plain read; %s (rounds plain: %s; export: %s)\n' \
-  "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$EXPORT_OUT" "$ROUNDS" "$plain" "$export_rate" \
-  "$(echo "$export_rate $plain" | awk '{print $1 / $2}')" "$(cat "$WORK/export.rss")" \
-  "$(tr '\n' ' ' <"$WORK/plain.rates")" "$(tr '\n' ' ' <"$WORK/export.rates")"
+printf 'export of %.2f GB (cold, to %s), median of %d: plain read %.3f GB/s, plain copy to %s %.3f GB/s, export %.3f GB/s: %.2f of the read, %.2f of the copy; %s\n' \
+  "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$EXPORT_OUT" "$ROUNDS" "$plain" "$EXPORT_OUT" "$copy" "$export_rate" \
+  "$(echo "$export_rate $plain" | awk '{print $1 / $2}')" "$(echo "$export_rate $copy" | awk '{print $1 / $2}')" \
+  "$(cat "$WORK/export.rss")"
+echo "rounds: read $(tr '\n' ' ' <"$WORK/plain.rates"); copy $(tr '\n' ' ' <"$WORK/copy.rates"); export $(tr '\n' ' ' <"$WORK/export.rates")"

@@ -403,6 +403,34 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
   return true;
 }
 
+void DcpParams::check_saved_args(const MegatronCommonState& common, ParallelSizes& sizes, bool experts) const {
+  const bool smallest = std::any_of(groups_.begin(), groups_.end(), [](const OptimizerGroup& g) { return g.dp_is_smallest; });
+  std::string conflicts;
+  auto against = [&](const char* arg, uint64_t recovered, const char* what) {
+    const std::optional<int64_t> v = common.int_arg(arg);
+    if (v && *v > 0 && static_cast<uint64_t>(*v) != recovered)
+      conflicts += (conflicts.empty() ? "" : "; ") + std::string(arg) + " " + std::to_string(*v) + ", " + what + " " +
+                   std::to_string(recovered);
+  };
+  against("tensor_model_parallel_size", sizes.tp, "the model keys' TP pieces give");
+  against("pipeline_model_parallel_size", sizes.pp, "the optimizer groups give PP");
+  if (experts) {
+    against("expert_model_parallel_size", sizes.ep, "the expert groups give EP");
+    against("expert_tensor_parallel_size", sizes.expert_tp, "the expert keys' pieces give expert TP");
+  }
+  const std::optional<int64_t> cp = common.int_arg("context_parallel_size");
+  if (cp && *cp > 1 && *cp <= int64_t{ckpt::kMaxRanks}) {
+    if (!smallest && sizes.dp % static_cast<uint64_t>(*cp) != 0)
+      conflicts += (conflicts.empty() ? "" : "; ") + std::string("context_parallel_size ") + std::to_string(*cp) +
+                   ", which does not divide the " + std::to_string(sizes.dp) + " ranks the optimizer shards over";
+    else
+      sizes.cp = static_cast<uint32_t>(*cp);
+  }
+  if (!smallest) against("data_parallel_size", sizes.dp / sizes.cp, "the buckets' shards give");
+  if (!conflicts.empty())
+    throw Error(ExitCode::check_failed, r_.dir() + ": the saved training args disagree with the checkpoint: " + conflicts);
+}
+
 void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries) {
   const Metadata& md = r_.metadata();
   form_ = OptimizerForm::dp_reshardable;
@@ -609,6 +637,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
     keys_of.push_back(gk);
   }
   if (expert.empty()) sizes.expert_dp = sizes.dp;
+  if (common) check_saved_args(*common, sizes, model.has_experts());
 
   // Per parameter, the (group, local parameter) pairs holding it.
   std::vector<std::vector<std::pair<size_t, size_t>>> holders(params.size());

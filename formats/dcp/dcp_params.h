@@ -35,6 +35,7 @@
 
 #include "ckpt/param_source.h"
 #include "ckpt/problem.h"
+#include "formats/dcp/megatron/megatron_common_state.h"
 #include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/megatron/megatron_parallel.h"
 #include "formats/dcp/reader.h"
@@ -85,6 +86,9 @@ struct OptimizerGroup {
 struct ParallelSizes {
   uint32_t tp = 1, pp = 1, ep = 1, expert_tp = 1;
   uint32_t dp = 1, expert_dp = 1;     // the largest over the groups
+  // Context parallelism, from Megatron-LM's saved args (the keys do not show it): the distributed
+  // optimizer shards over DP × CP ranks, so `dp` is that product and the data-parallel size dp / cp.
+  uint32_t cp = 1;
   std::vector<uint64_t> stage_layers; // per pipeline stage, its number of layers
 };
 
@@ -151,6 +155,9 @@ class DcpParams : public ckpt::ParamSource {
   void map_plain();
   void map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries);
   struct GroupKeys;
+  // Megatron-LM's saved args against the recovered sizes (TP, PP, EP, expert TP, DP): fpg::Error
+  // (check failed) listing every disagreement; sets sizes.cp from context_parallel_size.
+  void check_saved_args(const MegatronCommonState& common, ParallelSizes& sizes, bool experts) const;
   // Recovers one group's layout and DP size over its local parameters; `mismatch` says why not.
   bool recover_group(const GroupKeys& keys, OptimizerGroup& group, std::string& mismatch) const;
   void read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, uint64_t hi, void* out) const;

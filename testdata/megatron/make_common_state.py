@@ -13,6 +13,9 @@ same GLOBAL / REDUCE / NEWOBJ opcodes torch.save writes for the real objects (pr
 archive has torch.save's records. Writes:
   megatron_lm.pt      a TP 2 × PP 2 run (the shape of testdata/megatron/parallel/tp2pp2-dp1-*), iteration 3
   megatron_lm_vpp.pt  the same with virtual_pipeline_model_parallel_size 2
+  megatron_lm_dp1.pt  a run at TP = PP = DP = 1 (the shape of testdata/megatron/dp1-*)
+  megatron_lm_tp2_cp2.pt  a TP 2 × CP 2 run (world 4): its optimizer shards over DP × CP = 2 ranks,
+                      as the TP 2 × DP 2 fixture's do (testdata/megatron/parallel/tp2-dp2-*)
   mcore_api.pt        what dist_checkpointing.save called directly stores: the optimizer's sharding
                       type, no content_metadata
   vpp_per_bucket_numel.pt  a per_bucket_numel object of two model chunks (four buffers, each dtype pair
@@ -64,7 +67,7 @@ RerunState = register("megatron.core.rerun_state_machine",
                       enum.Enum("RerunState", [("NOT_RUNNING_YET", 0), ("INITIAL_RUN", 1)]))
 
 
-def args(vpp):
+def args(vpp, tp=2, pp=2, cp=1, dp=1):
     a = argparse.Namespace()
     a.num_layers = 2
     a.hidden_size = 32
@@ -75,14 +78,14 @@ def args(vpp):
     a.seq_length = 16
     a.max_position_embeddings = 16
     a.padded_vocab_size = 64
-    a.tensor_model_parallel_size = 2
-    a.pipeline_model_parallel_size = 2
+    a.tensor_model_parallel_size = tp
+    a.pipeline_model_parallel_size = pp
     a.virtual_pipeline_model_parallel_size = vpp
-    a.context_parallel_size = 1
+    a.context_parallel_size = cp
     a.expert_model_parallel_size = 1
     a.expert_tensor_parallel_size = 2
-    a.data_parallel_size = 1
-    a.world_size = 4
+    a.data_parallel_size = dp
+    a.world_size = tp * pp * cp * dp
     a.num_experts = None
     a.micro_batch_size = 2
     a.global_batch_size = 4
@@ -109,9 +112,9 @@ def args(vpp):
     return a
 
 
-def common_state(vpp):
+def common_state(vpp, **sizes):
     return [{
-        "args": args(vpp),
+        "args": args(vpp, **sizes),
         "checkpoint_version": 3.0,
         "iteration": 3,
         "optimizer": {"param_state_sharding_type": "dp_reshardable"},
@@ -142,6 +145,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     (out / "megatron_lm.pt").write_bytes(torch_save(common_state(None)))
     (out / "megatron_lm_vpp.pt").write_bytes(torch_save(common_state(2)))
+    (out / "megatron_lm_dp1.pt").write_bytes(torch_save(common_state(None, tp=1, pp=1)))
+    (out / "megatron_lm_tp2_cp2.pt").write_bytes(torch_save(common_state(None, tp=2, pp=1, cp=2, dp=1)))
     (out / "mcore_api.pt").write_bytes(torch_save([{"optimizer": {"param_state_sharding_type": "dp_reshardable"}}]))
     bf16, f32 = (torch.bfloat16, torch.float32), (torch.float32, torch.float32)
     chunks = [{bf16: [3328]}, {f32: [128]}, {bf16: [3328]}, {f32: [128]}]

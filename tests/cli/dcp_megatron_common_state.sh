@@ -47,6 +47,22 @@ expect_exit 0 "${F[@]}" validate "$WORK/vpp2"
 expect_in "$WORK/out" "has buffers gbuf_idx_0 and gbuf_idx_2 of the same dtypes (BF16, F32): one per model chunk"
 expect_exit 3 "${F[@]}" diff "$WORK/vpp2" "$M/parallel/tp2pp2-dp1-fully_reshardable/ckpt"
 
+# Context parallelism shows only in the args: a TP 2 × CP 2 run shards its optimizer over DP × CP = 2
+# ranks, as the TP 2 × DP 2 fixture does.
+expect_exit 0 "$MAKE_DCP" copy "$M/parallel/tp2-dp2-dp_reshardable/ckpt" "$WORK/cp" --replace $CS "$C/megatron_lm_tp2_cp2.pt"
+expect_exit 0 "${F[@]}" inspect "$WORK/cp"
+expect_in "$WORK/out" "parallel layout: TP 2 × PP 1 × CP 2 × DP 1, the optimizer sharded over DP × CP = 2 (2 optimizer groups)"
+expect_exit 0 "${F[@]}" --json inspect "$WORK/cp"
+expect_in "$WORK/out" '"cp": 2'
+expect_exit 0 "${F[@]}" validate --data "$WORK/cp"
+expect_in "$WORK/out" "; 0 problems"
+expect_exit 0 "${F[@]}" diff "$WORK/cp" "$M/parallel/tp2-dp2-fully_reshardable/ckpt"
+# Args of another run (TP 2 × PP 2 × DP 1) on the TP 2 × DP 2 checkpoint: every disagreement named.
+expect_exit 0 "$MAKE_DCP" copy "$M/parallel/tp2-dp2-dp_reshardable/ckpt" "$WORK/mis" --replace $CS "$C/megatron_lm.pt"
+expect_exit 1 "${F[@]}" validate "$WORK/mis"
+expect_in "$WORK/out" "the saved training args disagree with the checkpoint: pipeline_model_parallel_size 2, the optimizer groups give PP 1; data_parallel_size 1, the buckets' shards give 2"
+expect_exit 1 "${F[@]}" diff "$WORK/mis" "$M/parallel/tp2-dp2-fully_reshardable/ckpt"
+
 # No content_metadata: the form comes from the keys, and the rewrite records one.
 expect_exit 0 "$MAKE_DCP" copy "$M/dp1-one-bucket/ckpt" "$WORK/api" --replace $CS "$C/mcore_api.pt"
 expect_exit 0 "${F[@]}" reshard "$WORK/api" "$WORK/api-fully" --dp 1 --to fully_reshardable
@@ -55,7 +71,7 @@ expect_in "$WORK/out" "'content_metadata': {'distrib_optim_sharding_type': 'full
 expect_exit 0 "${F[@]}" diff "$WORK/api" "$WORK/api-fully"
 expect_in "$WORK/out" "equal: 60 keys"
 # Megatron-LM's args survive a rewrite, re-pickled as data.
-expect_exit 0 "$MAKE_DCP" copy "$M/dp1-one-bucket/ckpt" "$WORK/lm1" --replace $CS "$C/megatron_lm.pt"
+expect_exit 0 "$MAKE_DCP" copy "$M/dp1-one-bucket/ckpt" "$WORK/lm1" --replace $CS "$C/megatron_lm_dp1.pt"
 expect_exit 0 "${F[@]}" reshard "$WORK/lm1" "$WORK/lm1-fully" --dp 1 --to fully_reshardable
 expect_exit 0 "${F[@]}" validate --data "$WORK/lm1-fully"
 expect_exit 0 "${F[@]}" inspect "$WORK/lm1-fully"

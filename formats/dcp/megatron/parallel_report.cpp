@@ -74,7 +74,9 @@ std::string layout_string(const OptimizerGroup& g) {
 }  // namespace
 
 std::string parallel_sizes_string(const ParallelSizes& p) {
-  std::string s = fmt::format("TP {} × PP {} × DP {}", p.tp, p.pp, p.dp);
+  std::string s = p.cp > 1 ? fmt::format("TP {} × PP {} × CP {} × DP {}, the optimizer sharded over DP × CP = {}",
+                                         p.tp, p.pp, p.cp, p.dp / p.cp, p.dp)
+                           : fmt::format("TP {} × PP {} × DP {}", p.tp, p.pp, p.dp);
   if (p.ep > 1 || p.expert_tp > 1 || p.expert_dp != p.dp)
     s += fmt::format(", experts EP {} × expert TP {} × expert DP {}", p.ep, p.expert_tp, p.expert_dp);
   return s;
@@ -119,7 +121,7 @@ std::vector<std::string> group_layout_lines(const DcpParams& params, bool full) 
 nlohmann::json parallel_json(const Reader& reader, const DcpParams& params) {
   if (!params.parallel()) return nullptr;
   const ParallelSizes& p = *params.parallel();
-  nlohmann::json j = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"ep", p.ep}, {"expert_tp", p.expert_tp},
+  nlohmann::json j = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"expert_tp", p.expert_tp},
                       {"expert_dp", p.expert_dp}, {"stage_layers", p.stage_layers}};
   j["groups"] = nlohmann::json::array();
   for (const OptimizerGroup& g : params.groups()) {
