@@ -9,7 +9,10 @@
 #include "app/convert/export_any.h"
 #include "app/convert/checkpoint_recompress.h"
 #include "app/convert/quantize_model.h"
+#include "app/convert/staged_output.h"
 #include "core/error.h"
+#include "core/fs.h"
+#include "core/interrupt.h"
 #include "option_range.h"
 #include "pipeline/config.h"
 #include "fp8/recipe.h"
@@ -141,7 +144,21 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
   return 0;
 }
 
-int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
+// A conversion that writes a checkpoint writes a directory: an OUT that names a file (.safetensors)
+// or an index (.json) is refused before anything is read. `writer`: the flag that makes it a
+// checkpoint; `instead`: how to get the file the user may have meant.
+void require_directory_out(const ConvertArgs& a, const std::string& writer, const std::string& instead) {
+  const app::convert::OutputKind kind = app::convert::output_kind(a.out);
+  if (kind == app::convert::OutputKind::directory) return;
+  std::string dir = a.out.substr(0, a.out.rfind('.'));
+  if (dir.empty()) dir = "OUT";
+  throw UsageError("OUT " + a.out + ": " + writer + " writes a checkpoint, a directory, and a path ending in " +
+                   (kind == app::convert::OutputKind::file ? ".safetensors names one safetensors file"
+                                                           : ".json names a safetensors index") +
+                   ": give a directory (e.g. " + dir + "), or " + instead);
+}
+
+int run_conversion(const ConvertArgs& a, const GlobalOptions& g) {
   if (!app::convert::parse_export_format(a.to)) throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
   const std::optional<ckpt::Contents> contents = app::convert::source_contents(a.in);
   const bool model = !contents || *contents == ckpt::Contents::model;
@@ -149,6 +166,7 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     throw UsageError("--to dcp exports a checkpoint; " + a.in + " is not one");
   if (a.to == "dcp" && (!a.fp8.empty() || !a.compress.empty() || a.dequantize))
     throw UsageError("--to dcp is an export: --fp8, --compress and --dequantize do not apply");
+  if (a.to == "dcp") require_directory_out(a, "--to dcp", "export to safetensors (without --to dcp)");
   if (contents == ckpt::Contents::framework_state) {
     if (a.dequantize || !a.fp8.empty() || !a.compress.empty() || a.pow2 || a.no_pow2 || !a.include.empty() ||
         !a.exclude.empty() || !a.expert_dims.empty())
@@ -166,7 +184,14 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     if ((!a.fp8.empty() || !a.compress.empty()) && a.no_validate)
       throw UsageError("--no-validate salvages values into a safetensors export; --compress and --fp8 write a "
                        "checkpoint, which is made only from a valid one");
-    if (!a.fp8.empty()) return run_reencode_fp8(a, g);
+    if (!a.fp8.empty()) {
+      require_directory_out(a, "--fp8 of a checkpoint",
+                            "for a safetensors file of its FP8 weights export it with --dtype fp8 (re-encoded with "
+                            "--fp8 into a directory first, for another recipe)");
+      return run_reencode_fp8(a, g);
+    }
+    if (!a.compress.empty())
+      require_directory_out(a, "--compress", "export the checkpoint to safetensors (without --compress)");
     return a.compress.empty() ? run_export(a, g) : run_recompress(a, g);
   }
   if (!a.compress.empty() || a.states || a.no_validate)
@@ -230,6 +255,13 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     for (const auto& f : s.files) std::printf("wrote %s\n", f.c_str());
   }
   return 0;
+}
+
+// Ctrl-C or SIGTERM stops the conversion before OUT is touched.
+int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
+  const bool existed = fs::exists(a.out);
+  install_interrupt_handlers();
+  return run_interruptible([&] { return run_conversion(a, g); }, [&] { return nothing_written(a.out, existed); });
 }
 
 }  // namespace

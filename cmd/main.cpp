@@ -9,6 +9,7 @@
 #include "option_range.h"
 #include "core/build_info.h"
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
@@ -80,8 +81,21 @@ int main(int argc, char** argv) {
   try {
     init_logging(global.log_level);
     ThreadPool::set_global_threads(global.threads);
-    return run ? run() : static_cast<int>(ExitCode::usage);
+    const int code = run ? run() : static_cast<int>(ExitCode::usage);
+    if (const int sig = interrupt_signal()) {  // it came after the last safe point: the work is complete
+      std::fprintf(stderr, "fpgather: interrupted (%s) after the work was complete; its results are above\n",
+                   signal_name(sig).c_str());
+      return static_cast<int>(interrupted_exit_code(sig));
+    }
+    return code;
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "fpgather: interrupted (%s): %s\n", signal_name(e.signal()).c_str(), e.what());
+    return static_cast<int>(e.code());
   } catch (const Error& e) {
+    if (const int sig = interrupt_signal()) {
+      std::fprintf(stderr, "fpgather: interrupted (%s): %s\n", signal_name(sig).c_str(), e.what());
+      return static_cast<int>(interrupted_exit_code(sig));
+    }
     std::fprintf(stderr, "fpgather: error: %s\n", e.what());
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "json_output.h"
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "option_range.h"
 #include "pipeline/config.h"
 
@@ -52,6 +53,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
                            {"dp", "--dp"}};
   return with_flag_names(flags, [&] {
     if (!t.bucket_size.empty()) ckpt::parse_bucket_size(t.bucket_size);  // before anything is read
+    install_interrupt_handlers();
     const ckpt::ReshardReport r = app::reshard::reshard(a.src, a.dst, t);
     if (g.json) {
       print_json(r.document);
