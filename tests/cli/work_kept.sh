@@ -2,8 +2,8 @@
 # No finished work is lost to an output that cannot be written, and wrong-kind inputs say what they
 # are: train --save checks its target before the first step; --metrics and step --out refuse an
 # existing file without --force; a resumed run at its --steps has nothing to do; a checkpoint-writing
-# conversion refuses an OUT named as a file; --load of a run without a committed checkpoint and
-# --init of a training checkpoint each get a message of their own.
+# conversion refuses an OUT named as a file; --load of a run without a committed checkpoint, --init
+# of a training checkpoint and validate of a file or a missing path each get a message of their own.
 source "$(dirname "$0")/common.sh"
 F=("$FPGATHER" --no-progress)
 cd "$WORK" || exit 1
@@ -60,5 +60,15 @@ refused 2 "OUT out.safetensors: --compress writes a checkpoint" convert run out.
 refused 2 "OUT out.json: --to dcp writes a checkpoint, a directory, and a path ending in .json names a safetensors index" \
   convert run out.json --to dcp
 [ -e out.safetensors ] || [ -e out.json ] || [ -n "$(ls -A . | grep '^\.out')" ] && fail "a refused conversion wrote something"
+
+# validate: a file that is no safetensors file, a missing path.
+echo hello >afile.txt
+refused 3 "fpgather: error: afile.txt: not a checkpoint: a file, where a checkpoint is a directory holding index.h5 or latest (fpgather), .metadata (PyTorch DCP, Megatron torch_dist) or model.safetensors or model.safetensors.index.json (a safetensors model); the one file taken is a .safetensors file or its index .json" \
+  validate afile.txt
+refused 3 "fpgather: error: nope: no such file or directory" validate nope
+# A file named as a model is still read as one, and its reader says what is wrong.
+echo hello >bad.safetensors
+refused 3 "bad.safetensors: " validate bad.safetensors
+grep -q "not a checkpoint" "$WORK/err" && fail "a .safetensors file was not read as one"
 
 finish
