@@ -43,11 +43,16 @@ int main(int argc, char** argv) {
   CLI::App app{"fpgather: the data-parallel optimizer pipeline of large-model training, FP8 "
                "quantization, and the checkpoint tools around them.",
                "fpgather"};
-  app.set_version_flag("--version", cli::version_text, "Print the version and the build's features and libraries");
+  app.set_version_flag("-V,--version", cli::version_text, "Print the version and the build's features and libraries");
   app.require_subcommand(1);
   cli::GlobalOptions global;
-  app.add_option("--log-level", global.log_level,
-                 "trace, debug, info, warn (default), error or off; also env FPGATHER_LOG");
+  cli::with_values(app.add_option("--log-level", global.log_level,
+                                  "trace, debug, info, warn (default), error or off; also env FPGATHER_LOG"),
+                   {"trace", "debug", "info", "warn", "error", "off"});
+  app.add_flag("-v,--verbose", global.verbose,
+               "More detail on stderr: -v info (the phases of the work), -vv debug (also each file opened, each staging "
+               "directory and commit), -vvv trace");
+  app.add_flag("-q,--quiet", global.quiet, "Only errors on stderr: no warnings, no progress bar");
   app.add_flag("--json", global.json, "Print results as JSON on stdout");
   // More threads than this only contend, and each counts against the system's process limit.
   cli::integer_range(app.add_option("--threads", global.threads,
@@ -66,6 +71,7 @@ int main(int argc, char** argv) {
   cli::register_diff(app, global, run);
   cli::register_reshard(app, global, run);
   cli::register_completion(app, run);
+  cli::register_help(app, run);
   cli::set_conventions(app);
 
   if (const auto wrong = cli::check_names(app, std::vector<std::string>(argv + 1, argv + argc))) {
@@ -79,7 +85,8 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : static_cast<int>(ExitCode::usage);
   }
   try {
-    init_logging(global.log_level);
+    init_logging(cli::log_level_of(global));
+    if (global.quiet) global.no_progress = true;
     ThreadPool::set_global_threads(global.threads);
     const int code = run ? run() : static_cast<int>(ExitCode::usage);
     if (const int sig = interrupt_signal()) {  // it came after the last safe point: the work is complete

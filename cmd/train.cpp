@@ -8,6 +8,7 @@
 #include "json_output.h"
 #include "comm/mpi_runtime.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "core/interrupt.h"
 #include "core/progress.h"
 #include "app/train/device_trainer.h"
@@ -211,12 +212,12 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
                 static_cast<unsigned long long>(s.first_step));
     return 0;
   }
-  std::printf("trained %s (%s params) for %llu steps on dp %u%s: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
-              group_digits(s.params).c_str(), static_cast<unsigned long long>(s.steps), s.dp,
+  std::printf("trained %s (%s params) for %s on dp %u%s: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
+              group_digits(s.params).c_str(), plural(s.steps, "step").c_str(), s.dp,
               cuda ? " (cuda)" : "", a.pipe.optimizer.c_str(), dist, fp8_label(a.pipe).c_str(), o.pipeline.lr);
   std::printf("loss %.6f -> %.6f (%.3fx)%s\n", s.initial_loss, s.final_loss,
               s.initial_loss > 0 ? s.final_loss / s.initial_loss : 0.0,
-              s.skipped ? (", " + std::to_string(s.skipped) + " skipped steps").c_str() : "");
+              s.skipped ? (", " + plural(s.skipped, "skipped step")).c_str() : "");
   std::printf("step %.3f ms (median): forward/backward %.3f, reduce-scatter %.3f, optimizer %.3f, copy-back %.3f, "
               "gather %.3f, decode %.3f\n",
               s.step_time_ms, t.forward_backward * 1e3, t.reduce_scatter * 1e3, t.optimizer * 1e3, t.copy_back * 1e3,
@@ -242,9 +243,9 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   add_optimizer_options(cmd, args->pipe, train_defaults);
   add_distributed_options(cmd, args->pipe);
   auto* comm_opt = cmd->get_option("--comm");
-  cmd->add_option("--device", args->device,
+  with_values(cmd->add_option("--device", args->device,
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
-                  "(checkpoints are the CPU's format and bytes)")
+                  "(checkpoints are the CPU's format and bytes)"), {"cpu", "cuda"})
       ->capture_default_str();
   cmd->add_flag("--overlap-grad-reduce", args->overlap_grad_reduce,
                 "--device cuda: start each bucket's grad reduce-scatter as soon as the backward has produced its "
@@ -285,7 +286,8 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "Start from safetensors weights (a .safetensors file, an index .json or a directory holding one): "
                   "every param by name and shape, F32/BF16/F16 or FP8 with _scale_inv or _scale")
       ->excludes("--load");
-  cmd->add_option("--ckpt-layout", args->ckpt_layout, "Optimizer state in the checkpoint: model (per param) or bucket")
+  with_values(cmd->add_option("--ckpt-layout", args->ckpt_layout, "Optimizer state in the checkpoint: model (per param) or bucket"),
+              {"model", "bucket"})
       ->capture_default_str();
   cmd->add_option("--compress", args->compress, "Checkpoint compression: zstd[:LEVEL][+shuffle] or none")
       ->capture_default_str();

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/interrupt.h"
+#include "core/log.h"
 #include "core/staging.h"
 #include "formats/fpckpt/index_file.h"
 
@@ -69,6 +70,7 @@ StagingDir begin_staging(const std::string& target) {
     ::close(fd);
     fd = -1;
   }
+  spdlog::debug("staging {} for {}", staging, t);
   return StagingDir(staging, fd);
 }
 
@@ -161,6 +163,7 @@ void publish_staging(const std::string& staging, const std::string& target) {
   if (fs::exists(target)) throw UsageError(target + ": already exists; a checkpoint is never written over another");
   fs::rename_into_place(staging, target);
   fs::fsync_directory(fs::split_path(target).first);
+  spdlog::info("committed {}", target);
 }
 
 void update_latest(const std::string& root, const std::string& name) {

@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "core/shape.h"
 #include "formats/safetensors/model.h"
 
@@ -119,9 +120,8 @@ class SafetensorsCheckpoint : public ckpt::Checkpoint {
     for (const auto& [dt, v] : by_dtype) j["totals"]["by_dtype"][dt] = {{"tensors", v.first}, {"bytes", v.second}};
 
     auto& t = c.text;
-    t.push_back(fmt::sprintf("%s: safetensors, %zu file%s, %zu tensors, %llu elements, %.2f MB", model.path(),
-                             model.shard_count(), model.shard_count() == 1 ? "" : "s", model.size(), numel,
-                             model.total_bytes() / 1e6));
+    t.push_back(fmt::sprintf("%s: safetensors, %s, %s, %llu elements, %s", model.path(), plural(model.shard_count(), "file"),
+                             plural(model.size(), "tensor"), numel, byte_size(model.total_bytes())));
     if (!model.metadata().empty()) {
       t.push_back("metadata:");
       for (const auto& [k, v] : model.metadata()) t.push_back("  " + printable(k) + ": " + printable(v));

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace fpg::ckpt {
 
@@ -15,7 +16,10 @@ const Format* FormatRegistry::probe(const std::string& path) const {
 }
 
 std::unique_ptr<Checkpoint> FormatRegistry::open(const std::string& path) const {
-  if (const Format* f = probe(path)) return f->open(path);
+  if (const Format* f = probe(path)) {
+    spdlog::debug("{}: opening as {}", path, f->name());
+    return f->open(path);
+  }
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) throw FormatError(path + ": no such file or directory");
   std::string looked_for, files;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/interrupt.h"
+#include "core/log.h"
 #include "core/staging.h"
 
 namespace fpg::fs {
@@ -128,6 +129,7 @@ bool is_regular_file(const std::string& path, bool follow_symlinks) {
 }
 
 int open_regular_file(const std::string& path, bool follow_symlinks) {
+  spdlog::debug("open {}", path);
   struct stat before {};
   if (!stat_of(path, follow_symlinks, before)) throw FormatError(path + ": cannot open: " + std::strerror(errno));
   if (!S_ISREG(before.st_mode)) throw FormatError(path + ": not a regular file (" + file_kind(before.st_mode) + ")");

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/interrupt.h"
+#include "core/log.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/manifest_blob.h"
 #include "formats/fpckpt/index_file.h"
@@ -122,6 +123,7 @@ void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& ses
   const auto t0 = std::chrono::steady_clock::now();
   const uint32_t r = static_cast<uint32_t>(comm.rank());
   const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
+  if (comm.rank() == 0) spdlog::info("saving {} after step {}", target, steps_done);
   std::string staging;
   if (r == 0) {
     fpckpt::StagingDir dir = fpckpt::begin_staging(target);
@@ -211,11 +213,13 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
   if (!c.load.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     check_loadable(c.load);
+    spdlog::info("loading {}", c.load);
     reader = fpckpt::open_valid(c.load, "resume from it");  // resolves `latest`
     open_seconds = seconds_since(t0);
     loaded = saved_cursor(reader->index().documents, reader->dir());
     session.log.loaded = reader->dir();
     session.log.loaded_step = loaded.next_step;
+    spdlog::info("loaded {}: validated in {:.3f} s, resuming at step {}", reader->dir(), open_seconds, loaded.next_step);
   }
   if (!c.save.empty()) {
     const std::string taken = first_taken_save(c, loaded.next_step, o.steps);

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/interrupt.h"
+#include "core/log.h"
 #include "core/staging.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/safetensors/index.h"
@@ -153,6 +154,7 @@ StagedOutput::StagedOutput(const std::string& out, OutputKind kind, bool force, 
   if (!::mkdtemp(templ.data()))
     throw FormatError("cannot create a staging directory beside " + display_out_ + ": " + std::strerror(errno));
   root_ = templ;
+  spdlog::debug("staging {} for {}", root_, display_out_);
   lock_fd_ = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (lock_fd_ >= 0 && !fs::lock_staging(lock_fd_)) {
     ::close(lock_fd_);
@@ -234,6 +236,7 @@ void StagedOutput::commit() {
   fs::fsync_directory(stdfs::path(out_).parent_path().string());
   fs::remove_tree(root_);
   root_.clear();
+  spdlog::info("committed {}", display_out_);
 }
 
 void StagedOutput::commit_file() {

@@ -7,6 +7,7 @@
 #include "comm/group.h"
 #include "core/error.h"
 #include "core/interrupt.h"
+#include "core/log.h"
 #include "model/network_compute.h"
 #include "model/network_init.h"
 #include "model/teacher_task.h"
@@ -156,7 +157,10 @@ TrainResult run_training(const TrainOptions& o, const model::ModelSpec& spec, co
     if (start > o.steps)
       throw UsageError("train: the loaded state has taken " + std::to_string(start) + " steps, more than --steps " +
                        std::to_string(o.steps) + " (the step count to reach)");
-    if (rank0) first = start;
+    if (rank0) {
+      first = start;
+      spdlog::info("training steps {} to {} on dp {}", start, o.steps, o.dp);
+    }
     rank->observe(start);
 
     std::vector<float> all_losses(o.accumulation * o.dp);
