@@ -16,7 +16,13 @@ struct GlobalOptions {
   bool json = false;      // machine-readable results on stdout
   size_t threads = 0;     // 0: one per hardware thread
   bool no_progress = false;
+  int verbose = 0;        // -v: info, -vv: debug, -vvv: trace
+  bool quiet = false;     // -q: errors only, no progress bar
 };
+
+// The log level the options ask for ("" for FPGATHER_LOG or the default); -q and -v refine
+// --log-level's default and are refused with it or with each other (UsageError).
+std::string log_level_of(const GlobalOptions& global);
 
 // Each subcommand file defines one of these; main.cpp calls them all. The callback that a
 // subcommand sets returns its exit code through `run`.
@@ -31,6 +37,8 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run);
 void register_step(CLI::App& app, const GlobalOptions& global, Runner& run);
 // `fpgather completion bash|zsh`: the shell's completion script, generated from `app` (completion.cpp).
 void register_completion(CLI::App& app, Runner& run);
+// `fpgather help [CMD...]`: what `fpgather [CMD...] --help` prints (command_line.cpp).
+void register_help(CLI::App& app, Runner& run);
 
 // After every subcommand is registered (command_line.cpp): subcommands fall through to the global
 // options, help shows defaults as they are, and parse errors are printed as "fpgather: …" lines.
@@ -38,6 +46,12 @@ void set_conventions(CLI::App& app);
 // The message for a mistyped subcommand or long option in `args` (argv without the program name), with
 // the nearest known name when one is close: "'inpsect' is not a command; did you mean 'inspect'?".
 std::optional<std::string> check_names(const CLI::App& app, const std::vector<std::string>& args);
+
+// The values an option (or positional) takes, where they are a fixed set: shell completion offers
+// them instead of file names (completion.cpp). Returns `o`.
+CLI::Option* with_values(CLI::Option* o, std::vector<std::string> values);
+// Those values; nullptr for an option without a fixed set.
+const std::vector<std::string>* option_values(const CLI::Option* o);
 
 // True when progress bars may be drawn: stderr is a terminal and --no-progress was not given.
 bool progress_enabled(const GlobalOptions& global);

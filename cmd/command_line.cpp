@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include <map>
+
 #include "cli.h"
+#include "core/error.h"
 #include "core/suggest.h"
 
 namespace fpg::cli {
@@ -133,6 +136,61 @@ std::optional<std::string> check_names(const CLI::App& app, const std::vector<st
     return "'" + word + "' is not a " + kind + "command" + did_you_mean(word, names, command_path(cur));
   }
   return std::nullopt;
+}
+
+namespace {
+std::map<const CLI::Option*, std::vector<std::string>>& value_table() {
+  static std::map<const CLI::Option*, std::vector<std::string>> table;
+  return table;
+}
+}  // namespace
+
+void register_help(CLI::App& app, Runner& run) {
+  auto names = std::make_shared<std::vector<std::string>>();
+  auto* cmd = app.add_subcommand("help", "Print the help of fpgather or of a subcommand: fpgather help CMD is "
+                                         "fpgather CMD --help");
+  std::vector<std::string> subs;
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) subs.push_back(s->get_name());
+  with_values(cmd->add_option("CMD", *names, "The subcommand (and a subcommand of it: help bench quantize)"), subs);
+  cmd->callback([names, &app, &run] {
+    run = [names, &app] {
+      const CLI::App* target = &app;
+      std::string prefix;
+      for (const std::string& n : *names) {
+        const CLI::App* next = nullptr;
+        for (const CLI::App* s : target->get_subcommands([](const CLI::App*) { return true; }))
+          if (s->get_name() == n) next = s;
+        if (!next) throw UsageError("help: '" + n + "' is not a command" + (prefix.empty() ? "" : " of '" + prefix + "'"));
+        prefix += (prefix.empty() ? "" : " ") + target->get_name();
+        target = next;
+      }
+      // The formatter itself: App::help() would describe the selected subcommand, this one.
+      const std::string name = (prefix.empty() ? "" : prefix + " ") + target->get_name();
+      std::fputs(target->get_formatter()->make_help(target, name, CLI::AppFormatMode::Normal).c_str(), stdout);
+      return 0;
+    };
+  });
+}
+
+std::string log_level_of(const GlobalOptions& g) {
+  if (g.quiet && g.verbose) throw UsageError("-q (--quiet) and -v (--verbose) contradict each other");
+  if ((g.quiet || g.verbose) && !g.log_level.empty())
+    throw UsageError(std::string(g.quiet ? "-q (--quiet)" : "-v (--verbose)") + " and --log-level both set the log level: give one");
+  if (g.quiet) return "error";
+  if (g.verbose == 1) return "info";
+  if (g.verbose == 2) return "debug";
+  if (g.verbose > 2) return "trace";
+  return g.log_level;
+}
+
+CLI::Option* with_values(CLI::Option* o, std::vector<std::string> values) {
+  value_table()[o] = std::move(values);
+  return o;
+}
+
+const std::vector<std::string>* option_values(const CLI::Option* o) {
+  const auto it = value_table().find(o);
+  return it == value_table().end() ? nullptr : &it->second;
 }
 
 }  // namespace fpg::cli

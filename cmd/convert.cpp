@@ -9,7 +9,11 @@
 #include "app/convert/export_any.h"
 #include "app/convert/checkpoint_recompress.h"
 #include "app/convert/quantize_model.h"
+#include "app/convert/staged_output.h"
 #include "core/error.h"
+#include "core/units.h"
+#include "core/fs.h"
+#include "core/interrupt.h"
 #include "option_range.h"
 #include "pipeline/config.h"
 #include "fp8/recipe.h"
@@ -76,9 +80,9 @@ int run_recompress(const ConvertArgs& a, const GlobalOptions& g) {
                               {"stored_bytes_out", s.stored_bytes_out}, {"seconds", secs}};
     print_json(j);
   } else {
-    std::printf("recompressed %llu keys (%.2f MB) as %s: %.2f MB stored -> %.2f MB in %.2f s\nwrote %s\n",
-                static_cast<unsigned long long>(s.keys), s.logical_bytes / 1e6, ckpt::to_string(o.compression).c_str(),
-                s.stored_bytes_in / 1e6, s.stored_bytes_out / 1e6, secs, s.target.c_str());
+    std::printf("recompressed %s (%s) as %s: %s stored -> %s in %.2f s\nwrote %s\n", plural(s.keys, "key").c_str(),
+                byte_size(s.logical_bytes).c_str(), ckpt::to_string(o.compression).c_str(),
+                byte_size(s.stored_bytes_in).c_str(), byte_size(s.stored_bytes_out).c_str(), secs, s.target.c_str());
   }
   return 0;
 }
@@ -134,14 +138,29 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
                               {"files", s.files},      {"seconds", secs}};
     print_json(j);
   } else {
-    std::printf("exported %zu tensors (%s weights%s) from %s: %.2f MB in %.2f s\n", s.tensors, a.dtype.c_str(),
-                a.states ? ", masters and optimizer states" : "", s.checkpoint.c_str(), s.bytes_written / 1e6, secs);
+    std::printf("exported %s (%s weights%s) from %s: %s in %.2f s\n", plural(s.tensors, "tensor").c_str(), a.dtype.c_str(),
+                a.states ? ", masters and optimizer states" : "", s.checkpoint.c_str(), byte_size(s.bytes_written).c_str(),
+                secs);
     for (const auto& f : s.files) std::printf("wrote %s\n", f.c_str());
   }
   return 0;
 }
 
-int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
+// A conversion that writes a checkpoint writes a directory: an OUT that names a file (.safetensors)
+// or an index (.json) is refused before anything is read. `writer`: the flag that makes it a
+// checkpoint; `instead`: how to get the file the user may have meant.
+void require_directory_out(const ConvertArgs& a, const std::string& writer, const std::string& instead) {
+  const app::convert::OutputKind kind = app::convert::output_kind(a.out);
+  if (kind == app::convert::OutputKind::directory) return;
+  std::string dir = a.out.substr(0, a.out.rfind('.'));
+  if (dir.empty()) dir = "OUT";
+  throw UsageError("OUT " + a.out + ": " + writer + " writes a checkpoint, a directory, and a path ending in " +
+                   (kind == app::convert::OutputKind::file ? ".safetensors names one safetensors file"
+                                                           : ".json names a safetensors index") +
+                   ": give a directory (e.g. " + dir + "), or " + instead);
+}
+
+int run_conversion(const ConvertArgs& a, const GlobalOptions& g) {
   if (!app::convert::parse_export_format(a.to)) throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
   const std::optional<ckpt::Contents> contents = app::convert::source_contents(a.in);
   const bool model = !contents || *contents == ckpt::Contents::model;
@@ -149,6 +168,7 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     throw UsageError("--to dcp exports a checkpoint; " + a.in + " is not one");
   if (a.to == "dcp" && (!a.fp8.empty() || !a.compress.empty() || a.dequantize))
     throw UsageError("--to dcp is an export: --fp8, --compress and --dequantize do not apply");
+  if (a.to == "dcp") require_directory_out(a, "--to dcp", "export to safetensors (without --to dcp)");
   if (contents == ckpt::Contents::framework_state) {
     if (a.dequantize || !a.fp8.empty() || !a.compress.empty() || a.pow2 || a.no_pow2 || !a.include.empty() ||
         !a.exclude.empty() || !a.expert_dims.empty())
@@ -166,7 +186,14 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     if ((!a.fp8.empty() || !a.compress.empty()) && a.no_validate)
       throw UsageError("--no-validate salvages values into a safetensors export; --compress and --fp8 write a "
                        "checkpoint, which is made only from a valid one");
-    if (!a.fp8.empty()) return run_reencode_fp8(a, g);
+    if (!a.fp8.empty()) {
+      require_directory_out(a, "--fp8 of a checkpoint",
+                            "for a safetensors file of its FP8 weights export it with --dtype fp8 (re-encoded with "
+                            "--fp8 into a directory first, for another recipe)");
+      return run_reencode_fp8(a, g);
+    }
+    if (!a.compress.empty())
+      require_directory_out(a, "--compress", "export the checkpoint to safetensors (without --compress)");
     return a.compress.empty() ? run_export(a, g) : run_recompress(a, g);
   }
   if (!a.compress.empty() || a.states || a.no_validate)
@@ -225,11 +252,18 @@ int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
     }
     print_json(j);
   } else {
-    std::printf("%s %zu tensors, copied %zu; %.2f MB -> %.2f MB in %.2f s\n", what.c_str(), s.quantized, s.copied,
-                s.bytes_in / 1e6, s.bytes_out / 1e6, secs);
+    std::printf("%s %s, copied %zu; %s -> %s in %.2f s\n", what.c_str(), plural(s.quantized, "tensor").c_str(), s.copied,
+                byte_size(s.bytes_in).c_str(), byte_size(s.bytes_out).c_str(), secs);
     for (const auto& f : s.files) std::printf("wrote %s\n", f.c_str());
   }
   return 0;
+}
+
+// Ctrl-C or SIGTERM stops the conversion before OUT is touched.
+int run_convert(const ConvertArgs& a, const GlobalOptions& g) {
+  const bool existed = fs::exists(a.out);
+  install_interrupt_handlers();
+  return run_interruptible([&] { return run_conversion(a, g); }, [&] { return nothing_written(a.out, existed); });
 }
 
 }  // namespace
@@ -251,14 +285,16 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_flag("--force", args->force,
                 "Replace an existing OUT: the new output is written beside it and swapped in whole, leaving no "
                 "file of the old one");
-  auto* fp8 = cmd->add_option("--fp8", args->fp8,
+  auto* fp8 = with_values(cmd->add_option("--fp8", args->fp8,
                                "Recipe: tensorwise, blockwise (128x128), blockwise-1x128, mxfp8 (scales NAME_scale_inv; "
                                "NAME_scale where OUT's config.json declares compressed-tensors); of a checkpoint: "
-                               "re-encode it as `train --fp8` would run (also delayed, none)");
+                               "re-encode it as `train --fp8` would run (also delayed, none)"),
+      {"tensorwise", "blockwise", "blockwise-1x128", "mxfp8", "delayed", "none"});
   auto* deq = cmd->add_flag("--dequantize", args->dequantize,
                             "Turn FP8 tensors and their scales (NAME_scale_inv or NAME_scale) back into --dtype");
   fp8->excludes(deq);
-  cmd->add_option("--fp8-format", args->format, "e4m3 (default) or e5m2")->capture_default_str();
+  with_values(cmd->add_option("--fp8-format", args->format, "e4m3 (default) or e5m2"),
+              {"e4m3", "e5m2"})->capture_default_str();
   cmd->add_option("--include", args->include,
                   "Regex: quantize the floating tensors whose name it matches (default: those of rank >= 2)");
   cmd->add_option("--exclude", args->exclude, "Regex: leave the tensors whose name it matches unchanged");
@@ -270,15 +306,16 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_flag("--strict", args->strict,
                 "--fp8 of a safetensors model: refuse (exit 3, nothing written) a tensor holding NaN or +-Inf, which "
                 "is otherwise quantized with a warning");
-  cmd->add_option("--mx-scale", args->mx_scale, "mxfp8 scale rule: rceil (TE/cuBLAS, default) or floor (OCP)")
+  with_values(cmd->add_option("--mx-scale", args->mx_scale, "mxfp8 scale rule: rceil (TE/cuBLAS, default) or floor (OCP)"),
+              {"rceil", "floor"})
       ->capture_default_str();
-  cmd->add_option("--dtype", args->dtype,
+  with_values(cmd->add_option("--dtype", args->dtype,
                   "--dequantize output: bf16 or fp32; checkpoint export weights: bf16 (as held), fp32 (the masters) "
-                  "or fp8 (the checkpoint's FP8 bytes and scales)")
+                  "or fp8 (the checkpoint's FP8 bytes and scales)"), {"bf16", "fp32", "fp8"})
       ->capture_default_str();
-  cmd->add_option("--to", args->to,
+  with_values(cmd->add_option("--to", args->to,
                   "Checkpoint export format: safetensors (default) or dcp (a PyTorch DCP directory OUT with "
-                  "model.NAME and optimizer.state.NAME.STATE keys, which torch.distributed.checkpoint.load reads)")
+                  "model.NAME and optimizer.state.NAME.STATE keys, which torch.distributed.checkpoint.load reads)"), {"safetensors", "dcp"})
       ->capture_default_str();
   cmd->add_flag("--states", args->states, "Checkpoint export: add NAME.master and NAME.<state> (fp32) per param");
   cmd->add_flag("--no-validate", args->no_validate,
@@ -301,7 +338,8 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   integer_range(cmd->add_option("--amax-history", args->amax_history, "Checkpoint --fp8 delayed: amax history length"), 1,
                 pipeline::kMaxAmaxHistory)
       ->capture_default_str();
-  cmd->add_option("--amax-algo", args->amax_algo, "Checkpoint --fp8 delayed: most_recent or max")->capture_default_str();
+  with_values(cmd->add_option("--amax-algo", args->amax_algo, "Checkpoint --fp8 delayed: most_recent or max"),
+              {"most_recent", "max"})->capture_default_str();
   cmd->add_option("--compress", args->compress,
                   "Checkpoint IN: rewrite it as checkpoint OUT with this compression, zstd[:LEVEL][+shuffle] or none "
                   "(with --fp8: the re-encoded checkpoint's, default zstd:1)");

@@ -9,6 +9,7 @@
 #include "option_range.h"
 #include "core/build_info.h"
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
@@ -42,11 +43,16 @@ int main(int argc, char** argv) {
   CLI::App app{"fpgather: the data-parallel optimizer pipeline of large-model training, FP8 "
                "quantization, and the checkpoint tools around them.",
                "fpgather"};
-  app.set_version_flag("--version", cli::version_text, "Print the version and the build's features and libraries");
+  app.set_version_flag("-V,--version", cli::version_text, "Print the version and the build's features and libraries");
   app.require_subcommand(1);
   cli::GlobalOptions global;
-  app.add_option("--log-level", global.log_level,
-                 "trace, debug, info, warn (default), error or off; also env FPGATHER_LOG");
+  cli::with_values(app.add_option("--log-level", global.log_level,
+                                  "trace, debug, info, warn (default), error or off; also env FPGATHER_LOG"),
+                   {"trace", "debug", "info", "warn", "error", "off"});
+  app.add_flag("-v,--verbose", global.verbose,
+               "More detail on stderr: -v info (the phases of the work), -vv debug (also each file opened, each staging "
+               "directory and commit), -vvv trace");
+  app.add_flag("-q,--quiet", global.quiet, "Only errors on stderr: no warnings, no progress bar");
   app.add_flag("--json", global.json, "Print results as JSON on stdout");
   // More threads than this only contend, and each counts against the system's process limit.
   cli::integer_range(app.add_option("--threads", global.threads,
@@ -65,6 +71,7 @@ int main(int argc, char** argv) {
   cli::register_diff(app, global, run);
   cli::register_reshard(app, global, run);
   cli::register_completion(app, run);
+  cli::register_help(app, run);
   cli::set_conventions(app);
 
   if (const auto wrong = cli::check_names(app, std::vector<std::string>(argv + 1, argv + argc))) {
@@ -78,10 +85,24 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : static_cast<int>(ExitCode::usage);
   }
   try {
-    init_logging(global.log_level);
+    init_logging(cli::log_level_of(global));
+    if (global.quiet) global.no_progress = true;
     ThreadPool::set_global_threads(global.threads);
-    return run ? run() : static_cast<int>(ExitCode::usage);
+    const int code = run ? run() : static_cast<int>(ExitCode::usage);
+    if (const int sig = interrupt_signal()) {  // it came after the last safe point: the work is complete
+      std::fprintf(stderr, "fpgather: interrupted (%s) after the work was complete; its results are above\n",
+                   signal_name(sig).c_str());
+      return static_cast<int>(interrupted_exit_code(sig));
+    }
+    return code;
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "fpgather: interrupted (%s): %s\n", signal_name(e.signal()).c_str(), e.what());
+    return static_cast<int>(e.code());
   } catch (const Error& e) {
+    if (const int sig = interrupt_signal()) {
+      std::fprintf(stderr, "fpgather: interrupted (%s): %s\n", signal_name(sig).c_str(), e.what());
+      return static_cast<int>(interrupted_exit_code(sig));
+    }
     std::fprintf(stderr, "fpgather: error: %s\n", e.what());
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli.h"
 #include "comm/threads_backend.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
@@ -84,9 +85,10 @@ void add_optimizer_options(CLI::App* cmd, PipelineArgs& a, DefaultsFn defaults) 
                                optim::MuonLrAdjust::original
                            ? "original"
                            : "match_rms_adamw";
-  cmd->add_option("--optimizer", a.optimizer, "adamw, adam, lion or muon")->capture_default_str();
-  cmd->add_option("--scalar-optimizer", a.scalar_optimizer,
-                  "With muon: the optimizer of vectors, embeddings and the output head (adamw or lion)")
+  with_values(cmd->add_option("--optimizer", a.optimizer, "adamw, adam, lion or muon"),
+              {"adamw", "adam", "lion", "muon"})->capture_default_str();
+  with_values(cmd->add_option("--scalar-optimizer", a.scalar_optimizer,
+                  "With muon: the optimizer of vectors, embeddings and the output head (adamw or lion)"), {"adamw", "lion"})
       ->capture_default_str();
   const double inf = std::numeric_limits<double>::infinity();
   number_range(cmd->add_option("--lr", a.lr, "Learning rate, shared by Muon and its scalar optimizer (default " + lr + ")"),
@@ -102,7 +104,8 @@ void add_optimizer_options(CLI::App* cmd, PipelineArgs& a, DefaultsFn defaults) 
   cmd->add_flag("--nesterov,!--no-nesterov", a.nesterov, "Muon: Nesterov momentum, or plain (default: Nesterov)");
   integer_range(cmd->add_option("--ns-steps", a.ns_steps, "Muon: Newton-Schulz iterations"), 0, pipeline::kMaxNsSteps)
       ->capture_default_str();
-  cmd->add_option("--adjust-lr", a.adjust_lr, std::string("Muon: original or match_rms_adamw (default ") + adjust + ")");
+  with_values(cmd->add_option("--adjust-lr", a.adjust_lr, std::string("Muon: original or match_rms_adamw (default ") + adjust + ")"),
+              {"original", "match_rms_adamw"});
   number_range(cmd->add_option("--clip-grad", a.clip_grad,
                                "Clip the global gradient norm to this; 0: no clipping (default " + clip + ")"),
                0, inf);
@@ -110,19 +113,23 @@ void add_optimizer_options(CLI::App* cmd, PipelineArgs& a, DefaultsFn defaults) 
 
 void add_distributed_options(CLI::App* cmd, PipelineArgs& a) {
   integer_range(cmd->add_option("--dp", a.dp, "Data-parallel ranks"), 1, comm::kMaxThreadsRanks)->capture_default_str();
-  cmd->add_option("--comm", a.comm,
+  with_values(cmd->add_option("--comm", a.comm,
                   "Communicator: threads (ranks are threads) or mpi (one rank per process, under mpirun -n DP); "
-                  "nccl: train --device cuda only (device buffers)")
+                  "nccl: train --device cuda only (device buffers)"), {"threads", "mpi", "nccl"})
       ->capture_default_str();
-  cmd->add_option("--dist-opt", a.dist_opt, "bucketed or layerwise (default: bucketed; layerwise with muon)");
-  cmd->add_option("--fp8", a.fp8, "FP8 params: none, tensorwise, delayed, blockwise, blockwise-1x128, mxfp8")
+  with_values(cmd->add_option("--dist-opt", a.dist_opt, "bucketed or layerwise (default: bucketed; layerwise with muon)"),
+              {"bucketed", "layerwise"});
+  with_values(cmd->add_option("--fp8", a.fp8, "FP8 params: none, tensorwise, delayed, blockwise, blockwise-1x128, mxfp8"),
+              {"none", "tensorwise", "delayed", "blockwise", "blockwise-1x128", "mxfp8"})
       ->capture_default_str();
-  cmd->add_option("--fp8-format", a.fp8_format, "e4m3 or e5m2")->capture_default_str();
-  cmd->add_option("--mx-scale", a.mx_scale, "mxfp8 scale rule: rceil (TE) or floor (OCP)")->capture_default_str();
+  with_values(cmd->add_option("--fp8-format", a.fp8_format, "e4m3 or e5m2"), {"e4m3", "e5m2"})->capture_default_str();
+  with_values(cmd->add_option("--mx-scale", a.mx_scale, "mxfp8 scale rule: rceil (TE) or floor (OCP)"),
+              {"rceil", "floor"})->capture_default_str();
   integer_range(cmd->add_option("--amax-history", a.amax_history, "delayed: amax history length"), 1,
                 pipeline::kMaxAmaxHistory)
       ->capture_default_str();
-  cmd->add_option("--amax-algo", a.amax_algo, "delayed: most_recent or max")->capture_default_str();
+  with_values(cmd->add_option("--amax-algo", a.amax_algo, "delayed: most_recent or max"),
+              {"most_recent", "max"})->capture_default_str();
   integer_range(cmd->add_option("--bucket-size", a.bucket_size, "Elements per bucket (default: one bucket per buffer)"), 1,
                 pipeline::kMaxBucketSize);
   cmd->add_flag("--pad-for-nccl", a.pad_for_nccl, "Pad bucket ends to lcm(dp, 128, 65536)");

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "json_output.h"
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "option_range.h"
 #include "pipeline/config.h"
 
@@ -52,6 +53,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
                            {"dp", "--dp"}};
   return with_flag_names(flags, [&] {
     if (!t.bucket_size.empty()) ckpt::parse_bucket_size(t.bucket_size);  // before anything is read
+    install_interrupt_handlers();
     const ckpt::ReshardReport r = app::reshard::reshard(a.src, a.dst, t);
     if (g.json) {
       print_json(r.document);
@@ -72,8 +74,10 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("DST", a->dst, "Target checkpoint directory (must not exist; committed atomically)")->required();
   // Each target rank gets a file of its own and a plan of its own.
   integer_range(cmd->add_option("--dp", a->dp, "Target data-parallel size"), 1, kMaxReshardDp)->required();
-  cmd->add_option("--dist-opt", a->dist_opt, "bucketed or layerwise (default: the source's)");
-  cmd->add_option("--ckpt-layout", a->ckpt_layout, "Optimizer state layout: bucket or model (default: the source's)");
+  with_values(cmd->add_option("--dist-opt", a->dist_opt, "bucketed or layerwise (default: the source's)"),
+              {"bucketed", "layerwise"});
+  with_values(cmd->add_option("--ckpt-layout", a->ckpt_layout, "Optimizer state layout: bucket or model (default: the source's)"),
+              {"bucket", "model"});
   cmd->add_option("--bucket-size", a->bucket_size,
                   "Elements per bucket (1 to " + std::to_string(pipeline::kMaxBucketSize) +
                       "), or none (default: the source's)");
@@ -85,9 +89,9 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
   cmd->add_option("--compress", a->compress, "zstd[:LEVEL][+shuffle] or none (default: the source's filters)");
   integer_range(cmd->add_option("--chunk-bytes", a->chunk_bytes, "Target chunk size in bytes (default: the source's)"), 1,
                 ckpt::kMaxChunkBytes);
-  cmd->add_option("--to", a->to,
+  with_values(cmd->add_option("--to", a->to,
                   "Megatron torch_dist: the optimizer form to write, dp_reshardable or fully_reshardable "
-                  "(default: the source's)");
+                  "(default: the source's)"), {"dp_reshardable", "fully_reshardable"});
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan (keys, bytes read and written, files, peak memory) only");
   cmd->callback([a, &global, &run] { run = [a, &global] { return run_reshard(*a, global); }; });
 }

@@ -15,6 +15,7 @@ struct StepArgs {
   PipelineArgs pipe;
   std::string params, grads, out;
   std::string scalar_params = "embed|lm_head|output";
+  bool force = false;
 };
 
 // torch's defaults: Adam/AdamW (lr 1e-3, betas 0.9/0.999, weight decay 0 / 1e-2), Lion (lr 1e-4,
@@ -41,6 +42,7 @@ int run_step(const StepArgs& a, const GlobalOptions& g) {
   o.keep_fp32 = a.pipe.keep_fp32;
   o.fp32_matrices = a.pipe.fp32_matrices;
   o.comm = a.pipe.comm;
+  o.force = a.force;
   const app::replay::ReplayReport r = app::replay::replay_step_files(a.params, a.grads, a.out, o);
   if (!r.has_rank0) return 0;  // under mpi, rank 0's process reports
   print_warnings(r.warnings);
@@ -78,6 +80,7 @@ void register_step(CLI::App& app, const GlobalOptions& global, Runner& run) {
       ->required();
   cmd->add_option("--grads", args->grads, "G.safetensors: one fp32 gradient per param, same names")->required();
   cmd->add_option("--out", args->out, "OUT.safetensors: updated params (fp32 masters), state and step")->required();
+  cmd->add_flag("--force", args->force, "Replace an existing OUT (it may be the --params file: every input is read first)");
   add_optimizer_options(cmd, args->pipe, step_defaults);
   add_distributed_options(cmd, args->pipe);
   cmd->get_option("--optimizer")->required()->default_str("");  // a replay must say which update it replays

@@ -8,6 +8,8 @@
 #include "json_output.h"
 #include "comm/mpi_runtime.h"
 #include "core/error.h"
+#include "core/units.h"
+#include "core/interrupt.h"
 #include "core/progress.h"
 #include "app/train/device_trainer.h"
 #include "layout/layout_json.h"
@@ -30,6 +32,7 @@ struct TrainArgs {
   uint64_t accumulation = 1;
   uint64_t seed = 1234;
   std::string metrics;
+  bool force = false;  // replace an existing --metrics FILE
   std::string device = "cpu";
   bool comm_given = false;  // --comm on the command line (cuda implies nccl)
   bool overlap_grad_reduce = false, overlap_param_gather = false;  // --device cuda only
@@ -133,12 +136,25 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   // Under mpirun only the process of rank 0 writes metrics and reports (ranks are processes there).
   const bool reporter = comm::launcher_rank() <= 0;
   std::unique_ptr<app::train::MetricsFile> metrics;
-  if (!a.metrics.empty() && reporter) metrics = std::make_unique<app::train::MetricsFile>(a.metrics);
+  const app::train::MetricsMode metrics_mode = a.force            ? app::train::MetricsMode::replace
+                                               : !a.load.empty() ? app::train::MetricsMode::resume
+                                                                 : app::train::MetricsMode::create;
+  // Checked by every process before any creates the file; created by the first step (after the
+  // ranks' first collective), so that under mpirun no process is refused while the others train.
+  if (!a.metrics.empty()) app::train::MetricsFile::check(a.metrics, metrics_mode);
   Progress progress("train", a.steps, reporter && progress_enabled(g), ProgressUnit::steps);
   bool first_step = true;
+  uint64_t metrics_steps = 0;  // lines written by this run
   const app::train::StepCallback on_step = [&](const app::train::StepMetrics& m) {
-    if (first_step) progress.resume_at(m.step), first_step = false;  // m.step > 0 after --load
-    if (metrics) metrics->write(m);
+    if (first_step) {
+      progress.resume_at(m.step);  // m.step > 0 after --load
+      if (!a.metrics.empty() && reporter) {
+        metrics = std::make_unique<app::train::MetricsFile>(a.metrics, metrics_mode);
+        if (metrics_mode == app::train::MetricsMode::resume) metrics->start_at(m.step);
+      }
+      first_step = false;
+    }
+    if (metrics) metrics->write(m), ++metrics_steps;
     progress.advance(1);
     if (a.log_every && ((m.step + 1) % a.log_every == 0 || m.step + 1 == a.steps))
       write_above_progress([&] {
@@ -147,10 +163,18 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
       });
   };
   app::checkpoint::CheckpointedResult cr;
-  if (cuda)
-    cr = app::train::train_on_device_with_checkpoints(o, ckpt, {}, on_step);
-  else
-    cr = app::checkpoint::train_with_checkpoints(o, ckpt, {}, on_step);
+  install_interrupt_handlers();  // Ctrl-C and SIGTERM stop the run between steps
+  try {
+    if (cuda)
+      cr = app::train::train_on_device_with_checkpoints(o, ckpt, {}, on_step);
+    else
+      cr = app::checkpoint::train_with_checkpoints(o, ckpt, {}, on_step);
+  } catch (const Interrupted& e) {
+    progress.finish();
+    if (!metrics || metrics_steps == 0) throw;
+    metrics->close();
+    throw Interrupted(e.signal(), std::string(e.what()) + "; " + a.metrics + " holds every step finished");
+  }
   const app::train::TrainResult& r = cr.train;
   const app::checkpoint::CheckpointLog& log = cr.checkpoints;
   progress.finish();  // before the summary: nothing is drawn after it
@@ -183,12 +207,17 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   const pipeline::PhaseTimes& t = s.median_times;
   if (!log.loaded.empty())
     std::printf("resumed from %s at step %llu\n", log.loaded.c_str(), static_cast<unsigned long long>(log.loaded_step));
-  std::printf("trained %s (%s params) for %llu steps on dp %u%s: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
-              group_digits(s.params).c_str(), static_cast<unsigned long long>(s.steps), s.dp,
+  if (s.steps == 0) {
+    std::printf("nothing to do: the run is at step %llu, the --steps to reach\n",
+                static_cast<unsigned long long>(s.first_step));
+    return 0;
+  }
+  std::printf("trained %s (%s params) for %s on dp %u%s: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
+              group_digits(s.params).c_str(), plural(s.steps, "step").c_str(), s.dp,
               cuda ? " (cuda)" : "", a.pipe.optimizer.c_str(), dist, fp8_label(a.pipe).c_str(), o.pipeline.lr);
   std::printf("loss %.6f -> %.6f (%.3fx)%s\n", s.initial_loss, s.final_loss,
               s.initial_loss > 0 ? s.final_loss / s.initial_loss : 0.0,
-              s.skipped ? (", " + std::to_string(s.skipped) + " skipped steps").c_str() : "");
+              s.skipped ? (", " + plural(s.skipped, "skipped step")).c_str() : "");
   std::printf("step %.3f ms (median): forward/backward %.3f, reduce-scatter %.3f, optimizer %.3f, copy-back %.3f, "
               "gather %.3f, decode %.3f\n",
               s.step_time_ms, t.forward_backward * 1e3, t.reduce_scatter * 1e3, t.optimizer * 1e3, t.copy_back * 1e3,
@@ -214,9 +243,9 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   add_optimizer_options(cmd, args->pipe, train_defaults);
   add_distributed_options(cmd, args->pipe);
   auto* comm_opt = cmd->get_option("--comm");
-  cmd->add_option("--device", args->device,
+  with_values(cmd->add_option("--device", args->device,
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
-                  "(checkpoints are the CPU's format and bytes)")
+                  "(checkpoints are the CPU's format and bytes)"), {"cpu", "cuda"})
       ->capture_default_str();
   cmd->add_flag("--overlap-grad-reduce", args->overlap_grad_reduce,
                 "--device cuda: start each bucket's grad reduce-scatter as soon as the backward has produced its "
@@ -238,7 +267,10 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
       ->capture_default_str();
   integer_range(cmd->add_option("--seed", args->seed, "Seed of the student, the teacher and the data"), 0, kNoLimit)
       ->capture_default_str();
-  cmd->add_option("--metrics", args->metrics, "Write one JSON line per step to FILE.jsonl");
+  cmd->add_option("--metrics", args->metrics,
+                  "Write one JSON line per step to FILE.jsonl: a new file, or with --load the resumed run's, "
+                  "continued at the resumed step");
+  cmd->add_flag("--force", args->force, "Replace an existing --metrics FILE");
   cmd->add_flag("--print-layout", args->print_layout, "Print the buffer layout of this configuration and exit");
   integer_range(cmd->add_option("--log-every", args->log_every, "Log a line on stderr every N steps (default: never)"), 0,
                 kNoLimit);
@@ -254,7 +286,8 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
                   "Start from safetensors weights (a .safetensors file, an index .json or a directory holding one): "
                   "every param by name and shape, F32/BF16/F16 or FP8 with _scale_inv or _scale")
       ->excludes("--load");
-  cmd->add_option("--ckpt-layout", args->ckpt_layout, "Optimizer state in the checkpoint: model (per param) or bucket")
+  with_values(cmd->add_option("--ckpt-layout", args->ckpt_layout, "Optimizer state in the checkpoint: model (per param) or bucket"),
+              {"model", "bucket"})
       ->capture_default_str();
   cmd->add_option("--compress", args->compress, "Checkpoint compression: zstd[:LEVEL][+shuffle] or none")
       ->capture_default_str();

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "core/shape.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/diff.h"
@@ -21,7 +22,7 @@
 namespace fpg::fpckpt {
 namespace {
 
-std::string mb(uint64_t bytes) { return fmt::sprintf("%.2f MB", bytes / 1e6); }
+std::string mb(uint64_t bytes) { return byte_size(bytes); }
 
 nlohmann::json sizes_json(const KindSizes& k) {
   return {{"keys", k.keys}, {"numel", k.numel}, {"logical_bytes", k.logical_bytes}, {"stored_bytes", k.stored_bytes},
@@ -123,7 +124,7 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
     line("documents", docs);
     line("compression", fmt::sprintf("%.3fx (%s logical, %s stored)", s.compression_ratio, mb(s.total.logical_bytes),
                                      mb(s.total.stored_bytes)));
-    line("files", std::to_string(s.files) + " data files, " + mb(s.file_bytes) + ", " + std::to_string(s.runs) + " runs");
+    line("files", plural(s.files, "data file") + ", " + mb(s.file_bytes) + ", " + plural(s.runs, "run"));
     t.push_back(fmt::sprintf("%-16s %6s %14s %14s %14s %8s %12s", "kind", "keys", "elements", "logical bytes",
                              "stored bytes", "chunks", "padding"));
     auto row = [&t](const std::string& name, const KindSizes& k) {
@@ -206,11 +207,10 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
     r.bytes_read = rep.bytes_read;
     r.problems = rep.problems;
     if (const std::string note = integrity_note(rep.version); !note.empty()) r.notes.push_back(note);
-    r.facts = {"format " + ckpt::to_string(rep.version), std::to_string(rep.keys) + " keys",
-               std::to_string(rep.chunks) + " chunks", std::to_string(rep.padding) + " padding intervals",
-               std::to_string(rep.files) + " files"};
+    r.facts = {"format " + ckpt::to_string(rep.version), plural(rep.keys, "key"), plural(rep.chunks, "chunk"),
+               plural(rep.padding, "padding interval"), plural(rep.files, "file")};
     if (rep.layout_checked) r.facts.push_back("layout checked");
-    if (o.data) r.facts.push_back(std::to_string(rep.chunks_read) + " chunks read");
+    if (o.data) r.facts.push_back(plural(rep.chunks_read, "chunk") + " read");
     r.document = {{"format_version", ckpt::to_string(rep.version)},
                   {"layout_checked", rep.layout_checked},
                   {"index_checksum", std::string(ckpt::index_checksum_name(rep.index_checksum))},

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,9 @@
 #include "core/printable.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/interrupt.h"
+#include "core/log.h"
+#include "core/staging.h"
 #include "formats/fpckpt/index_file.h"
 
 namespace fpg::fpckpt {
@@ -56,6 +58,7 @@ StagingDir begin_staging(const std::string& target) {
   if (fs::exists(t)) throw UsageError(t + ": already exists; a checkpoint is never written over another");
   const auto [dir, name] = fs::split_path(t);
   if (!fs::is_directory(dir)) throw UsageError(t + ": parent directory " + dir + " does not exist");
+  fs::remove_stale_staging_beside(t);
   std::random_device rd;
   char suffix[24];
   std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
@@ -63,10 +66,11 @@ StagingDir begin_staging(const std::string& target) {
   if (mkdir(staging.c_str(), 0755) != 0) throw FormatError(staging + ": cannot create: " + std::strerror(errno));
   // Locked a moment after mkdir: recovery leaves a directory modified in the last minute alone.
   int fd = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (fd >= 0 && !fs::lock_staging(fd)) {
     ::close(fd);
     fd = -1;
   }
+  spdlog::debug("staging {} for {}", staging, t);
   return StagingDir(staging, fd);
 }
 
@@ -154,10 +158,12 @@ void commit(const std::string& staging, const std::string& target, const ckpt::I
 }
 
 void publish_staging(const std::string& staging, const std::string& target) {
+  check_interrupt();  // a run stopped by a signal commits nothing
   fs::fsync_directory(staging);
   if (fs::exists(target)) throw UsageError(target + ": already exists; a checkpoint is never written over another");
   fs::rename_into_place(staging, target);
   fs::fsync_directory(fs::split_path(target).first);
+  spdlog::info("committed {}", target);
 }
 
 void update_latest(const std::string& root, const std::string& name) {

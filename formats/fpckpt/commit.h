@@ -44,8 +44,8 @@ class StagingDir {
   int fd_ = -1;  // -1: the file system offers no flock; recovery then leaves the directory alone
 };
 
-// Creates and locks the staging directory ".NAME.tmp-<16 hex digits>" beside `target`.
-// UsageError if `target` exists.
+// Creates and locks the staging directory ".NAME.tmp-<16 hex digits>" beside `target`, after
+// removing the stale staging of `target` (core/staging.h). UsageError if `target` exists.
 StagingDir begin_staging(const std::string& target);
 
 // Merges the manifests (any order; ranks that wrote nothing may be absent) with the documents into an
@@ -58,7 +58,7 @@ void commit(const std::string& staging, const std::string& target, const ckpt::I
 
 // The last step of every commit, for any format whose files are complete and fsynced in `staging`:
 // fsyncs `staging`, renames it to `target` (UsageError if `target` appeared meanwhile) and fsyncs the
-// parent directory.
+// parent directory. Interrupted, committing nothing, once a signal stopped the work (core/interrupt.h).
 void publish_staging(const std::string& staging, const std::string& target);
 
 // Replaces ROOT/latest with "NAME\n" atomically. NAME must be a plain directory name in ROOT.

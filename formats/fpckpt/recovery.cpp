@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,11 +9,11 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/staging.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/validate.h"
@@ -48,20 +47,6 @@ bool all_of_class(const std::string& s, size_t from, size_t to, int (*cls)(int))
   return true;
 }
 
-// ".NAME.tmp-<16 hex digits>" (begin_staging).
-bool staging_name(const std::string& n) {
-  static const std::string tmp = ".tmp-";
-  if (n.size() < 1 + 1 + tmp.size() + 16 || n[0] != '.') return false;
-  const size_t at = n.size() - 16 - tmp.size();
-  return n.compare(at, tmp.size(), tmp) == 0 && all_of_class(n, n.size() - 16, n.size(), isxdigit);
-}
-
-// ".latest.tmp-<digits>": `latest` being replaced (write_file_atomic).
-bool latest_temp_name(const std::string& n) {
-  const std::string prefix = std::string(".") + kLatestFile + ".tmp-";
-  return n.rfind(prefix, 0) == 0 && all_of_class(n, prefix.size(), n.size(), isdigit);
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -80,16 +65,6 @@ bool data_file_name(const std::string& n) {
 bool our_directory(const struct stat& st) { return S_ISDIR(st.st_mode) && st.st_uid == geteuid(); }
 
 bool has_index(const std::string& dir) { return fs::exists(fs::join_path(dir, kIndexFile)); }
-
-// Removes a staging directory if no live save holds its lock; the lock is held while removing.
-bool remove_if_unlocked(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
-  if (free) fs::remove_tree(path);
-  ::close(fd);
-  return free;
-}
 
 // The first problem that validation's index checks find, or "".
 std::string first_problem(const std::string& dir) {
@@ -113,24 +88,23 @@ std::vector<std::string> recover_root(const std::string& root) {
     actions.push_back(std::move(line));
   };
   if (!fs::is_directory(root)) return actions;
-  const time_t now = std::time(nullptr);
   bool changed = false;
 
   for (const Entry& e : list_dir(root)) {
     const std::string path = fs::join_path(root, e.name);
-    if (S_ISREG(e.st.st_mode) && e.st.st_uid == geteuid() && latest_temp_name(e.name) &&
-        now - e.st.st_mtime >= kStagingGraceSeconds) {
-      if (unlink(path.c_str()) == 0) act(root + ": removed " + e.name + ", a `latest` whose write did not finish");
+    const std::string staged = fs::staging_target(e.name, S_ISDIR(e.st.st_mode));
+    if (!staged.empty()) {
+      if (!fs::remove_if_stale_staging(path)) continue;
+      if (S_ISDIR(e.st.st_mode)) act(root + ": removed " + e.name + ", the staging directory of a save that did not finish");
+      else if (staged == kLatestFile) act(root + ": removed " + e.name + ", a `latest` whose write did not finish");
+      else act(root + ": removed " + e.name + ", a file whose write did not finish");
+      changed = true;
       continue;
     }
     if (!our_directory(e.st)) continue;
     if (e.name[0] == '.' && ends_with(e.name, kDeletingSuffix)) {
       fs::remove_tree(path);
       act(root + ": finished deleting " + e.name + " (a retention cut short)");
-      changed = true;
-    } else if (staging_name(e.name)) {
-      if (now - e.st.st_mtime < kStagingGraceSeconds || !remove_if_unlocked(path)) continue;
-      act(root + ": removed " + e.name + ", the staging directory of a save that did not finish");
       changed = true;
     } else if (step_name(e.name) && !has_index(path)) {
       const auto files = list_dir(path);

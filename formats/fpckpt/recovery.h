@@ -2,13 +2,10 @@
 // save leaves behind, put right before the root is used again (train runs it on its --save and
 // --load roots before it loads or saves anything).
 //
-// - Staging directories of dead saves are removed. Only ours: a directory named
-//   ".NAME.tmp-<16 hex digits>", owned by this user, whose writer's lock (an exclusive flock(2) on
-//   the directory that a live save holds until its rename, commit.h StagingDir) can be taken, and
-//   that was not modified in the last minute (a save locks its directory a moment after creating
-//   it). A directory whose lock cannot be tried (a file system without flock) is left alone. A
-//   temporary ".latest.tmp-<digits>" left by a replacement of `latest` cut short is removed once a
-//   minute old.
+// - The staging of dead writers is removed (core/staging.h: ours, a minute old, its writer's lock
+//   free): a save's ".NAME.tmp-<16 hex digits>" (commit.h StagingDir), a ".latest.tmp-<digits>"
+//   left by a replacement of `latest` cut short, any other writer's. Staging whose lock cannot be
+//   tried (a file system without flock) is left alone.
 // - Deletions cut short are finished: ".NAME.deleting" directories (retention renames a checkpoint
 //   so before deleting it), and "step-N" directories without index.h5 that hold nothing but rank
 //   data files (an older fpgather deleted checkpoints in place).
@@ -23,8 +20,6 @@
 
 namespace fpg::fpckpt {
 
-// Stale staging directories are at least this old (seconds since their last modification).
-constexpr long kStagingGraceSeconds = 60;
 // ".NAME" + this: a newer checkpoint that failed validation, set aside by recovery.
 constexpr const char* kInvalidSuffix = ".invalid";
 

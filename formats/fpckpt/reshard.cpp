@@ -12,6 +12,7 @@
 
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "core/thread_start.h"
 #include "core/progress.h"
 #include "formats/fpckpt/commit.h"
@@ -355,6 +356,7 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     holding = false;
   };
   for (size_t b = 0; b < batches.size(); ++b) {
+    check_interrupt();  // a safe point: the writer's destructor removes the staging
     const BatchBuffer& buf = queue.acquire_full(b);
     std::vector<std::pair<RankWriter*, uint64_t>> marks;
     for (size_t i = batches[b].begin; i < batches[b].end; ++i) {

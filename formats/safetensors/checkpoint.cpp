@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include <fmt/printf.h>
@@ -12,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "core/shape.h"
 #include "formats/safetensors/model.h"
 
@@ -118,9 +120,8 @@ class SafetensorsCheckpoint : public ckpt::Checkpoint {
     for (const auto& [dt, v] : by_dtype) j["totals"]["by_dtype"][dt] = {{"tensors", v.first}, {"bytes", v.second}};
 
     auto& t = c.text;
-    t.push_back(fmt::sprintf("%s: safetensors, %zu file%s, %zu tensors, %llu elements, %.2f MB", model.path(),
-                             model.shard_count(), model.shard_count() == 1 ? "" : "s", model.size(), numel,
-                             model.total_bytes() / 1e6));
+    t.push_back(fmt::sprintf("%s: safetensors, %s, %s, %llu elements, %s", model.path(), plural(model.shard_count(), "file"),
+                             plural(model.size(), "tensor"), numel, byte_size(model.total_bytes())));
     if (!model.metadata().empty()) {
       t.push_back("metadata:");
       for (const auto& [k, v] : model.metadata()) t.push_back("  " + printable(k) + ": " + printable(v));
@@ -211,19 +212,40 @@ class SafetensorsCheckpoint : public ckpt::Checkpoint {
   std::shared_ptr<const Model> model_;
 };
 
+// A file named as a model: .safetensors, or an index .json.
+bool named_as_model(const std::string& path) {
+  auto ends = [&](const std::string& suffix) {
+    return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends(".safetensors") || ends(".json");
+}
+
+// A regular file that starts as a safetensors file: an 8-byte little-endian header length, then '{'.
+bool starts_as_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char b[9] = {};
+  if (!in.read(reinterpret_cast<char*>(b), sizeof b)) return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | b[i];
+  return n > 0 && b[8] == '{';
+}
+
 class SafetensorsFormat : public ckpt::Format {
  public:
   std::string_view name() const override { return "safetensors"; }
   std::string_view signature() const override {
     return "model.safetensors or model.safetensors.index.json (a safetensors model)";
   }
+  std::string_view file_signature() const override { return "a .safetensors file or its index .json"; }
   ckpt::Contents contents() const override { return ckpt::Contents::model; }
-  // Any regular file (the reader says what is wrong with one that is no safetensors file), or a
-  // directory holding a model.
+  // A file named .safetensors or .json, or one that starts as a safetensors file does (the reader
+  // says what is wrong with it), or a directory holding a model. Any other file is not a model.
   bool probe(const std::string& path) const override {
-    return exists(path, false) || (exists(path, true) && (exists(path + "/" + std::string(kIndexFileName), false) ||
-                                                          exists(path + "/model.safetensors", false)));
+    if (exists(path, false)) return named_as_model(path) || starts_as_safetensors(path);
+    return exists(path, true) && (exists(path + "/" + std::string(kIndexFileName), false) ||
+                                  exists(path + "/model.safetensors", false));
   }
+
   std::unique_ptr<ckpt::Checkpoint> open(const std::string& path) const override {
     return std::make_unique<SafetensorsCheckpoint>(path);
   }

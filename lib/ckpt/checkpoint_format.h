@@ -92,6 +92,9 @@ class Format {
   // What makes a path this format's, for the message when no format recognises one:
   // "index.h5 or latest (fpgather)".
   virtual std::string_view signature() const = 0;
+  // The one file that is this format's, for the message on a file no format recognises: "a
+  // .safetensors file or its index .json"; "" for a format of directories only.
+  virtual std::string_view file_signature() const { return ""; }
   virtual Contents contents() const = 0;
   // Whether `path` is this format's: cheap (a stat or a few bytes), never throws.
   virtual bool probe(const std::string& path) const = 0;

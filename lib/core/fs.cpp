@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/interrupt.h"
+#include "core/log.h"
+#include "core/staging.h"
 
 namespace fpg::fs {
 
@@ -32,6 +35,7 @@ std::string io_error_text(int err) {
     case ENOSPC: return "no space left on device";
     case EFBIG: return "file size limit exceeded";
     case EDQUOT: return "disk quota exceeded";
+    case ECANCELED: return "interrupted";
     default: return std::strerror(err);
   }
 }
@@ -125,6 +129,7 @@ bool is_regular_file(const std::string& path, bool follow_symlinks) {
 }
 
 int open_regular_file(const std::string& path, bool follow_symlinks) {
+  spdlog::debug("open {}", path);
   struct stat before {};
   if (!stat_of(path, follow_symlinks, before)) throw FormatError(path + ": cannot open: " + std::strerror(errno));
   if (!S_ISREG(before.st_mode)) throw FormatError(path + ": not a regular file (" + file_kind(before.st_mode) + ")");
@@ -152,12 +157,14 @@ int create_file(const std::string& path, mode_t mode) {
 
 int create_temp_beside(const std::string& path, std::string& temp_path) {
   const auto [dir, base] = split_path(path);
+  remove_stale_staging_beside(path);
   std::random_device rd;
   for (int attempt = 0;; ++attempt) {
     // Digits only: crash recovery recognises a stale ".latest.tmp-<digits>" by this form.
     const std::string tmp = join_path(dir, "." + base + ".tmp-" + std::to_string(rd()) + std::to_string(rd()));
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd >= 0) {
+      lock_staging(fd);  // held while the descriptor is open: the file is live staging
       temp_path = tmp;
       return fd;
     }
@@ -167,10 +174,12 @@ int create_temp_beside(const std::string& path, std::string& temp_path) {
 }
 
 namespace {
-// pwrite until done or failed; `done` counts the bytes written. Returns 0 or the failure's errno.
-int write_loop(int fd, uint64_t offset, const void* data, uint64_t size, uint64_t& done) {
+// pwrite until done or failed; `done` counts the bytes written. Returns 0 or the failure's errno;
+// ECANCELED once a signal stopped the work (core/interrupt.h), unless `interruptible` is false.
+int write_loop(int fd, uint64_t offset, const void* data, uint64_t size, uint64_t& done, bool interruptible = true) {
   const auto* p = static_cast<const uint8_t*>(data);
   done = 0;
+  if (interruptible && interrupted()) return ECANCELED;
   while (done < size) {
     const ssize_t n = ::pwrite(fd, p + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
@@ -237,7 +246,12 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   std::string tmp;
   int fd = create_temp_beside(path, tmp);
   try {
-    pwrite_all(fd, tmp, 0, contents.data(), contents.size());
+    // Not stopped by a signal: a small file (`latest`, a format's metadata) whose writer decides
+    // at its commit whether to go on.
+    uint64_t done = 0;
+    if (const int e = write_loop(fd, 0, contents.data(), contents.size(), done, false))
+      throw FormatError(tmp + ": write of bytes [" + std::to_string(done) + ", " + std::to_string(contents.size()) +
+                        ") failed: " + io_error_text(e));
     fsync_fd(fd, tmp);
     const int to_close = fd;
     fd = -1;

@@ -65,7 +65,7 @@ for sub in train step convert inspect validate diff reshard completion "bench qu
   read -r -a argv <<<"$sub"
   expect_exit 0 "$FPGATHER" "${argv[@]}" --help
   grep -q '{' "$WORK/out" && fail "$sub --help shows a {value}: $(grep '{' "$WORK/out")"
-  expect_in "$WORK/out" "Global options (--log-level, --json, --threads, --no-progress) may also come after"
+  expect_in "$WORK/out" "Global options (--log-level, --verbose, --quiet, --json, --threads, --no-progress) may also come after"
 done
 expect_exit 0 "$FPGATHER" train --help
 expect_in "$WORK/out" "--nesterov,--no-nesterov    Muon: Nesterov momentum, or plain (default: Nesterov)"

@@ -25,7 +25,7 @@ for l in open(sys.argv[1]): d=json.loads(l); d.pop("times"); print(json.dumps(d,
 T=(train --model tiny --micro-batch 16)
 for flags in "--dist-opt bucketed" "--optimizer muon --fp8 tensorwise"; do
   read -r -a fl <<<"$flags"
-  rm -rf "$WORK/t" "$WORK/m" "$WORK/m2"
+  rm -rf "$WORK/t" "$WORK/m" "$WORK/m2" "$WORK"/*.jsonl
   expect_exit 0 "${F[@]}" "${T[@]}" "${fl[@]}" --steps 4 --dp 2 --comm threads --save-every 2 \
     --metrics "$WORK/t.jsonl" --save "$WORK/t"
   expect_exit 0 "${MPIRUN[@]}" -n 2 "${F[@]}" "${T[@]}" "${fl[@]}" --steps 4 --dp 2 --comm mpi --save-every 2 \
@@ -52,9 +52,9 @@ mkdir -p "$R"
 for flags in "--optimizer adamw" "--optimizer muon --dist-opt layerwise"; do
   read -r -a fl <<<"$flags"
   expect_exit 0 "${F[@]}" step "${fl[@]}" --dp 3 --params "$R/in.safetensors" --grads "$R/g1.safetensors" \
-    --out "$R/threads.safetensors"
+    --out "$R/threads.safetensors" --force
   expect_exit 0 "${MPIRUN[@]}" -n 3 "${F[@]}" step "${fl[@]}" --dp 3 --comm mpi --params "$R/in.safetensors" \
-    --grads "$R/g1.safetensors" --out "$R/mpi.safetensors"
+    --grads "$R/g1.safetensors" --out "$R/mpi.safetensors" --force
   cmp -s "$R/threads.safetensors" "$R/mpi.safetensors" || fail "step $flags: mpi output differs from threads"
 done
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `fpgather completion bash|zsh`: the scripts complete every subcommand and option that --help lists
-# (they are generated from the same definition), skip option values when finding the subcommand, and
-# complete file names for positional arguments and option values; the build's installed copies are
+# (they are generated from the same definition), skip option values when finding the subcommand,
+# complete the values of options that take one of a fixed set, and file names for other positional
+# arguments and option values; the build's installed copies are
 # the binary's own output. zsh is driven on a pseudo-terminal (zpty) where it is installed.
 source "$(dirname "$0")/common.sh"
 cd "$WORK" || exit 1
@@ -55,9 +56,18 @@ checks() {
   expect_offer "$shell" "model-a.safetensors model-b.safetensors" fpgather inspect model-
   expect_offer "$shell" "model-a.safetensors model-b.safetensors" fpgather convert --fp8 blockwise model-
   expect_offer "$shell" "model-a.safetensors model-b.safetensors" fpgather train --init model-
+  # An option that takes one of a fixed set: its values, never file names.
+  expect_offer "$shell" "adam adamw" fpgather train --optimizer ad
+  expect_offer "$shell" "adam adamw lion muon" fpgather step --optimizer ""
+  expect_offer "$shell" "blockwise blockwise-1x128" fpgather train --fp8 bl
+  expect_offer "$shell" "dcp" fpgather convert model-a.safetensors out --to d
+  expect_offer "$shell" "dp_reshardable" fpgather reshard --to dp
+  expect_offer "$shell" "debug" fpgather --log-level de
+  expect_offer "$shell" "bash zsh" fpgather completion ""
+  expect_offer "$shell" "train" fpgather help tr
   # Every option --help lists, for every subcommand, is offered.
   local sub want got
-  for sub in "" train step convert inspect validate diff reshard completion "bench quantize" "bench io" "bench step"; do
+  for sub in "" train step convert inspect validate diff reshard completion help "bench quantize" "bench io" "bench step"; do
     read -r -a argv <<<"$sub"
     want=$(help_options "${argv[@]}" | grep -- '^--' | tr '\n' ' ')
     if [ "$shell" = bash ]; then got=$(bash_complete fpgather "${argv[@]}" --); else got=$(zsh_complete fpgather "${argv[@]}" --); fi

@@ -61,4 +61,47 @@ for sub in inspect validate reshard; do
   "$FPGATHER" "$sub" --help >"$WORK/out"
   grep -qE '^  --(json|threads)' "$WORK/out" && fail "$sub --help lists its own --json or --threads"
 done
+# -V is --version; `fpgather help CMD` prints what `fpgather CMD --help` does.
+"$FPGATHER" --version >"$WORK/v1"
+expect_exit 0 "$FPGATHER" -V
+cmp -s "$WORK/out" "$WORK/v1" || fail "-V differs from --version"
+for sub in "" train convert "bench quantize"; do
+  read -r -a argv <<<"$sub"
+  "$FPGATHER" "${argv[@]}" --help >"$WORK/h1"
+  expect_exit 0 "$FPGATHER" help "${argv[@]}"
+  cmp -s "$WORK/out" "$WORK/h1" || fail "help $sub differs from $sub --help"
+done
+expect_exit 2 "$FPGATHER" help nope
+expect_in "$WORK/err" "help: 'nope' is not a command"
+
+# -v / -vv / -q: log levels that change what is printed on stderr; refused together or with --log-level.
+cd "$WORK" || exit 1
+expect_exit 0 "$FPGATHER" --no-progress train --steps 2 --save vrun
+[ -s "$WORK/err" ] && fail "train printed on stderr at the default level: $(head -2 "$WORK/err")"
+expect_exit 0 "$FPGATHER" -v --no-progress train --steps 4 --save vrun --load vrun
+expect_in "$WORK/err" "fpgather: info: loading vrun"
+expect_in "$WORK/err" "fpgather: info: training steps 2 to 4 on dp 2"
+expect_in "$WORK/err" "fpgather: info: saving vrun/step-00000004 after step 4"
+expect_in "$WORK/err" "fpgather: info: committed vrun/step-00000004"
+grep -q "debug:" "$WORK/err" && fail "-v printed debug lines"
+expect_exit 0 "$FPGATHER" validate vrun -vv
+expect_in "$WORK/err" "fpgather: debug: vrun: opening as fpgather"
+expect_in "$WORK/err" "fpgather: debug: open vrun/step-00000004/index.h5"
+mkdir -p vrun/.step-00000009.tmp-0123456789abcdef && touch -d '2 minutes ago' vrun/.step-00000009.tmp-0123456789abcdef
+expect_exit 0 "$FPGATHER" -q train --steps 6 --save vrun --load vrun
+[ -s "$WORK/err" ] && fail "-q printed on stderr: $(head -2 "$WORK/err")"
+[ -e vrun/.step-00000009.tmp-0123456789abcdef ] && fail "the stale staging was kept"
+expect_exit 2 "$FPGATHER" -q -v train --steps 1
+expect_in "$WORK/err" "-q (--quiet) and -v (--verbose) contradict each other"
+expect_exit 2 "$FPGATHER" train --steps 1 -v --log-level debug
+expect_in "$WORK/err" "-v (--verbose) and --log-level both set the log level: give one"
+
+# Counts and sizes: "1 step", "1 file", bytes in B or kB where a figure in MB would be 0.00.
+expect_exit 0 "$FPGATHER" train --steps 1
+expect_in "$WORK/out" "for 1 step on dp 2"
+expect_exit 0 "$FPGATHER" inspect "$TESTDATA/models/tiny-llama.safetensors"
+expect_in "$WORK/out" "safetensors, 1 file, "
+expect_exit 0 "$FPGATHER" inspect "$CK/dp2-model"
+grep -q "0.00 MB" "$WORK/out" && fail "inspect of a small checkpoint prints 0.00 MB: $(grep '0.00 MB' "$WORK/out")"
+expect_in "$WORK/out" "kB logical, "
 finish

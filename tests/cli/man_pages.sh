@@ -20,7 +20,7 @@ for sub in $(subcommands); do
   # fpgather(1) lists it, as `.B SUB` in DESCRIPTION
   grep -qx "\.B $sub" "$MAN/fpgather.1" || fail "fpgather.1 does not list $sub"
   page="$MAN/fpgather-$sub.1"
-  if [ "$sub" = completion ]; then continue; fi  # described in fpgather.1 itself
+  if [ "$sub" = completion ] || [ "$sub" = help ]; then continue; fi  # described in fpgather.1 itself
   [ -f "$page" ] || { fail "no man page for $sub"; continue; }
   grep -q "fpgather-$sub (1)\|BR fpgather-$sub (1)" "$MAN/fpgather.1" || fail "fpgather.1 does not refer to fpgather-$sub(1)"
   text=$(in_roff "$page")

@@ -61,10 +61,17 @@ expect_in "$WORK/j.json" '"step_out": 1'
 "${F[@]}" inspect "$R/adamw-dp1.2" >"$WORK/listing" || fail "inspect OUT"
 expect_in "$WORK/listing" "step: 2"
 expect_in "$WORK/listing" "blocks.0.fc1.weight.exp_avg_sq"
-# --out may be --params: everything is read before OUT is written
+# An existing OUT is refused without --force (before anything is read), even the --params file.
 cp "$R/in.safetensors" "$WORK/inplace.safetensors"
-expect_exit 0 "${F[@]}" step --optimizer adamw --lr 0.01 --bucket-size 3000 --params "$WORK/inplace.safetensors" \
+expect_exit 2 "${F[@]}" step --optimizer adamw --lr 0.01 --bucket-size 3000 --params "$WORK/inplace.safetensors" \
   --grads "$R/g1.safetensors" --out "$WORK/inplace.safetensors"
+expect_in "$WORK/err" "fpgather: error: OUT $WORK/inplace.safetensors exists (it is an input): give --force to replace it"
+cmp -s "$WORK/inplace.safetensors" "$R/in.safetensors" || fail "a refused step changed its OUT"
+expect_exit 2 "${F[@]}" step --optimizer adamw --params "$R/in.safetensors" --grads "$R/g1.safetensors" --out "$R/adamw-dp1.1"
+expect_in "$WORK/err" "exists: give --force to replace it"
+# With --force OUT may be --params: everything is read before OUT is written
+expect_exit 0 "${F[@]}" step --optimizer adamw --lr 0.01 --bucket-size 3000 --params "$WORK/inplace.safetensors" \
+  --grads "$R/g1.safetensors" --out "$WORK/inplace.safetensors" --force
 cmp -s "$WORK/inplace.safetensors" "$R/adamw-dp1.1" || fail "in-place step differs"
 
 # Refusals: exit 2 naming the tensor, nothing written.

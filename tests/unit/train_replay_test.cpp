@@ -30,8 +30,10 @@ std::string temp_dir() {
   return d;
 }
 
+// The chained steps alternate between two OUT files: each replaces the one of two steps before.
 app::replay::ReplayOptions options_of(const GoldenCase& c) {
   app::replay::ReplayOptions o;
+  o.force = true;
   pipeline::PipelineConfig& p = o.pipeline;
   p.optimizer = *optim::parse_optimizer(c.optimizer);
   p.dist_opt = pipeline::resolve_dist_opt(std::nullopt, p.optimizer);

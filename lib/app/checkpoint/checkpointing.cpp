@@ -1,6 +1,8 @@
 #include "app/checkpoint/checkpointing.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +14,8 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/interrupt.h"
+#include "core/log.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/manifest_blob.h"
 #include "formats/fpckpt/index_file.h"
@@ -38,16 +42,62 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 struct Session {
   std::mutex mu;
   fpckpt::StagingDir staging;
+  std::string saving;  // the checkpoint being saved, while its staging exists
   CheckpointLog log;
 };
 
 void ensure_root(const std::string& root) {
   if (fs::exists(root, true)) {
-    if (!fs::is_directory(root)) throw UsageError("--save " + root + ": not a directory");
-    return;
-  }
-  if (mkdir(root.c_str(), 0755) != 0 && errno != EEXIST)
+    if (!fs::is_directory(root)) throw UsageError("--save " + root + ": not a directory (a checkpoint root is one)");
+  } else if (mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) {
     throw UsageError("--save " + root + ": cannot create: " + std::strerror(errno));
+  }
+  if (access(root.c_str(), W_OK | X_OK) != 0)
+    throw UsageError("--save " + root + ": not writable: " + std::strerror(errno));
+}
+
+// The first checkpoint a run from `first` to o.steps would save that `root` already holds (a
+// checkpoint is never written over another), "" for none: refused before the first step, so that
+// no training is lost to a save that cannot happen.
+std::string first_taken_save(const CheckpointOptions& c, uint64_t first, uint64_t steps) {
+  std::vector<uint64_t> taken;
+  if (DIR* d = opendir(c.save.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() < 6 || n.compare(0, 5, "step-") != 0 || n.find_first_not_of("0123456789", 5) != std::string::npos ||
+          n.size() > 5 + 19)
+        continue;
+      const uint64_t step = std::stoull(n.substr(5));
+      if (checkpoint_name(step) == n && step > first && step <= steps && save_due(c, step, steps)) taken.push_back(step);
+    }
+    closedir(d);
+  }
+  if (taken.empty()) return "";
+  return checkpoint_name(*std::min_element(taken.begin(), taken.end()));
+}
+
+// What a run stopped by a signal kept, for its message.
+std::string kept_after_interrupt(const CheckpointOptions& c, const Session& session) {
+  std::string s;
+  if (!session.saving.empty()) s = "the save of " + session.saving + " was abandoned; ";
+  if (!session.log.saved.empty())
+    return s + "kept " + session.log.saved.back() + ", the last checkpoint saved (resume with --load " + c.save + ")";
+  if (c.save.empty()) return s + "nothing saved (no checkpoint root)";
+  const std::string latest = fpckpt::latest_name(c.save);
+  if (latest.empty()) return s + "nothing saved; " + c.save + " holds no checkpoint";
+  return s + "nothing saved by this run; " + join_path(c.save, fpckpt::kLatestFile) + " still names " + latest;
+}
+
+// --load of a directory that holds no checkpoint and no `latest`: what it is instead.
+void check_loadable(const std::string& load) {
+  if (!fs::exists(load, true)) throw FormatError(load + ": no such file or directory");
+  if (!fs::is_directory(load) || fs::exists(join_path(load, fpckpt::kIndexFile), true) ||
+      fs::exists(join_path(load, fpckpt::kLatestFile), true))
+    return;
+  throw FormatError(load + ": no committed checkpoint to resume from (no " + std::string(fpckpt::kIndexFile) +
+                    ", no `" + fpckpt::kLatestFile + "`): a run directory holds one only once a save into it has "
+                    "completed (a run stopped during its first save leaves none); start the run again without "
+                    "--load (with --save " + load + ")");
 }
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
@@ -73,12 +123,14 @@ void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& ses
   const auto t0 = std::chrono::steady_clock::now();
   const uint32_t r = static_cast<uint32_t>(comm.rank());
   const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
+  if (comm.rank() == 0) spdlog::info("saving {} after step {}", target, steps_done);
   std::string staging;
   if (r == 0) {
     fpckpt::StagingDir dir = fpckpt::begin_staging(target);
     staging = dir.path();
     std::lock_guard<std::mutex> lock(session.mu);
     session.staging = std::move(dir);
+    session.saving = target;
   }
   staging = [&] {
     const auto all = comm.all_gather_bytes(r == 0 ? bytes_of(staging) : std::vector<uint8_t>{});
@@ -106,9 +158,10 @@ void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& ses
     fpckpt::commit(staging, target, ix);
     std::lock_guard<std::mutex> lock(session.mu);
     session.staging = fpckpt::StagingDir();
+    session.saving.clear();
+    session.log.saved.push_back(target);
     fpckpt::update_latest(c.save, name);
     const auto removed = fpckpt::apply_retention(c.save, c.keep);
-    session.log.saved.push_back(target);
     session.log.removed.insert(session.log.removed.end(), removed.begin(), removed.end());
   }
   // No rank goes on before the commit: a failure on rank 0 aborts the others here.
@@ -139,6 +192,11 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
   if (!c.init.empty() && !c.load.empty())
     throw UsageError("--init and --load both set the starting state: give one (--load resumes a checkpoint, "
                      "--init starts a new run from safetensors weights)");
+  if (!c.init.empty() && fs::is_directory(c.init) &&
+      (fs::exists(join_path(c.init, fpckpt::kIndexFile), true) || fs::exists(join_path(c.init, fpckpt::kLatestFile), true)))
+    throw UsageError("--init " + c.init + " is a training checkpoint: resume it with --load " + c.init +
+                     " (--init starts a new run from safetensors weights; `fpgather convert " + c.init +
+                     " OUT.safetensors` exports its weights for one)");
   std::unique_ptr<train::SafetensorsInit> init;
   if (!c.init.empty()) init = std::make_unique<train::SafetensorsInit>(c.init, spec());
   if (!c.save.empty()) ensure_root(c.save);
@@ -154,11 +212,21 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
   double open_seconds = 0, slowest_rank_load = 0;
   if (!c.load.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
+    check_loadable(c.load);
+    spdlog::info("loading {}", c.load);
     reader = fpckpt::open_valid(c.load, "resume from it");  // resolves `latest`
     open_seconds = seconds_since(t0);
     loaded = saved_cursor(reader->index().documents, reader->dir());
     session.log.loaded = reader->dir();
     session.log.loaded_step = loaded.next_step;
+    spdlog::info("loaded {}: validated in {:.3f} s, resuming at step {}", reader->dir(), open_seconds, loaded.next_step);
+  }
+  if (!c.save.empty()) {
+    const std::string taken = first_taken_save(c, loaded.next_step, o.steps);
+    if (!taken.empty())
+      throw UsageError("--save " + c.save + ": " + join_path(c.save, taken) + " already exists, and this run would save it "
+                       "(a checkpoint is never written over another); resume from it with --load " + c.save +
+                       ", or give another --save DIR");
   }
 
   CheckpointHooks hooks;
@@ -181,7 +249,8 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
 
   CheckpointedResult out;
   try {
-    out.train = train_run(hooks);
+    out.train = run_interruptible([&] { return train_run(hooks); },
+                                  [&] { return kept_after_interrupt(c, session); });
   } catch (...) {
     // Every rank thread has ended: nothing writes into the staging directory any more.
     if (!session.staging.empty()) fs::remove_tree(session.staging.path());

@@ -15,6 +15,9 @@
 #include "core/printable.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/interrupt.h"
+#include "core/log.h"
+#include "core/staging.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/safetensors/index.h"
 
@@ -146,10 +149,17 @@ StagedOutput::StagedOutput(const std::string& out, OutputKind kind, bool force, 
   std::error_code ec;
   stdfs::create_directories(parent, ec);
   if (ec) throw FormatError("cannot create directory " + parent.string() + ": " + ec.message());
+  fs::remove_stale_staging_beside(out_);
   std::string templ = (parent / ("." + abs.filename().string() + ".fpgather-staging-XXXXXX")).string();
   if (!::mkdtemp(templ.data()))
     throw FormatError("cannot create a staging directory beside " + display_out_ + ": " + std::strerror(errno));
   root_ = templ;
+  spdlog::debug("staging {} for {}", root_, display_out_);
+  lock_fd_ = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock_fd_ >= 0 && !fs::lock_staging(lock_fd_)) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+  }
   staged_dir_ = root_ + "/new";
   if (kind_ != OutputKind::directory && ::mkdir(staged_dir_.c_str(), 0777) != 0) {
     const int e = errno;
@@ -181,6 +191,7 @@ void StagedOutput::check_index_force() {
 
 StagedOutput::~StagedOutput() {
   if (!root_.empty() && !keep_root_) fs::remove_tree(root_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 std::string StagedOutput::final_path(const std::string& name) const {
@@ -214,6 +225,7 @@ std::string StagedOutput::stage(const std::string& name) {
 
 void StagedOutput::commit() {
   if (committed_) throw InternalError("convert: output committed twice");
+  check_interrupt();  // a conversion stopped by a signal puts nothing in place
   if (!fs::exists(staged_dir_, true)) throw InternalError("convert: nothing was staged for " + display_out_);
   switch (kind_) {
     case OutputKind::file: commit_file(); break;
@@ -224,6 +236,7 @@ void StagedOutput::commit() {
   fs::fsync_directory(stdfs::path(out_).parent_path().string());
   fs::remove_tree(root_);
   root_.clear();
+  spdlog::info("committed {}", display_out_);
 }
 
 void StagedOutput::commit_file() {

@@ -17,7 +17,9 @@
 // Safety: OUT may never be, hold or replace a file the conversion reads (`inputs`); with force a
 // directory OUT is replaced only if it holds no subdirectory (a convert output never does; a home
 // or project directory given by mistake always does) and is not the working directory or above it.
-// A staging directory left by a killed run is ".NAME.fpgather-staging-XXXXXX" beside OUT.
+// The staging directory is ".NAME.fpgather-staging-XXXXXX" beside OUT, locked while its writer lives;
+// one a killed run left is removed by the next conversion to OUT (core/staging.h). A conversion
+// stopped by a signal (core/interrupt.h) commits nothing.
 #pragma once
 
 #include <string>
@@ -74,6 +76,7 @@ class StagedOutput {
   std::vector<std::string> old_files_;  // index form with force: files of the old index to move away
   bool committed_ = false;
   bool keep_root_ = false;   // a failed commit left old files in root_: never removed
+  int lock_fd_ = -1;         // holds the writer's lock on root_ (core/staging.h)
 };
 
 }  // namespace fpg::app::convert

@@ -8,6 +8,7 @@
 #include "comm/group.h"
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "pipeline/fp8_params.h"
 #include "pipeline/rank_state.h"
 #include "app/train/fp32_params.h"
@@ -199,6 +200,9 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
 
 ReplayReport replay_step_files(const std::string& params, const std::string& grads, const std::string& out,
                                const ReplayOptions& o) {
+  if (!o.force && fs::exists(out, true))
+    throw UsageError("OUT " + out + " exists" + (out == params || out == grads ? " (it is an input)" : "") +
+                     ": give --force to replace it");
   StepFile f = read_step_params(params);
   const std::vector<std::vector<float>> g = read_step_grads(grads, f);
   const ReplayReport rep = replay_step(f, g, o);

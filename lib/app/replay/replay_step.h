@@ -33,6 +33,7 @@ struct ReplayOptions {
   std::string keep_fp32;                               // empty: none
   std::string fp32_matrices;  // empty: none; set pipeline.fp32_matrices with it (app/train/fp32_params.h)
   std::string comm = "threads";  // "threads", or "mpi" with one rank per process (comm/group.h)
+  bool force = false;  // replace an existing out (without it, UsageError before anything is read)
 };
 
 struct ReplayReport {
@@ -59,7 +60,8 @@ model::ModelSpec step_spec(const StepFile& f, const ReplayOptions& o, std::vecto
 // configurations the pipeline refuses (muon with bucketed, MXFP8 on dims not multiples of 32, …).
 ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& grads, const ReplayOptions& o);
 
-// Reads params and grads, steps, writes out (may be the params path: everything is read first).
+// Reads params and grads, steps, writes out (may be the params path with o.force: everything is read
+// first). UsageError, before anything is read, for an existing out without o.force.
 ReplayReport replay_step_files(const std::string& params, const std::string& grads, const std::string& out,
                                const ReplayOptions& o);
 

@@ -6,6 +6,8 @@
 
 #include "comm/group.h"
 #include "core/error.h"
+#include "core/interrupt.h"
+#include "core/log.h"
 #include "model/network_compute.h"
 #include "model/network_init.h"
 #include "model/teacher_task.h"
@@ -78,6 +80,17 @@ void finish_result(TrainResult& result, const TrainOptions& o, uint64_t params, 
   result.cursor = {o.seed, o.steps, o.micro_batch, o.accumulation, o.dp};
 }
 
+// The signal that stops the run before step t, agreed by every rank (each may have seen it at
+// another moment), 0 to go on. Asked only where a signal can stop the process.
+int agreed_interrupt(comm::Communicator& comm) {
+  if (!interrupt_handlers_installed()) return 0;
+  const auto all = comm.all_gather_bytes({static_cast<uint8_t>(interrupt_signal())});
+  int sig = 0;
+  for (const auto& b : all)
+    if (!b.empty() && b[0] != 0) sig = b[0];
+  return sig;
+}
+
 // A rank of train(): the host pipeline, the network on the CPU.
 class HostTrainingRank final : public TrainingRank {
  public:
@@ -144,11 +157,16 @@ TrainResult run_training(const TrainOptions& o, const model::ModelSpec& spec, co
     if (start > o.steps)
       throw UsageError("train: the loaded state has taken " + std::to_string(start) + " steps, more than --steps " +
                        std::to_string(o.steps) + " (the step count to reach)");
-    if (rank0) first = start;
+    if (rank0) {
+      first = start;
+      spdlog::info("training steps {} to {} on dp {}", start, o.steps, o.dp);
+    }
     rank->observe(start);
 
     std::vector<float> all_losses(o.accumulation * o.dp);
     for (uint64_t t = start; t < o.steps; ++t) {
+      if (const int sig = agreed_interrupt(comm))
+        throw Interrupted(sig, "stopped after step " + std::to_string(t) + " of " + std::to_string(o.steps));
       const pipeline::StepReport rep = rank->step(t, all_losses);
       if (rank0) {
         result.steps[t] = step_metrics(t, all_losses, rep);

@@ -152,7 +152,9 @@ using MakeTrainingRank =
 // The training loop: runs `group`, each rank building its TrainingRank and taking steps from its
 // resume point to o.steps; rank 0 reports every step to on_step and into the result. spec: the
 // model trained (training_spec); init: the initial values, unset for the seeded initializer.
-// UsageError when a resumed state has taken more than o.steps steps.
+// UsageError when a resumed state has taken more than o.steps steps. Where a signal can stop the
+// process (core/interrupt.h), every rank agrees before each step whether one arrived, and all throw
+// Interrupted("stopped after step T of N") at the same step.
 TrainResult run_training(const TrainOptions& o, const model::ModelSpec& spec, comm::CommunicatorGroup& group,
                          const pipeline::InitFn& init, const MakeTrainingRank& make_rank,
                          const StepCallback& on_step);
