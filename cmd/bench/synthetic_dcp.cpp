@@ -39,6 +39,16 @@ std::pair<uint64_t, uint64_t> rank_block(uint64_t n, uint32_t r, uint32_t ranks)
 
 }  // namespace
 
+DcpFileSizes dcp_file_sizes(const std::string& dir) {
+  DcpFileSizes s;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    s.files += e.file_size();
+    if (e.path().filename() == ".metadata") s.metadata = e.file_size();
+  }
+  return s;
+}
+
 std::string synthetic_key(uint32_t k) {
   return "model.layers." + std::to_string(k) + (k % 2 == 0 ? ".weight" : ".bias");
 }
@@ -96,11 +106,9 @@ SyntheticDcpSummary make_synthetic_dcp(const SyntheticDcpOptions& o) {
   s.keys = o.keys;
   s.ranks = o.ranks;
   s.tensor_bytes = o.chunks * o.chunk_bytes;
-  for (const auto& e : std::filesystem::directory_iterator(o.dir)) {
-    if (!e.is_regular_file()) continue;
-    s.file_bytes += e.file_size();
-    if (e.path().filename() == ".metadata") s.metadata_bytes = e.file_size();
-  }
+  const DcpFileSizes sizes = dcp_file_sizes(o.dir);
+  s.file_bytes = sizes.files;
+  s.metadata_bytes = sizes.metadata;
   s.seconds = wall_seconds() - t0;
   return s;
 }

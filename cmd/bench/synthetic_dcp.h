@@ -40,6 +40,12 @@ inline float synthetic_value(uint32_t key, uint64_t element) {
   return static_cast<float>((element + 7919ull * key) % (1ull << 24));
 }
 
+// The bytes of a DCP directory's regular files, and of its .metadata among them.
+struct DcpFileSizes {
+  uint64_t files = 0, metadata = 0;
+};
+DcpFileSizes dcp_file_sizes(const std::string& dir);
+
 // Writes and commits the checkpoint, ranks in parallel on the global thread pool. fpg::UsageError
 // for options that describe no checkpoint (no chunks, fewer chunks than keys, a chunk size that is
 // not whole fp32 elements, an existing `dir`).

@@ -1,10 +1,11 @@
 #include "cmd/bench/synthetic_megatron.h"
 
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
+#include "cmd/bench/synthetic_dcp.h"
 #include "cmd/bench/timing.h"
+#include "ckpt/index.h"
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/thread_pool.h"
@@ -106,6 +107,15 @@ SyntheticMegatronSummary make_synthetic_megatron(const SyntheticMegatronOptions&
   if (o.heads % o.query_groups || o.query_groups % T || o.vocab % T || o.ffn % T || o.hidden % o.heads)
     throw UsageError("heads, query groups, vocabulary and ffn must divide over TP " + std::to_string(T) +
                      " (and the hidden size over the heads, the heads over the query groups)");
+  // Sizes that describe more than a benchmark could write: checked before anything is allocated.
+  using u128 = unsigned __int128;
+  if (u128{T} * P * D > ckpt::kMaxRanks)
+    throw UsageError("TP x PP x DP is more than the " + std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
+  const u128 per_layer = u128{o.hidden} * (4 * o.hidden + 3 * o.ffn);
+  if (u128{o.layers} * per_layer + u128{2} * o.vocab * o.hidden > u128{1} << 36)
+    throw UsageError("the model has more than 2^36 parameters: more than a synthetic benchmark checkpoint should write");
+  if (u128{o.layers} * 8 * T > 100'000'000)
+    throw UsageError("layers x TP pieces give more than 10^8 model chunks");
   const double t0 = wall_seconds();
   const uint64_t H = o.hidden, F = o.ffn, Ls = o.layers / P, d = H / o.heads;
   const uint64_t qkv = (o.heads + 2 * o.query_groups) * d;
@@ -169,10 +179,8 @@ SyntheticMegatronSummary make_synthetic_megatron(const SyntheticMegatronOptions&
                                       {Value::str("eps"), Value::floating(1e-8)},
                                       {Value::str("weight_decay"), Value::floating(0.01)},
                                       {Value::str("step"), Value::floating(1.0)}})})}}));
-  std::vector<uint64_t> chunks(groups.size(), 0);
   ThreadPool::global().parallel_for(groups.size(), [&](size_t gi) {
     const Group& g = groups[gi];
-    uint64_t n = 0;
     // The model chunks this group's (tp, stage) holds, written by its DP rank 0.
     dcp::DcpRankWriter& first = w.rank(rank_file(g.tp, g.pp, 0));
     for (size_t ki = 0; ki < keys.size(); ++ki) {
@@ -181,7 +189,6 @@ SyntheticMegatronSummary make_synthetic_megatron(const SyntheticMegatronOptions&
         if (k.tp[c] != g.tp || k.stage[c] != g.pp) continue;
         const dcp::Box& b = k.key.chunks[c];
         first.write_tensor(k.key.key, b.offsets, b.sizes, fill_pattern(k.key.dtype, ki, c << 20));
-        ++n;
       }
     }
     if (gi == 0) {
@@ -193,38 +200,25 @@ SyntheticMegatronSummary make_synthetic_megatron(const SyntheticMegatronOptions&
       first.write_object(std::string(dcp::kCommonStatePrefix) + "shard_0_1", common);
     }
     first.write_object(dcp::group_object_key(prefixes[gi], dcp::kParamGroups), param_groups);
-    const dcp::GroupWriteCount c = dcp::write_group_buckets(
+    dcp::write_group_buckets(
         w, prefixes[gi], g.layout, states, rank_file(g.tp, g.pp, 0),
         [&](uint32_t d) { return rank_file(g.tp, g.pp, d); },
         [&](uint32_t param, const std::string& state, uint64_t begin) {
           return fill_pattern(DType::F32, gi * 131 + param * 7 + state.size(), begin);
         });
-    chunks[gi] = n + c.chunks;
   });
-  w.commit();
+  const dcp::Metadata written = w.commit();
 
   SyntheticMegatronSummary s;
   s.groups = groups.size();
   s.ranks = uint64_t{T} * P * D;
-  for (uint64_t c : chunks) s.chunks += c;
-  for (const SynthKey& k : keys) {
-    uint64_t n = k.key.dtype == DType::BF16 ? 2 : 4;
-    for (uint64_t x : k.key.shape) n *= x;
-    s.tensor_bytes += n;
-  }
-  for (const Group& g : groups)
-    for (const layout::Buffer& b : g.layout.buffers)
-      for (const layout::Bucket& k : b.buckets) s.tensor_bytes += k.numel_unpadded * 4 * states.size();
-  s.keys = keys.size() + 1;
-  for (const Group& g : groups) {
-    s.keys += 3;
-    for (const layout::Buffer& b : g.layout.buffers) s.keys += b.buckets.size() * states.size();
-  }
-  for (const auto& e : std::filesystem::directory_iterator(o.dir)) {
-    if (!e.is_regular_file()) continue;
-    s.file_bytes += e.file_size();
-    if (e.path().filename() == ".metadata") s.metadata_bytes = e.file_size();
-  }
+  s.keys = written.entries.size();
+  s.chunks = written.chunk_count();
+  for (const dcp::Entry& e : written.entries)
+    if (e.is_tensor) s.tensor_bytes += e.tensor.numel() * e.tensor.dtype->element_bytes;
+  const DcpFileSizes sizes = dcp_file_sizes(o.dir);
+  s.file_bytes = sizes.files;
+  s.metadata_bytes = sizes.metadata;
   s.seconds = wall_seconds() - t0;
   return s;
 }
