@@ -74,7 +74,7 @@ class StorageIndex {
     uint32_t group = 0;
     for (size_t i = 0; i < storage.size(); ++i) {
       const std::string_view fqn = storage[i].fqn;
-      if (i == 0 || fqn != std::string_view(storage[i - 1].fqn)) {
+      if (i == 0 || storage[i].fqn != storage[i - 1].fqn) {
         group = by_fqn_.emplace(fqn, static_cast<uint32_t>(groups_.size())).first->second;
         if (group == groups_.size()) groups_.emplace_back();
       }
@@ -199,6 +199,20 @@ class Decoder {
   std::string str(Ref r, const Path& field) const {
     if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
     return d_.text(r);
+  }
+  // The string last returned by shared_str: a storage entry's fqn is the previous one's, mostly.
+  struct LastString {
+    uint32_t text_id = UINT32_MAX;
+    SharedString value;
+  };
+  // str(r), shared with `last` where it is the same text (the same memoized pickle string, or equal).
+  SharedString shared_str(Ref r, const Path& field, LastString& last) const {
+    if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
+    if (d_.text_id(r) != last.text_id) {
+      if (last.text_id == UINT32_MAX || d_.text(r) != last.value.str()) last.value = SharedString(d_.text(r));
+      last.text_id = d_.text_id(r);
+    }
+    return last.value;
   }
   std::optional<std::string> opt_str(Ref r, const Path& field) const {
     if (d_.kind(r) == PKind::none) return std::nullopt;
@@ -380,6 +394,7 @@ void Decoder::storage_data(Ref r, const Path& field) {
   if (d_.kind(r) == PKind::none) return;
   if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
   m_.storage.resize(d_.size(r));
+  LastString last_fqn;
   for (size_t i = 0; i < d_.size(r); ++i) {
     StorageEntry& s = m_.storage[i];
     const Path at(field, i);
@@ -389,7 +404,7 @@ void Decoder::storage_data(Ref r, const Path& field) {
     bool fqn = false;
     fields(k, kf, [&](const std::string& name, Ref v, const Path& f) {
       if (name == "fqn") {
-        s.fqn = str(v, f);
+        s.fqn = shared_str(v, f, last_fqn);
         fqn = true;
       } else if (name == "offset") {
         if (d_.kind(v) != PKind::none) s.chunk_offsets = dims(v, f);
@@ -400,7 +415,7 @@ void Decoder::storage_data(Ref r, const Path& field) {
       }
     });
     if (!fqn) throw err(kf, "MetadataIndex without fqn");
-    const Path vf(field, &s.fqn);
+    const Path vf(field, &s.fqn.str());
     const Ref v = d_.value(r, i);
     expect_object(v, kStorageInfoClass, vf);
     bool path = false, offset = false, length = false;

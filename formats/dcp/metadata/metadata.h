@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/shared_string.h"
 #include "formats/dcp/pickle/pickle_reader.h"
 #include "formats/dcp/pickle/pickle_value.h"
 #include "formats/dcp/torch_dtype.h"
@@ -53,7 +54,7 @@ struct Entry {
 
 // One storage_data entry: where an item's bytes are.
 struct StorageEntry {
-  std::string fqn;
+  SharedString fqn;  // shared by the entries of one key
   std::optional<std::vector<uint64_t>> chunk_offsets;  // MetadataIndex.offset; none for bytes
   std::optional<int64_t> index;                        // MetadataIndex.index, a lookup hint
   std::string relative_path;
