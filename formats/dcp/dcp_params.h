@@ -38,6 +38,7 @@
 #include "formats/dcp/megatron/megatron_common_state.h"
 #include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/megatron/megatron_parallel.h"
+#include "formats/dcp/part_crc_ledger.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/validate.h"
 
@@ -102,6 +103,9 @@ class DcpParams : public ckpt::ParamSource {
   const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
   void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override;
   bool concurrent_reads() const override { return true; }
+  // Checks the CRC-32 of the torch.save records read in parts: their unread bytes (padding) are read
+  // for it. FormatError naming the record on a mismatch.
+  void finish_reads() const override;
 
   bool megatron() const { return megatron_; }
   // Megatron: the parameters in registration order, as the model keys give them.
@@ -186,6 +190,8 @@ class DcpParams : public ckpt::ParamSource {
   std::vector<ckpt::ParamTensor> tensors_;
   std::vector<Source> sources_;
 
+  // CRCs of the records whose parts reads took alone (a parameter's slice of a bucket shard).
+  mutable PartCrcLedger part_crcs_;
   struct Cached {
     size_t entry = SIZE_MAX, chunk = SIZE_MAX;
     std::vector<uint8_t> bytes;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "formats/dcp/huge_pages.h"
+#include "formats/dcp/zip/crc32.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -50,6 +51,47 @@ void StoredChunk::read(void* dst) const {
   } else if (tensor_->nbytes() > 0) {
     std::memcpy(dst, image_->reader().data(*tensor_), tensor_->nbytes());
   }
+}
+
+StoredChunk::PartRead StoredChunk::read_part(uint64_t lo, uint64_t hi, void* dst) const {
+  const uint64_t es = dtype_->element_bytes, n = nbytes() / std::max<uint64_t>(es, 1);
+  if (lo > hi || hi > n)
+    throw InternalError(name() + ": elements [" + std::to_string(lo) + ", " + std::to_string(hi) + ") asked of " +
+                        std::to_string(n));
+  PartRead p;
+  if (lo == hi) return p;
+  if (serialization_ == Serialization::safetensors) {
+    std::memcpy(dst, image_->reader().data(*tensor_) + lo * es, (hi - lo) * es);
+    return p;
+  }
+  if (!record_.contiguous()) {
+    // A view with strides: through the whole storage, CRC-checked as it is read.
+    std::vector<uint8_t> all(static_cast<size_t>(nbytes()));
+    archive_->read_tensor(record_, all.data());
+    std::memcpy(dst, all.data() + lo * es, (hi - lo) * es);
+    return p;
+  }
+  const ZipEntry& rec = archive_->storage_entry(record_);
+  p.tracked = true;
+  p.offset = (record_.storage_offset + lo) * es;
+  p.size = (hi - lo) * es;
+  p.crc = archive_->zip().read_range(rec, p.offset, p.size, dst);
+  p.record_size = rec.size;
+  p.record_crc = rec.crc32;
+  return p;
+}
+
+uint32_t StoredChunk::record_crc(uint64_t offset, uint64_t size) const {
+  if (serialization_ != Serialization::torch_save) throw InternalError(name() + ": a safetensors item has no CRC");
+  const ZipEntry& rec = archive_->storage_entry(record_);
+  constexpr uint64_t kBlock = uint64_t{1} << 20;
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min(kBlock, size)));
+  uint32_t crc = 0;
+  for (uint64_t at = 0; at < size; at += kBlock) {
+    const uint64_t k = std::min(kBlock, size - at);
+    crc = crc32_concat(crc, archive_->zip().read_range(rec, offset + at, k, buf.data()), k);
+  }
+  return crc;
 }
 
 Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir) {
@@ -186,26 +228,33 @@ StoredChunk Reader::open_chunk(const Entry& e, size_t chunk) const {
                     " is neither a torch.save archive nor a safetensors image");
 }
 
-void Reader::read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_bytes) const {
-  const uint64_t want = chunk_bytes(e, chunk);
-  if (dst_bytes != want)
-    throw InternalError("dcp::Reader::read_chunk: a buffer of " + std::to_string(dst_bytes) + " bytes for " +
-                        chunk_name(e, chunk) + " of " + std::to_string(want));
-  const StoredChunk c = open_chunk(e, chunk);
+StoredChunk Reader::open_checked_chunk(const Entry& e, size_t chunk) const {
+  StoredChunk c = open_chunk(e, chunk);
   if (&c.dtype() != e.tensor.dtype)
     throw FormatError(c.name() + ": " + chunk_name(e, chunk) + " is stored as " + std::string(c.dtype().name) +
                       ", the metadata says " + std::string(e.tensor.dtype->name));
   if (c.shape() != e.tensor.chunks[chunk].sizes)
     throw FormatError(c.name() + ": " + chunk_name(e, chunk) + " is stored with shape " + shape_string(c.shape()) +
                       ", the metadata's chunk has sizes " + shape_string(e.tensor.chunks[chunk].sizes));
-  c.read(dst);
+  return c;
+}
+
+void Reader::read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_bytes) const {
+  const uint64_t want = chunk_bytes(e, chunk);
+  if (dst_bytes != want)
+    throw InternalError("dcp::Reader::read_chunk: a buffer of " + std::to_string(dst_bytes) + " bytes for " +
+                        chunk_name(e, chunk) + " of " + std::to_string(want));
+  open_checked_chunk(e, chunk).read(dst);
+}
+
+StoredChunk::PartRead Reader::read_chunk_part(const Entry& e, size_t chunk, uint64_t lo, uint64_t hi, void* dst) const {
+  return open_checked_chunk(e, chunk).read_part(lo, hi, dst);
 }
 
 void Reader::prefetch(const Entry& e, size_t chunk) const {
-  constexpr uint64_t kLarge = uint64_t{1} << 20;
   if (!e.is_tensor || chunk >= e.tensor.chunks.size() || e.tensor.chunks[chunk].storage == kNoStorage) return;
   const StorageEntry& s = metadata_.storage[static_cast<size_t>(e.tensor.chunks[chunk].storage)];
-  if (s.length < kLarge || !CheckpointDir::is_plain_name(s.relative_path)) return;
+  if (s.length == 0 || !CheckpointDir::is_plain_name(s.relative_path)) return;
   try {
     files_.open(s.relative_path)->will_need(s.offset, s.length);
   } catch (const FormatError&) {

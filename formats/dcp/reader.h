@@ -50,6 +50,23 @@ class StoredChunk {
   uint64_t nbytes() const;
   // Reads the elements, row-major, into `dst` (nbytes()); torch.save records are CRC-checked.
   void read(void* dst) const;
+
+  // What read_part read of a CRC-protected record: its bytes [offset, offset + size) and their CRC,
+  // left to a PartCrcLedger to check once the parts cover the record. `tracked` is false where
+  // nothing is left to check: a safetensors item (it has no CRC) or a record read whole and checked.
+  struct PartRead {
+    bool tracked = false;
+    uint64_t offset = 0, size = 0;
+    uint32_t crc = 0;
+    uint64_t record_size = 0;
+    uint32_t record_crc = 0;
+  };
+  // Reads elements [lo, hi) of the chunk (row-major) into `dst`, only those bytes from disk where
+  // the stored tensor is contiguous.
+  PartRead read_part(uint64_t lo, uint64_t hi, void* dst) const;
+  // The CRC-32 of bytes [offset, offset + size) of the torch.save record (read in blocks, nothing
+  // kept); InternalError for a safetensors item.
+  uint32_t record_crc(uint64_t offset, uint64_t size) const;
   const std::string& name() const { return source_->name(); }
 
  private:
@@ -99,8 +116,12 @@ class Reader {
   // the key and the chunk otherwise, or on a CRC mismatch.
   void read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_bytes) const;
 
-  // Hints that chunk `chunk` of `e` will be read soon: a large item (1 MiB or more) starts loading
-  // from disk in the background. Does nothing for other chunks, or where the chunk has no storage.
+  // Reads elements [lo, hi) of chunk `chunk` of `e` (row-major in the chunk's box) into `dst`, with
+  // read_chunk's checks; a torch.save record's CRC is left to the caller (StoredChunk::PartRead).
+  StoredChunk::PartRead read_chunk_part(const Entry& e, size_t chunk, uint64_t lo, uint64_t hi, void* dst) const;
+
+  // Hints that chunk `chunk` of `e` will be read soon: its item starts loading from disk in the
+  // background. Does nothing where the chunk has no storage.
   void prefetch(const Entry& e, size_t chunk) const;
 
   // The raw bytes of a bytes entry's item.
@@ -111,6 +132,8 @@ class Reader {
 
  private:
   FileRangeSource item_source(const StorageEntry& s) const;
+  // open_chunk, checked against the metadata: its dtype and the chunk's sizes.
+  StoredChunk open_checked_chunk(const Entry& e, size_t chunk) const;
   std::shared_ptr<const SafetensorsImage> image(const StorageEntry& s) const;
 
   CheckpointDir files_;

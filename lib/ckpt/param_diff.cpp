@@ -48,6 +48,8 @@ DiffReport diff_params(const ParamSource& A, const ParamSource& B, const DiffOpt
       rep.diffs.push_back(std::move(kd));
     }
   }
+  A.finish_reads();
+  B.finish_reads();
   return rep;
 }
 

@@ -56,6 +56,9 @@ class ParamSource {
   // as done). Nothing is checked and nothing thrown; errors are left to read(). A new plan replaces
   // the last.
   virtual void plan_reads(std::vector<ParamRange> /*reads*/, uint64_t /*window*/) const {}
+  // Called once every read is done (before the output is committed): the checks that need all of
+  // them, such as the checksum of a stored item read in parts. FormatError naming the item.
+  virtual void finish_reads() const {}
 };
 
 }  // namespace fpg::ckpt

@@ -1,12 +1,18 @@
 // Real Megatron-Core torch_dist checkpoints (testdata/megatron, written by megatron-core 0.19.2) read
 // per parameter and compared bitwise with the ground truth the generator took from the optimizer.
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "catch.h"
 #include "formats/dcp/dcp_params.h"
+#include "core/error.h"
 #include "formats/safetensors/reader.h"
+#include "safetensors_test_util.h"
 
 using namespace fpg;
 
@@ -40,6 +46,8 @@ void check_against_truth(const std::string& name) {
       CHECK(std::memcmp(part.data(), truth.data(*want) + elem, part.size()) == 0);
     }
   }
+  // The records read in part (the ranges above) are CRC-checked here, their unread bytes read.
+  src.finish_reads();
 }
 
 }  // namespace
@@ -75,4 +83,52 @@ TEST_CASE("Megatron fully_reshardable equals the optimizer's state", "[dcp][mega
 
 TEST_CASE("Megatron layer-wise Muon with Adam equals the optimizers' state", "[dcp][megatron]") {
   check_against_truth("dp1-layerwise-muon");
+}
+
+TEST_CASE("Megatron bucket records read in part are CRC-checked, their unread bytes too", "[dcp][megatron]") {
+  // A copy of a fixture with one byte of a bucket chunk flipped: the first element of chunk 0 of a
+  // state, which a read of each tensor's elements [1, n - 1) never asks for.
+  sttest::TempDir tmp;
+  const std::string dir = tmp.path() + "/ckpt";
+  std::filesystem::copy(fixture("dp1-one-bucket") + "/ckpt", dir, std::filesystem::copy_options::recursive);
+  std::string flipped;
+  {
+    const dcp::Reader reader(dir);
+    for (const dcp::Entry& e : reader.metadata().entries) {
+      if (!e.is_tensor || e.fqn.find("bucket_idx_0.exp_avg_sq") == std::string::npos) continue;
+      std::vector<uint8_t> data(reader.chunk_bytes(e, 0));
+      reader.read_chunk(e, 0, data.data(), data.size());
+      const dcp::StorageEntry& s = reader.storage(e, 0);
+      const std::string path = dir + "/" + s.relative_path;
+      std::ifstream in(path, std::ios::binary);
+      std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      // The chunk's elements inside its item: where its first 16 bytes are.
+      const auto at = std::search(file.begin() + s.offset, file.begin() + s.offset + s.length, data.begin(),
+                                  data.begin() + 16);
+      REQUIRE(at != file.begin() + s.offset + s.length);
+      *at ^= 0x01;
+      std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(file.data()),
+                                                                  static_cast<std::streamsize>(file.size()));
+      flipped = e.fqn;
+      break;
+    }
+  }
+  REQUIRE_FALSE(flipped.empty());
+  dcp::Reader reader(dir);
+  dcp::DcpParams src(reader);
+  std::vector<uint8_t> buf;
+  for (size_t t = 0; t < src.tensors().size(); ++t) {
+    const ckpt::ParamTensor& pt = src.tensors()[t];
+    if (pt.numel() < 3) continue;
+    buf.resize(pt.numel() * 4);
+    src.read(t, 1, pt.numel() - 1, buf.data());
+  }
+  try {
+    src.finish_reads();
+    FAIL("the flipped byte went unnoticed");
+  } catch (const FormatError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(flipped) != std::string::npos);
+    CHECK(std::string(e.what()).find("CRC-32") != std::string::npos);
+  }
 }

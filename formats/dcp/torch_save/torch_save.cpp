@@ -157,11 +157,15 @@ TensorRecord TorchSaveArchive::tensor_record(Ref node) const {
   return r;
 }
 
-void TorchSaveArchive::read_tensor(const TensorRecord& r, void* dst) const {
+const ZipEntry& TorchSaveArchive::storage_entry(const TensorRecord& r) const {
   const ZipEntry* found = zip_.find(prefix_ + "/data/" + r.storage_key);
   if (!found || found->size != r.storage_bytes)
-    throw InternalError(source_.name() + ": read_tensor given a record of another archive");
-  const ZipEntry& rec = *found;
+    throw InternalError(source_.name() + ": given a tensor record of another archive");
+  return *found;
+}
+
+void TorchSaveArchive::read_tensor(const TensorRecord& r, void* dst) const {
+  const ZipEntry& rec = storage_entry(r);
   const uint64_t nbytes = r.nbytes();
   const uint64_t es = r.dtype->element_bytes;
   if (r.contiguous() && r.storage_offset == 0 && nbytes == rec.size) {

@@ -57,6 +57,9 @@ class TorchSaveArchive {
   // CRC-checked; a non-contiguous or partial view is read through a buffer of the storage's size.
   void read_tensor(const TensorRecord& record, void* dst) const;
 
+  // The zip entry holding the record's storage (its size and CRC-32).
+  const ZipEntry& storage_entry(const TensorRecord& record) const;
+
   // The pickled object as a Value, tensors read into tensor values.
   Value to_value() const;
 

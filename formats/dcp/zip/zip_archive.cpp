@@ -203,6 +203,23 @@ void ZipArchive::read(const ZipEntry& entry, void* dst) const {
                       " has CRC-32 " + hex32(crc) + ", the directory records " + hex32(entry.crc32));
 }
 
+uint32_t ZipArchive::read_range(const ZipEntry& entry, uint64_t offset, uint64_t size, void* dst) const {
+  if (offset > entry.size || size > entry.size - offset)
+    throw InternalError(source_.name() + ": zip entry " + safetensors::quote_name(entry.name) + ": bytes [" +
+                        std::to_string(offset) + ", " + std::to_string(offset + size) + ") asked of " +
+                        std::to_string(entry.size));
+  constexpr uint64_t kBlock = uint64_t{1} << 20;
+  if (size > kBlock) source_.will_need(entry.data_offset + offset, size);
+  auto* out = static_cast<uint8_t*>(dst);
+  uint32_t crc = 0;
+  for (uint64_t at = 0; at < size; at += kBlock) {
+    const uint64_t n = std::min(kBlock, size - at);
+    source_.read(entry.data_offset + offset + at, out + at, n);
+    crc = crc32_update(crc, out + at, n);
+  }
+  return crc;
+}
+
 std::vector<uint8_t> ZipArchive::read_all(const ZipEntry& entry, uint64_t max_size) const {
   if (entry.size > max_size)
     throw FormatError(source_.name() + ": zip entry " + safetensors::quote_name(entry.name) + " is " +

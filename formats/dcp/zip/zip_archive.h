@@ -39,6 +39,9 @@ class ZipArchive {
 
   // Reads the whole entry into `dst` (entry.size bytes) and checks its CRC-32.
   void read(const ZipEntry& entry, void* dst) const;
+  // Reads bytes [offset, offset + size) of the entry into `dst` and returns their CRC-32, unchecked:
+  // the caller checks the entry's CRC once its parts cover it (crc32_concat combines them).
+  uint32_t read_range(const ZipEntry& entry, uint64_t offset, uint64_t size, void* dst) const;
   // The whole entry, CRC-checked, in a new buffer; refused if larger than `max_size`.
   std::vector<uint8_t> read_all(const ZipEntry& entry, uint64_t max_size) const;
 

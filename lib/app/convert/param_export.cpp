@@ -22,7 +22,7 @@ namespace fpg::app::convert {
 namespace {
 
 // Slabs read ahead of the one being converted and written, for sources that serve concurrent reads.
-constexpr size_t kSlabsReadAhead = 2;
+constexpr size_t kSlabsReadAhead = 3;
 // Blocks of half a slab read ahead of the one the DCP writer is writing.
 constexpr size_t kDcpBlocksReadAhead = 4;
 
@@ -197,6 +197,7 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     start_read();
   }
   finish_write();
+  src.finish_reads();
   sum.files = output.commit();
   sum.tensors = tensors.size();
   sum.bytes_written = total;
@@ -356,6 +357,7 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     reading.front().ready.wait();
     reading.pop_front();
   }
+  src.finish_reads();
   w.commit();
   staged.commit();
   sum.files = {staged.dir()};
