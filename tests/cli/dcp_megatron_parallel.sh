@@ -80,15 +80,17 @@ expect_exit 0 "$MAKE_DCP" copy "$M/ep2-moe-dp_reshardable/ckpt" "$WORK/no-expert
 expect_exit 1 "${F[@]}" validate "$WORK/no-expert-group"
 expect_in "$WORK/out" "lies past the last stored bucket"
 
-# reshard rewrites optimizer buckets of TP = PP = EP = 1 runs only; anything else is refused, nothing written.
+# reshard writes dp_reshardable buckets for TP = PP = EP = 1 runs only; anything else is refused, nothing
+# written, and the message names --to fully_reshardable.
 expect_exit 2 "${F[@]}" reshard "$M/tp2-dp1-dp_reshardable/ckpt" "$WORK/r1" --dp 2
 expect_in "$WORK/err" "was saved at TP 2 × PP 1 × DP 1 (2 optimizer groups, one per model-parallel rank)"
+expect_in "$WORK/err" "--to fully_reshardable writes the model-space form"
 expect_exit 2 "${F[@]}" reshard "$M/tp2-dp1-fully_reshardable/ckpt" "$WORK/r2" --dp 1 --to dp_reshardable \
   --bucket-size none
 expect_in "$WORK/err" "model keys are stored in TP 2 pieces"
 expect_exit 2 "${F[@]}" reshard "$M/ep2-moe-fully_reshardable/ckpt" "$WORK/r3" --dp 1 --to dp_reshardable \
   --bucket-size none
-expect_in "$WORK/err" "holds a MoE model (4 experts per MoE layer"
+expect_in "$WORK/err" "holds a MoE model (4 experts per MoE layer)"
 for r in r1 r2 r3; do [ -e "$WORK/$r" ] && fail "a refused reshard wrote $r"; done
 # Pipeline stages leave no trace in the model space: a PP 2 run's fully_reshardable state rewritten as
 # dp_reshardable buckets of one group is a valid checkpoint equal to its source per parameter.
@@ -98,5 +100,24 @@ expect_exit 0 "${F[@]}" validate --data "$WORK/pp-as-dp"
 expect_in "$WORK/out" "; 0 problems"
 expect_exit 0 "${F[@]}" diff "$WORK/pp-as-dp" "$M/pp2-dp1-fully_reshardable/ckpt"
 expect_in "$WORK/out" "equal: 60 keys"
+
+# Any parallelism to the model-space form: the output validates, equals per parameter the state
+# Megatron itself saved fully_reshardable, and its common state is Megatron's to the byte of its
+# rendering (param_groups of each chained optimizer, iteration, content metadata).
+for c in tp2-dp1 tp2-dp2 tp2pp2-dp1 pp2-dp1-3layers tp2-dp1-buckets pp2-dp1-tied ep2-moe ep2-moe-dense-first; do
+  dp=1
+  [ "$c" = tp2-dp2 ] && dp=2
+  expect_exit 0 "${F[@]}" reshard "$M/$c-dp_reshardable/ckpt" "$WORK/$c-full" --dp $dp --to fully_reshardable
+  expect_in "$WORK/out" "(dp_reshardable) -> $WORK/$c-full (fully_reshardable"
+  expect_exit 0 "${F[@]}" validate --data "$WORK/$c-full"
+  expect_in "$WORK/out" "; 0 problems"
+  expect_exit 0 "${F[@]}" diff "$WORK/$c-full" "$M/$c-fully_reshardable/ckpt"
+  expect_in "$WORK/out" "equal:"
+  expect_exit 0 "${F[@]}" inspect --key common_state/shard_0_1 "$WORK/$c-full"
+  tail -n +2 "$WORK/out" >"$WORK/ours.cs"
+  expect_exit 0 "${F[@]}" inspect --key common_state/shard_0_1 "$M/$c-fully_reshardable/ckpt"
+  tail -n +2 "$WORK/out" >"$WORK/megatron.cs"
+  cmp -s "$WORK/ours.cs" "$WORK/megatron.cs" || fail "$c: the common state differs from Megatron's: $(diff "$WORK/ours.cs" "$WORK/megatron.cs" | head -c 600)"
+done
 
 finish

@@ -97,8 +97,10 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   const DcpParams params(r);
   require_no_shape_mismatch(params, "reshard it");
   const Metadata& md = r.metadata();
+  // A chained optimizer's children are a MoE run's dense and expert distributed optimizers (bucket
+  // keys and group objects) or a layer-wise optimizer's per-parameter state (model-space keys).
   for (const Entry& e : md.entries)
-    if (is_chained_key(e.fqn))
+    if (is_chained_key(e.fqn) && e.fqn.find("." + std::string(kModelSpacePrefix) + ".") != std::string::npos)
       throw UsageError(src + " holds a chained (layer-wise) optimizer's per-parameter state ('" + e.fqn +
                        "'): it has no distributed-optimizer buckets to reshard");
   MegatronForm from;
@@ -106,21 +108,24 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   else if (params.optimizer_form() == OptimizerForm::model_space) from = MegatronForm::fully_reshardable;
   else throw UsageError(src + " holds no distributed-optimizer state");
   const MegatronForm to = opts.to.value_or(from);
-  // The buckets written are one optimizer group's over the whole parameters: the layout of a run at
-  // TP = PP = EP = 1. A source saved at model parallelism has one group per model-parallel rank, over
-  // that rank's local parameters, which this rewrite does not re-slice.
-  if (params.groups().size() > 1 && params.parallel())
-    throw UsageError(src + " was saved at " + parallel_sizes_string(*params.parallel()) + " (" +
-                     std::to_string(params.groups().size()) +
-                     " optimizer groups, one per model-parallel rank); reshard rewrites the optimizer state of "
-                     "checkpoints saved at TP = PP = EP = 1 only (convert --states exports every parameter's "
-                     "state whole)");
-  // A MoE run chains two optimizers (dense and expert parameters), each with its own groups and
-  // common state; the rewrite knows one optimizer.
-  if (params.experts() > 0)
-    throw UsageError(src + " holds a MoE model (" + std::to_string(params.experts()) +
-                     " experts per MoE layer, a chained dense and expert optimizer); reshard rewrites the "
-                     "optimizer state of dense models only (convert --states exports every parameter's state whole)");
+  // A source saved at model parallelism (one optimizer group per model-parallel rank, over that
+  // rank's local parameters; with MoE a chained dense and expert optimizer) is read per parameter
+  // whole, so its model-space form is written from any layout. The buckets written for
+  // dp_reshardable are one optimizer group's over the whole parameters: the layout of a run at
+  // TP = PP = EP = 1, which does not re-slice them for model-parallel ranks.
+  const bool model_parallel = (params.groups().size() > 1 && params.parallel()) || params.experts() > 0;
+  if (model_parallel && to == MegatronForm::dp_reshardable)
+    throw UsageError(src +
+                     (params.parallel() ? " was saved at " + parallel_sizes_string(*params.parallel()) + " (" +
+                                              std::to_string(params.groups().size()) +
+                                              " optimizer groups, one per model-parallel rank)"
+                                        : std::string()) +
+                     (params.experts() > 0 ? std::string(params.parallel() ? " and" : "") + " holds a MoE model (" +
+                                                 std::to_string(params.experts()) + " experts per MoE layer)"
+                                           : std::string()) +
+                     "; reshard writes dp_reshardable buckets for checkpoints of dense models saved at "
+                     "TP = PP = EP = 1 only: --to fully_reshardable writes the model-space form Megatron-Core "
+                     "loads at any parallelism");
   // Model keys in tensor-parallel pieces: the source ran at TP > 1 (pipeline stages and expert ranks
   // leave no trace in the model space: their chunks split stacked layers and experts as at PP = EP = 1).
   if (from == MegatronForm::fully_reshardable && to == MegatronForm::dp_reshardable &&
@@ -177,19 +182,35 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   }
   if (opts.dry_run) return sum;
 
-  // Which source entries are optimizer state (replaced) and which are carried over.
+  // Which source entries are optimizer state (replaced) and which are carried over: every group's
+  // buckets and objects (a MoE run's under "chained_N.").
   const std::string group = from == MegatronForm::dp_reshardable ? params.optimizer_prefix()
                                                                   : kFirstGroup;
+  std::vector<std::string> groups{group};
+  for (const OptimizerGroup& g : params.groups())
+    if (g.prefix != group) groups.push_back(g.prefix);
+  auto is_group_entry = [&](const std::string& key, const char* name) {
+    return std::any_of(groups.begin(), groups.end(), [&](const std::string& g) { return is_group_object(key, g, name); });
+  };
   auto is_optimizer = [&](const Entry& e) {
-    if (e.is_tensor) return e.fqn.rfind("optimizer.", 0) == 0;
-    return is_group_object(e.fqn, group, kPerBucketNumel) || is_group_object(e.fqn, group, kPerBucketNumelUnpadded) ||
-           is_group_object(e.fqn, group, kParamGroups);
+    if (e.is_tensor) return e.fqn.rfind("optimizer.", 0) == 0 || (is_chained_key(e.fqn) && parse_bucket_key(e.fqn));
+    return is_group_entry(e.fqn, kPerBucketNumel) || is_group_entry(e.fqn, kPerBucketNumelUnpadded) ||
+           is_group_entry(e.fqn, kParamGroups);
   };
   const Entry* common = nullptr;
   const Entry* param_groups = nullptr;
+  // A chained optimizer's children: each one's param_groups, from its first group's object.
+  std::map<int64_t, const Entry*> chained_param_groups;
   for (const Entry& e : md.entries) {
-    if (!e.is_tensor && e.fqn.rfind(kCommonStatePrefix, 0) == 0) common = &e;
-    if (!e.is_tensor && is_group_object(e.fqn, group, kParamGroups)) param_groups = &e;
+    if (e.is_tensor) continue;
+    if (e.fqn.rfind(kCommonStatePrefix, 0) == 0) common = &e;
+    if (is_group_object(e.fqn, group, kParamGroups)) param_groups = &e;
+    for (const OptimizerGroup& g : params.groups()) {
+      const std::optional<GroupName> name = parse_group_name(g.prefix);
+      if (!name || !name->chained || !is_group_object(e.fqn, g.prefix, kParamGroups)) continue;
+      const Entry*& first = chained_param_groups[*name->chained];
+      if (!first || name->dp_group == 0) first = &e;
+    }
   }
   if (to != from && !common) throw FormatError(src + ": no common_state entry to record the optimizer's form in");
 
@@ -224,7 +245,9 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
         auto buf = std::make_shared<std::vector<uint8_t>>(r.chunk_bytes(e, c));
         r.read_chunk(e, c, buf->data(), buf->size());
-        const uint32_t rank = static_cast<uint32_t>(storage_file_rank(r.storage(e, c).relative_path).value_or(0) % opts.dp);
+        // At model parallelism the source's ranks are kept: each holds its model-parallel rank's pieces.
+        const uint64_t source_rank = storage_file_rank(r.storage(e, c).relative_path).value_or(0);
+        const uint32_t rank = static_cast<uint32_t>(model_parallel ? source_rank : source_rank % opts.dp);
         w.rank(rank).write_tensor(e.fqn, e.tensor.chunks[c].offsets, e.tensor.chunks[c].sizes, from_buffer(buf));
         ++sum.chunks;
         sum.bytes_written += buf->size();
@@ -236,14 +259,31 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       // dist_checkpointing.save called directly may store no content_metadata: one is written.
       const Value* stored_content = cs.is(Kind::dict) ? cs.find("content_metadata") : nullptr;
       const Value content = stored_content && stored_content->is(Kind::dict) ? *stored_content : Value::dict({});
+      // One optimizer's entry; a chained optimizer's is {N: entry of child N}, as Megatron saves it.
+      auto optimizer_entry = [&](const Entry* pg_entry, const std::string& pg_group) {
+        if (to == MegatronForm::dp_reshardable)
+          return Value::dict({{Value::str("param_state_sharding_type"), Value::str("dp_reshardable")}});
+        if (!pg_entry) throw FormatError(src + ": no '" + pg_group + ".optimizer' object holding param_groups");
+        const Value pg = unwrap(r.read_object(*pg_entry), r.dir() + ": " + pg_entry->fqn);
+        return Value::dict({{Value::str("optimizer"), pg},
+                            {Value::str("param_state_sharding_type"), Value::str("fully_reshardable")}});
+      };
+      const Value* stored_optimizer = cs.is(Kind::dict) ? cs.find("optimizer") : nullptr;
+      const bool chained = stored_optimizer && stored_optimizer->is(Kind::dict) && !stored_optimizer->entries().empty() &&
+                           stored_optimizer->entries()[0].first.is(Kind::integer);
       Value optimizer;
-      if (to == MegatronForm::fully_reshardable) {
-        if (!param_groups) throw FormatError(src + ": no '" + group + ".optimizer' object holding param_groups");
-        const Value pg = unwrap(r.read_object(*param_groups), r.dir() + ": " + param_groups->fqn);
-        optimizer = Value::dict({{Value::str("optimizer"), pg},
-                                 {Value::str("param_state_sharding_type"), Value::str("fully_reshardable")}});
+      if (chained) {  // from dp_reshardable: a chained model-space source goes to buckets, refused above
+        std::vector<std::pair<Value, Value>> children;
+        for (const auto& [k, v] : stored_optimizer->entries()) {
+          if (!k.is(Kind::integer)) throw FormatError(where + ": a chained optimizer's child named " + k.repr(40));
+          const auto it = chained_param_groups.find(k.as_int());
+          children.emplace_back(Value::integer(k.as_int()),
+                                optimizer_entry(it == chained_param_groups.end() ? nullptr : it->second,
+                                                "chained_" + std::to_string(k.as_int()) + "." + kFirstGroup));
+        }
+        optimizer = Value::dict(std::move(children));
       } else {
-        optimizer = Value::dict({{Value::str("param_state_sharding_type"), Value::str("dp_reshardable")}});
+        optimizer = optimizer_entry(param_groups, group);
       }
       Value out = with_entry(cs, "optimizer", optimizer);
       out = with_entry(out, "content_metadata",
@@ -306,8 +346,13 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
               idx[d] = 0;
             }
           }
-          w.rank(0).write_tensor(model_space_state_key(megatron_state_name(role), key), c.offsets, c.sizes,
-                                 from_buffer(buf));
+          // At model parallelism each state chunk goes to the rank that stores its model chunk.
+          const size_t ci = static_cast<size_t>(&c - e.tensor.chunks.data());
+          const uint32_t rank = model_parallel
+                                    ? static_cast<uint32_t>(storage_file_rank(r.storage(e, ci).relative_path).value_or(0))
+                                    : 0;
+          w.rank(rank).write_tensor(model_space_state_key(megatron_state_name(role), key), c.offsets, c.sizes,
+                                    from_buffer(buf));
           ++sum.chunks;
           sum.bytes_written += buf->size();
         }
