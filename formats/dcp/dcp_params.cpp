@@ -999,7 +999,10 @@ void DcpParams::read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, ui
       const ChunkMeta& ch = e.tensor.chunks[c];
       if (cache_.entry != s.entry || cache_.chunk != c) {
         cache_.entry = SIZE_MAX;
-        cache_.bytes.resize(r_.chunk_bytes(e, c));
+        // The item is opened (its view checked) and its length checked before a buffer of the
+        // chunk's claimed size is made.
+        r_.open_chunk(e, c);
+        cache_.bytes.resize(r_.stored_chunk_bytes(e, c));
         r_.read_chunk(e, c, cache_.bytes.data(), cache_.bytes.size());
         cache_.entry = s.entry;
         cache_.chunk = c;

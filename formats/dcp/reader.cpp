@@ -1,12 +1,14 @@
 #include "formats/dcp/reader.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <vector>
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "core/units.h"
 #include "formats/dcp/huge_pages.h"
 #include "formats/dcp/zip/crc32.h"
 #include "formats/safetensors/format.h"
@@ -21,6 +23,16 @@ std::string chunk_name(const Entry& e, size_t chunk) {
   if (e.is_tensor && chunk < e.tensor.chunks.size())
     s += " chunk " + std::to_string(chunk) + " at offsets " + shape_string(e.tensor.chunks[chunk].offsets);
   return s;
+}
+
+std::string hex_bytes(const uint8_t* b, uint64_t n) {
+  std::string s;
+  for (uint64_t i = 0; i < n; ++i) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%s%02x", i ? " " : "", b[i]);
+    s += buf;
+  }
+  return "bytes " + s;
 }
 
 bool is_zip(const uint8_t* head, size_t n) {
@@ -96,9 +108,16 @@ uint32_t StoredChunk::record_crc(uint64_t offset, uint64_t size) const {
 
 Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir) {
   const auto f = files_.open(kMetadataFileName);
-  if (f->size() > limits.max_bytes)
-    throw FormatError(f->path() + ": " + std::to_string(f->size()) + " bytes, larger than the " +
-                      std::to_string(limits.max_bytes) + " accepted");
+  const uint64_t cap = std::min(limits.max_bytes, kMaxMetadataBytes);
+  if (f->size() > cap)
+    throw FormatError(f->path() + ": " + std::to_string(f->size()) + " bytes (" + byte_size(f->size()) +
+                      "), larger than the " + std::to_string(cap) + " accepted for a .metadata");
+  // The first opcode before the whole file: a file of zeros (sparse, say) is refused unread.
+  uint8_t head[2] = {};
+  f->read(0, head, static_cast<size_t>(std::min<uint64_t>(f->size(), sizeof head)));
+  if (f->size() < 2 || head[0] != 0x80 || head[1] < 2 || head[1] > 5)
+    throw FormatError(f->path() + ": not a pickle of protocol 2 to 5 (it starts with " +
+                      (f->size() == 0 ? std::string("nothing: the file is empty") : hex_bytes(head, std::min<uint64_t>(f->size(), 2))) + ")");
   // Not zero-filled: the read fills it.
   const auto size = static_cast<size_t>(f->size());
   const std::unique_ptr<uint8_t[]> bytes(new uint8_t[size]);
@@ -151,6 +170,19 @@ uint64_t Reader::chunk_bytes(const Entry& e, size_t chunk) const {
                         shape_string(e.tensor.chunks[chunk].sizes) + " overflows");
     n *= d;
   }
+  return n;
+}
+
+uint64_t Reader::stored_chunk_bytes(const Entry& e, size_t chunk) const {
+  const uint64_t n = chunk_bytes(e, chunk);
+  const StorageEntry& s = storage(e, chunk);
+  // Both serializations store a chunk's elements uncompressed; behind stream transforms an item is
+  // only known to hold something.
+  const uint64_t need = s.transform_descriptors.empty() ? n : n > 0 ? 1 : 0;
+  if (s.length < need)
+    throw FormatError(files_.file_path(s.relative_path) + ": " + chunk_name(e, chunk) + " of " + std::to_string(n) +
+                      " bytes is stored in an item of " + std::to_string(s.length) + " bytes at offset " +
+                      std::to_string(s.offset) + ", too short to hold it");
   return n;
 }
 

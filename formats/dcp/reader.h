@@ -34,6 +34,11 @@ namespace fpg::dcp {
 
 // The checkpoint's commit file; its presence makes a directory a DCP checkpoint.
 constexpr const char* kMetadataFileName = ".metadata";
+// The largest .metadata read (it is read whole, and decoding may take DecodeBudget's multiple of it).
+// torch writes about 184 bytes per chunk, so this is some 5 million chunks; the unpickler's limit of
+// 64 Mi values (PickleLimits::max_nodes) is reached first, near 3.5 million, so a larger cap would not
+// open a larger checkpoint and none is offered.
+constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 30;
 
 // Whether `dir` is a directory holding a regular file `.metadata`.
 bool is_dcp_directory(const std::string& dir);
@@ -84,7 +89,8 @@ class StoredChunk {
 class Reader {
  public:
   // Opens `dir` and decodes its .metadata (and metadata.json where present). Throws
-  // fpg::FormatError naming the file.
+  // fpg::FormatError naming the file; a .metadata larger than kMaxMetadataBytes (or limits.max_bytes)
+  // or not starting as a pickle of protocol 2 to 5 is refused before it is read.
   explicit Reader(const std::string& dir, const PickleLimits& limits = {});
 
   const std::string& dir() const { return files_.path(); }
@@ -102,6 +108,10 @@ class Reader {
 
   // Bytes of chunk `chunk` of tensor `e`: volume × element size.
   uint64_t chunk_bytes(const Entry& e, size_t chunk) const;
+  // chunk_bytes, for sizing a buffer to read the chunk into: throws fpg::FormatError (naming the key,
+  // the chunk and its item) when the chunk's storage entry is too short to hold that many bytes, so
+  // that a size the metadata claims is never allocated unless the checkpoint stores it.
+  uint64_t stored_chunk_bytes(const Entry& e, size_t chunk) const;
 
   // How the item of a tensor chunk is serialized, from its first bytes; nullopt when it is neither a
   // zip archive nor a safetensors image. Throws fpg::FormatError when it cannot be read.

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "ckpt/capped_problems.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "formats/dcp/metadata/box_coverage.h"
@@ -54,12 +55,12 @@ Problem box_problem(ProblemKind kind, const Entry& e, const std::vector<uint64_t
   return Problem{kind, e.fqn, lo, hi, std::move(file), std::move(message)};
 }
 
-void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) {
+void check_tensor(const Metadata& m, const Entry& e, ckpt::CappedProblems& out) {
   const TensorMeta& t = e.tensor;
   const size_t nd = t.size.size();
   const bool overflow = numel_overflows(t.size);
   if (overflow)
-    out.push_back({ProblemKind::shape, e.fqn, 0, 0, "", "size " + shape_string(t.size) + " overflows 64 bits"});
+    out.add({ProblemKind::shape, e.fqn, 0, 0, "", "size " + shape_string(t.size) + " overflows 64 bits"});
   std::vector<BoxView> boxes;
   std::vector<size_t> chunk_of;
   boxes.reserve(t.chunks.size());
@@ -68,7 +69,7 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
   for (size_t i = 0; i < t.chunks.size(); ++i) {
     const ChunkMeta& c = t.chunks[i];
     if (c.offsets.size() != nd || c.sizes.size() != nd) {
-      out.push_back({ProblemKind::shape, e.fqn, 0, 0, file_of(m, c),
+      out.add({ProblemKind::shape, e.fqn, 0, 0, file_of(m, c),
                      chunk(i) + " has offsets " + shape_string(c.offsets) + " and sizes " + shape_string(c.sizes) +
                          " for a " + std::to_string(nd) + "-dimensional tensor of size " + shape_string(t.size)});
       continue;
@@ -76,10 +77,10 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
     bool inside = true;
     for (size_t d = 0; d < nd; ++d) inside = inside && c.offsets[d] <= t.size[d] && c.sizes[d] <= t.size[d] - c.offsets[d];
     if (c.storage == kNoStorage)
-      out.push_back(box_problem(ProblemKind::missing_file, e, c.offsets, c.sizes, "",
+      out.add(box_problem(ProblemKind::missing_file, e, c.offsets, c.sizes, "",
                                 chunk(i) + " " + box_string(c.offsets, c.sizes) + " has no storage_data entry"));
     if (!inside) {
-      out.push_back(box_problem(ProblemKind::out_of_bounds, e, c.offsets, c.sizes, file_of(m, c),
+      out.add(box_problem(ProblemKind::out_of_bounds, e, c.offsets, c.sizes, file_of(m, c),
                                 chunk(i) + " " + box_string(c.offsets, c.sizes) + " lies outside the tensor's size " +
                                     shape_string(t.size)));
       continue;
@@ -91,12 +92,12 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
   const CoverageResult cov = check_box_coverage(t.size, boxes);
   for (const CoverageIssue& is : cov.issues) {
     if (is.kind == CoverageIssue::Kind::gap) {
-      out.push_back(box_problem(ProblemKind::gap, e, is.box.offsets, is.box.sizes, "",
+      out.add(box_problem(ProblemKind::gap, e, is.box.offsets, is.box.sizes, "",
                                 box_string(is.box.offsets, is.box.sizes) + " is covered by no chunk"));
     } else {
       const ChunkMeta& a = t.chunks[chunk_of[is.a]];
       const ChunkMeta& b = t.chunks[chunk_of[is.b]];
-      out.push_back(box_problem(ProblemKind::overlap, e, is.box.offsets, is.box.sizes, file_of(m, b),
+      out.add(box_problem(ProblemKind::overlap, e, is.box.offsets, is.box.sizes, file_of(m, b),
                                 "chunk " + std::to_string(chunk_of[is.a]) + " " + box_string(a.offsets, a.sizes) +
                                     " and chunk " + std::to_string(chunk_of[is.b]) + " " +
                                     box_string(b.offsets, b.sizes) + " overlap in " +
@@ -104,9 +105,9 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
     }
   }
   if (cov.more_gaps)
-    out.push_back({ProblemKind::gap, e.fqn, 0, 0, "", std::to_string(cov.more_gaps) + " more uncovered boxes not listed"});
+    out.add_summary({ProblemKind::gap, e.fqn, 0, 0, "", std::to_string(cov.more_gaps) + " more uncovered boxes not listed"});
   if (cov.more_overlaps)
-    out.push_back({ProblemKind::overlap, e.fqn, 0, 0, "", std::to_string(cov.more_overlaps) + " more overlaps not listed"});
+    out.add_summary({ProblemKind::overlap, e.fqn, 0, 0, "", std::to_string(cov.more_overlaps) + " more overlaps not listed"});
   if (cov.budget_exceeded) {
     // The exact search stopped; DCP's own rule still applies.
     u128 volume = 0;
@@ -118,7 +119,7 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
     const u128 numel = t.numel();
     spdlog::debug("{}: key {}: coverage search stopped at its work limit; volumes checked", m.file, e.fqn);
     if (volume != numel)
-      out.push_back({volume < numel ? ProblemKind::gap : ProblemKind::overlap, e.fqn, 0, t.numel(), "",
+      out.add({volume < numel ? ProblemKind::gap : ProblemKind::overlap, e.fqn, 0, t.numel(), "",
                      "the chunks' volumes sum to " + std::to_string(clamp64(volume)) + ", the tensor has " +
                          std::to_string(t.numel()) + " elements"});
   }
@@ -128,7 +129,7 @@ void check_tensor(const Metadata& m, const Entry& e, std::vector<Problem>& out) 
 // with its headers, SAFETENSORS as the range of the file's image that holds them, so an item shorter
 // than the chunk's elements cannot hold them, whatever the file holds. An item behind stream
 // transforms (compressed, say) is only known to be non-empty when the chunk is.
-void check_item_lengths(const Metadata& m, std::vector<Problem>& out) {
+void check_item_lengths(const Metadata& m, ckpt::CappedProblems& out) {
   for (const Entry& e : m.entries) {
     if (!e.is_tensor) continue;
     for (size_t i = 0; i < e.tensor.chunks.size(); ++i) {
@@ -143,7 +144,7 @@ void check_item_lengths(const Metadata& m, std::vector<Problem>& out) {
                                " elements (" + std::to_string(clamp64(bytes)) + " bytes" +
                                (s.transform_descriptors.empty() ? ")" : ", stream-transformed)");
       if (s.length < need)
-        out.push_back(box_problem(ProblemKind::truncated_file, e, c.offsets, c.sizes, s.relative_path,
+        out.add(box_problem(ProblemKind::truncated_file, e, c.offsets, c.sizes, s.relative_path,
                                   "chunk " + std::to_string(i) + " " + box_string(c.offsets, c.sizes) + ": its item of " +
                                       std::to_string(s.length) + " bytes at offset " + std::to_string(s.offset) +
                                       " cannot hold " + what));
@@ -165,12 +166,14 @@ std::string box_string(const std::vector<uint64_t>& offsets, const std::vector<u
 
 std::vector<Problem> check_metadata(const Metadata& m) {
   std::vector<Problem> out;
+  ckpt::CappedProblems capped(out);
   for (const Entry& e : m.entries) {
     if (e.is_tensor)
-      check_tensor(m, e, out);
+      check_tensor(m, e, capped);
     else if (e.storage == kNoStorage)
-      out.push_back({ProblemKind::missing_file, e.fqn, 0, 0, "", "bytes entry has no storage_data entry"});
+      capped.add({ProblemKind::missing_file, e.fqn, 0, 0, "", "bytes entry has no storage_data entry"});
   }
+  capped.finish();
   return out;
 }
 
@@ -184,7 +187,8 @@ std::vector<Problem> check_storage(const Metadata& m, const CheckpointDir& dir) 
     uint64_t size = 0;
   };
   std::vector<Problem> out;
-  check_item_lengths(m, out);
+  ckpt::CappedProblems capped(out);
+  check_item_lengths(m, capped);
   std::map<std::string, FileCheck> files;
   FileCheck* last = nullptr;
   const std::string* last_path = nullptr;
@@ -209,7 +213,7 @@ std::vector<Problem> check_storage(const Metadata& m, const CheckpointDir& dir) 
     }
     ++last->items;
     if (last->refused.empty() && (s.offset > last->size || s.length > last->size - s.offset))
-      out.push_back({ProblemKind::truncated_file, s.fqn, s.offset, clamp64(static_cast<u128>(s.offset) + s.length),
+      capped.add({ProblemKind::truncated_file, s.fqn, s.offset, clamp64(static_cast<u128>(s.offset) + s.length),
                      s.relative_path, "stored item runs past the end of the file (" + std::to_string(last->size) + " bytes)"});
   }
   for (const auto& [path, f] : files) {
@@ -221,12 +225,14 @@ std::vector<Problem> check_storage(const Metadata& m, const CheckpointDir& dir) 
     else
       out.push_back({ProblemKind::missing_file, first_key, 0, 0, path, items + ": " + f.refused});
   }
+  capped.finish();
   return out;
 }
 
 std::vector<Problem> check_items(const Reader& r, uint64_t* items_read, uint64_t* bytes_read) {
   const Metadata& m = r.metadata();
   std::vector<Problem> out;
+  ckpt::CappedProblems capped(out);
   // Items whose file or range check_storage reports are skipped here.
   auto readable = [&](int64_t storage) {
     if (storage == kNoStorage) return false;
@@ -249,7 +255,7 @@ std::vector<Problem> check_items(const Reader& r, uint64_t* items_read, uint64_t
         ++*items_read;
         *bytes_read += s.length;
       } catch (const FormatError& ex) {
-        out.push_back({ProblemKind::checksum, e.fqn, 0, 0, s.relative_path, ex.what()});
+        capped.add({ProblemKind::checksum, e.fqn, 0, 0, s.relative_path, ex.what()});
       }
       continue;
     }
@@ -259,15 +265,20 @@ std::vector<Problem> check_items(const Reader& r, uint64_t* items_read, uint64_t
       const StorageEntry& s = m.storage[static_cast<size_t>(c.storage)];
       const std::string chunk = "chunk " + std::to_string(i) + " " + box_string(c.offsets, c.sizes);
       try {
+        r.stored_chunk_bytes(e, i);
+      } catch (const FormatError&) {
+        continue;  // an item too short for its chunk: check_storage reports it, and it is not read
+      }
+      try {
         const StoredChunk sc = r.open_chunk(e, i);
         if (&sc.dtype() != e.tensor.dtype) {
-          out.push_back(box_problem(ProblemKind::dtype, e, c.offsets, c.sizes, s.relative_path,
+          capped.add(box_problem(ProblemKind::dtype, e, c.offsets, c.sizes, s.relative_path,
                                     chunk + " is stored as " + std::string(sc.dtype().name) + ", the metadata says " +
                                         std::string(e.tensor.dtype->name)));
           continue;
         }
         if (sc.shape() != c.sizes) {
-          out.push_back(box_problem(ProblemKind::shape, e, c.offsets, c.sizes, s.relative_path,
+          capped.add(box_problem(ProblemKind::shape, e, c.offsets, c.sizes, s.relative_path,
                                     chunk + " is stored with shape " + shape_string(sc.shape())));
           continue;
         }
@@ -276,10 +287,11 @@ std::vector<Problem> check_items(const Reader& r, uint64_t* items_read, uint64_t
         ++*items_read;
         *bytes_read += s.length;
       } catch (const FormatError& ex) {
-        out.push_back(box_problem(ProblemKind::checksum, e, c.offsets, c.sizes, s.relative_path, chunk + ": " + ex.what()));
+        capped.add(box_problem(ProblemKind::checksum, e, c.offsets, c.sizes, s.relative_path, chunk + ": " + ex.what()));
       }
     }
   }
+  capped.finish();
   return out;
 }
 

@@ -10,7 +10,9 @@
 // storage entry's relative_path is a plain name of a regular file in it (missing_file) and its range
 // lies inside that file (truncated_file). With data: every item is read — its zip and CRC-32, the
 // stored tensor's dtype (dtype) and shape (shape) against the metadata, a bytes item decoded as the
-// torch.save object it holds — failures as checksum problems naming the reason.
+// torch.save object it holds — failures as checksum problems naming the reason. Each check lists at
+// most CappedProblems::kListed problems per key and kind and sums up the rest in one more problem
+// ("... and N more"), so that a claim of a million broken chunks makes a report of a few lines.
 #pragma once
 
 #include <cstdint>

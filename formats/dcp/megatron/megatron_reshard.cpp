@@ -21,6 +21,18 @@ namespace {
 
 using Kind = Value::Kind;
 
+// A bytes item is carried into the target unchanged, but decoded first, as Megatron will decode it:
+// one the restricted unpickler refuses (a global outside the allow-list, tensors past their budget)
+// stops the reshard instead of passing into a checkpoint meant to be loaded.
+void check_carried_object(const Reader& r, const Entry& e) {
+  try {
+    r.read_object(e);
+  } catch (const FormatError& ex) {
+    throw FormatError(r.dir() + ": bytes item " + quoted_name(e.fqn) + " cannot be carried into the resharded checkpoint: " +
+                      ex.what());
+  }
+}
+
 const char* form_name(MegatronForm f) {
   return f == MegatronForm::dp_reshardable ? "dp_reshardable" : "fully_reshardable";
 }
@@ -243,7 +255,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     if (is_optimizer(e)) continue;
     if (e.is_tensor) {
       for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
-        auto buf = std::make_shared<std::vector<uint8_t>>(r.chunk_bytes(e, c));
+        auto buf = std::make_shared<std::vector<uint8_t>>(r.stored_chunk_bytes(e, c));
         r.read_chunk(e, c, buf->data(), buf->size());
         // At model parallelism the source's ranks are kept: each holds its model-parallel rank's pieces.
         const uint64_t source_rank = storage_file_rank(r.storage(e, c).relative_path).value_or(0);
@@ -290,6 +302,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
                        with_entry(content, kShardingTypeField, Value::str(form_name(to))));
       w.rank(0).write_object(e.fqn, wrap_object(out));
     } else {
+      check_carried_object(r, e);
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
       w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
       sum.bytes_written += buf->size();
@@ -298,6 +311,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
 
   if (to == MegatronForm::dp_reshardable) {
     if (param_groups) {
+      check_carried_object(r, *param_groups);
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(*param_groups));
       w.rank(0).write_bytes(group_object_key(group, kParamGroups), buf->size(), from_buffer(buf));
     } else {

@@ -11,7 +11,9 @@
 //   fully_reshardable  "optimizer.state.{param,exp_avg,…}.<model key>" in the model key's shape and
 //                      chunks, param_groups moved into the common state.
 // The common state's sharding type and content metadata follow the target form. Model keys and the
-// other bytes entries are carried over unchanged. Memory: the largest stored chunk or parameter, twice.
+// other bytes entries are carried over unchanged, each decoded first (a bytes item the restricted
+// unpickler refuses stops the reshard with a FormatError naming its key, and a model chunk is read
+// through the checks of every chunk read). Memory: the largest stored chunk or parameter, twice.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -145,11 +146,17 @@ class StorageIndex {
 
 class Decoder {
  public:
-  Decoder(const PickleDocument& doc, Metadata& m) : d_(doc), m_(m) {}
+  Decoder(const PickleDocument& doc, Metadata& m) : d_(doc), m_(m), meter_(doc.budget()) {}
 
   void run();
 
  private:
+  // What is built from the document is charged to its budget before it is allocated: shared values
+  // (one list of chunks named by many keys) each time they are unfolded.
+  void charge(uint64_t bytes, const Path& field) const {
+    meter_.charge(bytes, [&] { return field.str(); });
+  }
+  void charge_string(const std::string& s, const Path& field) const { charge(string_heap_bytes(s.size()), field); }
   FormatError err(const Path& field, const std::string& what) const {
     return FormatError(d_.file() + ": " + field.str() + ": " + what);
   }
@@ -209,7 +216,10 @@ class Decoder {
   SharedString shared_str(Ref r, const Path& field, LastString& last) const {
     if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
     if (d_.text_id(r) != last.text_id) {
-      if (last.text_id == UINT32_MAX || d_.text(r) != last.value.str()) last.value = SharedString(d_.text(r));
+      if (last.text_id == UINT32_MAX || d_.text(r) != last.value.str()) {
+        charge_string(d_.text(r), field);  // a string of its own only where it is not the last one
+        last.value = SharedString(d_.text(r));
+      }
       last.text_id = d_.text_id(r);
     }
     return last.value;
@@ -244,12 +254,14 @@ class Decoder {
   }
   std::vector<uint64_t> dims(Ref r, const Path& field) const {
     const Ref s = int_seq(r, field);
+    charge(heap_bytes(d_.size(s) * sizeof(uint64_t)), field);
     std::vector<uint64_t> v(d_.size(s));
     for (size_t i = 0; i < v.size(); ++i) v[i] = u64(d_.item(s, i), Path(field, i));
     return v;
   }
   std::vector<int64_t> signed_dims(Ref r, const Path& field) const {
     const Ref s = int_seq(r, field);
+    charge(heap_bytes(d_.size(s) * sizeof(int64_t)), field);
     std::vector<int64_t> v(d_.size(s));
     for (size_t i = 0; i < v.size(); ++i) v[i] = integer(d_.item(s, i), Path(field, i));
     return v;
@@ -274,6 +286,7 @@ class Decoder {
   Metadata& m_;
   std::set<std::string> noted_;
   mutable std::vector<std::pair<const std::string*, uint32_t>> known_classes_;
+  mutable DecodeBudget::Meter meter_;
 };
 
 void Decoder::properties(Ref r, const Path& field, TensorMeta& t) {
@@ -360,6 +373,7 @@ void Decoder::tensor(Ref r, const Path& field, TensorMeta& t) {
       size = true;
     } else if (k == "chunks") {
       if (d_.kind(v) != PKind::list) throw err(f, "expected list, found " + d_.type_name(v));
+      charge(heap_bytes(d_.size(v) * sizeof(ChunkMeta)), f);
       t.chunks.resize(d_.size(v));
       for (size_t i = 0; i < t.chunks.size(); ++i) chunk(d_.item(v, i), Path(f, i), t.chunks[i]);
       chunks = true;
@@ -373,11 +387,13 @@ void Decoder::tensor(Ref r, const Path& field, TensorMeta& t) {
 
 void Decoder::state_dict_metadata(Ref r, const Path& field) {
   if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
+  charge(heap_bytes(d_.size(r) * sizeof(Entry)), field);
   m_.entries.resize(d_.size(r));
   for (size_t i = 0; i < d_.size(r); ++i) {
     Entry& e = m_.entries[i];
     e.fqn = str(d_.key(r, i), Path(Path(field, i), "key"));
     const Path f(field, &e.fqn);
+    charge_string(e.fqn, f);
     const Ref v = d_.value(r, i);
     if (is_object(v, kBytesClass)) {
       expect_object(v, kBytesClass, f);
@@ -393,6 +409,7 @@ void Decoder::state_dict_metadata(Ref r, const Path& field) {
 void Decoder::storage_data(Ref r, const Path& field) {
   if (d_.kind(r) == PKind::none) return;
   if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
+  charge(heap_bytes(d_.size(r) * sizeof(StorageEntry)), field);
   m_.storage.resize(d_.size(r));
   LastString last_fqn;
   for (size_t i = 0; i < d_.size(r); ++i) {
@@ -422,6 +439,7 @@ void Decoder::storage_data(Ref r, const Path& field) {
     fields(v, vf, [&](const std::string& name, Ref x, const Path& f) {
       if (name == "relative_path") {
         s.relative_path = str(x, f);
+        charge_string(s.relative_path, f);
         path = true;
       } else if (name == "offset") {
         s.offset = u64(x, f);
@@ -433,7 +451,11 @@ void Decoder::storage_data(Ref r, const Path& field) {
         if (d_.kind(x) == PKind::none) return;
         if (d_.kind(x) != PKind::list && d_.kind(x) != PKind::tuple)
           throw err(f, "expected a list, found " + d_.type_name(x));
-        for (size_t j = 0; j < d_.size(x); ++j) s.transform_descriptors.push_back(str(d_.item(x, j), Path(f, j)));
+        for (size_t j = 0; j < d_.size(x); ++j) {
+          const Path fj(f, j);
+          s.transform_descriptors.push_back(str(d_.item(x, j), fj));
+          charge(sizeof(std::string) + string_heap_bytes(s.transform_descriptors.back().size()), fj);
+        }
       } else {
         note("_StorageInfo", name);
       }
@@ -468,7 +490,11 @@ void Decoder::storage_meta(Ref r, const Path& field) {
       sm.load_id = opt_str(v, f);
     } else if (k == "modules") {
       if (d_.kind(v) != PKind::list) throw err(f, "expected list, found " + d_.type_name(v));
-      for (size_t i = 0; i < d_.size(v); ++i) sm.modules.push_back(str(d_.item(v, i), Path(f, i)));
+      for (size_t i = 0; i < d_.size(v); ++i) {
+        const Path fi(f, i);
+        sm.modules.push_back(str(d_.item(v, i), fi));
+        charge(sizeof(std::string) + string_heap_bytes(sm.modules.back().size()), fi);
+      }
     } else {
       note("StorageMeta", k);
     }
@@ -490,14 +516,20 @@ void Decoder::planner_data(Ref r) {
     m_.extra.emplace("planner_data", d_.to_value(r));
     return;
   }
+  const Path field("planner_data");
+  charge(heap_bytes(d_.size(r) * sizeof(m_.planner_data[0])), field);
   m_.planner_data.resize(d_.size(r));
   for (size_t i = 0; i < d_.size(r); ++i) {
     auto& [fqn, path] = m_.planner_data[i];
     fqn = d_.text(d_.key(r, i));
+    const Path f(field, &fqn);
     const Ref v = d_.value(r, i);
+    charge(string_heap_bytes(fqn.size()) + heap_bytes(d_.size(v) * sizeof(std::string)), f);
+    path.reserve(d_.size(v));
     for (size_t j = 0; j < d_.size(v); ++j) {
       const Ref x = d_.item(v, j);
       path.push_back(d_.kind(x) == PKind::str ? d_.text(x) : std::to_string(d_.as_int(x)));
+      charge(string_heap_bytes(path.back().size()), f);
     }
   }
 }
@@ -607,7 +639,11 @@ Metadata decode_metadata(const PickleDocument& doc) {
 }
 
 Metadata parse_metadata(const std::string& file, const uint8_t* data, size_t size, const PickleLimits& limits) {
-  return decode_metadata(read_pickle(file, data, size, AllowList::dcp_metadata(), limits));
+  const PickleDocument doc = read_pickle(file, data, size, AllowList::dcp_metadata(), limits);
+  Metadata m = decode_metadata(doc);
+  spdlog::debug("{}: decoding took {} of the {} its size allows", file, byte_size(doc.budget().used()),
+                byte_size(doc.budget().limit()));
+  return m;
 }
 
 }  // namespace fpg::dcp

@@ -141,6 +141,21 @@ class PickleMachine {
       fail("holds more than " + std::to_string(doc_.limits_.max_nodes) + " values");
     next_node_report_ = std::min<uint64_t>(doc_.limits_.max_nodes, doc_.nodes_.size() + kReportEvery);
     if (prefaulter_) prefaulter_->used(node_region_, doc_.nodes_.size() * sizeof(PickleDocument::Node));
+    charge_document(0);
+  }
+  // The document's arrays and the machine's own, in bytes, with `more_items` pool items to come.
+  uint64_t document_bytes(uint64_t more_items) const {
+    return doc_.nodes_.size() * sizeof(PickleDocument::Node) + (doc_.pool_.size() + more_items) * sizeof(Ref) +
+           doc_.strings_.size() * sizeof(std::string) + text_bytes_ + memo_.size() * sizeof(Ref) +
+           segments_.size() * sizeof(Segment) + containers_.size() * sizeof(Ref) + stack_.size() * sizeof(Ref);
+  }
+  // Charges the growth since the last charge. Called every kReportEvery values or pool items and every
+  // kTextStep bytes of text, so that no run of opcodes grows the document far past its budget unseen.
+  [[gnu::noinline]] void charge_document(uint64_t more_items) {
+    const uint64_t now = document_bytes(more_items);
+    if (now <= charged_) return;
+    if (!doc_.budget_->add(now - charged_)) doc_.budget_->exceeded("pickle at byte " + std::to_string(op_pos_));
+    charged_ = now;
   }
   Ref new_node(Kind k) {
     if (doc_.nodes_.size() >= next_node_report_) report_nodes();
@@ -148,7 +163,13 @@ class PickleMachine {
     doc_.nodes_.back().kind = k;
     return static_cast<Ref>(doc_.nodes_.size() - 1);
   }
+  static constexpr uint64_t kTextStep = uint64_t{1} << 20;
   Ref new_text(Kind k, std::string s) {
+    text_bytes_ += string_heap_bytes(s.size());
+    if (text_bytes_ >= next_text_report_) {
+      next_text_report_ = text_bytes_ + kTextStep;
+      charge_document(0);
+    }
     const Ref r = new_node(k);
     doc_.nodes_[r].text = static_cast<uint32_t>(doc_.strings_.size());
     doc_.strings_.push_back(std::move(s));
@@ -175,6 +196,7 @@ class PickleMachine {
     if (doc_.pool_.size() + n >= kUnset) fail("holds more container items than 32-bit indices address");
     next_pool_report_ = std::min<uint64_t>(kUnset, doc_.pool_.size() + n + kReportEvery);
     if (prefaulter_) prefaulter_->used(pool_region_, (doc_.pool_.size() + n) * sizeof(Ref));
+    charge_document(n);
   }
   // A tuple or frozenset: immutable, its items known at once.
   Ref new_seq(Kind k, const Ref* kids, size_t n) {
@@ -379,6 +401,8 @@ class PickleMachine {
   std::vector<Ref> containers_;  // every list, dict and set, for finish()
   Ref none_ = kUnset, true_ = kUnset, false_ = kUnset, empty_tuple_ = kUnset;
   uint64_t next_node_report_ = 0, next_pool_report_ = 0;
+  uint64_t text_bytes_ = 0, next_text_report_ = kTextStep;  // heap bytes of strings_
+  uint64_t charged_ = 0;                                    // bytes charged to the budget so far
   Prefaulter* prefaulter_ = nullptr;
   size_t node_region_ = 0, pool_region_ = 0, memo_region_ = 0;
 };
@@ -416,6 +440,9 @@ void PickleMachine::reduce() {
       std::vector<Ref> items;
       if (!a.empty()) {
         if (a.size() != 1 || doc_.kind(a[0]) != Kind::list) bad_args();
+        // A copy of the list's items each time, though the list may be one memoized value: charged
+        // before it is made.
+        check_pool(count(a[0]));
         items = copy_items(a[0]);
       }
       if (set) {
@@ -741,7 +768,7 @@ namespace {
 class Unfolder {
  public:
   Unfolder(const PickleDocument& doc, const PickleDocument::ObjectHook& hook, uint64_t budget)
-      : doc_(doc), hook_(hook), budget_(budget), max_budget_(budget) {}
+      : doc_(doc), hook_(hook), budget_(budget), max_budget_(budget), meter_(doc.budget()) {}
 
   Value run(Ref r, uint32_t depth) {
     if (depth > doc_.max_depth())
@@ -751,7 +778,13 @@ class Unfolder {
       throw FormatError(doc_.file() + ": pickle value unfolds to more than " +
                         std::to_string(max_budget_) + " values");
     --budget_;
-    switch (doc_.kind(r)) {
+    // Each value's heap: its text, and the array of its items (before it is reserved).
+    const Kind k = doc_.kind(r);
+    const bool text = k == Kind::str || k == Kind::bytes || k == Kind::bytearray || k == Kind::global || k == Kind::object;
+    const uint64_t items = k == Kind::dict ? 2 * doc_.size(r) : k == Kind::object || k == Kind::persistent_id ? 2 : doc_.size(r);
+    meter_.charge(heap_bytes(items * sizeof(Value)) + (text ? string_heap_bytes(doc_.text(r).size()) : 0),
+                  [] { return std::string("unfolding a value"); });
+    switch (k) {
       case Kind::none: return Value();
       case Kind::boolean: return Value::boolean(doc_.as_bool(r));
       case Kind::integer: return Value::integer(doc_.as_int(r));
@@ -766,7 +799,6 @@ class Unfolder {
         std::vector<Value> items;
         items.reserve(doc_.size(r));
         for (size_t i = 0; i < doc_.size(r); ++i) items.push_back(run(doc_.item(r, i), depth + 1));
-        const Kind k = doc_.kind(r);
         return Value::sequence(k == Kind::tuple  ? Value::Kind::tuple
                                : k == Kind::list ? Value::Kind::list
                                : k == Kind::set  ? Value::Kind::set
@@ -803,6 +835,7 @@ class Unfolder {
   const PickleDocument::ObjectHook& hook_;
   uint64_t budget_;
   uint64_t max_budget_;
+  DecodeBudget::Meter meter_;
 };
 
 }  // namespace
@@ -816,6 +849,7 @@ PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t 
   PickleDocument doc;
   doc.file_ = file;
   doc.limits_ = limits;
+  doc.budget_ = std::make_shared<DecodeBudget>(file, size);
   if (size > limits.max_bytes)
     throw FormatError(file + ": pickle of " + std::to_string(size) + " bytes is larger than the " +
                       std::to_string(limits.max_bytes) + " accepted");

@@ -12,18 +12,23 @@
 // extension registry (EXT1/2/4), integers beyond 64 bits, malformed UTF-8, lengths past the end of the
 // input, memo references to unset entries, stack underflow, a mark or container nesting deeper than
 // the limit, more nodes than the limit, bytes after STOP, and any global not in the allow-list.
+//
+// Memory: the document and everything unfolded from it are charged to the document's DecodeBudget
+// (decode_budget.h), a bound set by the pickle's size.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "formats/dcp/pickle/allow_list.h"
+#include "formats/dcp/pickle/decode_budget.h"
 #include "formats/dcp/pickle/pickle_value.h"
 
 namespace fpg::dcp {
@@ -48,6 +53,9 @@ class PickleDocument {
   const std::string& file() const { return file_; }
   uint32_t max_depth() const { return limits_.max_depth; }
   size_t node_count() const { return nodes_.size(); }
+  // The memory budget of this pickle: the document's own arrays are charged to it, and so must be
+  // whatever a consumer builds from the document (shared values each time they are unfolded).
+  DecodeBudget& budget() const { return *budget_; }
 
   Kind kind(Ref r) const { return nodes_[r].kind; }
   bool as_bool(Ref r) const { return bits(r) != 0; }
@@ -94,8 +102,8 @@ class PickleDocument {
   // The Python type name of a node for messages: "int", "tuple", "torch.Size", ...
   std::string type_name(Ref r) const;
 
-  // Unfolds node `r` into an owning Value, at most max_depth deep and max_value_nodes values (a
-  // FormatError naming the file otherwise). `object_hook`, when set, is offered every object and
+  // Unfolds node `r` into an owning Value, at most max_depth deep and max_value_nodes values, each
+  // charged to budget() (a FormatError naming the file otherwise). `object_hook`, when set, is offered every object and
   // persistent_id node first and may return the value to use for it (the torch.save reader turns
   // tensors into tensor values this way).
   using ObjectHook = std::function<std::optional<Value>(const PickleDocument&, Ref)>;
@@ -124,6 +132,7 @@ class PickleDocument {
   std::vector<std::string> strings_;
   std::vector<Ref> pool_;
   Ref root_ = 0;
+  std::shared_ptr<DecodeBudget> budget_;
 };
 
 // Decodes `data` (`size` bytes, the whole pickle) under `allow`. `file` names the input in messages,

@@ -222,7 +222,16 @@ Value TorchSaveArchive::to_value() const {
 }
 
 TensorRecord tensor_item_record(const TorchSaveArchive& archive) {
-  return archive.tensor_record(archive.pickle().root());
+  TensorRecord r = archive.tensor_record(archive.pickle().root());
+  // DCP saves each chunk as its own storage, so a chunk never needs more elements than its storage
+  // holds. A view that does (a zero or overlapping stride) would turn a few stored bytes into as many
+  // read as its size claims.
+  if (r.nbytes() > r.storage_bytes)
+    throw FormatError(archive.pickle().file() + ": tensor of size " + shape_string(r.shape) + " and stride " +
+                      shape_string(r.stride) + " views " + std::to_string(r.numel()) + " elements (" +
+                      std::to_string(r.nbytes()) + " bytes) of a storage of " + std::to_string(r.storage_bytes) +
+                      " bytes: a tensor item may not repeat its storage's elements (zero or overlapping strides)");
+  return r;
 }
 
 }  // namespace fpg::dcp

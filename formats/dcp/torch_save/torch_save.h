@@ -70,7 +70,8 @@ class TorchSaveArchive {
   PickleDocument pickle_;
 };
 
-// The tensor a DCP TORCH_SAVE tensor item holds: data.pkl must be exactly one tensor.
+// The tensor a DCP TORCH_SAVE tensor item holds: data.pkl must be exactly one tensor, viewing no more
+// elements than its storage holds.
 TensorRecord tensor_item_record(const TorchSaveArchive& archive);
 
 }  // namespace fpg::dcp
