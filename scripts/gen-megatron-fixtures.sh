@@ -19,17 +19,7 @@ cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${1:?usage: gen-megatron-fixtures.sh OUT_DIR [CONFIG ...] [-- OPTIONS]}
 shift
-site=$(mktemp -d)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl
-declare -A mod=([safetensors]=safetensors [psutil]=psutil [numpy]=numpy [packaging]=packaging [absl_py]=absl)
-for w in .whl/extra/*.whl; do
-  [ -e "$w" ] || continue
-  base=$(basename "$w"); pkg=${base%%-*}
-  if ! python3 -c "import ${mod[$pkg]:-$pkg}" 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$w"
-  fi
-done
-export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+source scripts/megatron-site.sh
 configs=() opts=()
 while (($#)); do
   if [ "$1" = -- ]; then shift; opts=("$@"); break; fi

@@ -1,0 +1,173 @@
+"""Loads a torch_dist checkpoint of one of make_megatron_fixtures.py's parallel configurations into
+Megatron-Core (megatron-core 0.19.2) at another parallelism, checks the loaded state against the
+source's ground truth bitwise, and trains a few more steps.
+
+  python3 load_at_parallelism.py CKPT CONFIG TRUTH.safetensors OUT.json [--tp N] [--pp N] [--dp N]
+                                 [--ep N] [--steps N]
+
+CONFIG names the PAR_CONFIGS entry the checkpoint was made from (the model); --tp/--pp/--dp/--ep the
+parallelism it is loaded at (default: the configuration's). The world (TP x PP x DP ranks) runs as
+processes on the one GPU over gloo, as the generator runs (gloo_one_gpu.py). Each rank builds the
+model and DistributedOptimizer, steps once on other gradients so that the optimizer state exists
+(Megatron describes it for loading only then), then dist_checkpointing.load fills both from CKPT
+in the form its content metadata names. Rank 0 assembles every rank's pieces into whole tensors
+(make_megatron_fixtures.assemble) and compares them with TRUTH. Then every rank trains --steps steps
+(forward and backward at PP 1; seeded gradients at PP > 1) and rank 0 records the losses and a SHA-256
+of the whole state after them, so that two checkpoints of one state (fpgather's output and Megatron's
+own save) loaded alike can be compared. OUT.json: all_equal, the tensors that differ or are missing,
+losses, state_sha256.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_megatron_fixtures as fx  # noqa: E402
+
+SIZES = ("tp", "pp", "dp", "ep")
+
+
+def target_cfg(args):
+    cfg = fx.par_cfg(args.config)
+    for k in SIZES:
+        if getattr(args, k):
+            cfg[k] = getattr(args, k)
+    if cfg["pp"] == 1:
+        cfg["first_stage_layers"] = None
+    return cfg
+
+
+def rank_record(model, opt, placements, rank):
+    tnames = {n: fx.truth_name(pcs[0]["key"], pcs[0]["global_offset"][:pcs[0]["prepend"]])
+              for n, pcs in placements.items()}
+    frags = fx.local_state_fragments(opt)
+    params = [{"module_name": n, "name": tnames[n], "numel": p.numel(), "local_shape": list(p.shape),
+               "weight": p.detach().cpu().reshape(-1).clone(), "states": frags.get(p, {}), "pieces": placements[n]}
+              for n, p in model.named_parameters()]
+    return {"rank": rank, "params": params}
+
+
+def gather_whole(record, rank, world):
+    import torch.distributed as dist
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object(record, gathered, dst=0)
+    if rank != 0:
+        return None
+    tensors, _, mismatch = fx.assemble(gathered)
+    return tensors, mismatch
+
+
+def worker(args, rank, world, port):
+    cfg = target_cfg(args)
+    assert world == fx.par_world(cfg), (world, cfg)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    import torch.distributed as dist
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    import gloo_one_gpu
+    gloo_one_gpu.install()
+    torch.cuda.set_device(0)
+    from megatron.core import dist_checkpointing, parallel_state as ps
+    gloo_one_gpu.patch_megatron()
+    ps.initialize_model_parallel(cfg["tp"], cfg["pp"], expert_model_parallel_size=cfg["ep"])
+    model, ddp, opt = fx.par_build(cfg)
+    placements = fx.param_placements(ddp)
+    fx.par_train(dict(cfg, steps=1, seed=cfg["seed"] + 999), model, ddp, opt, placements)
+
+    metadata = dist_checkpointing.load_content_metadata(args.ckpt) or {}
+    model_sd = ddp.sharded_state_dict()
+    sd = {"model": model_sd, "optimizer": opt.sharded_state_dict(model_sd, is_loading=True, metadata=metadata)}
+    state = dist_checkpointing.load(sd, args.ckpt)
+    model.load_state_dict({k[len("module."):] if k.startswith("module.") else k: v for k, v in state["model"].items()})
+    if metadata.get("distrib_optim_sharding_type") == "fully_reshardable":
+        import check_megatron_load
+        check_megatron_load.skip_unloaded_states()
+    with torch.no_grad():  # fp32 parameters are their own masters: views of leaves that need grad
+        opt.load_state_dict(state["optimizer"])
+
+    loaded = gather_whole(rank_record(model, opt, placements, rank), rank, world)
+    losses = fx.par_train(dict(cfg, steps=args.steps, seed=cfg["seed"] + 1), model, ddp, opt, placements)
+    after = gather_whole(rank_record(model, opt, placements, rank), rank, world)
+    if rank == 0:
+        from safetensors.torch import load_file
+        truth = load_file(args.truth)
+        tensors, mismatch = loaded
+        equal, differ = 0, []
+        for name, want in truth.items():
+            got = tensors.get(name)
+            if got is not None and got.dtype == want.dtype and got.shape == want.shape and \
+                    torch.equal(got.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8)):
+                equal += 1
+            else:
+                differ.append(name)
+        h = hashlib.sha256()
+        for name in sorted(after[0]):
+            h.update(name.encode())
+            h.update(after[0][name].contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        result = {"ckpt": args.ckpt, "config": cfg, "metadata": metadata, "truth_tensors": len(truth),
+                  "equal": equal, "differ_or_missing": differ, "extra": sorted(set(tensors) - set(truth)),
+                  "replica_mismatch": mismatch, "all_equal": not differ and len(tensors) == len(truth),
+                  "losses": losses, "state_sha256": h.hexdigest()}
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+        print(f"{args.ckpt} at " + " x ".join(f"{k.upper()} {cfg[k]}" for k in SIZES) +
+              f": state equal {result['all_equal']} ({equal}/{len(truth)}), losses {losses}, "
+              f"state after {args.steps} steps {result['state_sha256'][:16]}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ckpt")
+    ap.add_argument("config", choices=sorted(fx.PAR_CONFIGS))
+    ap.add_argument("truth")
+    ap.add_argument("out")
+    for k in SIZES:
+        ap.add_argument("--" + k, type=int, default=0)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--port", type=int, default=29700)
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--worker", nargs=2, type=int, metavar=("RANK", "WORLD"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args, args.worker[0], args.worker[1], args.port)
+        return 0
+    world = fx.par_world(target_cfg(args))
+    log = os.path.splitext(args.out)[0]
+    procs = []
+    for r in range(world):
+        f = open(f"{log}.rank{r}.log", "w")
+        procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__)] + sys.argv[1:] +
+                                       ["--worker", str(r), str(world)], stdout=f, stderr=subprocess.STDOUT,
+                                       start_new_session=True), f))
+    t0 = time.time()
+    while any(p.poll() is None for p, _ in procs) and time.time() - t0 < args.timeout:
+        if any(p.poll() not in (None, 0) for p, _ in procs):
+            break
+        time.sleep(0.5)
+    for p, f in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+        p.wait()
+        f.close()
+    if any(p.returncode != 0 for p, _ in procs):
+        for r in range(world):
+            with open(f"{log}.rank{r}.log") as f:
+                print(f"-- rank {r}:\n" + "\n".join(f.read().splitlines()[-15:]), flush=True)
+        return 1
+    with open(f"{log}.rank0.log") as f:
+        print("".join(l for l in f if l.startswith(args.ckpt)), end="", flush=True)
+    with open(args.out) as f:
+        return 0 if json.load(f)["all_equal"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
