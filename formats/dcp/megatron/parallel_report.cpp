@@ -118,7 +118,7 @@ std::vector<std::string> group_layout_lines(const DcpParams& params, bool full) 
   return t;
 }
 
-nlohmann::json parallel_json(const Reader& reader, const DcpParams& params) {
+nlohmann::json parallel_json(const Reader& reader, const DcpParams& params, bool layouts) {
   if (!params.parallel()) return nullptr;
   const ParallelSizes& p = *params.parallel();
   nlohmann::json j = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"expert_tp", p.expert_tp},
@@ -130,7 +130,7 @@ nlohmann::json parallel_json(const Reader& reader, const DcpParams& params) {
                          {"buffers", g.layout.layout.buffers.size()}, {"pad_for_nccl", g.layout.layout.pad_for_nccl},
                          {"local_parameters", g.params.size()}, {"rank_files", g.rank_files}};
     if (g.expert) gj["ep"] = g.ep;
-    gj["layout"] = nlohmann::json::parse(layout::to_json(g.layout.layout));
+    if (layouts) gj["layout"] = nlohmann::json::parse(layout::to_json(g.layout.layout));
     if (g.layout.bucket_size_lo)
       gj["bucket_size_range"] = {*g.layout.bucket_size_lo,
                                  g.layout.bucket_size_hi ? nlohmann::json(*g.layout.bucket_size_hi) : nlohmann::json()};

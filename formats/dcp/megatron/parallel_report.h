@@ -20,6 +20,7 @@ std::string parallel_sizes_string(const ParallelSizes& p);
 std::vector<std::string> parallel_lines(const Reader& reader, const DcpParams& params);
 // Each group's heading and, when `full`, its layout (layout::describe), for inspect's text.
 std::vector<std::string> group_layout_lines(const DcpParams& params, bool full);
-nlohmann::json parallel_json(const Reader& reader, const DcpParams& params);
+// The sizes, groups and rank files as JSON; each group's buffer layout too with `layouts`.
+nlohmann::json parallel_json(const Reader& reader, const DcpParams& params, bool layouts);
 
 }  // namespace fpg::dcp
