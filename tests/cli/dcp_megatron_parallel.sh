@@ -80,10 +80,21 @@ expect_exit 0 "$MAKE_DCP" copy "$M/ep2-moe-dp_reshardable/ckpt" "$WORK/no-expert
 expect_exit 1 "${F[@]}" validate "$WORK/no-expert-group"
 expect_in "$WORK/out" "lies past the last stored bucket"
 
-# reshard writes dp_reshardable buckets for TP = PP = EP = 1 runs only; anything else is refused, nothing
-# written, and the message names --to fully_reshardable.
-expect_exit 2 "${F[@]}" reshard "$M/tp2-dp1-dp_reshardable/ckpt" "$WORK/r1" --dp 2
-expect_in "$WORK/err" "was saved at TP 2 × PP 1 × DP 1 (2 optimizer groups, one per model-parallel rank)"
+# reshard --dp at TP × PP: every group's buckets laid out again for the new DP size; the output
+# validates, the reader recovers the new layout, and it equals Megatron's save per parameter.
+for c in "tp2-dp1 2" "tp2pp2-dp1 4 --bucket-size 500" "tp2-dp2 1" "tp2-dp1-buckets 2" "pp2-dp1-tied 2"; do
+  read -r name dp opts <<<"$c"
+  expect_exit 0 "${F[@]}" reshard "$M/$name-dp_reshardable/ckpt" "$WORK/$name-dp$dp" --dp "$dp" $opts
+  expect_in "$WORK/out" "optimizer groups (one per model-parallel rank), each over its local parameters"
+  expect_exit 0 "${F[@]}" validate --data "$WORK/$name-dp$dp"
+  expect_in "$WORK/out" "× DP $dp, "
+  expect_in "$WORK/out" "; 0 problems"
+  expect_exit 0 "${F[@]}" diff "$WORK/$name-dp$dp" "$M/$name-fully_reshardable/ckpt"
+  expect_in "$WORK/out" "equal:"
+done
+# Into dp_reshardable, a MoE model is refused, nothing written, and the message names the way out.
+expect_exit 2 "${F[@]}" reshard "$M/ep2-moe-dp_reshardable/ckpt" "$WORK/r1" --dp 1
+expect_in "$WORK/err" "holds a MoE model (4 experts per MoE layer)"
 expect_in "$WORK/err" "--to fully_reshardable writes the model-space form"
 expect_exit 2 "${F[@]}" reshard "$M/tp2-dp1-fully_reshardable/ckpt" "$WORK/r2" --dp 1 --to dp_reshardable \
   --bucket-size none

@@ -11,6 +11,7 @@
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/megatron/bucket_writer.h"
+#include "formats/dcp/megatron/group_reshard.h"
 #include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/reader.h"
@@ -126,7 +127,11 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   // dp_reshardable are one optimizer group's over the whole parameters: the layout of a run at
   // TP = PP = EP = 1, which does not re-slice them for model-parallel ranks.
   const bool model_parallel = (params.groups().size() > 1 && params.parallel()) || params.experts() > 0;
-  if (model_parallel && to == MegatronForm::dp_reshardable)
+  // Into dp_reshardable at model parallelism: each group's buckets rewritten for the new DP size at
+  // the same TP × PP (group_reshard.h); a MoE model, or a source stored in model space, is refused.
+  const bool group_rewrite = model_parallel && to == MegatronForm::dp_reshardable &&
+                             from == MegatronForm::dp_reshardable && params.experts() == 0;
+  if (model_parallel && to == MegatronForm::dp_reshardable && !group_rewrite)
     throw UsageError(src +
                      (params.parallel() ? " was saved at " + parallel_sizes_string(*params.parallel()) + " (" +
                                               std::to_string(params.groups().size()) +
@@ -135,9 +140,8 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
                      (params.experts() > 0 ? std::string(params.parallel() ? " and" : "") + " holds a MoE model (" +
                                                  std::to_string(params.experts()) + " experts per MoE layer)"
                                            : std::string()) +
-                     "; reshard writes dp_reshardable buckets for checkpoints of dense models saved at "
-                     "TP = PP = EP = 1 only: --to fully_reshardable writes the model-space form Megatron-Core "
-                     "loads at any parallelism");
+                     "; reshard writes dp_reshardable buckets for dense models (at their own TP × PP) only: "
+                     "--to fully_reshardable writes the model-space form Megatron-Core loads at any parallelism");
   // Model keys in tensor-parallel pieces: the source ran at TP > 1 (pipeline stages and expert ranks
   // leave no trace in the model space: their chunks split stacked layers and experts as at PP = EP = 1).
   if (from == MegatronForm::fully_reshardable && to == MegatronForm::dp_reshardable &&
@@ -164,6 +168,8 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     states.push_back(megatron_state_name(role));
     role_of[states.back()] = role;
   }
+
+  if (group_rewrite) return reshard_groups(r, params, states, opts, dst);
 
   // The target buffer layout.
   const std::vector<MegatronParam>& mparams = params.megatron_params();

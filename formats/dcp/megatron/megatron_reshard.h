@@ -41,7 +41,8 @@ struct MegatronReshardOptions {
 
 struct MegatronReshardSummary {
   std::string source_form, target_form;
-  layout::BucketedLayout target;  // dp_reshardable targets
+  layout::BucketedLayout target;  // dp_reshardable targets (at model parallelism: the first group's)
+  uint32_t groups = 1;            // optimizer groups written (one per model-parallel rank)
   uint64_t keys = 0, chunks = 0, bytes_written = 0;
   bool grad_dtype_assumed = false;  // a fully_reshardable source records no grad dtype: float32 taken
   // dp_reshardable targets: the lowest rank whose shard of some bucket is all tail padding. Nothing

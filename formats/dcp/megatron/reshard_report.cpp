@@ -54,7 +54,7 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
 
   nlohmann::json& j = r.document;
   j = {{"source", source}, {"target", target}, {"dry_run", t.dry_run}, {"from", s.source_form},
-       {"to", s.target_form}, {"dp", o.dp}, {"keys", s.keys}, {"chunks", s.chunks},
+       {"to", s.target_form}, {"dp", o.dp}, {"groups", s.groups}, {"keys", s.keys}, {"chunks", s.chunks},
        {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
        {"first_padding_only_rank", s.first_padding_only_rank ? nlohmann::json(*s.first_padding_only_rank)
                                                             : nlohmann::json(nullptr)},
@@ -76,6 +76,9 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
   auto& text = r.text;
   text.push_back(fmt::sprintf("%s %s (%s) -> %s (%s, dp %u)", t.dry_run ? "reshard plan (dry run):" : "resharded",
                               source, s.source_form, target, s.target_form, o.dp));
+  if (s.groups > 1)
+    text.push_back(fmt::sprintf("%u optimizer groups (one per model-parallel rank), each over its local parameters; "
+                                "the first:", s.groups));
   if (!s.target.buffers.empty()) ckpt::append_lines(text, layout::describe(s.target));
   if (s.grad_dtype_assumed)
     text.push_back("note: the source records no grad dtype; buckets are named for float32 grads (grad_reduce_in_fp32)");

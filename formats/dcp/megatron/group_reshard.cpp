@@ -1,0 +1,196 @@
+#include "formats/dcp/megatron/group_reshard.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "core/printable.h"
+#include "formats/dcp/checkpoint_dir.h"
+#include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/megatron/bucket_writer.h"
+#include "formats/dcp/megatron/megatron_keys.h"
+#include "formats/dcp/megatron/parallel_report.h"
+#include "formats/dcp/part_crc_ledger.h"
+
+namespace fpg::dcp {
+namespace {
+
+FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
+  return [buf](uint64_t offset, void* dst, size_t size) { std::memcpy(dst, buf->data() + offset, size); };
+}
+
+// A group's source buckets, read by (local parameter, state) element ranges.
+class GroupSource {
+ public:
+  GroupSource(const Reader& r, const OptimizerGroup& g, PartCrcLedger& crcs) : r_(r), g_(g), crcs_(crcs) {}
+
+  // Elements [lo, hi) of spec parameter `param`'s state `state` (4 bytes each) into dst.
+  void read(uint32_t param, const std::string& state, uint64_t lo, uint64_t hi, uint8_t* dst) const {
+    const auto [entry, base] = place(param, state);
+    const Entry& e = r_.metadata().entries[entry];
+    uint64_t got = 0;
+    const uint64_t A = base + lo, B = base + hi;
+    for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+      const ChunkMeta& ch = e.tensor.chunks[c];
+      if (ch.offsets.size() != 1 || ch.sizes.size() != 1) continue;  // validate reports the arity
+      const uint64_t a = std::max(A, ch.offsets[0]), b = std::min(B, ch.offsets[0] + ch.sizes[0]);
+      if (a >= b) continue;
+      const StoredChunk::PartRead p = r_.read_chunk_part(e, c, a - ch.offsets[0], b - ch.offsets[0], dst + (a - A) * 4);
+      if (p.tracked)
+        crcs_.add({entry, c}, r_.dir() + ": key " + quoted_name(e.fqn) + " chunk " + std::to_string(c), p.record_size,
+                  p.record_crc, p.offset, p.size, p.crc);
+      got += b - a;
+    }
+    if (got != B - A)
+      throw FormatError(r_.dir() + ": key " + quoted_name(e.fqn) + " elements [" + std::to_string(A) + ", " +
+                        std::to_string(B) + ") are not all stored");
+  }
+
+ private:
+  // The bucket key holding (param, state) and where the parameter starts in it.
+  std::pair<size_t, uint64_t> place(uint32_t param, const std::string& state) const {
+    const auto key = std::make_pair(param, state);
+    if (const auto it = places_.find(key); it != places_.end()) return it->second;
+    const layout::BucketedLayout& S = g_.layout.layout;
+    const std::optional<layout::ParamLocation> loc = S.locate(param);
+    if (!loc) throw InternalError(g_.prefix + ": parameter " + std::to_string(param) + " not in its layout");
+    const layout::Buffer& buf = S.buffers[loc->buffer];
+    const layout::ParamSlot& slot = buf.params[loc->slot];
+    const layout::Bucket& bucket = buf.buckets[slot.bucket];
+    const std::string name = bucket_key_name(g_.prefix, g_.layout.gbuf.at(loc->buffer), buf.key.param_dtype,
+                                             buf.key.grad_dtype, slot.bucket, state);
+    const Entry* e = r_.metadata().find(name);
+    if (!e) throw FormatError(r_.dir() + ": no key " + quoted_name(name) + " for " + quoted_name(slot.name));
+    const std::pair<size_t, uint64_t> at{static_cast<size_t>(e - r_.metadata().entries.data()),
+                                         slot.world.begin - bucket.world.begin};
+    return places_.emplace(key, at).first->second;
+  }
+
+  const Reader& r_;
+  const OptimizerGroup& g_;
+  PartCrcLedger& crcs_;
+  mutable std::map<std::pair<uint32_t, std::string>, std::pair<size_t, uint64_t>> places_;
+};
+
+}  // namespace
+
+MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, const std::vector<std::string>& states,
+                                      const MegatronReshardOptions& opts, const std::string& dst) {
+  const ParallelSizes& P = *params.parallel();
+  if (params.experts() > 0 || P.cp > 1)
+    throw UsageError(r.dir() + " was saved at " + parallel_sizes_string(P) +
+                     (params.experts() > 0 ? " with a MoE model" : "") +
+                     "; reshard --dp rewrites the buckets of dense models at TP and PP only, without context "
+                     "parallelism (--to fully_reshardable writes the model-space form Megatron-Core loads at any "
+                     "parallelism)");
+  const uint32_t TP = P.tp, DP = opts.dp, DP0 = P.dp;
+  MegatronReshardSummary sum;
+  sum.source_form = sum.target_form = "dp_reshardable";
+
+  // Each group's target layout over its local parameters.
+  std::vector<layout::BucketedLayout> targets;
+  for (const OptimizerGroup& g : params.groups()) {
+    const layout::BucketedLayout& S = g.layout.layout;
+    layout::BucketedOptions lo;
+    lo.dp = DP;
+    lo.bucket_size = opts.bucket_size.value_or(S.bucket_size);
+    lo.pad_for_nccl = opts.pad_for_nccl.value_or(S.pad_for_nccl);
+    lo.grad_reduce_in_fp32 = std::all_of(S.buffers.begin(), S.buffers.end(),
+                                         [](const layout::Buffer& b) { return b.key.grad_dtype == DType::F32; });
+    if (std::any_of(g.params.begin(), g.params.end(), [](const LocalParam& p) { return p.local.own_bucket; }))
+      for (const LocalParam& p : g.params) lo.own_bucket.push_back(p.local.own_bucket);
+    targets.push_back(layout::build_bucketed_layout(g.layout.spec, lo));
+    for (const layout::Buffer& buf : targets.back().buffers)
+      for (const layout::Bucket& bucket : buf.buckets)
+        for (const layout::Shard& shard : bucket.shards)
+          if (shard.world.begin - bucket.world.begin >= bucket.numel_unpadded)
+            sum.first_padding_only_rank = std::min(sum.first_padding_only_rank.value_or(shard.rank), shard.rank);
+  }
+  sum.target = targets.front();
+  sum.groups = static_cast<uint32_t>(targets.size());
+  if (opts.dry_run) return sum;
+
+  auto target_rank = [&](const OptimizerGroup& g, uint32_t d) { return g.tp + TP * (d + DP * g.pp); };
+  auto is_group_entry = [&](const std::string& key) {
+    return std::any_of(params.groups().begin(), params.groups().end(), [&](const OptimizerGroup& g) {
+      return is_group_object(key, g.prefix, kPerBucketNumel) || is_group_object(key, g.prefix, kPerBucketNumelUnpadded) ||
+             is_group_object(key, g.prefix, kParamGroups);
+    });
+  };
+  const Metadata& md = r.metadata();
+  auto is_optimizer = [&](const Entry& e) {
+    return e.is_tensor ? e.fqn.rfind("optimizer.", 0) == 0 : is_group_entry(e.fqn);
+  };
+
+  DcpWriteOptions wo;
+  wo.megatron = *r.megatron();
+  wo.flat_planner_data = false;
+  DcpWriter w(dst, wo);
+  for (const Entry& e : md.entries) {
+    if (is_optimizer(e)) continue;
+    if (e.is_tensor) w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);
+    else w.declare_bytes(e.fqn);
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    w.declare_bytes(group_object_key(params.groups()[i].prefix, kParamGroups));
+    declare_group_buckets(w, params.groups()[i].prefix, targets[i], states);
+  }
+
+  // Carried entries: a model chunk moves with its (tp, pp) rank to DP rank dp mod DP.
+  for (const Entry& e : md.entries) {
+    if (is_optimizer(e)) continue;
+    if (e.is_tensor) {
+      for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+        auto buf = std::make_shared<std::vector<uint8_t>>(r.chunk_bytes(e, c));
+        r.read_chunk(e, c, buf->data(), buf->size());
+        const uint64_t s = storage_file_rank(r.storage(e, c).relative_path).value_or(0);
+        const uint64_t tp = s % TP, dp = (s / TP) % DP0, pp = s / (uint64_t{TP} * DP0);
+        w.rank(static_cast<uint32_t>(tp + TP * (dp % DP + DP * pp)))
+            .write_tensor(e.fqn, e.tensor.chunks[c].offsets, e.tensor.chunks[c].sizes, from_buffer(buf));
+        ++sum.chunks;
+        sum.bytes_written += buf->size();
+      }
+    } else {
+      auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
+      w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
+      sum.bytes_written += buf->size();
+    }
+  }
+
+  PartCrcLedger crcs;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const OptimizerGroup& g = params.groups()[i];
+    const std::string pg_key = group_object_key(g.prefix, kParamGroups);
+    const Entry* pg = nullptr;
+    for (const Entry& e : md.entries)
+      if (!e.is_tensor && is_group_object(e.fqn, g.prefix, kParamGroups)) pg = &e;
+    if (!pg) throw FormatError(r.dir() + ": no '" + pg_key + "' object holding the group's param_groups");
+    auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(*pg));
+    w.rank(target_rank(g, 0)).write_bytes(pg_key, pg_bytes->size(), from_buffer(pg_bytes));
+    const GroupSource source(r, g, crcs);
+    const GroupWriteCount n = write_group_buckets(
+        w, g.prefix, targets[i], states, target_rank(g, 0), [&](uint32_t d) { return target_rank(g, d); },
+        [&source](uint32_t param, const std::string& state, uint64_t begin) -> FillBytes {
+          return [&source, param, state, begin](uint64_t offset, void* dst, size_t size) {
+            const uint64_t a = offset / 4, b = (offset + size + 3) / 4;
+            if (offset % 4 == 0 && size % 4 == 0)
+              return source.read(param, state, begin + a, begin + b, static_cast<uint8_t*>(dst));
+            std::vector<uint8_t> tmp((b - a) * 4);
+            source.read(param, state, begin + a, begin + b, tmp.data());
+            std::memcpy(dst, tmp.data() + offset % 4, size);
+          };
+        });
+    sum.chunks += n.chunks;
+    sum.bytes_written += n.bytes;
+  }
+  // The CRCs of the source records read in parts: their unread bytes (padding) read for it.
+  for (const PartCrcLedger::Gap& gap : crcs.gaps())
+    crcs.fill(gap, r.open_chunk(md.entries[gap.item.first], gap.item.second).record_crc(gap.offset, gap.size));
+  const Metadata written = w.commit();
+  sum.keys = written.entries.size();
+  return sum;
+}
+
+}  // namespace fpg::dcp

@@ -1,0 +1,27 @@
+// `reshard --dp M` of a Megatron dp_reshardable checkpoint saved at tensor or pipeline parallelism:
+// every optimizer group (one per (TP rank, PP rank)) laid out again over its own local parameters for
+// M data-parallel ranks (and the given bucket size and padding), at the same TP × PP.
+//
+// Each group's target layout is Megatron's for its local parameters (layout/bucketed_layout.h, the
+// group's recovered options unless given), written through bucket_writer.h under the group's own
+// prefix, its param_groups object carried. A local parameter's state is read from its place in the
+// group's source buckets, chunk part by chunk part, every torch.save CRC checked once covered
+// (PartCrcLedger). Files are numbered as Megatron's rank order has them (tp + TP × (dp + DP × pp));
+// the model keys' chunks move with their (tp, pp) rank to DP rank dp mod M. Memory: one fragment.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "formats/dcp/dcp_params.h"
+#include "formats/dcp/megatron/megatron_reshard.h"
+#include "formats/dcp/reader.h"
+
+namespace fpg::dcp {
+
+// `states`: Megatron's names of the states to write ("param", "exp_avg", …). UsageError for what
+// this rewrite does not serve (MoE, context parallelism).
+MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, const std::vector<std::string>& states,
+                                      const MegatronReshardOptions& opts, const std::string& dst);
+
+}  // namespace fpg::dcp
