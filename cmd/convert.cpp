@@ -244,6 +244,7 @@ int run_conversion(const ConvertArgs& a, const GlobalOptions& g) {
                         {"tensors_converted", s.quantized}, {"tensors_copied", s.copied},
                         {"bytes_in", s.bytes_in}, {"bytes_out", s.bytes_out}, {"files", s.files},
                         {"seconds", secs}};
+    j["recipe"] = j["format"] = j["nonfinite"] = nullptr;  // a dequantization has none
     if (!a.dequantize) {
       j["recipe"] = a.fp8, j["format"] = a.format;
       j["nonfinite"] = nlohmann::json::array();

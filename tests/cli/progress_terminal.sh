@@ -40,7 +40,7 @@ check_screen() {
 import os, re, sys
 cols, label = int(sys.argv[1]), sys.argv[2]
 raw = open(os.path.join(os.environ["WORK"], "tty"), "rb").read().decode("utf-8", "replace")
-bar = re.compile(r"\[[#.]*\]|\d+/\d+ steps|ETA \S+")
+bar = re.compile(r"\[[#.]+\]|\d+/\d+ steps|ETA \S+")
 lines, line, col = [], "", 0
 i = 0
 while i < len(raw):

@@ -185,6 +185,21 @@ bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps) {
   return steps_done == steps || (c.save_every > 0 && steps_done % c.save_every == 0);
 }
 
+SavedRun read_saved_run(const std::string& load) {
+  SavedRun out;
+  CheckpointOptions c;
+  c.load = load;
+  for (const std::string& root : recovery_roots(c)) {  // recovery may adopt the checkpoint `latest` misses
+    auto done = fpckpt::recover_root(root);
+    out.recovered.insert(out.recovered.end(), done.begin(), done.end());
+  }
+  check_loadable(load);
+  const auto reader = fpckpt::open_valid(load, "resume from it");
+  out.dir = reader->dir();
+  out.run = run_from_documents(reader->index().documents, out.dir);
+  return out;
+}
+
 CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const CheckpointOptions& c,
                                         const std::function<model::ModelSpec()>& spec, const CheckpointedRun& train_run) {
   if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");

@@ -75,6 +75,17 @@ struct CheckpointedResult {
 // "step-00000042": checkpoint names sort by step.
 std::string checkpoint_name(uint64_t step);
 
+// The run a `--load DIR` continues, read before it starts: DIR recovered from killed saves first
+// (where it is a root), `latest` resolved, the index validated as for loading.
+struct SavedRun {
+  std::string dir;              // the checkpoint directory
+  train::TrainOptions run;      // its configuration (run_from_documents); steps: its cursor's next_step
+  std::vector<std::string> recovered;  // what recovery did in DIR
+};
+// FormatError for a path without a committed checkpoint or an index that is not a training one,
+// InvalidCheckpoint (exit 1) for one that fails validation's index checks.
+SavedRun read_saved_run(const std::string& load);
+
 // Whether a save is due after `steps_done` of a run to `steps`.
 bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps);
 
