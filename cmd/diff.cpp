@@ -37,7 +37,7 @@ int run_diff(const DiffArgs& args, const GlobalOptions& g) {
   o.rtol = args.rtol;
   o.atol = args.atol;
   o.max_reports = args.max_reports;
-  const app::convert::CheckpointDiff d = app::convert::diff_any(args.a, args.b, o, !args.no_validate);
+  const app::convert::CheckpointDiff d = app::convert::diff_any(args.a, args.b, o, !args.no_validate, progress_enabled(g));
   const ckpt::DiffReport& rep = d.report;
   const std::string &dir_a = d.dir_a, &dir_b = d.dir_b;
   const int code = rep.equal() ? 0 : 1;

@@ -122,8 +122,15 @@ TrainArgs resumed_args(const TrainArgs& given, const CLI::App& cmd, const app::c
 }
 
 int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& g) {
+  // Under mpirun only the process of rank 0 writes metrics and reports (ranks are processes there).
+  const bool reporter = comm::launcher_rank() <= 0;
+  // From the start: the setup of a large model takes seconds before the first step is done.
+  Progress progress("train", given.steps, reporter && progress_enabled(g) && !given.print_layout, ProgressUnit::steps);
   std::optional<app::checkpoint::SavedRun> saved;
-  if (!given.load.empty()) saved = app::checkpoint::read_saved_run(given.load);
+  if (!given.load.empty()) {
+    progress.phase("reading " + given.load);
+    saved = app::checkpoint::read_saved_run(given.load);
+  }
   const TrainArgs a = saved ? resumed_args(given, cmd, *saved) : given;
   const bool model_given = cmd.get_option("--model")->count() > 0;
   if (a.device != "cpu" && a.device != "cuda")
@@ -173,10 +180,9 @@ int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& 
   }
   // Refuse a bad configuration before any output (cuda: also no CUDA, more --dp than GPUs).
   const model::ModelSpec spec = cuda ? app::train::device_training_spec(o) : app::train::training_spec(o);
-  const app::checkpoint::CheckpointOptions ckpt = checkpoint_options(a);
+  app::checkpoint::CheckpointOptions ckpt = checkpoint_options(a);
+  ckpt.on_phase = [&progress](const std::string& what) { progress.phase(what); };
 
-  // Under mpirun only the process of rank 0 writes metrics and reports (ranks are processes there).
-  const bool reporter = comm::launcher_rank() <= 0;
   std::unique_ptr<app::train::MetricsFile> metrics;
   const app::train::MetricsMode metrics_mode = a.force            ? app::train::MetricsMode::replace
                                                : !a.load.empty() ? app::train::MetricsMode::resume
@@ -184,7 +190,6 @@ int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& 
   // Checked by every process before any creates the file; created by the first step (after the
   // ranks' first collective), so that under mpirun no process is refused while the others train.
   if (!a.metrics.empty()) app::train::MetricsFile::check(a.metrics, metrics_mode);
-  Progress progress("train", a.steps, reporter && progress_enabled(g), ProgressUnit::steps);
   bool first_step = true;
   uint64_t metrics_steps = 0;  // lines written by this run
   const app::train::StepCallback on_step = [&](const app::train::StepMetrics& m) {
@@ -206,6 +211,7 @@ int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& 
   };
   app::checkpoint::CheckpointedResult cr;
   install_interrupt_handlers();  // Ctrl-C and SIGTERM stop the run between steps
+  progress.phase("building " + plural(o.dp, "rank") + ", step " + std::to_string(saved ? saved->run.steps + 1 : 1));
   try {
     if (cuda)
       cr = app::train::train_on_device_with_checkpoints(o, ckpt, {}, on_step);

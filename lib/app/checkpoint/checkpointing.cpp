@@ -123,7 +123,10 @@ void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& ses
   const auto t0 = std::chrono::steady_clock::now();
   const uint32_t r = static_cast<uint32_t>(comm.rank());
   const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
-  if (comm.rank() == 0) spdlog::info("saving {} after step {}", target, steps_done);
+  if (comm.rank() == 0) {
+    spdlog::info("saving {} after step {}", target, steps_done);
+    if (c.on_phase) c.on_phase("saving " + target);
+  }
   std::string staging;
   if (r == 0) {
     fpckpt::StagingDir dir = fpckpt::begin_staging(target);
@@ -251,8 +254,11 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
       const train::TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
       check_resumable(reader->index().documents, state_documents(rank, run, c.layout), reader->dir());
       const auto t0 = std::chrono::steady_clock::now();
+      if (comm.rank() == 0 && c.on_phase) c.on_phase("loading " + reader->dir());
       load_rank_state(*reader, rank, comm);
       const double s = seconds_since(t0);
+      if (comm.rank() == 0 && c.on_phase && loaded.next_step < o.steps)
+        c.on_phase("step " + std::to_string(loaded.next_step + 1) + " of " + std::to_string(o.steps));
       std::lock_guard<std::mutex> lock(session.mu);
       slowest_rank_load = std::max(slowest_rank_load, s);
       return loaded.next_step;

@@ -47,6 +47,9 @@ struct CheckpointOptions {
   ckpt::Compression compression;                        // --compress (default zstd:1)
   size_t keep = 0;          // --keep N: keep the N newest checkpoints of `save` (0: all)
   uint64_t chunk_bytes = 4ull << 20;
+  // Called on rank 0's thread as a load or a save begins and ends ("loading DIR", "saving DIR"): a
+  // progress display names what the run is doing while no step advances.
+  std::function<void(const std::string& phase)> on_phase;
   // Fault injection for tests: called on every rank after it wrote its data, before its file is
   // finished (a throw is a crash in the middle of a save).
   std::function<void(uint32_t rank, uint64_t step)> before_finish;
