@@ -104,6 +104,7 @@ int run_reencode_fp8(const ConvertArgs& a, const GlobalOptions& g) {
   o.fp8 = train_fp8_config(a);
   o.compression = ckpt::parse_compression(a.compress.empty() ? "zstd:1" : a.compress);
   o.force = a.force;
+  o.progress = progress_enabled(g);
   const app::convert::Fp8ReencodeSummary s = app::convert::reencode_fp8(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {

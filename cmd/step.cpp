@@ -43,6 +43,7 @@ int run_step(const StepArgs& a, const GlobalOptions& g) {
   o.fp32_matrices = a.pipe.fp32_matrices;
   o.comm = a.pipe.comm;
   o.force = a.force;
+  o.progress = progress_enabled(g);
   const app::replay::ReplayReport r = app::replay::replay_step_files(a.params, a.grads, a.out, o);
   if (!r.has_rank0) return 0;  // under mpi, rank 0's process reports
   print_warnings(r.warnings);

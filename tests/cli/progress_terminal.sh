@@ -4,6 +4,7 @@
 # and the screen's last line is clean at the end. No bar when stderr is not a terminal or with
 # --no-progress, before or after the subcommand.
 source "$(dirname "$0")/common.sh"
+: "${MAKE_STEP_FILES:?MAKE_STEP_FILES must name the test input generator}"
 command -v python3 >/dev/null || { echo "no python3: skipped"; exit 77; }
 
 # on_terminal COLUMNS ARGS...: runs fpgather ARGS on a pseudo-terminal COLUMNS wide; what the terminal
@@ -119,6 +120,25 @@ on_terminal 100 reshard "$WORK/d1" "$WORK/d1-dp1" --dp 1 || fail "reshard on a t
 grep -qa "reshard: validating and planning $WORK/d1/step-00000001 \.\.\." "$WORK/tty" || fail "reshard: no planning phase"
 grep -qa "reshard: committing $WORK/d1-dp1 \.\.\." "$WORK/tty" || fail "reshard: no commit phase"
 check_screen 100 reshard
+
+# convert: an export names its validation, a re-encoding each of its phases
+on_terminal 100 convert "$WORK/d1" "$WORK/d1.safetensors" || fail "convert (export) on a terminal: exit $?"
+grep -qa "export: validating $WORK/d1 \.\.\." "$WORK/tty" || fail "export: no validation phase"
+check_screen 100 export
+on_terminal 100 convert "$WORK/d1" "$WORK/d1-fp8" --fp8 tensorwise || fail "convert --fp8 of a checkpoint: exit $?"
+grep -qa "convert: re-encoding the state of 2 ranks into $WORK/d1-fp8 \.\.\." "$WORK/tty" || fail "re-encoding: no phase"
+check_screen 100 convert
+
+# step: reading, stepping and writing named
+mkdir -p "$WORK/stepfiles"
+"$MAKE_STEP_FILES" golden adamw_default_n1 "$WORK/stepfiles" || fail "generate step files"
+read -r -a flags <"$WORK/stepfiles/flags"
+on_terminal 200 step "${flags[@]}" --params "$WORK/stepfiles/in.safetensors" --grads "$WORK/stepfiles/g1.safetensors" \
+  --out "$WORK/stepfiles/out.safetensors" || fail "step on a terminal: exit $?"
+grep -qa "step: reading $WORK/stepfiles/in.safetensors and $WORK/stepfiles/g1.safetensors \.\.\." "$WORK/tty" ||
+  fail "step: no reading phase"
+grep -qa "step: writing $WORK/stepfiles/out.safetensors \.\.\." "$WORK/tty" || fail "step: no writing phase"
+check_screen 200 step
 
 # No bar: --no-progress before or after the subcommand, or stderr not a terminal.
 for args in "--no-progress ${TRAIN[*]}" "${TRAIN[*]} --no-progress"; do
