@@ -162,7 +162,8 @@ std::vector<SettingConflict> resume_conflicts(const train::TrainOptions& saved, 
     const RunSetting *x = find(a, option), *y = find(b, option);
     if ((x && x->may_change) || (y && y->may_change)) continue;
     if (x && y && x->compared == y->compared) continue;
-    SettingConflict k{option, x ? x->value : "not used", y ? y->value : "not used"};
+    const char* absent = "no value (the option does not apply)";
+    SettingConflict k{option, x ? x->value : absent, y ? y->value : absent};
     // Two specs of one name: say what differs in a word rather than dump them.
     if (option == "--model" && x && y && x->value == y->value) k.saved += " (another spec of that name)";
     out.push_back(std::move(k));

@@ -29,7 +29,7 @@ struct RunSetting {
   std::string compared;
 };
 
-// The settings of `o` that a checkpoint records, in `train --help` order; options that do not apply
+// The settings of `o` that a checkpoint records, in one fixed order; options that do not apply
 // to the run (--momentum without muon, --mx-scale without mxfp8) are left out. Numbers are written so
 // that they read back as the same double. --model is the spec's name (the spec itself comes from the
 // checkpoint on resume); --keep-fp32 and --fp32-matrices are anchored regexes of the params that the
@@ -45,7 +45,7 @@ std::string settings_command_line(const std::vector<RunSetting>& settings);
 
 struct SettingConflict {
   std::string option;
-  std::string saved, run;  // the values; "not used" where the setting does not apply to that run
+  std::string saved, run;  // the values; "no value (…)" where the setting does not apply to that run
 };
 
 // The settings a resumed run must keep that `run` changes from `saved`, in run_settings order: those
