@@ -104,6 +104,7 @@ int run_reencode_fp8(const ConvertArgs& a, const GlobalOptions& g) {
   o.fp8 = train_fp8_config(a);
   o.compression = ckpt::parse_compression(a.compress.empty() ? "zstd:1" : a.compress);
   o.force = a.force;
+  o.progress = progress_enabled(g);
   const app::convert::Fp8ReencodeSummary s = app::convert::reencode_fp8(a.in, a.out, o);
   const double secs = seconds_since(t0);
   if (g.json) {
@@ -244,6 +245,7 @@ int run_conversion(const ConvertArgs& a, const GlobalOptions& g) {
                         {"tensors_converted", s.quantized}, {"tensors_copied", s.copied},
                         {"bytes_in", s.bytes_in}, {"bytes_out", s.bytes_out}, {"files", s.files},
                         {"seconds", secs}};
+    j["recipe"] = j["format"] = j["nonfinite"] = nullptr;  // a dequantization has none
     if (!a.dequantize) {
       j["recipe"] = a.fp8, j["format"] = a.format;
       j["nonfinite"] = nlohmann::json::array();

@@ -2,6 +2,8 @@
 // flat extent, padding ignored; bucket-layout state per param where the layouts differ; per
 // parameter when either is a PyTorch DCP or Megatron torch_dist checkpoint). Both are validated
 // first (index or metadata checks; --no-validate skips them). Exit 0 equal, 1 different or invalid.
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -22,12 +24,20 @@ struct DiffArgs {
   bool no_validate = false;
 };
 
+// A value as the report gives it ("0.25", "nan", "-inf") typed: a number where JSON has one, else the text.
+nlohmann::json value_json(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(v)) return v;
+  return text;
+}
+
 int run_diff(const DiffArgs& args, const GlobalOptions& g) {
   ckpt::DiffOptions o;
   o.rtol = args.rtol;
   o.atol = args.atol;
   o.max_reports = args.max_reports;
-  const app::convert::CheckpointDiff d = app::convert::diff_any(args.a, args.b, o, !args.no_validate);
+  const app::convert::CheckpointDiff d = app::convert::diff_any(args.a, args.b, o, !args.no_validate, progress_enabled(g));
   const ckpt::DiffReport& rep = d.report;
   const std::string &dir_a = d.dir_a, &dir_b = d.dir_b;
   const int code = rep.equal() ? 0 : 1;
@@ -38,8 +48,8 @@ int run_diff(const DiffArgs& args, const GlobalOptions& g) {
     for (const auto& d : rep.diffs) {
       nlohmann::json e = {{"key", d.key}, {"what", d.what}, {"detail", d.detail}, {"differing", d.differing},
                           {"max_abs_diff", d.max_abs}, {"first", nlohmann::json::array()}};
-      if (d.what == "values") e["range"] = {d.lo, d.hi};
-      for (const auto& v : d.first) e["first"].push_back({{"index", v.index}, {"a", v.a}, {"b", v.b}});
+      e["range"] = d.what == "values" ? nlohmann::json{d.lo, d.hi} : nlohmann::json();
+      for (const auto& v : d.first) e["first"].push_back({{"index", v.index}, {"a", value_json(v.a)}, {"b", value_json(v.b)}});
       j["differences"].push_back(e);
     }
     print_json(j);

@@ -4,6 +4,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "option_range.h"
@@ -30,6 +33,30 @@ std::string version_text() {
   for (const auto& c : build_components()) line(c.name, c.version);
   line("CLI11", CLI11_VERSION);
   return text;
+}
+
+// Whether --json comes before the end of the options: parse errors are reported as JSON too.
+bool json_requested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") return false;
+    if (std::string(argv[i]) == "--json") return true;
+  }
+  return false;
+}
+
+// An error as the user sees it: "fpgather: MESSAGE" on stderr, or with --json one JSON document
+// {"error": MESSAGE, "exit_code": CODE, "signal": NAME or null} (man/json/error.schema.json).
+// `kind` ("error: ", "internal error: ") leads the text line only: JSON says it by the exit code.
+int report(bool json, int code, const std::string& message, const std::string& signal = "", const char* kind = "") {
+  if (json) {
+    const nlohmann::json j = {{"error", message}, {"exit_code", code},
+                              {"signal", signal.empty() ? nlohmann::json() : nlohmann::json(signal)}};
+    const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::fprintf(stderr, "%s\n", text.c_str());
+  } else {
+    std::fprintf(stderr, "fpgather: %s%s\n", kind, message.c_str());
+  }
+  return code;
 }
 
 }  // namespace
@@ -74,39 +101,43 @@ int main(int argc, char** argv) {
   cli::register_help(app, run);
   cli::set_conventions(app);
 
-  if (const auto wrong = cli::check_names(app, std::vector<std::string>(argv + 1, argv + argc))) {
-    std::fprintf(stderr, "fpgather: %s\n", wrong->c_str());
-    return static_cast<int>(ExitCode::usage);
-  }
+  const bool json = cli::json_requested(argc, argv);
+  const int usage = static_cast<int>(ExitCode::usage);
+  if (const auto wrong = cli::check_names(app, std::vector<std::string>(argv + 1, argv + argc)))
+    return cli::report(json, usage, *wrong);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help, version or the parse error
-    return code == 0 ? 0 : static_cast<int>(ExitCode::usage);
+    if (e.get_exit_code() == 0 || !json) {
+      const int code = app.exit(e);  // prints help, version or the parse error
+      return code == 0 ? 0 : usage;
+    }
+    std::ostringstream out, err;
+    app.exit(e, out, err);  // the message as the failure_message (command_line.cpp) words it
+    std::string message = err.str();
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    if (message.rfind("fpgather: ", 0) == 0) message.erase(0, 10);
+    return cli::report(true, usage, message);
   }
   try {
     init_logging(cli::log_level_of(global));
     if (global.quiet) global.no_progress = true;
     ThreadPool::set_global_threads(global.threads);
-    const int code = run ? run() : static_cast<int>(ExitCode::usage);
-    if (const int sig = interrupt_signal()) {  // it came after the last safe point: the work is complete
-      std::fprintf(stderr, "fpgather: interrupted (%s) after the work was complete; its results are above\n",
-                   signal_name(sig).c_str());
-      return static_cast<int>(interrupted_exit_code(sig));
-    }
+    const int code = run ? run() : usage;
+    if (const int sig = interrupt_signal())  // it came after the last safe point: the work is complete
+      return cli::report(json, static_cast<int>(interrupted_exit_code(sig)),
+                         "interrupted (" + signal_name(sig) + ") after the work was complete; its results are above",
+                         signal_name(sig));
     return code;
   } catch (const Interrupted& e) {
-    std::fprintf(stderr, "fpgather: interrupted (%s): %s\n", signal_name(e.signal()).c_str(), e.what());
-    return static_cast<int>(e.code());
+    return cli::report(json, static_cast<int>(e.code()),
+                       "interrupted (" + signal_name(e.signal()) + "): " + e.what(), signal_name(e.signal()));
   } catch (const Error& e) {
-    if (const int sig = interrupt_signal()) {
-      std::fprintf(stderr, "fpgather: interrupted (%s): %s\n", signal_name(sig).c_str(), e.what());
-      return static_cast<int>(interrupted_exit_code(sig));
-    }
-    std::fprintf(stderr, "fpgather: error: %s\n", e.what());
-    return static_cast<int>(e.code());
+    if (const int sig = interrupt_signal())
+      return cli::report(json, static_cast<int>(interrupted_exit_code(sig)),
+                         "interrupted (" + signal_name(sig) + "): " + e.what(), signal_name(sig));
+    return cli::report(json, static_cast<int>(e.code()), e.what(), "", "error: ");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fpgather: internal error: %s\n", e.what());
-    return static_cast<int>(ExitCode::internal);
+    return cli::report(json, static_cast<int>(ExitCode::internal), e.what(), "", "internal error: ");
   }
 }

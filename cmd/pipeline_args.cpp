@@ -148,7 +148,7 @@ void print_warnings(const std::vector<std::string>& warnings) {
   for (const std::string& w : warnings) std::fprintf(stderr, "fpgather: warning: %s\n", w.c_str());
 }
 
-pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defaults) {
+pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defaults, bool validate) {
   pipeline::PipelineConfig c;
   const auto opt = optim::parse_optimizer(a.optimizer);
   if (!opt) throw UsageError("--optimizer must be adamw, adam, lion or muon, not '" + a.optimizer + "'");
@@ -202,13 +202,18 @@ pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defau
   c.pad_for_nccl = a.pad_for_nccl;
   c.fp32_matrices = !a.fp32_matrices.empty();
   if (a.dp == 0) throw UsageError("--dp must be at least 1");
-  pipeline::validate_config(c);
+  if (validate) pipeline::validate_config(c);
   return c;
 }
 
 std::string fp8_label(const PipelineArgs& a) {
   if (a.fp8 == "none") return "none";
   return a.fp8 + " " + a.fp8_format;
+}
+
+nlohmann::json fp8_json(const PipelineArgs& a) {
+  if (a.fp8 == "none") return nullptr;
+  return {{"recipe", a.fp8}, {"format", a.fp8_format}};
 }
 
 }  // namespace fpg::cli

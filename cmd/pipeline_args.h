@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -56,10 +57,14 @@ void add_fp32_options(CLI::App* cmd, PipelineArgs& a);
 void print_warnings(const std::vector<std::string>& warnings);
 
 // The config, with the command's defaults for what was not given. UsageError (exit 2) naming the
-// option for unknown names, malformed --betas and the like.
-pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defaults);
+// option for unknown names, malformed --betas and the like; and, with `validate`, for a config that
+// cannot run (pipeline::validate_config). A resume checks the given options against the checkpoint
+// before that, so that it can list every conflict.
+pipeline::PipelineConfig pipeline_config(const PipelineArgs& a, DefaultsFn defaults, bool validate = true);
 
 // "none" or the recipe's name as the user gave it, for reports.
 std::string fp8_label(const PipelineArgs& a);
+// The same for --json: null, or {"recipe": "tensorwise", "format": "e4m3"}.
+nlohmann::json fp8_json(const PipelineArgs& a);
 
 }  // namespace fpg::cli

@@ -43,6 +43,7 @@ int run_step(const StepArgs& a, const GlobalOptions& g) {
   o.fp32_matrices = a.pipe.fp32_matrices;
   o.comm = a.pipe.comm;
   o.force = a.force;
+  o.progress = progress_enabled(g);
   const app::replay::ReplayReport r = app::replay::replay_step_files(a.params, a.grads, a.out, o);
   if (!r.has_rank0) return 0;  // under mpi, rank 0's process reports
   print_warnings(r.warnings);
@@ -50,11 +51,11 @@ int run_step(const StepArgs& a, const GlobalOptions& g) {
     const nlohmann::json j = {{"params_file", a.params},  {"grads_file", a.grads},
                               {"out_file", a.out},        {"optimizer", a.pipe.optimizer},
                               {"dp", a.pipe.dp},          {"dist_opt", pipeline::dist_opt_name(o.pipeline.dist_opt)},
-                              {"fp8", fp8_label(a.pipe)}, {"params", r.params},
+                              {"fp8", fp8_json(a.pipe)}, {"params", r.params},
                               {"elements", r.elements},   {"fp8_params", r.fp8_params},
                               {"muon_params", r.muon_params}, {"step_in", r.step_in},
                               {"step_out", r.step_out},   {"skipped", r.skipped},
-                              {"grad_norm", std::isfinite(r.grad_norm) ? r.grad_norm : 0.0},
+                              {"grad_norm", std::isfinite(r.grad_norm) ? nlohmann::json(r.grad_norm) : nlohmann::json()},
                               {"clip_coef", r.clip_coef}};
     print_json(j);
     return 0;

@@ -1,6 +1,8 @@
 // fpgather train: the built-in network trained through the distributed-optimizer pipeline on DP
 // thread ranks (app/train/trainer.h), or with --device cuda one rank per GPU (app/train/device_trainer.h).
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +19,7 @@
 #include "option_range.h"
 #include "pipeline_args.h"
 #include "app/checkpoint/checkpointing.h"
+#include "app/checkpoint/run_settings.h"
 #include "app/train/metrics_file.h"
 #include "app/train/train_setup.h"
 #include "app/train/trainer.h"
@@ -92,7 +95,44 @@ void check_cuda_args(const TrainArgs& a) {
     throw UsageError("--device cuda runs its ranks on the nccl communicator, not --comm " + a.pipe.comm);
 }
 
-int run_train(const TrainArgs& a, const GlobalOptions& g) {
+// --load: the checkpoint's setting for every option the command line does not give, parsed by the
+// options themselves (run_settings writes command-line words). --model is not parsed: the spec comes
+// from the checkpoint.
+TrainArgs resumed_args(const TrainArgs& given, const CLI::App& cmd, const app::checkpoint::SavedRun& saved) {
+  TrainArgs m = given;
+  CLI::App parser;
+  add_optimizer_options(&parser, m.pipe, train_defaults);
+  add_distributed_options(&parser, m.pipe);
+  add_fp32_options(&parser, m.pipe);
+  parser.add_option("--micro-batch", m.micro_batch);
+  parser.add_option("--accumulation", m.accumulation);
+  parser.add_option("--seed", m.seed);
+  std::vector<std::string> words;
+  for (const app::checkpoint::RunSetting& s : app::checkpoint::run_settings(saved.run)) {
+    const CLI::Option* o = cmd.get_option_no_throw(s.option);
+    if (s.option != "--model" && o && o->count() == 0) words.insert(words.end(), s.words.begin(), s.words.end());
+  }
+  std::reverse(words.begin(), words.end());  // CLI11 takes the last word first
+  try {
+    parser.parse(words);
+  } catch (const CLI::ParseError& e) {
+    throw FormatError(saved.dir + ": the run it records does not fit train's options: " + e.what());
+  }
+  return m;
+}
+
+int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& g) {
+  // Under mpirun only the process of rank 0 writes metrics and reports (ranks are processes there).
+  const bool reporter = comm::launcher_rank() <= 0;
+  // From the start: the setup of a large model takes seconds before the first step is done.
+  Progress progress("train", given.steps, reporter && progress_enabled(g) && !given.print_layout, ProgressUnit::steps);
+  std::optional<app::checkpoint::SavedRun> saved;
+  if (!given.load.empty()) {
+    progress.phase("reading " + given.load);
+    saved = app::checkpoint::read_saved_run(given.load);
+  }
+  const TrainArgs a = saved ? resumed_args(given, cmd, *saved) : given;
+  const bool model_given = cmd.get_option("--model")->count() > 0;
   if (a.device != "cpu" && a.device != "cuda")
     throw UsageError("--device must be cpu or cuda, not '" + a.device + "'");
   const bool cuda = a.device == "cuda";
@@ -101,9 +141,9 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     throw UsageError("--overlap-grad-reduce and --overlap-param-gather need --device cuda (the CPU pipeline's "
                      "phases run one after another)");
   app::train::TrainOptions o;
-  o.spec = model::resolve_model(a.model);
+  o.spec = saved && !model_given ? saved->run.spec : model::resolve_model(a.model);
   o.dp = a.pipe.dp;
-  o.pipeline = pipeline_config(a.pipe, train_defaults);
+  o.pipeline = pipeline_config(a.pipe, train_defaults, !saved);
   o.keep_fp32 = a.pipe.keep_fp32;
   o.fp32_matrices = a.pipe.fp32_matrices;
   o.steps = a.steps;
@@ -115,6 +155,15 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   o.overlap_param_gather = a.overlap_param_gather;
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
+  if (saved) {
+    // Every option that changes what the resumed run must keep, listed at once.
+    const auto conflicts = app::checkpoint::resume_conflicts(saved->run, o, [&cmd](const std::string& option) {
+      const CLI::Option* opt = cmd.get_option_no_throw(option);
+      return opt != nullptr && opt->count() > 0;
+    });
+    if (!conflicts.empty()) throw UsageError(app::checkpoint::conflicts_message(saved->dir, saved->run, o, conflicts));
+    pipeline::validate_config(o.pipeline);
+  }
 
   print_warnings(app::train::training_warnings(o));
   if (a.print_layout) {  // the layout of this configuration, then exit without training
@@ -131,10 +180,9 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   }
   // Refuse a bad configuration before any output (cuda: also no CUDA, more --dp than GPUs).
   const model::ModelSpec spec = cuda ? app::train::device_training_spec(o) : app::train::training_spec(o);
-  const app::checkpoint::CheckpointOptions ckpt = checkpoint_options(a);
+  app::checkpoint::CheckpointOptions ckpt = checkpoint_options(a);
+  ckpt.on_phase = [&progress](const std::string& what) { progress.phase(what); };
 
-  // Under mpirun only the process of rank 0 writes metrics and reports (ranks are processes there).
-  const bool reporter = comm::launcher_rank() <= 0;
   std::unique_ptr<app::train::MetricsFile> metrics;
   const app::train::MetricsMode metrics_mode = a.force            ? app::train::MetricsMode::replace
                                                : !a.load.empty() ? app::train::MetricsMode::resume
@@ -142,7 +190,6 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   // Checked by every process before any creates the file; created by the first step (after the
   // ranks' first collective), so that under mpirun no process is refused while the others train.
   if (!a.metrics.empty()) app::train::MetricsFile::check(a.metrics, metrics_mode);
-  Progress progress("train", a.steps, reporter && progress_enabled(g), ProgressUnit::steps);
   bool first_step = true;
   uint64_t metrics_steps = 0;  // lines written by this run
   const app::train::StepCallback on_step = [&](const app::train::StepMetrics& m) {
@@ -164,6 +211,7 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   };
   app::checkpoint::CheckpointedResult cr;
   install_interrupt_handlers();  // Ctrl-C and SIGTERM stop the run between steps
+  progress.phase("building " + plural(o.dp, "rank") + ", step " + std::to_string(saved ? saved->run.steps + 1 : 1));
   try {
     if (cuda)
       cr = app::train::train_on_device_with_checkpoints(o, ckpt, {}, on_step);
@@ -177,6 +225,8 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
   }
   const app::train::TrainResult& r = cr.train;
   const app::checkpoint::CheckpointLog& log = cr.checkpoints;
+  std::vector<std::string> recovered = saved ? saved->recovered : std::vector<std::string>{};
+  recovered.insert(recovered.end(), log.recovered.begin(), log.recovered.end());
   progress.finish();  // before the summary: nothing is drawn after it
   if (metrics) metrics->close();
   if (!r.has_rank0) return 0;
@@ -189,18 +239,22 @@ int run_train(const TrainArgs& a, const GlobalOptions& g) {
     j["optimizer"] = a.pipe.optimizer;
     j["dist_opt"] = dist;
     j["device"] = a.device;
-    j["fp8"] = fp8_label(a.pipe);
+    j["fp8"] = fp8_json(a.pipe);
     j["lr"] = o.pipeline.lr;
     j["micro_batch"] = a.micro_batch;
     j["accumulation"] = a.accumulation;
     j["seed"] = a.seed;
-    if (cuda) j["overlap"] = {{"grad_reduce", a.overlap_grad_reduce}, {"param_gather", a.overlap_param_gather}};
-    if (!a.metrics.empty()) j["metrics"] = a.metrics;
-    if (!log.loaded.empty() || !log.saved.empty())
-      j["checkpoints"] = {{"loaded", log.loaded}, {"loaded_step", log.loaded_step},
-                          {"loaded_chunks", log.loaded_chunks}, {"loaded_bytes", log.loaded_bytes},
-                          {"saved", log.saved}, {"removed", log.removed}, {"recovered", log.recovered},
-                          {"load_seconds", log.load_seconds}, {"save_seconds", log.save_seconds}};
+    j["settings"] = app::checkpoint::settings_json(app::checkpoint::run_settings(o));
+    j["overlap"] = cuda ? nlohmann::json{{"grad_reduce", a.overlap_grad_reduce}, {"param_gather", a.overlap_param_gather}}
+                        : nlohmann::json();
+    j["metrics"] = a.metrics.empty() ? nlohmann::json() : nlohmann::json(a.metrics);
+    j["nothing_to_do"] = s.steps == 0;
+    j["checkpoints"] = {{"loaded", log.loaded.empty() ? nlohmann::json() : nlohmann::json(log.loaded)},
+                        {"loaded_step", log.loaded.empty() ? nlohmann::json() : nlohmann::json(log.loaded_step)},
+                        {"loaded_chunks", log.loaded_chunks}, {"loaded_bytes", log.loaded_bytes},
+                        {"saved", log.saved}, {"removed", log.removed}, {"recovered", recovered},
+                        {"load_seconds", log.loaded.empty() ? nlohmann::json() : nlohmann::json(log.load_seconds)},
+                        {"save_seconds", log.save_seconds}};
     print_json(j);
     return 0;
   }
@@ -280,8 +334,9 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   integer_range(cmd->add_option("--save-every", args->save_every, "Also save after every N-th step; 0: only after the last"),
                 0, kNoLimit);
   cmd->add_option("--load", args->load,
-                  "Resume from a checkpoint (or a directory holding `latest`), refused unless it validates; --steps is "
-                  "the step to reach");
+                  "Resume from a checkpoint (or a directory holding `latest`), refused unless it validates; the model, "
+                  "optimizer, FP8, layout and data options are the checkpoint's (one given must match it, except "
+                  "--lr, --weight-decay and --clip-grad); --steps is the step to reach");
   cmd->add_option("--init", args->init,
                   "Start from safetensors weights (a .safetensors file, an index .json or a directory holding one): "
                   "every param by name and shape, F32/BF16/F16 or FP8 with _scale_inv or _scale")
@@ -295,9 +350,9 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
                                 "Keep only the N newest checkpoints under --save (default, 0: all); each removed is "
                                 "renamed .NAME.deleting first"),
                 0, kNoLimit);
-  cmd->callback([args, comm_opt, &global, &run] {
+  cmd->callback([args, cmd, comm_opt, &global, &run] {
     args->comm_given = comm_opt->count() > 0;
-    run = [args, &global] { return run_train(*args, global); };
+    run = [args, cmd, &global] { return run_train(*args, *cmd, global); };
   });
 }
 

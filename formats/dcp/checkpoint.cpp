@@ -141,9 +141,13 @@ class DcpCheckpoint : public ckpt::Checkpoint {
          {"tensor_bytes", s.tensor_bytes},
          {"stored_bytes", s.stored_bytes},
          {"files", s.files}};
+    // Members a checkpoint lacks are null, never left out (man/json/inspect.schema.json).
+    for (const char* m : {"megatron", "training", "parameters", "parallel", "model_keys", "unmapped_keys",
+                          "shape_mismatches", "keys"})
+      j[m] = nullptr;
     if (s.megatron)
       j["megatron"] = {{"sharded_backend", s.megatron->sharded_backend},
-                       {"sharded_backend_version", s.megatron->sharded_backend_version.value_or(-1)}};
+                       {"sharded_backend_version", s.megatron->sharded_backend_version ? nlohmann::json(*s.megatron->sharded_backend_version) : nlohmann::json()}};
     // Megatron's common state (iteration, saved args): shown, never fatal to the summary.
     std::optional<MegatronCommonState> common;
     std::string common_unread;

@@ -90,10 +90,13 @@ class FpckptCheckpoint : public ckpt::Checkpoint {
     nlohmann::json& j = c.document;
     j = {{"path", r.dir()}, {"format", "fpgather checkpoint"}, {"format_version", s.format_version},
          {"producer", s.producer}, {"index_checksum", std::string(ckpt::index_checksum_name(ix.index_checksum))},
-         {"chunk_checksums_bound", ckpt::binds_chunk_checksums(ix.version)}, {"step", s.step}, {"model", s.model},
-         {"layout", s.layout}, {"optimizer", s.optimizer}, {"fp8", s.fp8}, {"documents", s.documents},
+         {"chunk_checksums_bound", ckpt::binds_chunk_checksums(ix.version)},
+         {"step", s.step_count ? nlohmann::json(*s.step_count) : nlohmann::json()}, {"model", s.model_json},
+         {"layout", s.layout_json}, {"optimizer", s.optimizer_json}, {"fp8", s.fp8_json}, {"documents", s.documents},
          {"files", s.files}, {"file_bytes", s.file_bytes}, {"runs", s.runs},
          {"compression_ratio", s.compression_ratio}, {"totals", sizes_json(s.total)}};
+    j["by_kind"] = nlohmann::json::object();
+    j["keys"] = nullptr;  // listed with --keys
     for (int k = 0; k < ckpt::kKeyKindCount; ++k)
       if (s.by_kind[k].keys) j["by_kind"][std::string(ckpt::kind_name(static_cast<ckpt::KeyKind>(k)))] = sizes_json(s.by_kind[k]);
     if (o.keys) {

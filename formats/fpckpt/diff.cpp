@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ckpt/state_view.h"
+#include "core/progress.h"
 
 namespace fpg::fpckpt {
 namespace {
@@ -90,6 +91,11 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
   std::map<std::string, std::pair<const ViewKey*, const ViewKey*>> keys;
   for (const auto& [n, v] : keys_a) keys[n].first = &v;
   for (const auto& [n, v] : keys_b) keys[n].second = &v;
+  uint64_t to_read = 0;  // bytes both sides read
+  for (const auto& [name, ab] : keys)
+    if (ab.first && ab.second && ab.first->key.dtype == ab.second->key.dtype && ab.first->key.shape == ab.second->key.shape)
+      to_read += 2 * dtype_bytes(ab.first->key.dtype, total(intersect(data_ranges(A, *ab.first), data_ranges(B, *ab.second))));
+  if (o.progress) o.progress->set_total(to_read);
   std::vector<uint8_t> buf_a, buf_b;
   for (const auto& [name, ab] : keys) {
     if (!ab.second) { rep.diffs.push_back({name, "only in A", "", 0, 0, {}}); continue; }
@@ -128,6 +134,7 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
         B.read(vb.source, vb.offset + x, vb.offset + y, buf_b.data(), o.pool);
         rep.elements_compared += y - x;
         ckpt::compare_values(buf_a.data(), buf_b.data(), a.dtype, x, y - x, o, kd);
+        if (o.progress) o.progress->advance(2 * dtype_bytes(a.dtype, y - x));
       }
     }
     if (kd.differing) {

@@ -278,7 +278,9 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     batches.back().end = i + 1;
     batched += p.bytes;
   }
-  Progress progress("reshard", total, o.progress);
+  Progress own("reshard", total, o.progress && !o.bar);
+  Progress& progress = o.bar ? *o.bar : own;
+  progress.set_total(total);
   // The reader's own pool of `threads` threads (the writer keeps the write pool): source chunks are
   // pread outside the HDF5 mutex (reader.h), so as many reads are in flight as a batch has chunks,
   // while the writer's HDF5 writes go on; the threads mostly wait on the disk, and the memory bound
@@ -377,6 +379,7 @@ ReshardResult run_reshard(const CheckpointReader& source, const ckpt::ReshardPla
     progress.advance(buf.size);
   }
   release_held();
+  progress.phase("committing " + target);
   res.index = cw.commit();
   for (const auto& c : res.index.chunks) res.bytes_stored += c.stored_bytes;
   res.chunks_decoded = src.decoded();

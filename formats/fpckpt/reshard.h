@@ -23,6 +23,7 @@
 #include <string>
 
 #include "ckpt/index.h"
+#include "core/progress.h"
 #include "ckpt/reshard_plan.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/rank_writer.h"
@@ -34,6 +35,9 @@ struct ReshardRunOptions {
   uint64_t piece_bytes = 0;  // bytes per write call; 0: threads x chunk_bytes (at least one source chunk)
   size_t cache_chunks = 0;   // decoded source chunks kept; 0: 2 x threads + 2
   bool progress = false;
+  // With progress: the display to advance, whose phase (the source's validation and the plan) the
+  // copy's bar replaces; none: the copy draws one of its own.
+  Progress* bar = nullptr;
 };
 
 struct ReshardResult {

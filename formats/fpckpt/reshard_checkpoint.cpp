@@ -31,6 +31,9 @@ uint64_t source_chunk_bytes(const ckpt::Index& ix) {
 
 ReshardOutcome reshard_checkpoint(const ReshardRequest& q) {
   ReshardOutcome out;
+  // The source's index checks and the plan take a while on a large checkpoint: named from the start.
+  Progress bar("reshard", 0, q.progress && !q.dry_run);
+  bar.phase("validating and planning " + q.source);
   const auto opened = open_valid(q.source, "reshard it");
   const CheckpointReader& src = *opened;
   out.source_dir = src.dir();
@@ -41,6 +44,7 @@ ReshardOutcome reshard_checkpoint(const ReshardRequest& q) {
   ro.write.chunk_bytes = q.chunk_bytes ? q.chunk_bytes : source_chunk_bytes(src.index());
   ro.write.pool = q.pool;
   ro.progress = q.progress;
+  ro.bar = &bar;
   std::vector<std::vector<uint32_t>> by_key;
   for (uint32_t k = 0; k < src.index().keys.size(); ++k) by_key.push_back(src.chunks_of(k));
   out.summary = ckpt::summarize(out.target.plan, src.index(), by_key);
@@ -48,6 +52,7 @@ ReshardOutcome reshard_checkpoint(const ReshardRequest& q) {
   if (q.dry_run) return out;
   const auto t0 = std::chrono::steady_clock::now();
   out.result = run_reshard(src, out.target.plan, q.target, ro);
+  bar.finish();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -33,6 +33,12 @@ ckpt::ReshardLayout layout_of(const RecordedRun& run) {
   return l;
 }
 
+nlohmann::json layout_json(const ckpt::ReshardLayout& l) {
+  return {{"dp", l.dp}, {"dist_opt", l.dist_opt}, {"state_layout", l.state_layout},
+          {"bucket_size", l.bucket_size ? nlohmann::json(*l.bucket_size) : nlohmann::json()},
+          {"pad_for_nccl", l.pad_for_nccl}, {"accumulation", l.accumulation}};
+}
+
 ReshardRequest request_of(const std::string& source, const std::string& target, const ckpt::ReshardTarget& t) {
   if (!t.megatron_form.empty())
     throw UsageError("megatron_form applies to Megatron torch_dist checkpoints; " + source + " is not one");
@@ -77,15 +83,15 @@ ckpt::ReshardReport reshard_report(const std::string& source, const std::string&
   r.bytes_written = out.result ? out.result->bytes_written : s.bytes_written;
 
   const size_t threads = ThreadPool::global().size();
-  const std::string resume = "fpgather train --load " + target + " --dp " + std::to_string(plan.target.dp) +
-                             " --accumulation " + std::to_string(plan.target.accumulation) + " --dist-opt " +
-                             pipeline::dist_opt_name(plan.target.config.dist_opt);
+  // `train --load` takes the run's configuration (DP size, accumulation, layout …) from the target;
+  // a user adds --steps and --save as for any resume.
+  const std::string resume = "fpgather train --load " + shell_word(target);
   nlohmann::json& j = r.document;
   j = {{"source", out.source_dir},
        {"target", target},
        {"dry_run", t.dry_run},
-       {"from", describe(plan.source)},
-       {"to", describe(plan.target)},
+       {"from", layout_json(r.from)},
+       {"to", layout_json(r.to)},
        {"compression", ckpt::to_string(ro.write.compression)},
        {"chunk_bytes", ro.write.chunk_bytes},
        {"threads", threads},
@@ -116,6 +122,7 @@ ckpt::ReshardReport reshard_report(const std::string& source, const std::string&
       keys.push_back({{"key", plan.plan.keys[k].name}, {"dtype", dtype_name(plan.plan.keys[k].dtype)},
                       {"shape", plan.plan.keys[k].shape}, {"runs", runs[k]}, {"bytes", bytes[k]}, {"from", from[k]}});
     j["plan"] = keys;
+    j["seconds"] = j["bytes_stored"] = j["chunks_decoded"] = nullptr;  // nothing was written
     text.push_back("reshard plan (dry run): " + out.source_dir + " -> " + target);
     text.push_back("  from: " + describe(plan.source));
     text.push_back("  to:   " + describe(plan.target));
@@ -131,6 +138,7 @@ ckpt::ReshardReport reshard_report(const std::string& source, const std::string&
     return r;
   }
   const ReshardResult& res = *out.result;
+  j["plan"] = nullptr;  // listed with --dry-run
   j["seconds"] = out.seconds;
   j["bytes_stored"] = res.bytes_stored;
   j["chunks_decoded"] = res.chunks_decoded;

@@ -35,19 +35,26 @@ Summary summarize(const ckpt::Index& ix) {
     if (o.contains("step")) s.step = scalar_text(o["step"]);
     if (o.contains("step") && o["step"].is_number_unsigned()) s.step_count = o["step"].get<uint64_t>();
     s.optimizer = scalar_text(o.value("name", nlohmann::json()));
+    s.optimizer_json = {{"name", o.value("name", nlohmann::json())}, {"state_layout", o.value("state_layout", nlohmann::json())}};
     if (o.contains("state_layout")) s.optimizer += (s.optimizer.empty() ? "" : ", ") + std::string("state layout ") + scalar_text(o["state_layout"]);
   }
   if (auto m = doc_json(ix, ckpt::doc::model); m.is_object()) {
     s.model = scalar_text(m.value("name", nlohmann::json()));
+    s.model_json = {{"name", m.value("name", nlohmann::json())},
+                    {"params", m.contains("params") && m["params"].is_array() ? nlohmann::json(m["params"].size()) : nlohmann::json()}};
     if (m.contains("params") && m["params"].is_array())
       s.model += (s.model.empty() ? "" : ", ") + std::to_string(m["params"].size()) + " params";
   }
   if (auto l = doc_json(ix, ckpt::doc::layout); l.is_object()) {
     s.layout = scalar_text(l.value("kind", nlohmann::json()));
+    s.layout_json = {{"kind", l.value("kind", nlohmann::json())}, {"dp", l.value("dp", nlohmann::json())}};
     if (l.contains("dp")) s.layout += ", dp " + scalar_text(l["dp"]);
     if (l.contains("dp") && l["dp"].is_number_unsigned()) s.dp = l["dp"].get<uint64_t>();
   }
-  if (auto f = doc_json(ix, ckpt::doc::fp8); f.is_object()) s.fp8 = scalar_text(f.value("recipe", nlohmann::json()));
+  if (auto f = doc_json(ix, ckpt::doc::fp8); f.is_object()) {
+    s.fp8 = scalar_text(f.value("recipe", nlohmann::json()));
+    s.fp8_json = {{"enabled", f.value("enabled", nlohmann::json())}, {"recipe", f.value("recipe", nlohmann::json())}};
+  }
 
   s.keys.resize(ix.keys.size());
   for (size_t k = 0; k < ix.keys.size(); ++k) {

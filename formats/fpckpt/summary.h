@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,6 +30,9 @@ struct Summary {
   std::string format_version, producer;
   std::string step, model, layout, optimizer, fp8;  // "" when the document is absent
   std::optional<uint64_t> step_count, dp;  // the step and the layout's dp, where the documents hold integers
+  // The same facts typed, for --json (null when the document is absent): {"name", "params"},
+  // {"kind", "dp"}, {"name", "state_layout"}, the fp8 document's {"enabled", "recipe"}.
+  nlohmann::json model_json, layout_json, optimizer_json, fp8_json;
   std::vector<std::string> documents;
   KindSizes by_kind[ckpt::kKeyKindCount];
   KindSizes total;

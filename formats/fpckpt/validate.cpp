@@ -111,6 +111,9 @@ std::string integrity_note(const ckpt::FormatVersion& v) {
 
 ValidateReport validate_checkpoint(const std::string& path, const ValidateOptions& opts) {
   const std::string dir = resolve_checkpoint(path);
+  // The index checks read the whole index: named from the start, then the bar of the data read.
+  Progress progress("validate", 0, opts.progress);
+  progress.phase("checking the index of " + dir);
   std::unique_ptr<CheckpointReader> reader;
   try {
     reader = std::make_unique<CheckpointReader>(dir, ChunkReads::direct, IndexCheck::report);
@@ -144,7 +147,7 @@ ValidateReport validate_checkpoint(const std::string& path, const ValidateOption
   }
   uint64_t total = 0;
   for (uint32_t c : todo) total += ix.chunks[c].stored_bytes;
-  Progress progress("validate", total, opts.progress);
+  progress.set_total(total);
   std::mutex mu;
   std::atomic<uint64_t> bytes{0};
   ThreadPool& pool = opts.pool ? *opts.pool : ThreadPool::global();

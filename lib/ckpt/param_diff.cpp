@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/progress.h"
 #include "core/shape.h"
 
 namespace fpg::ckpt {
@@ -16,6 +17,14 @@ DiffReport diff_params(const ParamSource& A, const ParamSource& B, const DiffOpt
     auto [it, fresh] = names.emplace(B.tensors()[t].name, std::make_pair(-1L, -1L));
     it->second.second = static_cast<long>(t);
   }
+  uint64_t total = 0;  // bytes both sides read
+  for (const auto& [name, ab] : names)
+    if (ab.first >= 0 && ab.second >= 0) {
+      const ParamTensor& a = A.tensors()[static_cast<size_t>(ab.first)];
+      const ParamTensor& b = B.tensors()[static_cast<size_t>(ab.second)];
+      if (a.dtype == b.dtype && a.shape == b.shape) total += 2 * dtype_bytes(a.dtype, a.numel());
+    }
+  if (o.progress) o.progress->set_total(total);
   std::vector<uint8_t> buf_a, buf_b;
   for (const auto& [name, ab] : names) {
     if (ab.second < 0) { rep.diffs.push_back({name, "only in A", "", 0, 0, {}}); continue; }
@@ -42,6 +51,7 @@ DiffReport diff_params(const ParamSource& A, const ParamSource& B, const DiffOpt
       B.read(static_cast<size_t>(ab.second), x, y, buf_b.data());
       rep.elements_compared += y - x;
       compare_values(buf_a.data(), buf_b.data(), a.dtype, x, y - x, o, kd);
+      if (o.progress) o.progress->advance(2 * dtype_bytes(a.dtype, y - x));
     }
     if (kd.differing) {
       describe_values(kd, n);

@@ -9,6 +9,10 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 
+namespace fpg {
+class Progress;
+}
+
 namespace fpg::ckpt {
 
 struct DiffOptions {
@@ -16,6 +20,9 @@ struct DiffOptions {
   size_t max_reports = 5;     // first differences listed per key
   uint64_t block_elems = 1ull << 20;
   ThreadPool* pool = nullptr;
+  // The display the comparison advances by the bytes it reads of both sides (its total set when the
+  // comparison is planned); none: no display.
+  Progress* progress = nullptr;
 };
 
 struct ValueDiff {

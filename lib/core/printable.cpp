@@ -84,4 +84,13 @@ std::string printable(std::string_view s) {
 
 std::string quoted_name(std::string_view s) { return "'" + printable(s) + "'"; }
 
+std::string shell_word(std::string_view s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,/:=+@%") ==
+                        std::string_view::npos)
+    return std::string(s);
+  std::string q = "'";
+  for (char ch : printable(s)) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
 }  // namespace fpg

@@ -19,4 +19,8 @@ std::string printable(std::string_view s);
 // printable(s) between single quotes, as messages quote a name: "'model.w'".
 std::string quoted_name(std::string_view s);
 
+// `s` as one word of a POSIX shell command line that a user may paste: as it is when it holds only
+// characters the shell takes literally, else printable(s) between single quotes (a quote within as '\'').
+std::string shell_word(std::string_view s);
+
 }  // namespace fpg

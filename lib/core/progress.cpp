@@ -1,5 +1,7 @@
 #include "core/progress.h"
 
+#include "core/printable.h"
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -91,9 +93,28 @@ void Progress::finish() {
   owner_ = false;
 }
 
+void Progress::phase(const std::string& what) {
+  if (!owner_) return;
+  std::lock_guard<std::mutex> lock(g_line_mu);
+  if (!owner_) return;
+  if (!in_phase_) phase_start_ = std::chrono::steady_clock::now();
+  phase_ = printable(what);  // it may name files
+  in_phase_ = true;
+  draw_locked();
+}
+
 void Progress::advance(uint64_t amount) {
   done_.fetch_add(amount);
   if (!owner_) return;
+  if (in_phase_) {  // the phase has ended: the bar again, at once
+    std::lock_guard<std::mutex> lock(g_line_mu);
+    if (!owner_ || !in_phase_) return;
+    phase_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_start_).count();
+    phase_.clear();
+    in_phase_ = false;
+    draw_locked();
+    return;
+  }
   std::unique_lock<std::mutex> lock(g_line_mu, std::try_to_lock);
   if (!lock.owns_lock() || !owner_) return;  // another thread is drawing, or the bar has finished
   if (std::chrono::steady_clock::now() - last_draw_ < kRedrawInterval) return;
@@ -108,8 +129,15 @@ void Progress::resume_at(uint64_t done) {
 void Progress::draw_locked() {
   const auto now = std::chrono::steady_clock::now();
   last_draw_ = now;
-  const std::string line = "\r" + render(done_.load(), resumed_, std::chrono::duration<double>(now - start_).count(),
-                                         terminal_width()) + "\033[K";
+  const int width = terminal_width();
+  std::string text;
+  if (in_phase_) {
+    text = label_ + ": " + phase_ + " ...";
+    if (width > 1 && text.size() > static_cast<size_t>(width - 1)) text.resize(static_cast<size_t>(width - 1));
+  } else {
+    text = render(done_.load(), resumed_, std::chrono::duration<double>(now - start_).count() - phase_seconds_, width);
+  }
+  const std::string line = "\r" + text + "\033[K";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
   shown_ = true;
@@ -123,22 +151,23 @@ void Progress::erase_locked() {
 }
 
 std::string Progress::render(uint64_t done, uint64_t resumed, double elapsed, int width) const {
-  done = std::min(done, total_);
+  const uint64_t total = total_.load();  // set_total may change it while a phase is shown
+  done = std::min(done, total);
   resumed = std::min(resumed, done);
-  const double frac = total_ ? static_cast<double>(done) / static_cast<double>(total_) : 1.0;
+  const double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
   std::string count;
   if (unit_ == ProgressUnit::steps) {  // done padded to the total's width, so that the bar keeps its length
-    const std::string all = std::to_string(total_), now = std::to_string(done);
+    const std::string all = std::to_string(total), now = std::to_string(done);
     count = std::string(all.size() - now.size(), ' ') + now + "/" + all + " steps";
   } else {
-    count = byte_count(done, total_);
+    count = byte_count(done, total);
   }
   char percent[16];
   std::snprintf(percent, sizeof percent, "%3d%%", static_cast<int>(frac * 100));
   // The time left at this run's mean rate so far; unknown until something is done.
   const uint64_t ran = done - resumed;
   const std::string eta =
-      "ETA " + (ran > 0 && elapsed > 0 ? duration(elapsed * static_cast<double>(total_ - done) / static_cast<double>(ran))
+      "ETA " + (ran > 0 && elapsed > 0 ? duration(elapsed * static_cast<double>(total - done) / static_cast<double>(ran))
                                        : "-:--");
 
   const size_t columns = width > 1 ? static_cast<size_t>(width - 1) : 0;

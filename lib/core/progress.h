@@ -32,9 +32,15 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   void advance(uint64_t amount);
+  // The total, where it is known only once the work is planned (after a phase that reads the input).
+  void set_total(uint64_t total) { total_ = total; }
   // Work resumed part way: `done` of the total were done before this run. Shown as done, but not counted
   // in the rate that the estimate of the time left comes from. Called before the first advance().
   void resume_at(uint64_t done);
+  // Shows "LABEL: WHAT ..." in place of the bar at once (a setup step, a save: work that advances
+  // nothing), until the next advance() draws the bar again. The time spent in phases does not count in
+  // the rate of the estimate.
+  void phase(const std::string& what);
   // Erases the bar and stops drawing it; the line is left empty for what the command prints next.
   void finish();
 
@@ -48,13 +54,17 @@ class Progress {
   void erase_locked();
 
   std::string label_;
-  uint64_t total_;
+  std::atomic<uint64_t> total_;
   ProgressUnit unit_;
   std::atomic<bool> owner_{false};  // this bar holds the terminal line (at most one does)
   std::atomic<uint64_t> done_{0};
   uint64_t resumed_ = 0;
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool shown_ = false;
+  std::string phase_;                        // shown instead of the bar while set
+  std::atomic<bool> in_phase_{false};
+  std::chrono::steady_clock::time_point phase_start_;
+  double phase_seconds_ = 0;                 // spent in phases that have ended
 };
 
 }  // namespace fpg

@@ -11,7 +11,8 @@ for f in bin/fpgather share/man/man1/fpgather.1 share/man/man1/fpgather-convert.
          share/man/man1/fpgather-step.1 include/fpgather/fpgather.h \
          lib/cmake/fpgather/fpgatherConfig.cmake lib/cmake/fpgather/fpgatherTargets.cmake \
          lib/fpgather/hdf5-plugins/libfpgather_h5zstd.so \
-         share/bash-completion/completions/fpgather share/zsh/site-functions/_fpgather; do
+         share/bash-completion/completions/fpgather share/zsh/site-functions/_fpgather \
+         share/fpgather/json/inspect.schema.json share/fpgather/json/error.schema.json; do
   [ -e "$P/$f" ] || fail "install lacks $f"
 done
 

@@ -4,6 +4,7 @@
 # and the screen's last line is clean at the end. No bar when stderr is not a terminal or with
 # --no-progress, before or after the subcommand.
 source "$(dirname "$0")/common.sh"
+: "${MAKE_STEP_FILES:?MAKE_STEP_FILES must name the test input generator}"
 command -v python3 >/dev/null || { echo "no python3: skipped"; exit 77; }
 
 # on_terminal COLUMNS ARGS...: runs fpgather ARGS on a pseudo-terminal COLUMNS wide; what the terminal
@@ -40,7 +41,7 @@ check_screen() {
 import os, re, sys
 cols, label = int(sys.argv[1]), sys.argv[2]
 raw = open(os.path.join(os.environ["WORK"], "tty"), "rb").read().decode("utf-8", "replace")
-bar = re.compile(r"\[[#.]*\]|\d+/\d+ steps|ETA \S+")
+bar = re.compile(r"\[[#.]+\]|\d+/\d+ steps|ETA \S+")
 lines, line, col = [], "", 0
 i = 0
 while i < len(raw):
@@ -89,6 +90,55 @@ check_screen 30 train
 on_terminal 80 --json train --model tiny --dp 2 --steps 400 || fail "--json train on a terminal: exit $?"
 check_screen 80 train
 grep -q '"final_loss"' "$WORK/lines" || fail "--json: no JSON"
+
+# From the first moment: the setup, a load and each save are named while no step advances, and
+# give way to the bar again; the screen ends clean.
+on_terminal 80 train --model tiny --steps 40 --save "$WORK/ph" --save-every 20 || fail "train --save: exit $?"
+grep -qa 'train: building 2 ranks, step 1 \.\.\.' "$WORK/tty" || fail "the setup is not shown as a phase"
+grep -qa "train: saving $WORK/ph/step-00000020 \.\.\." "$WORK/tty" || fail "a save is not shown as a phase"
+grep -qa "train: saving $WORK/ph/step-00000040 \.\.\." "$WORK/tty" || fail "the last save is not shown as a phase"
+check_screen 80 train
+on_terminal 80 train --model tiny --steps 60 --load "$WORK/ph" || fail "train --load: exit $?"
+grep -qa "train: reading $WORK/ph \.\.\." "$WORK/tty" || fail "reading the checkpoint is not shown as a phase"
+grep -qa "train: loading $WORK/ph/step-00000040 \.\.\." "$WORK/tty" || fail "the load is not shown as a phase"
+check_screen 80 train
+
+# diff: a bar of the bytes compared (two checkpoints of the small model: half a second of reading)
+"$FPGATHER" --no-progress train --model small --steps 1 --save "$WORK/d1" >/dev/null 2>&1 || fail "train small"
+"$FPGATHER" --no-progress train --model small --steps 2 --save "$WORK/d2" >/dev/null 2>&1 || fail "train small"
+on_terminal 80 diff "$WORK/d1" "$WORK/d2"
+[ $? -eq 1 ] || fail "diff of different checkpoints on a terminal: not exit 1"
+grep -qaE 'diff \[[#.]+\] +[0-9.]+/[0-9.]+ MB +[0-9]+%' "$WORK/tty" || fail "diff drew no bar"
+check_screen 80 diff
+grep -q '^DIFFERENT: ' "$WORK/lines" || fail "diff: the verdict is not a line of its own"
+
+# validate and reshard name their index checks and plan, and reshard its commit, as phases
+on_terminal 100 validate --data "$WORK/d1" || fail "validate --data on a terminal: exit $?"
+grep -qa "validate: checking the index of $WORK/d1/step-00000001 \.\.\." "$WORK/tty" || fail "validate: no phase"
+check_screen 100 validate
+on_terminal 100 reshard "$WORK/d1" "$WORK/d1-dp1" --dp 1 || fail "reshard on a terminal: exit $?"
+grep -qa "reshard: validating and planning $WORK/d1/step-00000001 \.\.\." "$WORK/tty" || fail "reshard: no planning phase"
+grep -qa "reshard: committing $WORK/d1-dp1 \.\.\." "$WORK/tty" || fail "reshard: no commit phase"
+check_screen 100 reshard
+
+# convert: an export names its validation, a re-encoding each of its phases
+on_terminal 100 convert "$WORK/d1" "$WORK/d1.safetensors" || fail "convert (export) on a terminal: exit $?"
+grep -qa "export: validating $WORK/d1 \.\.\." "$WORK/tty" || fail "export: no validation phase"
+check_screen 100 export
+on_terminal 100 convert "$WORK/d1" "$WORK/d1-fp8" --fp8 tensorwise || fail "convert --fp8 of a checkpoint: exit $?"
+grep -qa "convert: re-encoding the state of 2 ranks into $WORK/d1-fp8 \.\.\." "$WORK/tty" || fail "re-encoding: no phase"
+check_screen 100 convert
+
+# step: reading, stepping and writing named
+mkdir -p "$WORK/stepfiles"
+"$MAKE_STEP_FILES" golden adamw_default_n1 "$WORK/stepfiles" || fail "generate step files"
+read -r -a flags <"$WORK/stepfiles/flags"
+on_terminal 200 step "${flags[@]}" --params "$WORK/stepfiles/in.safetensors" --grads "$WORK/stepfiles/g1.safetensors" \
+  --out "$WORK/stepfiles/out.safetensors" || fail "step on a terminal: exit $?"
+grep -qa "step: reading $WORK/stepfiles/in.safetensors and $WORK/stepfiles/g1.safetensors \.\.\." "$WORK/tty" ||
+  fail "step: no reading phase"
+grep -qa "step: writing $WORK/stepfiles/out.safetensors \.\.\." "$WORK/tty" || fail "step: no writing phase"
+check_screen 200 step
 
 # No bar: --no-progress before or after the subcommand, or stderr not a terminal.
 for args in "--no-progress ${TRAIN[*]}" "${TRAIN[*]} --no-progress"; do

@@ -8,8 +8,14 @@ cd "$WORK" || exit 1
 # The README example.
 expect_exit 0 "${F[@]}" train --dp 4 --steps 16 --save-every 8 --save run4
 expect_exit 0 "${F[@]}" reshard run4/step-00000008 run2 --dp 2
-expect_in "$WORK/out" "resume with: fpgather train --load run2 --dp 2 --accumulation 2"
-expect_exit 0 "${F[@]}" train --dp 2 --accumulation 2 --steps 16 --load run2 --save run2-resumed
+expect_in "$WORK/out" "resume with: fpgather train --load run2"
+# the line pasted as it is: the run's DP size, accumulation and layout come from run2
+resume=$(sed -n 's/^resume with: //p' "$WORK/out")
+mkdir -p bin && ln -sf "$FPGATHER" bin/fpgather
+expect_exit 0 env PATH="$WORK/bin:$PATH" bash -c "$resume --no-progress"
+expect_in "$WORK/out" "resumed from run2 at step 8"
+expect_in "$WORK/out" "on dp 2"
+expect_exit 0 "${F[@]}" train --steps 16 --load run2 --save run2-resumed
 expect_in "$WORK/out" "resumed from run2 at step 8"
 expect_exit 0 "${F[@]}" diff run4/step-00000008 run2
 expect_in "$WORK/out" "equal"

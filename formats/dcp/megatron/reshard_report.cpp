@@ -60,7 +60,7 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
                                                             : nlohmann::json(nullptr)},
        {"seconds", secs}};
   if (!s.target.buffers.empty()) {
-    j["bucket_size"] = s.target.bucket_size ? nlohmann::json(*s.target.bucket_size) : nlohmann::json("none");
+    j["bucket_size"] = s.target.bucket_size ? nlohmann::json(*s.target.bucket_size) : nlohmann::json();  // null: one bucket per buffer
     j["pad_for_nccl"] = s.target.pad_for_nccl;
     j["buffers"] = nlohmann::json::array();
     for (const auto& b : s.target.buffers) {

@@ -123,7 +123,10 @@ void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& ses
   const auto t0 = std::chrono::steady_clock::now();
   const uint32_t r = static_cast<uint32_t>(comm.rank());
   const std::string name = checkpoint_name(steps_done), target = join_path(c.save, name);
-  if (comm.rank() == 0) spdlog::info("saving {} after step {}", target, steps_done);
+  if (comm.rank() == 0) {
+    spdlog::info("saving {} after step {}", target, steps_done);
+    if (c.on_phase) c.on_phase("saving " + target);
+  }
   std::string staging;
   if (r == 0) {
     fpckpt::StagingDir dir = fpckpt::begin_staging(target);
@@ -185,6 +188,21 @@ bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps) {
   return steps_done == steps || (c.save_every > 0 && steps_done % c.save_every == 0);
 }
 
+SavedRun read_saved_run(const std::string& load) {
+  SavedRun out;
+  CheckpointOptions c;
+  c.load = load;
+  for (const std::string& root : recovery_roots(c)) {  // recovery may adopt the checkpoint `latest` misses
+    auto done = fpckpt::recover_root(root);
+    out.recovered.insert(out.recovered.end(), done.begin(), done.end());
+  }
+  check_loadable(load);
+  const auto reader = fpckpt::open_valid(load, "resume from it");
+  out.dir = reader->dir();
+  out.run = run_from_documents(reader->index().documents, out.dir);
+  return out;
+}
+
 CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const CheckpointOptions& c,
                                         const std::function<model::ModelSpec()>& spec, const CheckpointedRun& train_run) {
   if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
@@ -236,8 +254,11 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
       const train::TrainCursor run{o.seed, 0, o.micro_batch, o.accumulation, o.dp};
       check_resumable(reader->index().documents, state_documents(rank, run, c.layout), reader->dir());
       const auto t0 = std::chrono::steady_clock::now();
+      if (comm.rank() == 0 && c.on_phase) c.on_phase("loading " + reader->dir());
       load_rank_state(*reader, rank, comm);
       const double s = seconds_since(t0);
+      if (comm.rank() == 0 && c.on_phase && loaded.next_step < o.steps)
+        c.on_phase("step " + std::to_string(loaded.next_step + 1) + " of " + std::to_string(o.steps));
       std::lock_guard<std::mutex> lock(session.mu);
       slowest_rank_load = std::max(slowest_rank_load, s);
       return loaded.next_step;

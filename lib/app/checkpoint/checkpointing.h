@@ -47,6 +47,9 @@ struct CheckpointOptions {
   ckpt::Compression compression;                        // --compress (default zstd:1)
   size_t keep = 0;          // --keep N: keep the N newest checkpoints of `save` (0: all)
   uint64_t chunk_bytes = 4ull << 20;
+  // Called on rank 0's thread as a load or a save begins and ends ("loading DIR", "saving DIR"): a
+  // progress display names what the run is doing while no step advances.
+  std::function<void(const std::string& phase)> on_phase;
   // Fault injection for tests: called on every rank after it wrote its data, before its file is
   // finished (a throw is a crash in the middle of a save).
   std::function<void(uint32_t rank, uint64_t step)> before_finish;
@@ -74,6 +77,17 @@ struct CheckpointedResult {
 
 // "step-00000042": checkpoint names sort by step.
 std::string checkpoint_name(uint64_t step);
+
+// The run a `--load DIR` continues, read before it starts: DIR recovered from killed saves first
+// (where it is a root), `latest` resolved, the index validated as for loading.
+struct SavedRun {
+  std::string dir;              // the checkpoint directory
+  train::TrainOptions run;      // its configuration (run_from_documents); steps: its cursor's next_step
+  std::vector<std::string> recovered;  // what recovery did in DIR
+};
+// FormatError for a path without a committed checkpoint or an index that is not a training one,
+// InvalidCheckpoint (exit 1) for one that fails validation's index checks.
+SavedRun read_saved_run(const std::string& load);
 
 // Whether a save is due after `steps_done` of a run to `steps`.
 bool save_due(const CheckpointOptions& c, uint64_t steps_done, uint64_t steps);

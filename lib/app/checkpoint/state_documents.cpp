@@ -324,7 +324,13 @@ void check_resumable(const ckpt::Documents& saved_docs, const ckpt::Documents& r
 
   {
     // The state layout and the step are the checkpoint's own; the states follow from the optimizer.
-    const auto strip = [](json j) { return without(std::move(j), {"step", "state_layout", "states", "matrix_states"}); };
+    // lr, weight decay and clipping scale the update and may change on resume (app/checkpoint/run_settings.h).
+    const auto strip = [](json j) {
+      j = without(std::move(j), {"step", "state_layout", "states", "matrix_states"});
+      if (j.is_object() && j.contains("hyperparameters"))
+        j["hyperparameters"] = without(j["hyperparameters"], {"lr", "weight_decay", "clip_grad"});
+      return j;
+    };
     const json saved = strip(doc(saved_docs, ckpt::doc::optimizer)), run = strip(doc(run_docs, ckpt::doc::optimizer));
     const auto names = [](const json& j) { return without(j, {"hyperparameters", "dist_opt"}); };
     std::string d = first_difference(names(saved), names(run));

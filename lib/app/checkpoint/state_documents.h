@@ -36,7 +36,8 @@ ckpt::Documents state_documents(const pipeline::RankPipeline& rank, const train:
 // Refuses (UsageError, exit 2) to resume the run described by `run` from the checkpoint at `dir`
 // whose documents are `saved`, naming the first difference: the model, the layout (another DP size
 // or layout is the job of `fpgather reshard`), the optimizer and its hyperparameters, the FP8 recipe,
-// the data stream (seed, micro-batch, accumulation). The state layout and the step may differ.
+// the data stream (seed, micro-batch, accumulation). The state layout, the step, the lr, the weight
+// decay and the clipping threshold may differ.
 void check_resumable(const ckpt::Documents& saved, const ckpt::Documents& run, const std::string& dir);
 
 // The saved cursor (FormatError naming `dir` if the data document is missing or malformed).

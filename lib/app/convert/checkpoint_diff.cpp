@@ -2,10 +2,18 @@
 
 #include "ckpt/format_registry.h"
 #include "ckpt/param_diff.h"
+#include "core/progress.h"
 
 namespace fpg::app::convert {
 
-CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& opts, bool validate) {
+CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& options, bool validate,
+                        bool progress) {
+  // Opening and validating both sides reads their indexes (metadata) in full: named as a phase,
+  // then the bar of the comparison.
+  Progress bar("diff", 0, progress);
+  bar.phase((validate ? "validating " : "opening ") + a + " and " + b);
+  ckpt::DiffOptions opts = options;
+  if (progress) opts.progress = &bar;
   const auto ca = ckpt::open_checkpoint(a);
   const auto cb = ckpt::open_checkpoint(b);
   CheckpointDiff d;

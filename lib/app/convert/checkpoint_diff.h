@@ -17,6 +17,9 @@ struct CheckpointDiff {
 
 // With `validate`, each side must pass the checks that need no data first (exit 1 with the
 // problems); FormatError for a path that is no readable checkpoint.
-CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& opts, bool validate);
+// With `progress`, a display on stderr: the opening and validation as a phase, then a bar of the bytes
+// compared (opts.progress is then this display).
+CheckpointDiff diff_any(const std::string& a, const std::string& b, const ckpt::DiffOptions& opts, bool validate,
+                        bool progress = false);
 
 }  // namespace fpg::app::convert

@@ -301,6 +301,9 @@ uint64_t parse_byte_size(const std::string& text) {
 
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, const ExportOptions& o) {
   ThreadPool& pool = o.pool ? *o.pool : ThreadPool::global();
+  // The index checks and the plan read the whole index: named from the start, then the bar.
+  Progress progress("export", 0, o.progress);
+  progress.phase((o.validate ? "validating " : "opening ") + checkpoint);
   const auto opened = fpckpt::open_valid(checkpoint, "export it", o.validate);
   const fpckpt::CheckpointReader& reader = *opened;
   const std::string& dir = reader.dir();
@@ -326,7 +329,7 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
 
   ExportSummary sum;
   sum.checkpoint = dir;
-  Progress progress("export", total, o.progress);
+  progress.set_total(total);
   {
     std::vector<const OutTensor*> order;
     for (const auto& in_file : files.tensors)

@@ -15,6 +15,9 @@
 namespace fpg::app::convert {
 
 RecompressSummary recompress_checkpoint(const std::string& src, const std::string& dst, const RecompressOptions& o) {
+  // The index checks read the whole index: named from the start, then the bar.
+  Progress progress("recompress", 0, o.progress);
+  progress.phase("validating " + src);
   const auto opened = fpckpt::open_valid(src, "rewrite it");
   const fpckpt::CheckpointReader& reader = *opened;
   const ckpt::Index& ix = reader.index();
@@ -32,7 +35,7 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
   uint64_t total = 0;
   for (const auto& r : ix.runs) total += r.numel * (dtype_bits(r.dtype) / 8);
   for (const auto& c : ix.chunks) s.stored_bytes_in += c.stored_bytes;
-  Progress progress("recompress", total, o.progress);
+  progress.set_total(total);
   // Each run by the rank that wrote it, in pieces on its chunk grid.
   std::vector<uint8_t> buf;
   std::vector<long> first_rank(ix.keys.size(), -1);

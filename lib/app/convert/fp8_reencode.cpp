@@ -8,6 +8,7 @@
 #include "app/convert/staged_output.h"
 #include "comm/group.h"
 #include "core/printable.h"
+#include "core/progress.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json_reader.h"
@@ -46,6 +47,9 @@ std::string layout_json(const train::TrainOptions& o) {
 }  // namespace
 
 Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, const Fp8ReencodeOptions& o) {
+  // No step of it advances a count: its phases are named instead.
+  Progress progress("convert", 0, o.progress);
+  progress.phase("validating " + src);
   const auto opened = fpckpt::open_valid(src, "re-encode it");
   const fpckpt::CheckpointReader& reader = *opened;
   const std::string& dir = reader.dir();
@@ -74,6 +78,7 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
   const std::string target = out.staged_dir();
   const fpckpt::StagingDir staging_dir = fpckpt::begin_staging(target);
   const std::string& staging = staging_dir.path();
+  progress.phase("re-encoding the state of " + std::to_string(dp) + " ranks into " + dst);
   try {
     comm::run_ranks(static_cast<int>(dp), [&](comm::Communicator& comm) {
       ThreadPool pool(1);  // this rank's reads on its own thread (ranks run at once)
@@ -111,6 +116,7 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
       if (doc_json(documents, name, dir) != doc_json(saved, name, dir))
         throw FormatError(dir + ": document '" + std::string(name) +
                           "' of the rebuilt run differs from the saved one; cannot re-encode");
+    progress.phase("committing " + dst);
     fpckpt::commit(staging, target, fpckpt::merge_manifests(manifests, documents));
   } catch (...) {
     fs::remove_tree(staging);

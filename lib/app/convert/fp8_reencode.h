@@ -32,6 +32,7 @@ struct Fp8ReencodeOptions {
   ckpt::Compression compression;   // of DST (default zstd:1, as train)
   uint64_t chunk_bytes = 4ull << 20;
   bool force = false;              // replace an existing DST (app/convert/staged_output.h)
+  bool progress = false;           // name each phase on stderr's progress line (core/progress.h)
 };
 
 struct Fp8ReencodeSummary {

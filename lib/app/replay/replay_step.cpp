@@ -6,9 +6,11 @@
 #include <regex>
 
 #include "comm/group.h"
+#include "comm/mpi_runtime.h"
 #include "core/printable.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/progress.h"
 #include "pipeline/fp8_params.h"
 #include "pipeline/rank_state.h"
 #include "app/train/fp32_params.h"
@@ -203,10 +205,17 @@ ReplayReport replay_step_files(const std::string& params, const std::string& gra
   if (!o.force && fs::exists(out, true))
     throw UsageError("OUT " + out + " exists" + (out == params || out == grads ? " (it is an input)" : "") +
                      ": give --force to replace it");
+  // One step of a large model reads, steps and writes gigabytes, none of which advances a count.
+  Progress progress("step", 0, o.progress && comm::launcher_rank() <= 0);
+  progress.phase("reading " + params + " and " + grads);
   StepFile f = read_step_params(params);
   const std::vector<std::vector<float>> g = read_step_grads(grads, f);
+  progress.phase("stepping on " + std::to_string(o.dp) + (o.dp == 1 ? " rank" : " ranks"));
   const ReplayReport rep = replay_step(f, g, o);
-  if (rep.has_rank0) write_step_params(out, f, optim::optimizer_name(o.pipeline.optimizer));
+  if (rep.has_rank0) {
+    progress.phase("writing " + out);
+    write_step_params(out, f, optim::optimizer_name(o.pipeline.optimizer));
+  }
   return rep;
 }
 

@@ -34,6 +34,7 @@ struct ReplayOptions {
   std::string fp32_matrices;  // empty: none; set pipeline.fp32_matrices with it (app/train/fp32_params.h)
   std::string comm = "threads";  // "threads", or "mpi" with one rank per process (comm/group.h)
   bool force = false;  // replace an existing out (without it, UsageError before anything is read)
+  bool progress = false;  // replay_step_files: name each phase on stderr's progress line (core/progress.h)
 };
 
 struct ReplayReport {

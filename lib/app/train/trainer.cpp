@@ -30,7 +30,8 @@ nlohmann::json times_json(const pipeline::PhaseTimes& t) {
           {"step_ms", t.total() * 1e3}};
 }
 
-double json_number(double x) { return std::isfinite(x) ? x : 0.0; }
+// JSON has no NaN or infinity: a diverged loss is null.
+nlohmann::json json_number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
 
 // The metrics of step `step` from the losses of all its micro-batches (rank-major) and rank 0's report.
 StepMetrics step_metrics(uint64_t step, const std::vector<float>& losses, const pipeline::StepReport& rep) {
@@ -211,7 +212,7 @@ std::string summary_json(const TrainSummary& s) {
                       {"params", s.params},
                       {"skipped_steps", s.skipped},
                       {"step_time_ms", s.step_time_ms}};
-  if (s.first_step > 0) j["first_step"] = s.first_step;  // only resumed runs: fresh runs print as before
+  j["first_step"] = s.first_step;  // > 0 for a resumed run
   j["phase_ms"] = times_json(s.median_times);
   return j.dump();
 }
