@@ -43,6 +43,7 @@ int run_inspect(const InspectArgs& a, const GlobalOptions& g) {
   ckpt::SummaryOptions o;
   o.keys = a.keys;
   o.layouts = a.layouts;
+  o.progress = progress_enabled(g);
   const ckpt::CheckpointSummary s = app::inspect::inspect(a.path, o);
   for (const auto& w : s.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   print(s.document, s.text, g.json);

@@ -23,6 +23,7 @@ struct SummaryOptions {
   // Every optimizer group's full buffer layout (buckets, shards): without it a checkpoint of many
   // groups (Megatron at model parallelism) gets one line per group.
   bool layouts = false;
+  bool progress = false;  // a phase line while the index is read
 };
 
 struct ValidateOptions {

@@ -116,6 +116,13 @@ grep -q '^DIFFERENT: ' "$WORK/lines" || fail "diff: the verdict is not a line of
 on_terminal 100 validate --data "$WORK/d1" || fail "validate --data on a terminal: exit $?"
 grep -qa "validate: checking the index of $WORK/d1/step-00000001 \.\.\." "$WORK/tty" || fail "validate: no phase"
 check_screen 100 validate
+# inspect and validate name the reading of a DCP / Megatron index (seconds at a million chunks)
+cp -r "$TESTDATA/megatron/parallel/tp2-dp1-dp_reshardable/ckpt" "$WORK/tp2"
+for cmd in inspect validate; do
+  on_terminal 100 $cmd "$WORK/tp2" || fail "$cmd of a Megatron checkpoint on a terminal: exit $?"
+  grep -qa "$cmd: reading the index of $WORK/tp2 \.\.\." "$WORK/tty" || fail "$cmd of a Megatron checkpoint: no phase"
+  check_screen 100 $cmd
+done
 on_terminal 100 reshard "$WORK/d1" "$WORK/d1-dp1" --dp 1 || fail "reshard on a terminal: exit $?"
 grep -qa "reshard: validating and planning $WORK/d1/step-00000001 \.\.\." "$WORK/tty" || fail "reshard: no planning phase"
 grep -qa "reshard: committing $WORK/d1-dp1 \.\.\." "$WORK/tty" || fail "reshard: no commit phase"

@@ -7,6 +7,7 @@
 #include "ckpt/documents.h"
 #include "ckpt/format_registry.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "formats/fpckpt/reader.h"
 
 namespace fpg::app::inspect {
@@ -40,8 +41,15 @@ void add_training(ckpt::CheckpointSummary& s) {
 
 std::unique_ptr<ckpt::Checkpoint> open(const std::string& path) { return ckpt::open_checkpoint(path); }
 
+// A large index (a Megatron checkpoint of a million chunks) takes seconds to read.
+std::unique_ptr<ckpt::Checkpoint> open_showing(const std::string& path, const char* label, bool progress) {
+  Progress p(label, 0, progress);
+  p.phase("reading the index of " + path);
+  return open(path);
+}
+
 ckpt::CheckpointSummary inspect(const std::string& path, const ckpt::SummaryOptions& options) {
-  ckpt::CheckpointSummary s = open(path)->summary(options);
+  ckpt::CheckpointSummary s = open_showing(path, "inspect", options.progress)->summary(options);
   if (s.format == "fpgather") add_training(s);
   return s;
 }

@@ -5,7 +5,7 @@
 namespace fpg::app::inspect {
 
 ckpt::ValidationReport validate(const std::string& path, const ckpt::ValidateOptions& options) {
-  return open(path)->validate(options);
+  return open_showing(path, "validate", options.progress)->validate(options);
 }
 
 }  // namespace fpg::app::inspect
