@@ -7,6 +7,20 @@
 #include "formats/dcp/torch_dtype.h"
 
 namespace fpg::dcp {
+
+FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
+  return [buf](uint64_t offset, void* dst, size_t size) { std::memcpy(dst, buf->data() + offset, size); };
+}
+
+FillBytes element_fill(std::function<void(uint64_t a, uint64_t b, uint8_t* dst)> read, uint64_t first_element) {
+  return [read = std::move(read), first_element](uint64_t offset, void* dst, size_t size) {
+    const uint64_t a = offset / 4, b = (offset + size + 3) / 4;
+    if (offset % 4 == 0 && size % 4 == 0) return read(first_element + a, first_element + b, static_cast<uint8_t*>(dst));
+    std::vector<uint8_t> tmp((b - a) * 4);
+    read(first_element + a, first_element + b, tmp.data());
+    std::memcpy(dst, tmp.data() + offset % 4, size);
+  };
+}
 namespace {
 
 using Kind = Value::Kind;

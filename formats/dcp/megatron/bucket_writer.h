@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,14 @@ Value wrap_object(Value v);
 // per_bucket_numel (padded) or per_bucket_numel_unpadded of a layout, as stored:
 // [[{(torch.P, torch.G): [sizes]} per buffer]].
 Value bucket_sizes_value(const layout::BucketedLayout& L, bool padded);
+
+// Serves a writer's fill calls from one buffer filled once.
+FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf);
+
+// Serves a writer's byte-range fill calls over 4-byte elements from first_element on by
+// read(a, b, dst): elements [a, b) into dst (a range that splits an element is read through a
+// buffer of whole ones).
+FillBytes element_fill(std::function<void(uint64_t a, uint64_t b, uint8_t* dst)> read, uint64_t first_element);
 
 // The fill of elements [param_begin, …) of spec parameter `param`'s state `state` (4-byte elements).
 using FragmentFill = std::function<FillBytes(uint32_t param, const std::string& state, uint64_t param_begin)>;

@@ -17,10 +17,6 @@
 namespace fpg::dcp {
 namespace {
 
-FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
-  return [buf](uint64_t offset, void* dst, size_t size) { std::memcpy(dst, buf->data() + offset, size); };
-}
-
 // A group's source buckets, read by (local parameter, state) element ranges.
 class GroupSource {
  public:
@@ -172,15 +168,10 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
     const GroupSource source(r, g, crcs);
     const GroupWriteCount n = write_group_buckets(
         w, g.prefix, targets[i], states, target_rank(g, 0), [&](uint32_t d) { return target_rank(g, d); },
-        [&source](uint32_t param, const std::string& state, uint64_t begin) -> FillBytes {
-          return [&source, param, state, begin](uint64_t offset, void* dst, size_t size) {
-            const uint64_t a = offset / 4, b = (offset + size + 3) / 4;
-            if (offset % 4 == 0 && size % 4 == 0)
-              return source.read(param, state, begin + a, begin + b, static_cast<uint8_t*>(dst));
-            std::vector<uint8_t> tmp((b - a) * 4);
-            source.read(param, state, begin + a, begin + b, tmp.data());
-            std::memcpy(dst, tmp.data() + offset % 4, size);
-          };
+        [&source](uint32_t param, const std::string& state, uint64_t begin) {
+          return element_fill(
+              [&source, param, state](uint64_t a, uint64_t b, uint8_t* dst) { source.read(param, state, a, b, dst); },
+              begin);
         });
     sum.chunks += n.chunks;
     sum.bytes_written += n.bytes;

@@ -62,10 +62,6 @@ const Value& unwrap(const Value& v, const std::string& where) {
   if (!v.is(Kind::list) || v.items().size() != 1) throw FormatError(where + ": expected [object], found " + v.repr(80));
   return v.items()[0];
 }
-// Serves a writer's fill calls from one buffer filled once.
-FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
-  return [buf](uint64_t offset, void* dst, size_t size) { std::memcpy(dst, buf->data() + offset, size); };
-}
 
 struct Source {
   const Reader& r;
@@ -80,15 +76,9 @@ struct Source {
   }
 };
 
-// A torch_dist fill for elements [lo, hi) of a state stored 4 bytes an element, read per call.
+// A torch_dist fill of a state from element lo on, read per call.
 FillBytes state_fill(const Source& s, std::string param, std::string role, uint64_t lo) {
-  return [&s, param, role, lo](uint64_t offset, void* dst, size_t size) {
-    const uint64_t a = offset / 4, b = (offset + size + 3) / 4;
-    if (offset % 4 == 0 && size % 4 == 0) return s.read(param, role, lo + a, lo + b, dst);
-    std::vector<uint8_t> tmp((b - a) * 4);
-    s.read(param, role, lo + a, lo + b, tmp.data());
-    std::memcpy(dst, tmp.data() + offset % 4, size);
-  };
+  return element_fill([&s, param, role](uint64_t a, uint64_t b, uint8_t* dst) { s.read(param, role, a, b, dst); }, lo);
 }
 
 }  // namespace
