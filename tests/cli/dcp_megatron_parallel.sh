@@ -92,6 +92,17 @@ for c in "tp2-dp1 2" "tp2pp2-dp1 4 --bucket-size 500" "tp2-dp2 1" "tp2-dp1-bucke
   expect_exit 0 "${F[@]}" diff "$WORK/$name-dp$dp" "$M/$name-fully_reshardable/ckpt"
   expect_in "$WORK/out" "equal:"
 done
+# A dry run prints the plan and writes nothing; the real run writes what it planned (data, no framing).
+expect_exit 0 "${F[@]}" reshard "$M/tp2pp2-dp1-dp_reshardable/ckpt" "$WORK/plan" --dp 2 --dry-run
+expect_in "$WORK/out" "4 optimizer groups (one per model-parallel rank)"
+expect_in "$WORK/out" "plan: reads 438.4 kB, writes"
+[ -e "$WORK/plan" ] && fail "a dry run wrote its target"
+expect_exit 0 "${F[@]}" --json reshard "$M/tp2pp2-dp1-dp_reshardable/ckpt" "$WORK/plan" --dp 2
+python3 - "$WORK/out" <<'PY' || fail "reshard --json: the plan's bytes written are not the data written"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["groups"] == 4 and j["plan"]["bytes_written"] == j["bytes_written"], j
+PY
 # Into dp_reshardable, a MoE model is refused, nothing written, and the message names the way out.
 expect_exit 2 "${F[@]}" reshard "$M/ep2-moe-dp_reshardable/ckpt" "$WORK/r1" --dp 1
 expect_in "$WORK/err" "holds a MoE model (4 experts per MoE layer)"

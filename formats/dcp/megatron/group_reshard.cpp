@@ -106,7 +106,6 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
   }
   sum.target = targets.front();
   sum.groups = static_cast<uint32_t>(targets.size());
-  if (opts.dry_run) return sum;
 
   auto target_rank = [&](const OptimizerGroup& g, uint32_t d) { return g.tp + TP * (d + DP * g.pp); };
   auto is_group_entry = [&](const std::string& key) {
@@ -119,6 +118,12 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
   auto is_optimizer = [&](const Entry& e) {
     return e.is_tensor ? e.fqn.rfind("optimizer.", 0) == 0 : is_group_entry(e.fqn);
   };
+  uint64_t optimizer_bytes = 0;
+  for (const layout::BucketedLayout& T : targets)
+    for (const layout::Buffer& buf : T.buffers)
+      for (const layout::Bucket& bucket : buf.buckets) optimizer_bytes += bucket.numel_unpadded * 4 * states.size();
+  add_plan_figures(r, is_optimizer, optimizer_bytes, sum);
+  if (opts.dry_run) return sum;
 
   DcpWriteOptions wo;
   wo.megatron = *r.megatron();

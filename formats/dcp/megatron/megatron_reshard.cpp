@@ -83,6 +83,29 @@ FillBytes state_fill(const Source& s, std::string param, std::string role, uint6
 
 }  // namespace
 
+void add_plan_figures(const Reader& r, const std::function<bool(const Entry&)>& optimizer, uint64_t optimizer_bytes,
+                      MegatronReshardSummary& sum) {
+  const Metadata& md = r.metadata();
+  sum.plan_read = sum.plan_written = 0;
+  for (const StorageEntry& s : md.storage) sum.plan_read += s.length;
+  sum.plan_peak = DcpWriteOptions{}.io_block_bytes;
+  for (const Entry& e : md.entries) {
+    if (optimizer(e)) continue;
+    if (e.is_tensor) {
+      for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+        const uint64_t n = r.chunk_bytes(e, c);
+        sum.plan_written += n;
+        sum.plan_peak = std::max(sum.plan_peak, n);
+      }
+    } else if (e.storage != kNoStorage) {
+      const uint64_t n = md.storage[static_cast<size_t>(e.storage)].length;
+      sum.plan_written += n;
+      sum.plan_peak = std::max(sum.plan_peak, n);
+    }
+  }
+  sum.plan_written += optimizer_bytes;
+}
+
 std::optional<MegatronForm> parse_megatron_form(const std::string& name) {
   for (MegatronForm f : {MegatronForm::dp_reshardable, MegatronForm::fully_reshardable})
     if (name == form_name(f)) return f;
@@ -188,8 +211,6 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
           if (shard.world.begin - bucket.world.begin >= bucket.numel_unpadded)
             sum.first_padding_only_rank = std::min(sum.first_padding_only_rank.value_or(shard.rank), shard.rank);
   }
-  if (opts.dry_run) return sum;
-
   // Which source entries are optimizer state (replaced) and which are carried over: every group's
   // buckets and objects (a MoE run's under "chained_N.").
   const std::string group = from == MegatronForm::dp_reshardable ? params.optimizer_prefix()
@@ -205,6 +226,21 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     return is_group_entry(e.fqn, kPerBucketNumel) || is_group_entry(e.fqn, kPerBucketNumelUnpadded) ||
            is_group_entry(e.fqn, kParamGroups);
   };
+  // What the optimizer state takes written: 4 bytes a state element.
+  uint64_t optimizer_bytes = 0;
+  if (to == MegatronForm::dp_reshardable) {
+    for (const layout::Buffer& buf : sum.target.buffers)
+      for (const layout::Bucket& bucket : buf.buckets) optimizer_bytes += bucket.numel_unpadded * 4 * states.size();
+  } else {
+    for (const MegatronParam& p : mparams) {
+      uint64_t n = 1;
+      for (uint64_t d : p.shape) n *= d;
+      optimizer_bytes += n * 4 * roles.size();
+    }
+  }
+  add_plan_figures(r, is_optimizer, optimizer_bytes, sum);
+  if (opts.dry_run) return sum;
+
   const Entry* common = nullptr;
   const Entry* param_groups = nullptr;
   // A chained optimizer's children: each one's param_groups, from its first group's object.

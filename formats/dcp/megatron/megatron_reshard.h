@@ -17,9 +17,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
+#include "formats/dcp/reader.h"
 #include "layout/bucketed_layout.h"
 
 namespace fpg::dcp {
@@ -44,12 +46,21 @@ struct MegatronReshardSummary {
   layout::BucketedLayout target;  // dp_reshardable targets (at model parallelism: the first group's)
   uint32_t groups = 1;            // optimizer groups written (one per model-parallel rank)
   uint64_t keys = 0, chunks = 0, bytes_written = 0;
+  // The plan (a dry run too): every stored byte is read once; what is written (tensor and bytes data,
+  // not torch.save's framing); the largest buffer held at once (a carried item, read whole, or a
+  // write block of the optimizer state).
+  uint64_t plan_read = 0, plan_written = 0, plan_peak = 0;
   bool grad_dtype_assumed = false;  // a fully_reshardable source records no grad dtype: float32 taken
   // dp_reshardable targets: the lowest rank whose shard of some bucket is all tail padding. Nothing
   // is stored for such a shard (DCP's cover check needs none); Megatron-Core 0.19 itself stops with
   // "empty bucket encountered" when it saves such a layout.
   std::optional<uint32_t> first_padding_only_rank;
 };
+
+// Fills the plan figures of `sum`: the stored bytes, the carried entries (all but `optimizer` ones)
+// plus `optimizer_bytes` written, the largest carried item or a write block. For group_reshard.h too.
+void add_plan_figures(const Reader& r, const std::function<bool(const Entry&)>& optimizer, uint64_t optimizer_bytes,
+                      MegatronReshardSummary& sum);
 
 // UsageError for options the source cannot serve (a form other than Megatron's distributed optimizer,
 // DST existing); InvalidCheckpoint (exit 1) for an invalid source.

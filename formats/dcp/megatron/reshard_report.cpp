@@ -6,6 +6,7 @@
 
 #include "ckpt/checkpoint_report.h"
 #include "core/printable.h"
+#include "core/units.h"
 #include "core/error.h"
 #include "formats/dcp/megatron/megatron_reshard.h"
 #include "layout/describe.h"
@@ -54,7 +55,7 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
 
   nlohmann::json& j = r.document;
   j = {{"source", source}, {"target", target}, {"dry_run", t.dry_run}, {"from", s.source_form},
-       {"to", s.target_form}, {"dp", o.dp}, {"groups", s.groups}, {"keys", s.keys}, {"chunks", s.chunks},
+       {"to", s.target_form}, {"dp", o.dp}, {"groups", s.groups}, {"plan", {{"bytes_read", s.plan_read}, {"bytes_written", s.plan_written}, {"peak_bytes", s.plan_peak}}}, {"keys", s.keys}, {"chunks", s.chunks},
        {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
        {"first_padding_only_rank", s.first_padding_only_rank ? nlohmann::json(*s.first_padding_only_rank)
                                                             : nlohmann::json(nullptr)},
@@ -89,6 +90,8 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
         "that loads this checkpoint may not be able to save it again; a smaller DP or bucket ends without NCCL "
         "padding keep every rank in every bucket",
         *s.first_padding_only_rank));
+  text.push_back(fmt::sprintf("plan: reads %s, writes %s of data, holds at most %s at once", byte_size(s.plan_read),
+                              byte_size(s.plan_written), byte_size(s.plan_peak)));
   if (!t.dry_run)
     text.push_back(fmt::sprintf("%llu keys, %llu chunks, %llu bytes written in %.2f s", s.keys, s.chunks,
                                 s.bytes_written, secs));
