@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "formats/dcp/checkpoint_dir.h"
+
 #include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/torch_dtype.h"
 
@@ -10,6 +12,19 @@ namespace fpg::dcp {
 
 FillBytes from_buffer(std::shared_ptr<std::vector<uint8_t>> buf) {
   return [buf](uint64_t offset, void* dst, size_t size) { std::memcpy(dst, buf->data() + offset, size); };
+}
+
+void copy_tensor_chunks(DcpWriter& w, const Reader& r, const Entry& e, const std::function<uint32_t(uint64_t)>& rank_of,
+                        GroupWriteCount& count) {
+  for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+    auto buf = std::make_shared<std::vector<uint8_t>>(r.stored_chunk_bytes(e, c));
+    r.read_chunk(e, c, buf->data(), buf->size());
+    const uint64_t source_rank = storage_file_rank(r.storage(e, c).relative_path).value_or(0);
+    w.rank(rank_of(source_rank)).write_tensor(e.fqn, e.tensor.chunks[c].offsets, e.tensor.chunks[c].sizes,
+                                              from_buffer(buf));
+    ++count.chunks;
+    count.bytes += buf->size();
+  }
 }
 
 FillBytes element_fill(std::function<void(uint64_t a, uint64_t b, uint8_t* dst)> read, uint64_t first_element) {

@@ -14,6 +14,7 @@
 
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/pickle/pickle_value.h"
+#include "formats/dcp/reader.h"
 #include "layout/bucketed_layout.h"
 
 namespace fpg::dcp {
@@ -39,6 +40,12 @@ using FragmentFill = std::function<FillBytes(uint32_t param, const std::string& 
 struct GroupWriteCount {
   uint64_t chunks = 0, bytes = 0;
 };
+
+// Copies every chunk of the source's tensor entry `e` unchanged, chunk c to rank file
+// rank_of(the rank of the file that stores it); each chunk's buffer sized by what its item holds
+// (Reader::stored_chunk_bytes) before it is allocated.
+void copy_tensor_chunks(DcpWriter& w, const Reader& r, const Entry& e, const std::function<uint32_t(uint64_t)>& rank_of,
+                        GroupWriteCount& count);
 
 // Declares the group's per_bucket_numel objects and its bucket keys (fp32, extent numel_unpadded)
 // for `states` (Megatron's names: "param" is the master).

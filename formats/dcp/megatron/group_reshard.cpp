@@ -143,16 +143,13 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
   for (const Entry& e : md.entries) {
     if (is_optimizer(e)) continue;
     if (e.is_tensor) {
-      for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
-        auto buf = std::make_shared<std::vector<uint8_t>>(r.chunk_bytes(e, c));
-        r.read_chunk(e, c, buf->data(), buf->size());
-        const uint64_t s = storage_file_rank(r.storage(e, c).relative_path).value_or(0);
+      GroupWriteCount n;
+      copy_tensor_chunks(w, r, e, [&](uint64_t s) {
         const uint64_t tp = s % TP, dp = (s / TP) % DP0, pp = s / (uint64_t{TP} * DP0);
-        w.rank(static_cast<uint32_t>(tp + TP * (dp % DP + DP * pp)))
-            .write_tensor(e.fqn, e.tensor.chunks[c].offsets, e.tensor.chunks[c].sizes, from_buffer(buf));
-        ++sum.chunks;
-        sum.bytes_written += buf->size();
-      }
+        return static_cast<uint32_t>(tp + TP * (dp % DP + DP * pp));
+      }, n);
+      sum.chunks += n.chunks;
+      sum.bytes_written += n.bytes;
     } else {
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
       w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));

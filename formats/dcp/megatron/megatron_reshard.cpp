@@ -286,16 +286,11 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   for (const Entry& e : md.entries) {
     if (is_optimizer(e)) continue;
     if (e.is_tensor) {
-      for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
-        auto buf = std::make_shared<std::vector<uint8_t>>(r.stored_chunk_bytes(e, c));
-        r.read_chunk(e, c, buf->data(), buf->size());
-        // At model parallelism the source's ranks are kept: each holds its model-parallel rank's pieces.
-        const uint64_t source_rank = storage_file_rank(r.storage(e, c).relative_path).value_or(0);
-        const uint32_t rank = static_cast<uint32_t>(model_parallel ? source_rank : source_rank % opts.dp);
-        w.rank(rank).write_tensor(e.fqn, e.tensor.chunks[c].offsets, e.tensor.chunks[c].sizes, from_buffer(buf));
-        ++sum.chunks;
-        sum.bytes_written += buf->size();
-      }
+      // At model parallelism the source's ranks are kept: each holds its model-parallel rank's pieces.
+      GroupWriteCount n;
+      copy_tensor_chunks(w, r, e, [&](uint64_t s) { return static_cast<uint32_t>(model_parallel ? s : s % opts.dp); }, n);
+      sum.chunks += n.chunks;
+      sum.bytes_written += n.bytes;
     } else if (&e == common && to != from) {
       const std::string where = r.dir() + ": " + e.fqn;
       const Value stored = r.read_object(e);
