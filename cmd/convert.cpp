@@ -7,6 +7,7 @@
 #include "json_output.h"
 #include "app/convert/checkpoint_params.h"
 #include "app/convert/export_any.h"
+#include "app/convert/hf_export.h"
 #include "app/convert/checkpoint_recompress.h"
 #include "app/convert/quantize_model.h"
 #include "app/convert/staged_output.h"
@@ -42,6 +43,9 @@ struct ConvertArgs {
   std::string amax_algo = "most_recent";
   bool no_validate = false;
   std::string to = "safetensors";
+  // --to hf
+  std::string arch = "auto", hf_config, tokenizer;
+  bool from_masters = false;
 };
 
 fp8::Recipe recipe_from(const ConvertArgs& a) {
@@ -147,6 +151,59 @@ int run_export(const ConvertArgs& a, const GlobalOptions& g) {
   return 0;
 }
 
+int run_hf_export(const ConvertArgs& a, const GlobalOptions& g) {
+  const auto t0 = std::chrono::steady_clock::now();
+  app::convert::HfExportOptions o;
+  if (a.arch != "auto") {
+    o.arch = app::convert::parse_hf_arch(a.arch);
+    if (!o.arch) throw UsageError("--arch must be auto or " + app::convert::hf_arch_names() + ", not '" + a.arch + "'");
+  }
+  if (a.dtype != "bf16" && a.dtype != "fp32") throw UsageError("--dtype of --to hf must be bf16 or fp32, not '" + a.dtype + "'");
+  o.fp32 = a.dtype == "fp32";
+  o.config = a.hf_config;
+  o.tokenizer = a.tokenizer;
+  o.from_masters = a.from_masters;
+  if (!a.fp8.empty()) {
+    o.fp8 = recipe_from(a);
+    if (!a.include.empty()) o.fp8_include = a.include;
+    if (!a.exclude.empty()) o.fp8_exclude = a.exclude;
+  }
+  o.max_shard_bytes = app::convert::parse_byte_size(a.max_shard_size);
+  o.force = a.force;
+  o.progress = progress_enabled(g);
+  o.validate = !a.no_validate;
+  const app::convert::HfExportSummary s = app::convert::export_hf(a.in, a.out, o);
+  const double secs = seconds_since(t0);
+  const auto& m = s.shape;
+  if (g.json) {
+    const nlohmann::json j = {{"input", s.exported.checkpoint}, {"output", a.out}, {"operation", "export_hf"},
+                              {"arch", app::convert::hf_arch_name(s.arch)}, {"arch_from", s.arch_from},
+                              {"dtype", a.dtype}, {"from_masters", a.from_masters},
+                              {"tensors", s.exported.tensors}, {"bytes_read", s.exported.bytes_read},
+                              {"bytes_written", s.exported.bytes_written}, {"files", s.exported.files},
+                              {"copied", s.copied}, {"notes", m.notes}, {"seconds", secs},
+                              {"fp8", a.fp8.empty() ? nlohmann::json() : nlohmann::json(a.fp8)},
+                              {"quantized", s.quantized ? nlohmann::json(s.quantized->quantized) : nlohmann::json()}};
+    print_json(j);
+  } else {
+    if (s.quantized)
+      std::printf("quantized %s with fp8 %s (copied %zu: embedding, lm_head, routers, norms unless --exclude says "
+                  "otherwise)\n", plural(s.quantized->quantized, "tensor").c_str(), a.fp8.c_str(), s.quantized->copied);
+    std::printf("exported %s as a Hugging Face %s model (%s, from %s; %s tensors%s) from %s: %s in %.2f s\n",
+                plural(m.layers, "layer").c_str(), app::convert::hf_arch_name(s.arch), s.arch_from.c_str(),
+                a.from_masters ? "the fp32 masters" : "the weights", a.dtype.c_str(),
+                m.experts ? (", " + std::to_string(m.experts) + " experts").c_str() : "", s.exported.checkpoint.c_str(),
+                byte_size(s.exported.bytes_written).c_str(), secs);
+    for (const auto& n : m.notes) std::printf("note: %s\n", n.c_str());
+    for (const auto& f : s.exported.files) std::printf("wrote %s\n", f.c_str());
+    if (!s.quantized) {  // a quantized export lists every file it wrote
+      std::printf("wrote %s/config.json\n", a.out.c_str());
+      for (const auto& f : s.copied) std::printf("copied %s/%s\n", a.out.c_str(), f.c_str());
+    }
+  }
+  return 0;
+}
+
 // A conversion that writes a checkpoint writes a directory: an OUT that names a file (.safetensors)
 // or an index (.json) is refused before anything is read. `writer`: the flag that makes it a
 // checkpoint; `instead`: how to get the file the user may have meant.
@@ -162,8 +219,18 @@ void require_directory_out(const ConvertArgs& a, const std::string& writer, cons
 }
 
 int run_conversion(const ConvertArgs& a, const GlobalOptions& g) {
-  if (!app::convert::parse_export_format(a.to)) throw UsageError("--to must be safetensors or dcp, not '" + a.to + "'");
+  if (a.to != "hf" && !app::convert::parse_export_format(a.to))
+    throw UsageError("--to must be safetensors, dcp or hf, not '" + a.to + "'");
+  if (a.to != "hf" && (a.arch != "auto" || !a.hf_config.empty() || !a.tokenizer.empty() || a.from_masters))
+    throw UsageError("--arch, --hf-config, --tokenizer and --from-masters belong to --to hf");
   const std::optional<ckpt::Contents> contents = app::convert::source_contents(a.in);
+  if (a.to == "hf") {
+    if (!a.compress.empty() || a.dequantize || a.states)
+      throw UsageError("--to hf exports a Megatron checkpoint's model: --compress, --dequantize and --states do not apply");
+    if (a.fp8.empty() && (!a.include.empty() || !a.exclude.empty() || a.pow2 || a.no_pow2 || a.strict))
+      throw UsageError("--include, --exclude, --(no-)pow2-scales and --strict belong to --fp8");
+    return run_hf_export(a, g);
+  }
   const bool model = !contents || *contents == ckpt::Contents::model;
   if (a.to == "dcp" && model)
     throw UsageError("--to dcp exports a checkpoint; " + a.in + " is not one");
@@ -317,8 +384,22 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
       ->capture_default_str();
   with_values(cmd->add_option("--to", args->to,
                   "Checkpoint export format: safetensors (default) or dcp (a PyTorch DCP directory OUT with "
-                  "model.NAME and optimizer.state.NAME.STATE keys, which torch.distributed.checkpoint.load reads)"), {"safetensors", "dcp"})
+                  "model.NAME and optimizer.state.NAME.STATE keys, which torch.distributed.checkpoint.load reads) "
+                  "or hf (a Megatron GPT checkpoint as a Hugging Face model directory: --arch, --hf-config, --tokenizer)"),
+              {"safetensors", "dcp", "hf"})
       ->capture_default_str();
+  with_values(cmd->add_option("--arch", args->arch,
+                  "--to hf: the Hugging Face architecture, auto (default: the --hf-config's model_type, else what the "
+                  "tensors show) or llama, mistral, qwen2, qwen3, mixtral, qwen3_moe"),
+              {"auto", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"})
+      ->capture_default_str();
+  cmd->add_option("--hf-config", args->hf_config,
+                  "--to hf: a config.json to start from (its fields kept, its shapes checked against the tensors); "
+                  "needed where the checkpoint saved no training args");
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "--to hf: a directory whose tokenizer and generation_config files are copied into OUT");
+  cmd->add_flag("--from-masters", args->from_masters,
+                "--to hf: export the fp32 masters (rounded once to --dtype) instead of the weights as held");
   cmd->add_flag("--states", args->states, "Checkpoint export: add NAME.master and NAME.<state> (fp32) per param");
   cmd->add_flag("--no-validate", args->no_validate,
                 "Checkpoint export: export even a checkpoint that fails validation's index checks (salvage; "

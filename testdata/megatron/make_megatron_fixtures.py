@@ -43,6 +43,10 @@ RMSNorm, bf16 with fp32 grads/masters, Adam (distributed optimizer), 3 steps, se
   pp2-dp1-tied     PP 2, output layer tied to the embedding (the last stage's copy is checkpointed
                    under the embedding's key as a replica); saved with verify_integrity (integrity.json)
   ep2-moe-dense-first  as ep2-moe, but layer 0 dense (moe_layer_freq [0, 1]); verify_integrity
+  hf-llama, hf-llama-tied, hf-qwen3, hf-mixtral, hf-qwen3-moe   one model per Hugging Face
+                   architecture of `convert --to hf` (HF_SHAPE: hidden 32, vocab 96 padded to 128,
+                   2 steps; hf-llama saves Megatron-LM's training args; the MoE ones at EP 2), for
+                   testdata/megatron/hf/
 With PP > 1 there is no forward/backward (gloo cannot pass CUDA tensors point-to-point): each step
 fills main_grad with a seeded draw over the parameter's whole global tensor (replicas equal), then
 steps. truth.json (parallel): config (tp/pp/ep/dp, world, sharding), params (whole parameters with
@@ -273,7 +277,8 @@ CONFIGS = {
 PAR_DEFAULTS = dict(tp=1, pp=1, dp=1, ep=1, layers=2, hidden=32, ffn=16, heads=4, query_groups=2,
                     vocab=64, experts=None, moe_ffn=8, first_stage_layers=None, optimizer="adam",
                     overlap_grad_reduce=False, bucket_size=None, pad_for_nccl=False, steps=3, seed=1234,
-                    tied=False, moe_freq=None, integrity=False)
+                    tied=False, moe_freq=None, integrity=False, qkv_bias=False, qk_norm=False,
+                    kv_channels=None, real_vocab=None, save_args=False)
 
 # name -> configuration; each is trained once and saved twice, as NAME-dp_reshardable and
 # NAME-fully_reshardable. With pp > 1 there is no forward/backward (gloo cannot send CUDA tensors
@@ -305,7 +310,41 @@ PAR_CONFIGS = {
     # only their layers of the stacked layer axis; saved with verify_integrity.
     "ep2-moe-dense-first": dict(dp=2, ep=2, experts=4, moe_freq=[0, 1], integrity=True),
 }
+# Models for the Hugging Face export (world 1; testdata/megatron/hf/): vocab 96 padded to 128 as
+# Megatron-LM pads it, each a shape of one architecture.
+HF_SHAPE = dict(hidden=32, ffn=48, heads=4, query_groups=2, vocab=128, real_vocab=96, steps=2)
+PAR_CONFIGS.update({
+    # llama: GQA, untied; Megatron-LM's training args saved in the common state (no config needed).
+    "hf-llama": dict(HF_SHAPE, save_args=True),
+    # llama with the output layer tied to the embedding, MHA.
+    "hf-llama-tied": dict(HF_SHAPE, tied=True, query_groups=None),
+    # (No qwen2, q/k/v biases: Megatron-Core 0.19.2's distributed optimizer fails to save that model,
+    # dp_reshardable on "assert tensors[key].shape == (gbuf_local_end - gbuf_local_start,)",
+    # fully_reshardable on "The size of tensor a (64) must match the size of tensor b (32)".)
+    # qwen3: q/k RMSNorm, head_dim 16 (heads x head_dim 64 != hidden 32).
+    "hf-qwen3": dict(HF_SHAPE, qk_norm=True, kv_channels=16),
+    # mixtral: 4 experts in every layer, top-2, EP 2 (world 2).
+    "hf-mixtral": dict(HF_SHAPE, experts=4, moe_ffn=24, dp=2, ep=2),
+    # qwen3_moe: q/k norms, layer 0 dense, layer 1 of 4 experts, EP 2 (world 2).
+    "hf-qwen3-moe": dict(HF_SHAPE, experts=4, moe_ffn=24, qk_norm=True, moe_freq=[0, 1], dp=2, ep=2),
+})
 SHARDINGS = ("dp_reshardable", "fully_reshardable")
+
+
+def megatron_lm_args(cfg):
+    """The training args Megatron-LM's pretrain_gpt.py would have saved for this model (the fields an
+    export reads, under Megatron-LM's names)."""
+    import argparse
+    return argparse.Namespace(
+        num_layers=cfg["layers"], hidden_size=cfg["hidden"], ffn_hidden_size=cfg["ffn"],
+        num_attention_heads=cfg["heads"], group_query_attention=cfg["query_groups"] is not None,
+        num_query_groups=cfg["query_groups"] or cfg["heads"], kv_channels=cfg["kv_channels"],
+        padded_vocab_size=cfg["vocab"], vocab_size=cfg["real_vocab"], max_position_embeddings=16,
+        seq_length=16, rotary_base=10000, norm_epsilon=1e-5, normalization="RMSNorm", swiglu=True,
+        position_embedding_type="rope", add_bias_linear=False, add_qkv_bias=cfg["qkv_bias"],
+        qk_layernorm=cfg["qk_norm"], untie_embeddings_and_output_weights=not cfg["tied"],
+        tensor_model_parallel_size=cfg["tp"], pipeline_model_parallel_size=cfg["pp"],
+        num_experts=cfg["experts"], moe_router_topk=2, init_method_std=0.02, bf16=True)
 
 
 def par_cfg(name):
@@ -345,14 +384,15 @@ def par_build(cfg):
         expert_model_parallel_size=cfg["ep"], sequence_parallel=False,
         num_layers_in_first_pipeline_stage=cfg["first_stage_layers"],
         num_layers_in_last_pipeline_stage=(cfg["layers"] - cfg["first_stage_layers"])
-        if cfg["first_stage_layers"] else None, **moe)
+        if cfg["first_stage_layers"] else None, add_qkv_bias=cfg["qkv_bias"], qk_layernorm=cfg["qk_norm"],
+        kv_channels=cfg["kv_channels"], **moe)
     if cfg["moe_freq"]:
         from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
         spec = get_gpt_decoder_block_spec(tcfg, use_transformer_engine=False, normalization="RMSNorm",
                                           pp_rank=ps.get_pipeline_model_parallel_rank())
     else:
         spec = get_gpt_layer_local_spec(num_experts=cfg["experts"], moe_grouped_gemm=False,
-                                        normalization="RMSNorm")
+                                        qk_layernorm=cfg["qk_norm"], normalization="RMSNorm")
     model = GPTModel(config=tcfg, transformer_layer_spec=spec, vocab_size=cfg["vocab"],
                      max_sequence_length=16, share_embeddings_and_output_weights=cfg["tied"],
                      position_embedding_type="rope", pre_process=ps.is_pipeline_first_stage(),
@@ -493,7 +533,7 @@ def par_train(cfg, model, ddp, opt, placements):
     pos = torch.arange(seq).unsqueeze(0).to(dev)
     losses = []
     for step in range(cfg["steps"]):
-        tokens = torch.randint(0, cfg["vocab"], (mb * dp, seq + 1), generator=gen)
+        tokens = torch.randint(0, cfg["real_vocab"] or cfg["vocab"], (mb * dp, seq + 1), generator=gen)
         tokens = tokens[dp_rank * mb:(dp_rank + 1) * mb].to(dev)
         ddp.zero_grad_buffer()
         opt.zero_grad()
@@ -700,6 +740,8 @@ def par_worker(name, rank, world, port, out_root):
         state = {"model": model_sd,
                  "optimizer": opt.sharded_state_dict(model_sd, is_loading=False, metadata=metadata),
                  "iteration": cfg["steps"]}
+        if cfg["save_args"]:
+            state["args"], state["checkpoint_version"] = megatron_lm_args(cfg), 3.0
         dist_checkpointing.save(state, os.path.join(d, "ckpt"), content_metadata=metadata,
                                 verify_integrity=cfg["integrity"])
         dist.barrier()

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -54,6 +55,9 @@ struct ExportOptions {
   // Paths the export reads besides the checkpoint export_checkpoint opens (for export_params: what
   // the ParamSource was opened from): OUT may never be, hold or replace one.
   std::vector<std::string> inputs;
+  // Files (name, contents) written beside the tensors of a directory OUT (config.json, tokenizer
+  // files), committed with them; the per-parameter export only.
+  std::vector<std::pair<std::string, std::string>> side_files;
 };
 
 struct ExportSummary {

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "core/error.h"
+#include "core/fs.h"
 #include "formats/safetensors/index.h"
 
 namespace fpg::app::convert {
@@ -47,6 +49,11 @@ ExportOutput::ExportOutput(const std::string& out, const ExportFiles& files, boo
     for (size_t i : files_.tensors[f]) mine.push_back(specs.at(i));
     writers_.push_back(std::make_unique<safetensors::Writer>(paths[f], mine, metadata));
   }
+}
+
+void ExportOutput::add_file(const std::string& name, const std::string& contents) {
+  if (files_.kind != OutputKind::directory) throw InternalError("convert: a side file " + name + " for a file output");
+  fs::write_file_atomic(staged_.stage(name), contents);
 }
 
 std::vector<std::string> ExportOutput::commit() {

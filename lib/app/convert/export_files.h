@@ -52,6 +52,8 @@ class ExportOutput {
                const std::vector<safetensors::TensorSpec>& specs, const std::map<std::string, std::string>& metadata);
 
   safetensors::Writer& writer(size_t file) { return *writers_.at(file); }
+  // Writes file `name` of the output's directory with `contents` (a directory OUT only).
+  void add_file(const std::string& name, const std::string& contents);
 
   // Completes every file, writes the index (when there is one) and puts the output in place;
   // returns the final paths, the index last.

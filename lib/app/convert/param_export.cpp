@@ -121,6 +121,7 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     meta["fpgather.states"] = list;
   }
   ExportOutput output(out, files, o.force, o.inputs, specs, meta);
+  for (const auto& [name, contents] : o.side_files) output.add_file(name, contents);
 
   ExportSummary sum;
   sum.checkpoint = src.describe();
