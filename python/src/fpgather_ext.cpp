@@ -65,7 +65,13 @@ void register_errors(nb::module_& m) {
         case fpgather::ErrorKind::format: cls = g_format; break;
         case fpgather::ErrorKind::internal: cls = g_internal; break;
       }
-      PyErr_SetString(cls, e.what());
+      // The message may quote bytes of a file that are not UTF-8: each becomes \xNN, as the command
+      // prints it.
+      const std::string what = e.what();
+      PyObject* msg = PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "backslashreplace");
+      if (!msg) return;
+      PyErr_SetObject(cls, msg);
+      Py_DECREF(msg);
     }
   });
 }
@@ -79,6 +85,28 @@ using ConstFloats = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
 template <class A>
 auto span_of(A& a) {
   return fpgather::Span<std::remove_pointer_t<decltype(a.data())>>(a.data(), a.size());
+}
+
+// Names come from files and may hold bytes that are not UTF-8: they cross as str with each such
+// byte a lone surrogate (Python's surrogateescape, as os.fsdecode does), and back the same way, so
+// any name the library gives can be passed back to it.
+nb::str py_str(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  if (!o) throw nb::python_error();
+  return nb::steal<nb::str>(o);
+}
+
+std::string cpp_str(const nb::str& s) {
+  PyObject* b = PyUnicode_AsEncodedString(s.ptr(), "utf-8", "surrogateescape");
+  if (!b) throw nb::python_error();
+  std::string out(PyBytes_AS_STRING(b), static_cast<std::size_t>(PyBytes_GET_SIZE(b)));
+  Py_DECREF(b);
+  return out;
+}
+
+template <class T>
+auto name_of(std::string T::*field) {
+  return [field](const T& t) { return py_str(t.*field); };
 }
 
 nb::bytes to_bytes(const std::vector<uint8_t>& v) { return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()); }
@@ -99,16 +127,16 @@ NB_MODULE(_fpgather, m) {
   // ---- checkpoints ---------------------------------------------------------------------------------
   nb::class_<fpgather::Problem>(m, "Problem", "One thing wrong with a checkpoint (fpgather-validate(1) kinds).")
       .def_ro("kind", &fpgather::Problem::kind)
-      .def_prop_ro("key", [](const fpgather::Problem& p) { return p.tensor; }, "The key it concerns; '' if none.")
+      .def_prop_ro("key", [](const fpgather::Problem& p) { return py_str(p.tensor); }, "The key it concerns; '' if none.")
       .def_ro("lo", &fpgather::Problem::lo)
       .def_ro("hi", &fpgather::Problem::hi)
       .def_prop_ro("range", [](const fpgather::Problem& p) { return nb::make_tuple(p.lo, p.hi); },
                    "The flat element range (lo, hi) it concerns.")
-      .def_ro("file", &fpgather::Problem::file)
-      .def_ro("message", &fpgather::Problem::message)
-      .def_ro("text", &fpgather::Problem::text, "The whole line, as `fpgather validate` prints it.")
-      .def("__str__", [](const fpgather::Problem& p) { return p.text; })
-      .def("__repr__", [](const fpgather::Problem& p) { return "<fpgather.Problem " + p.text + ">"; });
+      .def_prop_ro("file", name_of(&fpgather::Problem::file))
+      .def_prop_ro("message", name_of(&fpgather::Problem::message))
+      .def_prop_ro("text", name_of(&fpgather::Problem::text), "The whole line, as `fpgather validate` prints it.")
+      .def("__str__", [](const fpgather::Problem& p) { return py_str(p.text); })
+      .def("__repr__", [](const fpgather::Problem& p) { return py_str("<fpgather.Problem " + p.text + ">"); });
 
   nb::class_<fpgather::ValidationReport>(m, "Report", "What `fpgather validate` finds.")
       .def_ro("valid", &fpgather::ValidationReport::valid)
@@ -129,7 +157,7 @@ NB_MODULE(_fpgather, m) {
       });
 
   nb::class_<fpgather::TensorSummary>(m, "StoredTensor", "One stored key, as `fpgather inspect --keys` lists it.")
-      .def_ro("name", &fpgather::TensorSummary::name)
+      .def_prop_ro("name", name_of(&fpgather::TensorSummary::name))
       .def_ro("kind", &fpgather::TensorSummary::kind)
       .def_ro("dtype", &fpgather::TensorSummary::dtype)
       .def_prop_ro("shape", [](const fpgather::TensorSummary& t) { return nb::tuple(nb::cast(t.shape)); })
@@ -137,7 +165,7 @@ NB_MODULE(_fpgather, m) {
       .def_ro("bytes", &fpgather::TensorSummary::bytes)
       .def_ro("stored_bytes", &fpgather::TensorSummary::stored_bytes)
       .def_ro("chunks", &fpgather::TensorSummary::chunks)
-      .def("__repr__", [](const fpgather::TensorSummary& t) { return "<fpgather.StoredTensor " + t.name + " " + t.dtype + ">"; });
+      .def("__repr__", [](const fpgather::TensorSummary& t) { return py_str("<fpgather.StoredTensor " + t.name + " " + t.dtype + ">"); });
 
   nb::class_<fpgather::CheckpointSummary>(m, "_Summary")
       .def_ro("json", &fpgather::CheckpointSummary::json)
@@ -165,14 +193,19 @@ NB_MODULE(_fpgather, m) {
           },
           "keys"_a = false, "layouts"_a = false, nb::call_guard<nb::gil_scoped_release>())
       .def(
-          "inspect_key", [](const fpgather::Checkpoint& c, const std::string& key) { return c.inspect_key(key).json; },
-          "key"_a, nb::call_guard<nb::gil_scoped_release>());
+          "inspect_key",
+          [](const fpgather::Checkpoint& c, const nb::str& key) {
+            const std::string k = cpp_str(key);
+            nb::gil_scoped_release release;
+            return c.inspect_key(k).json;
+          },
+          "key"_a);
 
   nb::class_<fpgather::ParamTensorInfo>(m, "TensorInfo",
                                         "A tensor in model space: NAME (the weight), NAME.master or NAME.<state>.")
-      .def_ro("name", &fpgather::ParamTensorInfo::name)
-      .def_ro("param", &fpgather::ParamTensorInfo::param, "The parameter it belongs to.")
-      .def_ro("role", &fpgather::ParamTensorInfo::role, "'weight', 'master' or the optimizer state's name.")
+      .def_prop_ro("name", name_of(&fpgather::ParamTensorInfo::name))
+      .def_prop_ro("param", name_of(&fpgather::ParamTensorInfo::param), "The parameter it belongs to.")
+      .def_prop_ro("role", name_of(&fpgather::ParamTensorInfo::role), "'weight', 'master' or the optimizer state's name.")
       .def_ro("dtype", &fpgather::ParamTensorInfo::dtype, "As safetensors names it: BF16, F32, F8_E4M3, ...")
       .def_prop_ro("shape", [](const fpgather::ParamTensorInfo& t) { return nb::tuple(nb::cast(t.shape)); })
       .def_ro("numel", &fpgather::ParamTensorInfo::numel)
@@ -180,7 +213,7 @@ NB_MODULE(_fpgather, m) {
       .def("__repr__", [](const fpgather::ParamTensorInfo& t) {
         std::string s = "<fpgather.TensorInfo " + t.name + " " + t.dtype + " [";
         for (std::size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
-        return s + "]>";
+        return py_str(s + "]>");
       });
 
   nb::class_<fpgather::ParamReader>(m, "_ParamReader")
@@ -194,7 +227,7 @@ NB_MODULE(_fpgather, m) {
           },
           "checkpoint"_a, "validate"_a = true)
       .def_prop_ro("tensors", &fpgather::ParamReader::tensors, nb::rv_policy::reference_internal)
-      .def("find", &fpgather::ParamReader::find, "name"_a)
+      .def("find", [](const fpgather::ParamReader& r, const nb::str& name) { return r.find(cpp_str(name)); }, "name"_a)
       .def(
           "read_into",
           [](const fpgather::ParamReader& r, std::size_t t, uint64_t lo, uint64_t hi, Bytes out) {
@@ -212,17 +245,17 @@ NB_MODULE(_fpgather, m) {
         return "<fpgather.ValueDifference [" + std::to_string(v.index) + "] " + v.a + " vs " + v.b + ">";
       });
   nb::class_<fpgather::TensorDifference>(m, "TensorDifference", "How one tensor differs, as `fpgather diff` reports it.")
-      .def_ro("tensor", &fpgather::TensorDifference::tensor)
+      .def_prop_ro("tensor", name_of(&fpgather::TensorDifference::tensor))
       .def_ro("what", &fpgather::TensorDifference::what,
               "'only in A', 'only in B', 'dtype', 'shape', 'kind', 'coverage' or 'values'.")
-      .def_ro("detail", &fpgather::TensorDifference::detail)
+      .def_prop_ro("detail", name_of(&fpgather::TensorDifference::detail))
       .def_ro("differing", &fpgather::TensorDifference::differing)
       .def_ro("max_abs_diff", &fpgather::TensorDifference::max_abs_diff)
       .def_ro("lo", &fpgather::TensorDifference::lo)
       .def_ro("hi", &fpgather::TensorDifference::hi)
       .def_ro("first", &fpgather::TensorDifference::first)
       .def("__repr__", [](const fpgather::TensorDifference& d) {
-        return "<fpgather.TensorDifference " + d.tensor + ": " + d.what + ">";
+        return py_str("<fpgather.TensorDifference " + d.tensor + ": " + d.what + ">");
       });
   nb::class_<fpgather::DiffReport>(m, "DiffReport", "What `fpgather diff` finds.")
       .def_ro("equal", &fpgather::DiffReport::equal)
