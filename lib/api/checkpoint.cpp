@@ -34,6 +34,11 @@ std::vector<Problem> public_problems(const std::vector<fpg::ckpt::Problem>& prob
   return out;
 }
 
+// As `--json` prints it: bytes of names that are not UTF-8 become U+FFFD rather than failing.
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace
 
 const char* format_name(CheckpointFormat format) {
@@ -73,9 +78,12 @@ ValidationReport Checkpoint::validate(const ValidateOptions& options) const {
   });
 }
 
-CheckpointSummary Checkpoint::inspect() const {
+CheckpointSummary Checkpoint::inspect(const InspectOptions& options) const {
   return api::at_boundary([&] {
-    const fpg::ckpt::CheckpointSummary s = fpg::app::inspect::inspect(path_, {});
+    fpg::ckpt::SummaryOptions o;
+    o.keys = options.keys;
+    o.layouts = options.layouts;
+    const fpg::ckpt::CheckpointSummary s = fpg::app::inspect::inspect(path_, o);
     CheckpointSummary c;
     c.path = s.path;
     c.format = public_format(s.format);
@@ -93,7 +101,15 @@ CheckpointSummary Checkpoint::inspect() const {
     c.stored_bytes = s.stored_bytes;
     for (const auto& t : s.tensors)
       c.tensors.push_back({t.name, t.kind, t.dtype, t.shape, t.numel, t.bytes, t.stored_bytes, t.chunks});
+    c.json = json_text(s.document);
     return c;
+  });
+}
+
+KeyStorage Checkpoint::inspect_key(const std::string& key) const {
+  return api::at_boundary([&] {
+    const fpg::ckpt::KeyReport k = fpg::app::inspect::inspect_key(path_, key);
+    return KeyStorage{json_text(k.document), k.text};
   });
 }
 

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "app/checkpoint/checkpointing.h"
 #include "catch.h"
 #include "fp8/quantize.h"
@@ -205,6 +207,51 @@ TEST_CASE("api: a Megatron torch_dist checkpoint", "[api]") {
   CHECK(fpgather::diff(c, t).equal);
   o.dist_opt = "layerwise";
   CHECK(error_kind_of([&] { fpgather::reshard(c, tmp.path + "/x", o); }) == fpgather::ErrorKind::usage);
+}
+
+TEST_CASE("api: a checkpoint's tensors in model space, read by range", "[api]") {
+  const auto c = fpgather::Checkpoint::open(kData + "/megatron/dp1-one-bucket/ckpt");
+  const fpgather::ParamReader r(c);
+  REQUIRE_FALSE(r.tensors().empty());
+  const std::size_t w = r.find("embedding.word_embeddings.weight");
+  const auto& info = r.tensors()[w];
+  CHECK(info.dtype == "BF16");
+  CHECK(info.role == "weight");
+  CHECK(info.shape == std::vector<uint64_t>{64, 32});
+  CHECK(info.bytes == 64 * 32 * 2);
+  const std::size_t m = r.find("embedding.word_embeddings.weight.exp_avg");
+  CHECK(r.tensors()[m].param == "embedding.word_embeddings.weight");
+  CHECK(r.tensors()[m].dtype == "F32");
+  // A range is the whole tensor's bytes [2 lo, 2 hi).
+  const std::vector<uint8_t> whole = r.read(w, 0, info.numel);
+  REQUIRE(whole.size() == info.bytes);
+  const std::vector<uint8_t> part = r.read(w, 100, 260);
+  CHECK(std::vector<uint8_t>(whole.begin() + 200, whole.begin() + 520) == part);
+  std::vector<uint8_t> buf(10);
+  CHECK(error_kind_of([&] { r.read(w, 0, 4, fpgather::Span<uint8_t>(buf.data(), buf.size())); }) ==
+        fpgather::ErrorKind::usage);
+  CHECK(error_kind_of([&] { r.read(w, 0, info.numel + 1); }) == fpgather::ErrorKind::usage);
+  CHECK(error_kind_of([&] { r.find("no.such.weight"); }) == fpgather::ErrorKind::usage);
+  // A checkpoint failing validation is refused unless asked.
+  const auto gap = fpgather::Checkpoint::open(kData + "/ckpt/broken/gap");
+  CHECK(error_kind_of([&] { fpgather::ParamReader g(gap); }) == fpgather::ErrorKind::check_failed);
+  fpgather::ParamReadOptions salvage;
+  salvage.validate = false;
+  CHECK_FALSE(fpgather::ParamReader(gap, salvage).tensors().empty());
+}
+
+TEST_CASE("api: inspect's JSON and one key's storage", "[api]") {
+  const auto c = fpgather::Checkpoint::open(kData + "/megatron/dp1-one-bucket/ckpt");
+  const auto plain = nlohmann::json::parse(c.inspect().json);
+  CHECK(plain["format"] == "megatron_torch_dist");
+  CHECK(plain["keys"].is_null());
+  fpgather::InspectOptions o;
+  o.keys = true;
+  CHECK(nlohmann::json::parse(c.inspect(o).json)["keys"].is_array());
+  const auto k = c.inspect_key("module.output_layer.weight");
+  CHECK_FALSE(k.text.empty());
+  CHECK(nlohmann::json::parse(k.json).is_object());
+  CHECK(error_kind_of([&] { c.inspect_key("no/such/key"); }) == fpgather::ErrorKind::usage);
 }
 
 TEST_CASE("api: reshard an fpgather checkpoint to another DP size", "[api]") {

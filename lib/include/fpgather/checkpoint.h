@@ -85,6 +85,20 @@ struct CheckpointSummary {
   uint64_t bytes = 0;         // the tensors' bytes, summed
   uint64_t stored_bytes = 0;  // the tensors' stored bytes, summed
   std::vector<TensorSummary> tensors;  // index (metadata) order
+  // The format's whole summary as `fpgather inspect --json` prints it (with the options given), a
+  // JSON document.
+  std::string json;
+};
+
+struct InspectOptions {
+  bool keys = false;     // the summary's JSON also lists every stored key (`inspect --keys`)
+  bool layouts = false;  // every optimizer group's buckets and shards (`inspect --layouts`)
+};
+
+// One stored key's storage, as `fpgather inspect --key` shows it: chunks, files, padding.
+struct KeyStorage {
+  std::string json;               // the JSON document `inspect --key KEY --json` prints
+  std::vector<std::string> text;  // the lines it prints without --json
 };
 
 class Checkpoint {
@@ -103,7 +117,10 @@ class Checkpoint {
 
   // What `fpgather inspect` shows: headline facts, sizes and every tensor. Nothing is validated: an
   // altered index is shown as it is.
-  CheckpointSummary inspect() const;
+  CheckpointSummary inspect(const InspectOptions& options = {}) const;
+
+  // One stored key (a name of inspect's tensors); Error(usage) for a key the checkpoint does not hold.
+  KeyStorage inspect_key(const std::string& key) const;
 
  private:
   Checkpoint(std::string path, CheckpointFormat format) : path_(std::move(path)), format_(format) {}

@@ -1,5 +1,6 @@
-// The fpgather C++ API: checkpoints (open, validate, inspect, diff, reshard, convert), safetensors files,
-// FP8 quantization with a recipe and optimizer steps. Every failure throws fpgather::Error.
+// The fpgather C++ API: checkpoints (open, validate, inspect, diff, reshard, convert) and their
+// tensors in model space (params.h), safetensors files, FP8 quantization with a recipe and optimizer
+// steps. Every failure throws fpgather::Error.
 // With CMake: find_package(fpgather) and target_link_libraries(app PRIVATE fpgather::fpgather).
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <fpgather/error.h>
 #include <fpgather/library.h>
 #include <fpgather/optimizer.h>
+#include <fpgather/params.h>
 #include <fpgather/quantize.h>
 #include <fpgather/reshard.h>
 #include <fpgather/safetensors.h>

@@ -1,0 +1,145 @@
+"""validate, diff, reshard and convert against the fpgather command's JSON and output files."""
+import filecmp
+import os
+
+import pytest
+
+import fpgather
+from conftest import data
+
+MEGATRON = data("megatron", "dp1-one-bucket", "ckpt")
+
+
+def problems_as_json(report):
+    return [{"kind": p.kind, "key": p.key, "lo": p.lo, "hi": p.hi, "file": p.file, "message": p.message}
+            for p in report.problems]
+
+
+@pytest.mark.parametrize("path", [
+    data("ckpt", "valid", "dp2-bucket"), MEGATRON, data("dcp", "small"),
+    data("safetensors", "reference_all_dtypes.safetensors"),
+    *[data("ckpt", "broken", n) for n in ("gap", "overlap", "flipped-bit", "missing-file", "truncated-file",
+                                          "newer-version", "swapped-keys")],
+    *[data("dcp", "broken", n) for n in ("crc_flip", "symlink_item")],
+])
+@pytest.mark.parametrize("with_data", [False, True])
+def test_validate_matches_the_command(path, with_data, fpgather_cli, cli_json):
+    args = ["validate", *(["--data"] if with_data else []), path]
+    rc, _, _ = fpgather_cli("--json", *args)
+    want = cli_json(*args, code=rc)
+    rep = fpgather.validate(path, data=with_data)
+    assert rep.ok == want["valid"] == (rc == 0)
+    assert bool(rep) == rep.ok
+    assert rep.readable == want["readable"]
+    assert rep.data_checked == (with_data and rep.readable)
+    assert problems_as_json(rep) == want["problems"]
+    rc_text, text, _ = fpgather_cli("validate", *(["--data"] if with_data else []), path)
+    for p in rep.problems:
+        assert p.range == (p.lo, p.hi)
+        assert str(p) in text.splitlines()
+
+
+def test_validate_refuses_what_is_no_checkpoint(fpgather_cli):
+    rc, _, err = fpgather_cli("validate", data("ckpt", "README.md"))
+    with pytest.raises(fpgather.FormatError) as e:
+        fpgather.validate(data("ckpt", "README.md"))
+    assert rc == 3 and err.strip() == f"fpgather: error: {e.value}"
+
+
+def test_invalid_checkpoint_refused_by_reads_unless_asked():
+    path = data("ckpt", "broken", "gap")
+    with pytest.raises(fpgather.ValidationError) as e:
+        fpgather.open(path).keys()
+    assert e.value.exit_code == 1
+    c = fpgather.open(path, validate=False)
+    assert c.keys()
+
+
+@pytest.mark.parametrize("a,b,tol", [
+    (data("ckpt", "valid", "dp4-model"), data("ckpt", "valid", "dp4-model-perturbed"), {}),
+    (data("ckpt", "valid", "dp4-model"), data("ckpt", "valid", "dp4-model-perturbed"), {"atol": 0.5}),
+    (data("ckpt", "valid", "dp4-model"), data("ckpt", "valid", "dp4-model"), {}),
+    (MEGATRON, data("megatron", "dp1-buckets-padded", "ckpt"), {"rtol": 1e-3}),
+])
+def test_diff_matches_the_command(a, b, tol, fpgather_cli, cli_json):
+    args = ["diff", a, b, *[f"--{k}={v}" for k, v in tol.items()]]
+    rc, _, _ = fpgather_cli("--json", *args)
+    want = cli_json(*args, code=rc)
+    rep = fpgather.diff(a, b, **tol)
+    assert rep.equal == want["equal"] == (rc == 0)
+    assert rep.model_space == want["model_space"]
+    assert rep.tensors_compared == want["keys_compared"]
+    assert rep.elements_compared == want["elements_compared"]
+    got = [{"key": d.tensor, "what": d.what, "detail": d.detail, "differing": d.differing,
+            "max_abs_diff": d.max_abs_diff, "range": [d.lo, d.hi], "first": [v.index for v in d.first]}
+           for d in rep.differences]
+    assert got == [{"key": d["key"], "what": d["what"], "detail": d["detail"], "differing": d["differing"],
+                    "max_abs_diff": d["max_abs_diff"], "range": d["range"], "first": [v["index"] for v in d["first"]]}
+                   for d in want["differences"]]
+
+
+def test_diff_refuses_negative_tolerance():
+    with pytest.raises(fpgather.UsageError):
+        fpgather.diff(MEGATRON, MEGATRON, rtol=-1)
+
+
+def test_reshard_megatron_matches_the_command(tmp_path, fpgather_cli, cli_json):
+    want = cli_json("reshard", "--dp", "2", "--dry-run", MEGATRON, str(tmp_path / "cli"))
+    plan = fpgather.reshard(MEGATRON, tmp_path / "py", dp=2, dry_run=True)
+    assert plan.dry_run and not (tmp_path / "py").exists()
+    out = tmp_path / "dp2"
+    rep = fpgather.reshard(MEGATRON, out, dp=2, to="fully_reshardable")
+    assert rep.to.dp == 2 and rep.from_.state_layout == "dp_reshardable"
+    assert rep.to.state_layout == "fully_reshardable"
+    assert rep.bytes_written > 0 and want["source"] == rep.source
+    assert fpgather.validate(out).ok
+    assert fpgather.diff(MEGATRON, out).equal
+    with pytest.raises(fpgather.UsageError):  # the target exists
+        fpgather.reshard(MEGATRON, out, dp=2)
+
+
+def test_reshard_errors_are_the_commands(tmp_path, fpgather_cli):
+    src = data("dcp", "small")
+    rc, _, err = fpgather_cli("reshard", "--dp", "2", src, str(tmp_path / "x"))
+    with pytest.raises(fpgather.Error) as e:
+        fpgather.reshard(src, tmp_path / "x", dp=2)
+    assert e.value.exit_code == rc and err.strip() == f"fpgather: error: {e.value}"
+
+
+@pytest.mark.parametrize("options,flags", [
+    ({}, []),
+    ({"states": True}, ["--states"]),
+    ({"dtype": "fp32", "states": True}, ["--dtype", "fp32", "--states"]),
+    ({"max_shard_size": "20kB"}, ["--max-shard-size", "20kB"]),
+    ({"to": "dcp", "states": True}, ["--to", "dcp", "--states"]),
+])
+@pytest.mark.parametrize("src", [MEGATRON, data("dcp", "small")])
+def test_convert_writes_what_the_command_writes(src, options, flags, tmp_path, fpgather_cli):
+    if options.get("to") == "dcp" and src.endswith("small"):
+        pytest.skip("a DCP checkpoint is exported to DCP by the command too; one source suffices")
+    name = "out" if options.get("max_shard_size") or options.get("to") else "out.safetensors"
+    rc, _, err = fpgather_cli("convert", *flags, src, str(tmp_path / "cli" / name))
+    assert rc == 0, err
+    rep = fpgather.convert(src, tmp_path / "py" / name, **options)
+    assert rep.tensors > 0 and rep.bytes_written > 0
+    cli_files = sorted(os.path.relpath(os.path.join(d, f), tmp_path / "cli")
+                       for d, _, fs in os.walk(tmp_path / "cli") for f in fs)
+    py_files = sorted(os.path.relpath(os.path.join(d, f), tmp_path / "py")
+                      for d, _, fs in os.walk(tmp_path / "py") for f in fs)
+    assert cli_files == py_files
+    for f in cli_files:
+        if os.path.basename(f) == ".metadata":  # DCP metadata records a per-save identifier
+            continue
+        assert filecmp.cmp(tmp_path / "cli" / f, tmp_path / "py" / f, shallow=False), f
+    if options.get("to") == "dcp":
+        assert fpgather.diff(tmp_path / "cli" / name, tmp_path / "py" / name).equal
+    with pytest.raises(fpgather.UsageError):  # exists, no force
+        fpgather.convert(src, tmp_path / "py" / name, **options)
+    fpgather.convert(src, tmp_path / "py" / name, force=True, **options)
+
+
+def test_convert_option_errors():
+    with pytest.raises(fpgather.UsageError):
+        fpgather.convert(MEGATRON, "/tmp/never-written", max_shard_size="lots")
+    with pytest.raises(fpgather.UsageError):
+        fpgather.convert(MEGATRON, "/tmp/never-written.safetensors", dtype="int4")
