@@ -140,7 +140,8 @@ class DcpCheckpoint : public ckpt::Checkpoint {
          {"chunks", s.chunks},
          {"tensor_bytes", s.tensor_bytes},
          {"stored_bytes", s.stored_bytes},
-         {"files", s.files}};
+         {"files", s.files},
+         {"metadata_files", reader.metadata_files()}};
     // Members a checkpoint lacks are null, never left out (man/json/inspect.schema.json).
     for (const char* m : {"megatron", "training", "parameters", "parallel", "model_keys", "unmapped_keys",
                           "shape_mismatches", "keys"})
@@ -205,6 +206,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     t.push_back(fmt::sprintf("  %zu data file%s, %.2f MB stored; %llu tensor keys (%llu chunks, %.2f MB), %llu bytes entries",
                              s.files.size(), s.files.size() == 1 ? "" : "s", s.stored_bytes / 1e6, s.tensors, s.chunks,
                              s.tensor_bytes / 1e6, s.bytes_entries));
+    if (reader.metadata_files().size() != 1 || reader.metadata_files().front() != kMetadataFileName)
+      t.push_back(fmt::sprintf("  rank-local metadata: %s, read as one (saved without collectives: no .metadata)",
+                               ckpt::count_of(reader.metadata_files().size(), "file")));
     if (common && !common_state_line(*common).empty()) t.push_back("  training state: " + common_state_line(*common));
     if (!common_unread.empty()) t.push_back("  training state not read: " + printable(common_unread));
     try {
@@ -370,7 +374,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
 class DcpFormat : public ckpt::Format {
  public:
   std::string_view name() const override { return "dcp"; }
-  std::string_view signature() const override { return ".metadata (PyTorch DCP, Megatron torch_dist)"; }
+  std::string_view signature() const override {
+    return ".metadata or __<rank>.metadata (PyTorch DCP, Megatron torch_dist)";
+  }
   ckpt::Contents contents() const override { return ckpt::Contents::framework_state; }
   bool probe(const std::string& path) const override { return is_dcp_directory(path); }
   std::unique_ptr<ckpt::Checkpoint> open(const std::string& path) const override {
