@@ -143,7 +143,7 @@ class DcpCheckpoint : public ckpt::Checkpoint {
          {"files", s.files},
          {"metadata_files", reader.metadata_files()}};
     // Members a checkpoint lacks are null, never left out (man/json/inspect.schema.json).
-    for (const char* m : {"megatron", "training", "parameters", "parallel", "model_keys", "unmapped_keys",
+    for (const char* m : {"megatron", "training", "parameters", "parallel", "model_keys", "unmapped_keys", "unsupported_dtypes",
                           "shape_mismatches", "keys"})
       j[m] = nullptr;
     if (s.megatron)
@@ -181,6 +181,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
         j["model_keys"] = {{"tp", params->model_tp()}, {"expert_tp", params->model_expert_tp()},
                            {"experts", params->experts()}};
       j["unmapped_keys"] = params->unmapped_keys();
+      j["unsupported_dtypes"] = nlohmann::json::array();
+      for (const auto& u : params->unsupported_dtypes())
+        j["unsupported_dtypes"].push_back({{"key", u.key}, {"dtype", u.dtype}});
       j["shape_mismatches"] = nlohmann::json::array();
       for (const ShapeMismatch& m : params->shape_mismatches())
         j["shape_mismatches"].push_back({{"key", m.state_key}, {"shape", m.state_shape}, {"parameter", m.param},
@@ -252,6 +255,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
                                                    : std::string()));
       if (params->experts()) t.push_back(fmt::sprintf("  %llu experts per MoE layer", params->experts()));
       for (const auto& k : params->unmapped_keys()) t.push_back("  not mapped to a parameter: " + printable(k));
+      for (const auto& u : params->unsupported_dtypes())
+        t.push_back("  dtype fpgather cannot represent: " + printable(u.key) + " (" + u.dtype +
+                    "; compared byte for byte, not exported)");
       for (const ShapeMismatch& m : params->shape_mismatches())
         t.push_back("  not the shape of its parameter: " + to_string(m));
     } else {
@@ -334,6 +340,13 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     r.bytes_read = rep.bytes_read;
     r.problems = rep.problems;
     if (!unmapped.empty()) r.notes.push_back("optimizer state not mapped to parameters (not checked against a layout): " + unmapped);
+    if (params && !params->unsupported_dtypes().empty()) {
+      std::string keys;
+      for (const auto& u : params->unsupported_dtypes())
+        keys += (keys.empty() ? "" : ", ") + quoted_name(u.key) + " (" + u.dtype + ")";
+      r.notes.push_back(ckpt::count_of(params->unsupported_dtypes().size(), "key") +
+                        " of a dtype fpgather cannot represent (compared byte for byte by diff, refused by convert): " + keys);
+    }
     if (params && !params->stored_padding().empty())
       r.notes.push_back(fmt::sprintf("%zu stored chunks (%llu elements) are padding under the recovered %s layout: "
                                      "Megatron writes the gaps between parameters as data so that DCP's volume check passes",

@@ -13,6 +13,9 @@ Outputs (committed; CI has no torch and reads them):
   rank_local_gap/    rank_local without __0.metadata (a rank whose save did not finish).
   dtypes/            one process (no_dist): complex64, complex128, complex32 and float4_e2m1fn_x2
                      tensors beside an ordinary float32 weight.
+  dtypes_changed/    dtypes with buffers.c128 doubled.
+  complex64/         a float32 weight and a complex64 buffer; expected_complex64.safetensors holds them
+                     (safetensors C64).
   train_state/       a model, its AdamW state after two steps (0-d `step` tensors, param_groups as
                      bytes), torchtitan's train_state (a 0-d step, a list) and a scheduler's state.
   train_state_next/  the same state with every optim.state.*.step one larger.
@@ -31,7 +34,9 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_dcp_fixtures import write_ground_truth  # noqa: E402
+from make_dcp_fixtures import SAFETENSORS_DTYPES, write_ground_truth, write_safetensors  # noqa: E402
+
+SAFETENSORS_DTYPES[torch.complex64] = "C64"
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RANKS = 2
@@ -79,6 +84,11 @@ def make_dtypes():
         "nvfp4.packed": torch.tensor([[0x12, 0x34], [0x56, 0x78]], dtype=torch.uint8).view(torch.float4_e2m1fn_x2),
     }
     dcp.save(state, checkpoint_id=os.path.join(HERE, "dtypes"), no_dist=True)
+    state["buffers.c128"] = state["buffers.c128"] * 2
+    dcp.save(state, checkpoint_id=os.path.join(HERE, "dtypes_changed"), no_dist=True)
+    c64 = {"weight": state["weight"], "buffers.c64": state["buffers.c64"]}
+    dcp.save(c64, checkpoint_id=os.path.join(HERE, "complex64"), no_dist=True)
+    write_safetensors(os.path.join(HERE, "expected_complex64.safetensors"), c64)
 
 
 def train_state(step_offset=0, lr=1e-2):
@@ -108,7 +118,7 @@ def make_train_states():
 
 
 def main():
-    for name in ["rank_local", "rank_local_gap", "dtypes", "train_state", "train_state_next", "train_state_lr"]:
+    for name in ["rank_local", "rank_local_gap", "dtypes", "dtypes_changed", "complex64", "train_state", "train_state_next", "train_state_lr"]:
         shutil.rmtree(os.path.join(HERE, name), ignore_errors=True)
     make_rank_local()
     make_dtypes()

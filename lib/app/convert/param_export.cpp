@@ -66,6 +66,17 @@ std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) 
   if (o.states)
     for (size_t i = 0; i < ts.size(); ++i)
       if (ts[i].role != "weight") out.push_back({i, {ts[i].name, ts[i].dtype, ts[i].shape}});
+  // Every tensor that cannot be exported is named at once, before anything is written.
+  std::string refused;
+  size_t n_refused = 0;
+  for (const Planned& p : out)
+    if (!ts[p.source].unexportable.empty()) {
+      refused += "\n  " + ts[p.source].unexportable;
+      ++n_refused;
+    }
+  if (n_refused)
+    throw UnsupportedError(src.describe() + ": " + std::to_string(n_refused) + (n_refused == 1 ? " key" : " keys") +
+                           " cannot be exported; refusing to export it:" + refused);
   return out;
 }
 
@@ -96,6 +107,7 @@ void convert_elements(const uint8_t* src, DType from, uint8_t* dst, DType to, ui
 // A plain DCP's key for an exported tensor: "model.NAME" for weights, "optimizer.state.NAME.STATE"
 // (the master as "master") for the rest, as a state dict {"model": …, "optimizer": {"state": …}} flattens.
 std::string dcp_key(const ckpt::ParamTensor& t, const std::string& exported_name) {
+  if (t.role == "other") return t.name;  // state of no parameter: its own key
   if (exported_name == t.param) return "model." + t.param;
   return "optimizer.state." + t.param + "." + t.role;
 }
@@ -114,7 +126,8 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   if (o.states) {
     std::vector<std::string> roles;
     for (const auto& t : src.tensors())
-      if (t.role != "weight" && t.role != "master" && std::find(roles.begin(), roles.end(), t.role) == roles.end())
+      if (t.role != "weight" && t.role != "master" && t.role != "other" &&
+          std::find(roles.begin(), roles.end(), t.role) == roles.end())
         roles.push_back(t.role);
     std::string list = "master";
     for (const auto& r : roles) list += "," + r;
