@@ -743,18 +743,30 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
 void DcpParams::map_plain() {
   const Metadata& md = r_.metadata();
   auto strip = [](std::string s) { return s.rfind("model.", 0) == 0 ? s.substr(6) : s; };
+  // Where the state dict has a "model" section (torchtitan's {"model", "optimizer", "train_state",
+  // "lr_scheduler", …}), the parameters are its keys and the other sections' tensors are state of
+  // no parameter; otherwise every tensor key is a parameter.
+  bool has_model = false;
+  for (const Entry& e : md.entries)
+    if (e.is_tensor && e.fqn.rfind("model.", 0) == 0) has_model = true;
+  auto is_param = [&](const std::string& fqn) { return !has_model || fqn.rfind("model.", 0) == 0; };
   std::map<std::string, size_t> weight_of;
   std::vector<std::tuple<std::string, std::string, size_t>> states;  // param, state, entry
   for (size_t i = 0; i < md.entries.size(); ++i) {
     const Entry& e = md.entries[i];
     if (!e.is_tensor) continue;
     if (const auto ps = parse_plain_state(e.fqn)) states.emplace_back(strip(ps->first), ps->second, i);
-    else weight_of.emplace(strip(e.fqn), i);
+    else if (is_param(e.fqn)) weight_of.emplace(strip(e.fqn), i);
   }
   if (!states.empty()) form_ = OptimizerForm::model_space;
   for (size_t i = 0; i < md.entries.size(); ++i) {
     const Entry& e = md.entries[i];
     if (!e.is_tensor || parse_plain_state(e.fqn)) continue;
+    if (!is_param(e.fqn)) {
+      unmapped_.push_back(e.fqn);
+      add_plain(e.fqn, "other", i);
+      continue;
+    }
     const std::string name = strip(e.fqn);
     add_plain(name, "weight", i);
     for (const auto& [param, state, entry] : states)

@@ -14,7 +14,8 @@
 //                        fully_reshardable ("param" is the master) and the layer-wise optimizer
 //                        ("fp32_param" is the master, Muon's "momentum_buffer" beside Adam's moments).
 //   Plain DCP (torchtitan and the like): every tensor key is a parameter named by its fqn (a leading
-//   "model." removed), and "optimizer.state.<fqn>.<state>" / "optim.state.<fqn>.<state>" keys of the
+//   "model." removed; where some keys have it, only those: the other sections' tensors, torchtitan's
+//   train_state say, are state of no parameter under their own keys), and "optimizer.state.<fqn>.<state>" / "optim.state.<fqn>.<state>" keys of the
 //   parameter's shape are its optimizer states. A state of no parameter's shape that is 0-d (Adam's
 //   step) or names no parameter is kept under its own key (role "other"); bytes entries are objects.
 //

@@ -52,11 +52,26 @@ expect_in "$WORK/out" "equal: 39 keys"
 expect_exit 1 "${F[@]}" --json diff "$D/train_state" "$D/train_state_lr"
 python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert [x["what"] for x in d["differences"] if x["key"] == "optim.param_groups.0.lr"] == ["value"], d' \
   "$WORK/out" || fail "diff --json: the lr difference"
-# --states exports the steps under their own keys; --to dcp keeps them.
+# The weights alone are the model section's; --states adds the steps and train_state under their
+# own keys; --to dcp keeps them.
+expect_exit 0 "${F[@]}" convert "$D/train_state" "$WORK/w.safetensors" --dtype fp32
+expect_exit 0 "${F[@]}" inspect "$WORK/w.safetensors"
+expect_in "$WORK/out" "4 tensors"
+grep -qF "step" "$WORK/out" && fail "a weights export holds a step"
 expect_exit 0 "${F[@]}" convert "$D/train_state" "$WORK/s.safetensors" --states --dtype fp32
 expect_exit 0 "${F[@]}" inspect "$WORK/s.safetensors"
 expect_in "$WORK/out" "optim.state.1.bias.step"
+expect_in "$WORK/out" "train_state.step"
 expect_exit 0 "${F[@]}" convert "$D/train_state" "$WORK/s.dcp" --to dcp --states --dtype fp32
+# storage_meta.checkpoint_id is the output's path, not where it was staged; planner_data is nested
+# as torch's planner writes it (tests/interop/test_dcp_convert_torch.py reads both with torch).
+python3 - "$WORK/s.dcp/.metadata" "$WORK/s.dcp" <<'PY' || fail "convert --to dcp: checkpoint_id and planner_data"
+import pickletools, sys
+strings = [a for op, a, _ in pickletools.genops(open(sys.argv[1], "rb").read()) if isinstance(a, str)]
+assert sys.argv[2] in strings and not any(".tmp-" in s for s in strings), strings
+assert "model.0.weight" in strings  # planner_data: the key, then its path
+assert "model" in strings and "0.weight" in strings, strings
+PY
 expect_exit 0 "${F[@]}" inspect --keys "$WORK/s.dcp"
 expect_in "$WORK/out" "optim.state.1.bias.step"
 expect_exit 0 "${F[@]}" diff "$WORK/s.dcp" "$D/train_state" --ignore 'optim.param_groups.*' --ignore 'lr_scheduler.*' --ignore 'train_state.losses'

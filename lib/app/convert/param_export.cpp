@@ -112,6 +112,14 @@ std::string dcp_key(const ckpt::ParamTensor& t, const std::string& exported_name
   return "optimizer.state." + t.param + "." + t.role;
 }
 
+// The key's path in the nested state dict torch's planner flattened it from: ("model", NAME) and
+// ("optimizer", "state", NAME, STATE); a state of no parameter is a path of its one key.
+std::vector<std::string> dcp_planner_path(const ckpt::ParamTensor& t, const std::string& exported_name) {
+  if (t.role == "other") return {t.name};
+  if (exported_name == t.param) return {"model", t.param};
+  return {"optimizer", "state", t.param, t.role};
+}
+
 }  // namespace
 
 ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
@@ -228,11 +236,13 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   // given the whole sequence of reads first (plan_reads), so that the disk reads ahead along it.
   dcp::DcpWriteOptions wo;
   wo.io_block_bytes = static_cast<size_t>(std::max<uint64_t>(o.slab_bytes / 2, 1));
+  wo.checkpoint_id = staged.dir();
   dcp::DcpWriter w(staged.staged_dir(), wo);
   for (const Planned& t : tensors) {
     const dcp::TorchDType* dtype = dcp::find_torch_dtype(dcp::torch_dtype_name(t.spec.dtype));
     if (!dtype) throw UsageError(t.spec.name + ": dtype " + std::string(dtype_name(t.spec.dtype)) + " has no torch dtype");
-    w.declare_tensor(dcp_key(src.tensors()[t.source], t.spec.name), *dtype, t.spec.shape);
+    w.declare_tensor(dcp_key(src.tensors()[t.source], t.spec.name), *dtype, t.spec.shape,
+                     dcp_planner_path(src.tensors()[t.source], t.spec.name));
   }
   ExportSummary sum;
   sum.checkpoint = src.describe();
