@@ -55,9 +55,12 @@ uint64_t volume(const std::vector<uint64_t>& shape) {
   return n;
 }
 
+// Megatron's mapping reads every model and optimizer key as values: a key of a dtype fpgather has
+// no counterpart of is a form it does not read (the summary says so; validation notes it), not a
+// defect of the checkpoint. A plain DCP maps such a key alone (add_plain).
 DType dtype_of(const Entry& e, const std::string& file) {
   if (!e.tensor.dtype->dtype)
-    throw FormatError(file + ": key " + quoted_name(e.fqn) + " has dtype torch." + std::string(e.tensor.dtype->name) +
+    throw UnsupportedError(file + ": key " + quoted_name(e.fqn) + " has dtype torch." + std::string(e.tensor.dtype->name) +
                       ", which fpgather cannot represent");
   return *e.tensor.dtype->dtype;
 }
