@@ -816,6 +816,10 @@ void DcpParams::add_plain(const std::string& param, const std::string& role, siz
   byte_view_.back() = t.element_bytes;
 }
 
+std::vector<uint8_t> DcpParams::object_bytes(size_t object) const {
+  return r_.read_bytes(r_.metadata().entries.at(object_entries_.at(object)));
+}
+
 std::string DcpParams::object_text(size_t object) const {
   return r_.read_object(r_.metadata().entries.at(object_entries_.at(object))).repr(SIZE_MAX);
 }

@@ -152,6 +152,7 @@ class DcpParams : public ckpt::ParamSource {
   // compared by its decoded content (its repr).
   const std::vector<std::string>& objects() const override { return objects_; }
   std::string object_text(size_t object) const override;
+  std::vector<uint8_t> object_bytes(size_t object) const override;
 
  private:
   // A part of a tensor stored in another key than the rest: a box of the tensor, row-major in

@@ -74,6 +74,9 @@ class ParamSource {
     return none;
   }
   virtual std::string object_text(size_t /*object*/) const { return {}; }
+  // The object's stored bytes, as the checkpoint holds them (a torch.save archive for a DCP), for an
+  // export into the same kind of checkpoint.
+  virtual std::vector<uint8_t> object_bytes(size_t /*object*/) const { return {}; }
 };
 
 }  // namespace fpg::ckpt

@@ -81,7 +81,8 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{out}: dcp_to_torch_save holds what dcp.load read")
             print(f"{ckpt} {dtype}: {len(got)} tensors loaded by torch.distributed.checkpoint, nested by dcp_to_torch_save")
 
-    # A plain DCP torch wrote, with AdamW's 0-d steps: they stay under their own keys.
+    # A plain DCP torch wrote, with AdamW's 0-d steps, train_state and param_groups: kept under their
+    # own keys.
     out = os.path.join(tmp, "train_state.dcp")
     export(os.path.join(TESTDATA, "dcp", "train_state"), out, "--to", "dcp", "--dtype", "fp32")
     dcp_to_torch_save(out, out + ".pt")
@@ -89,6 +90,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(set(nested["model"]) == {"0.weight", "0.bias", "1.weight", "1.bias"}, f"{out}: model {sorted(nested['model'])}")
     check(set(nested["optimizer"]["state"]["0.weight"]) == {"exp_avg", "exp_avg_sq"}, f"{out}: optimizer state")
     check(nested["optim.state.0.weight.step"].item() == 2.0, f"{out}: the step under its own key")
+    check(nested["optim.param_groups.0.lr"] == 0.01, f"{out}: param_groups carried")
+    check(nested["train_state.step"].item() == 2, f"{out}: train_state carried")
 
 if failures:
     print(f"{failures} check(s) failed")

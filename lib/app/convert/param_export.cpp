@@ -244,6 +244,10 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     w.declare_tensor(dcp_key(src.tensors()[t.source], t.spec.name), *dtype, t.spec.shape,
                      dcp_planner_path(src.tensors()[t.source], t.spec.name));
   }
+  // With the states, a DCP source's non-tensor items (param_groups, a scheduler's state) too, as
+  // stored, under their own keys.
+  if (o.states)
+    for (const std::string& name : src.objects()) w.declare_bytes(name);
   ExportSummary sum;
   sum.checkpoint = src.describe();
   uint64_t total = 0;
@@ -380,6 +384,14 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     reading.front().ready.wait();
     reading.pop_front();
   }
+  if (o.states)
+    for (size_t i = 0; i < src.objects().size(); ++i) {
+      const std::vector<uint8_t> item = src.object_bytes(i);
+      w.rank(0).write_bytes(src.objects()[i], item.size(), [&item](uint64_t offset, void* dst, size_t size) {
+        std::memcpy(dst, item.data() + offset, size);
+      });
+      sum.bytes_read += item.size();
+    }
   src.finish_reads();
   w.commit();
   staged.commit();
