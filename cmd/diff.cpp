@@ -22,6 +22,7 @@ struct DiffArgs {
   double rtol = 0, atol = 0;
   size_t max_reports = 5;
   bool no_validate = false;
+  std::vector<std::string> ignore;
 };
 
 // A value as the report gives it ("0.25", "nan", "-inf") typed: a number where JSON has one, else the text.
@@ -37,6 +38,7 @@ int run_diff(const DiffArgs& args, const GlobalOptions& g) {
   o.rtol = args.rtol;
   o.atol = args.atol;
   o.max_reports = args.max_reports;
+  o.ignore = args.ignore;
   const app::convert::CheckpointDiff d = app::convert::diff_any(args.a, args.b, o, !args.no_validate, progress_enabled(g));
   const ckpt::DiffReport& rep = d.report;
   const std::string &dir_a = d.dir_a, &dir_b = d.dir_b;
@@ -84,6 +86,12 @@ void register_diff(CLI::App& app, const GlobalOptions& global, Runner& run) {
   // Each listed difference is kept in memory until the report is printed.
   integer_range(cmd->add_option("--max-reports", args->max_reports, "First differences listed per key"), 0, 1000000)
       ->capture_default_str();
+  cmd->add_option("--ignore", args->ignore,
+                  "Leave out keys matching this glob (as the report names them; `*` crosses dots, e.g. "
+                  "'optim.param_groups.*'); repeatable")
+      ->type_name("KEY_GLOB")
+      ->take_all()
+      ->allow_extra_args(false);
   cmd->add_flag("--no-validate", args->no_validate,
                 "Compare even checkpoints that fail validation's index checks (salvage; gaps and altered indexes are "
                 "read as they are)");

@@ -65,7 +65,7 @@ DcpBenchResult run_dcp_bench(const DcpBenchOptions& o) {
   std::set<std::string> files;
   for (const dcp::StorageEntry& s : md.storage) files.insert(s.relative_path);
   r.files = files.size();
-  r.metadata_bytes = reader->files().open(dcp::kMetadataFileName)->size();
+  for (const std::string& name : reader->metadata_files()) r.metadata_bytes += reader->files().open(name)->size();
 
   // Validate, index only, over the open reader (as torch validates the metadata it has loaded).
   r.validate = measure(

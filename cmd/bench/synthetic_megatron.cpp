@@ -158,7 +158,7 @@ SyntheticMegatronSummary make_synthetic_megatron(const SyntheticMegatronOptions&
 
   dcp::DcpWriteOptions wo;
   wo.megatron = dcp::megatron_torch_dist_metadata();
-  wo.flat_planner_data = false;
+  wo.planner_data = false;
   dcp::DcpWriter w(o.dir, wo);
   for (const SynthKey& k : keys)
     w.declare_tensor(k.key.key, *dcp::find_torch_dtype(k.key.dtype == DType::BF16 ? "bfloat16" : "float32"), k.key.shape);

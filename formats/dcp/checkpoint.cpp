@@ -140,9 +140,10 @@ class DcpCheckpoint : public ckpt::Checkpoint {
          {"chunks", s.chunks},
          {"tensor_bytes", s.tensor_bytes},
          {"stored_bytes", s.stored_bytes},
-         {"files", s.files}};
+         {"files", s.files},
+         {"metadata_files", reader.metadata_files()}};
     // Members a checkpoint lacks are null, never left out (man/json/inspect.schema.json).
-    for (const char* m : {"megatron", "training", "parameters", "parallel", "model_keys", "unmapped_keys",
+    for (const char* m : {"megatron", "training", "parameters", "parallel", "model_keys", "unmapped_keys", "unsupported_dtypes",
                           "shape_mismatches", "keys"})
       j[m] = nullptr;
     if (s.megatron)
@@ -180,6 +181,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
         j["model_keys"] = {{"tp", params->model_tp()}, {"expert_tp", params->model_expert_tp()},
                            {"experts", params->experts()}};
       j["unmapped_keys"] = params->unmapped_keys();
+      j["unsupported_dtypes"] = nlohmann::json::array();
+      for (const auto& u : params->unsupported_dtypes())
+        j["unsupported_dtypes"].push_back({{"key", u.key}, {"dtype", u.dtype}});
       j["shape_mismatches"] = nlohmann::json::array();
       for (const ShapeMismatch& m : params->shape_mismatches())
         j["shape_mismatches"].push_back({{"key", m.state_key}, {"shape", m.state_shape}, {"parameter", m.param},
@@ -205,6 +209,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     t.push_back(fmt::sprintf("  %zu data file%s, %.2f MB stored; %llu tensor keys (%llu chunks, %.2f MB), %llu bytes entries",
                              s.files.size(), s.files.size() == 1 ? "" : "s", s.stored_bytes / 1e6, s.tensors, s.chunks,
                              s.tensor_bytes / 1e6, s.bytes_entries));
+    if (reader.metadata_files().size() != 1 || reader.metadata_files().front() != kMetadataFileName)
+      t.push_back(fmt::sprintf("  rank-local metadata: %s, read as one (saved without collectives: no .metadata)",
+                               ckpt::count_of(reader.metadata_files().size(), "file")));
     if (common && !common_state_line(*common).empty()) t.push_back("  training state: " + common_state_line(*common));
     if (!common_unread.empty()) t.push_back("  training state not read: " + printable(common_unread));
     try {
@@ -248,6 +255,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
                                                    : std::string()));
       if (params->experts()) t.push_back(fmt::sprintf("  %llu experts per MoE layer", params->experts()));
       for (const auto& k : params->unmapped_keys()) t.push_back("  not mapped to a parameter: " + printable(k));
+      for (const auto& u : params->unsupported_dtypes())
+        t.push_back("  dtype fpgather cannot represent: " + printable(u.key) + " (" + u.dtype +
+                    "; compared byte for byte, not exported)");
       for (const ShapeMismatch& m : params->shape_mismatches())
         t.push_back("  not the shape of its parameter: " + to_string(m));
     } else {
@@ -330,6 +340,13 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     r.bytes_read = rep.bytes_read;
     r.problems = rep.problems;
     if (!unmapped.empty()) r.notes.push_back("optimizer state not mapped to parameters (not checked against a layout): " + unmapped);
+    if (params && !params->unsupported_dtypes().empty()) {
+      std::string keys;
+      for (const auto& u : params->unsupported_dtypes())
+        keys += (keys.empty() ? "" : ", ") + quoted_name(u.key) + " (" + u.dtype + ")";
+      r.notes.push_back(ckpt::count_of(params->unsupported_dtypes().size(), "key") +
+                        " of a dtype fpgather cannot represent (compared byte for byte by diff, refused by convert): " + keys);
+    }
     if (params && !params->stored_padding().empty())
       r.notes.push_back(fmt::sprintf("%zu stored chunks (%llu elements) are padding under the recovered %s layout: "
                                      "Megatron writes the gaps between parameters as data so that DCP's volume check passes",
@@ -370,7 +387,9 @@ class DcpCheckpoint : public ckpt::Checkpoint {
 class DcpFormat : public ckpt::Format {
  public:
   std::string_view name() const override { return "dcp"; }
-  std::string_view signature() const override { return ".metadata (PyTorch DCP, Megatron torch_dist)"; }
+  std::string_view signature() const override {
+    return ".metadata or __<rank>.metadata (PyTorch DCP, Megatron torch_dist)";
+  }
   ckpt::Contents contents() const override { return ckpt::Contents::framework_state; }
   bool probe(const std::string& path) const override { return is_dcp_directory(path); }
   std::unique_ptr<ckpt::Checkpoint> open(const std::string& path) const override {

@@ -1,9 +1,11 @@
 #include "formats/dcp/checkpoint_dir.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -84,6 +86,24 @@ bool CheckpointDir::has_regular_file(std::string_view name) const {
   struct stat st {};
   return ::fstatat(dir_fd_, std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
          S_ISREG(st.st_mode);
+}
+
+std::vector<std::string> CheckpointDir::regular_files() const {
+  const int fd = ::openat(dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw FormatError(path_ + ": cannot list the checkpoint directory: " + errno_text());
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    throw FormatError(path_ + ": cannot list the checkpoint directory: " + errno_text());
+  }
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (has_regular_file(name)) names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::shared_ptr<const DataFile> CheckpointDir::open(std::string_view name) const {

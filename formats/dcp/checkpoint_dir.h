@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fpg::dcp {
 
@@ -56,6 +57,9 @@ class CheckpointDir {
 
   // Whether `name` exists in the directory as a regular file (not following symlinks).
   bool has_regular_file(std::string_view name) const;
+
+  // The names of the directory's regular files (not following symlinks), sorted.
+  std::vector<std::string> regular_files() const;
 
   // Opens `name` as described above. The most recently used files stay open and are shared (at most
   // kMaxOpenFiles, so a checkpoint of thousands of files stays under the descriptor limit). Throws

@@ -55,9 +55,12 @@ uint64_t volume(const std::vector<uint64_t>& shape) {
   return n;
 }
 
+// Megatron's mapping reads every model and optimizer key as values: a key of a dtype fpgather has
+// no counterpart of is a form it does not read (the summary says so; validation notes it), not a
+// defect of the checkpoint. A plain DCP maps such a key alone (add_plain).
 DType dtype_of(const Entry& e, const std::string& file) {
   if (!e.tensor.dtype->dtype)
-    throw FormatError(file + ": key " + quoted_name(e.fqn) + " has dtype torch." + std::string(e.tensor.dtype->name) +
+    throw UnsupportedError(file + ": key " + quoted_name(e.fqn) + " has dtype torch." + std::string(e.tensor.dtype->name) +
                       ", which fpgather cannot represent");
   return *e.tensor.dtype->dtype;
 }
@@ -132,7 +135,8 @@ std::string DcpParams::describe() const {
 void DcpParams::add(const std::string& param, const std::string& role, size_t entry, uint64_t base,
                     const std::vector<uint64_t>& shape) {
   const Entry& e = r_.metadata().entries[entry];
-  tensors_.push_back({role == "weight" ? param : param + "." + role, param, role, dtype_of(e, r_.metadata().file), shape});
+  const std::string name = role == "weight" || role == "other" ? param : param + "." + role;
+  tensors_.push_back({name, param, role, dtype_of(e, r_.metadata().file), shape, {}});
   sources_.push_back({entry, base, {}});
 }
 
@@ -742,33 +746,82 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
 void DcpParams::map_plain() {
   const Metadata& md = r_.metadata();
   auto strip = [](std::string s) { return s.rfind("model.", 0) == 0 ? s.substr(6) : s; };
+  // Where the state dict has a "model" section (torchtitan's {"model", "optimizer", "train_state",
+  // "lr_scheduler", …}), the parameters are its keys and the other sections' tensors are state of
+  // no parameter; otherwise every tensor key is a parameter.
+  bool has_model = false;
+  for (const Entry& e : md.entries)
+    if (e.is_tensor && e.fqn.rfind("model.", 0) == 0) has_model = true;
+  auto is_param = [&](const std::string& fqn) { return !has_model || fqn.rfind("model.", 0) == 0; };
   std::map<std::string, size_t> weight_of;
   std::vector<std::tuple<std::string, std::string, size_t>> states;  // param, state, entry
   for (size_t i = 0; i < md.entries.size(); ++i) {
     const Entry& e = md.entries[i];
     if (!e.is_tensor) continue;
     if (const auto ps = parse_plain_state(e.fqn)) states.emplace_back(strip(ps->first), ps->second, i);
-    else weight_of.emplace(strip(e.fqn), i);
+    else if (is_param(e.fqn)) weight_of.emplace(strip(e.fqn), i);
   }
   if (!states.empty()) form_ = OptimizerForm::model_space;
   for (size_t i = 0; i < md.entries.size(); ++i) {
     const Entry& e = md.entries[i];
     if (!e.is_tensor || parse_plain_state(e.fqn)) continue;
+    if (!is_param(e.fqn)) {
+      unmapped_.push_back(e.fqn);
+      add_plain(e.fqn, "other", i);
+      continue;
+    }
     const std::string name = strip(e.fqn);
-    add(name, "weight", i, 0, e.tensor.size);
+    add_plain(name, "weight", i);
     for (const auto& [param, state, entry] : states)
-      if (param == name && md.entries[entry].tensor.size == e.tensor.size) add(name, state, entry, 0, e.tensor.size);
+      if (param == name && md.entries[entry].tensor.size == e.tensor.size) add_plain(name, state, entry);
   }
   for (const auto& [param, state, entry] : states) {
     auto w = weight_of.find(param);
     // A 0-d state is a per-parameter scalar (torch's Adam keeps its step so), not an elementwise
-    // state of another shape: no parameter tensor reads it, as none reads a key naming no parameter.
-    if (w == weight_of.end() || md.entries[entry].tensor.size.empty())
+    // state of another shape: it is kept under its own key, as a key naming no parameter is.
+    if (w == weight_of.end() || md.entries[entry].tensor.size.empty()) {
       unmapped_.push_back(md.entries[entry].fqn);
-    else if (md.entries[entry].tensor.size != md.entries[w->second].tensor.size)
+      add_plain(md.entries[entry].fqn, "other", entry);
+    } else if (md.entries[entry].tensor.size != md.entries[w->second].tensor.size) {
       mismatches_.push_back({md.entries[entry].fqn, md.entries[entry].tensor.size, param, md.entries[w->second].fqn,
                              md.entries[w->second].tensor.size});
+    }
   }
+  for (size_t i = 0; i < md.entries.size(); ++i)
+    if (!md.entries[i].is_tensor) {
+      objects_.push_back(md.entries[i].fqn);
+      object_entries_.push_back(i);
+    }
+}
+
+void DcpParams::add_plain(const std::string& param, const std::string& role, size_t entry) {
+  const Entry& e = r_.metadata().entries[entry];
+  const TorchDType& t = *e.tensor.dtype;
+  if (t.dtype) {
+    add(param, role, entry, 0, e.tensor.size);
+    byte_view_.resize(tensors_.size(), 0);
+    return;
+  }
+  // A dtype fpgather has no counterpart of: its bytes, to compare; never exported as something else.
+  unsupported_.push_back({e.fqn, "torch." + std::string(t.name)});
+  if (t.element_bytes == 0) return;
+  std::vector<uint64_t> shape = e.tensor.size;
+  shape.push_back(t.element_bytes);
+  ckpt::ParamTensor pt{role == "weight" ? param : role == "other" ? param : param + "." + role, param, role, DType::U8,
+                       shape, "key " + quoted_name(e.fqn) + " has dtype torch." + std::string(t.name) +
+                                  ", which fpgather cannot represent"};
+  tensors_.push_back(std::move(pt));
+  sources_.push_back({entry, 0, {}});
+  byte_view_.resize(tensors_.size(), 0);
+  byte_view_.back() = t.element_bytes;
+}
+
+std::vector<uint8_t> DcpParams::object_bytes(size_t object) const {
+  return r_.read_bytes(r_.metadata().entries.at(object_entries_.at(object)));
+}
+
+std::string DcpParams::object_text(size_t object) const {
+  return r_.read_object(r_.metadata().entries.at(object_entries_.at(object))).repr(SIZE_MAX);
 }
 
 void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const {
@@ -865,6 +918,14 @@ uint64_t box_to_flat(const Box& box, const std::vector<uint64_t>& shape, uint64_
 
 void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   const Source& s = sources_.at(t);
+  if (const uint32_t eb = t < byte_view_.size() ? byte_view_[t] : 0; eb > 1) {
+    // Bytes [lo, hi) of the stored elements that hold them.
+    const uint64_t a = lo / eb, b = (hi + eb - 1) / eb;
+    std::vector<uint8_t> whole(static_cast<size_t>((b - a) * eb));
+    read_flat(t, s.entry, s.base, a, b, whole.data());
+    std::memcpy(out, whole.data() + (lo - a * eb), static_cast<size_t>(hi - lo));
+    return;
+  }
   if (s.pieces.empty()) return read_flat(t, s.entry, s.base, lo, hi, out);
   // A tensor of pieces (a parameter's state from several TP ranks' buckets): each piece's elements
   // inside [lo, hi) are one run of the piece, read at once and then laid out by rows.

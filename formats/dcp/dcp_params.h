@@ -14,8 +14,10 @@
 //                        fully_reshardable ("param" is the master) and the layer-wise optimizer
 //                        ("fp32_param" is the master, Muon's "momentum_buffer" beside Adam's moments).
 //   Plain DCP (torchtitan and the like): every tensor key is a parameter named by its fqn (a leading
-//   "model." removed), and "optimizer.state.<fqn>.<state>" / "optim.state.<fqn>.<state>" keys of the
-//   parameter's shape are its optimizer states.
+//   "model." removed; where some keys have it, only those: the other sections' tensors, torchtitan's
+//   train_state say, are state of no parameter under their own keys), and "optimizer.state.<fqn>.<state>" / "optim.state.<fqn>.<state>" keys of the
+//   parameter's shape are its optimizer states. A state of no parameter's shape that is 0-d (Adam's
+//   step) or names no parameter is kept under its own key (role "other"); bytes entries are objects.
 //
 // Every tensor is a flat range of one stored key (a layer of a stacked key, or a parameter's place in a
 // bucket), read chunk by chunk. A chunk that is one row-major run of its key and lies wholly inside
@@ -139,6 +141,18 @@ class DcpParams : public ckpt::ParamSource {
   const std::vector<std::string>& unmapped_keys() const { return unmapped_; }
   // Stored optimizer states that name a parameter but have another shape; no tensor reads them.
   const std::vector<ShapeMismatch>& shape_mismatches() const { return mismatches_; }
+  // Plain DCP: keys of a dtype fpgather has no counterpart of (complex128, complex32, the packed
+  // float4_e2m1fn_x2 …), as {key, "torch.NAME"}. Each is a tensor of its bytes (ParamTensor::
+  // unexportable says why it is not exported); the rest of the checkpoint is read as usual.
+  struct UnsupportedDtype {
+    std::string key, dtype;
+  };
+  const std::vector<UnsupportedDtype>& unsupported_dtypes() const { return unsupported_; }
+  // Plain DCP: the bytes entries (param_groups, a scheduler's or dataloader's state), by key, each
+  // compared by its decoded content (its repr).
+  const std::vector<std::string>& objects() const override { return objects_; }
+  std::string object_text(size_t object) const override;
+  std::vector<uint8_t> object_bytes(size_t object) const override;
 
  private:
   // A part of a tensor stored in another key than the rest: a box of the tensor, row-major in
@@ -157,6 +171,9 @@ class DcpParams : public ckpt::ParamSource {
            const std::vector<uint64_t>& shape);
   void map_megatron();
   void map_plain();
+  // A plain DCP tensor: `entry` as `param`'s `role` (its own name for "other"), or as its bytes where
+  // its dtype has no fpgather counterpart.
+  void add_plain(const std::string& param, const std::string& role, size_t entry);
   void map_buckets(const std::vector<MegatronParam>& params, const std::vector<size_t>& bucket_entries);
   struct GroupKeys;
   // Megatron-LM's saved args against the recovered sizes (TP, PP, EP, expert TP, DP): fpg::Error
@@ -185,6 +202,10 @@ class DcpParams : public ckpt::ParamSource {
   std::vector<StoredPadding> stored_padding_;
   std::vector<std::string> unmapped_;
   std::vector<ShapeMismatch> mismatches_;
+  std::vector<UnsupportedDtype> unsupported_;
+  std::vector<std::string> objects_;
+  std::vector<size_t> object_entries_;  // per object: its entry
+  std::vector<uint32_t> byte_view_;     // per tensor: the element size of a bytes view, else 0
   std::vector<MegatronParam> params_;
   std::string optimizer_prefix_;
   std::vector<ckpt::ParamTensor> tensors_;

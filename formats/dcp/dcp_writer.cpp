@@ -236,7 +236,14 @@ void DcpWriter::declare(Key k) {
   keys_.push_back(std::move(k));
 }
 
-void DcpWriter::declare_tensor(const std::string& fqn, const TorchDType& dtype, std::vector<uint64_t> shape) {
+void DcpWriter::declare_tensor(const std::string& fqn, const TorchDType& dtype, std::vector<uint64_t> shape,
+                               std::vector<std::string> planner_path) {
+  if (!planner_path.empty()) {
+    std::string joined;
+    for (size_t i = 0; i < planner_path.size(); ++i) joined += (i ? "." : "") + planner_path[i];
+    if (joined != fqn)
+      throw UsageError("DCP write: " + fqn + ": planner path " + joined + " does not flatten to the key");
+  }
   if (dtype.element_bytes == 0)
     throw UsageError("DCP write: " + fqn + ": dtype " + std::string(dtype.name) + " has no whole-byte elements");
   uint64_t numel = 1;
@@ -245,7 +252,7 @@ void DcpWriter::declare_tensor(const std::string& fqn, const TorchDType& dtype, 
       throw UsageError("DCP write: " + fqn + ": shape " + shape_string(shape) + " is too large");
     numel *= d;
   }
-  declare({fqn, &dtype, std::move(shape)});
+  declare({fqn, &dtype, std::move(shape), std::move(planner_path)});
 }
 
 void DcpWriter::declare_bytes(const std::string& fqn) { declare({fqn, nullptr, {}}); }
@@ -276,7 +283,9 @@ Metadata DcpWriter::build_metadata() const {
       e.tensor.dtype = keys_[i].dtype;
       e.tensor.size = keys_[i].shape;
     }
-    if (opts_.flat_planner_data) md.planner_data.push_back({e.fqn, {e.fqn}});
+    if (opts_.planner_data)
+      md.planner_data.push_back(
+          {e.fqn, keys_[i].planner_path.empty() ? std::vector<std::string>{e.fqn} : keys_[i].planner_path});
   }
   std::vector<uint64_t> bytes_items(keys_.size(), 0);
   for (const auto& rank : ranks_) {
@@ -304,7 +313,7 @@ Metadata DcpWriter::build_metadata() const {
   }
   md.version = kVersion;
   StorageMetaInfo sm;
-  sm.checkpoint_id = target_;
+  sm.checkpoint_id = opts_.checkpoint_id ? *opts_.checkpoint_id : target_;
   sm.save_id = uuid4();
   md.storage_meta = std::move(sm);
   return md;

@@ -51,9 +51,14 @@ std::string megatron_metadata_json(const MegatronMetadata& m);
 struct DcpWriteOptions {
   // Written as metadata.json when set (megatron_torch_dist_metadata() for Megatron-Core).
   std::optional<MegatronMetadata> megatron;
-  // planner_data as torch's default planner writes it for a flat state dict, {fqn: (fqn,)}, which
-  // torch's format_utils (dcp_to_torch_save) read; false writes None, as Megatron-Core does.
-  bool flat_planner_data = true;
+  // planner_data as torch's default planner writes it, {fqn: path}: each key's path in the nested
+  // state dict it was flattened from (declare_tensor's planner_path; (fqn,) for a key declared
+  // without one), which torch's format_utils (dcp_to_torch_save) rebuild the nesting from; false
+  // writes None, as Megatron-Core does.
+  bool planner_data = true;
+  // storage_meta.checkpoint_id: the path the checkpoint is known by once in place, where it is
+  // written at `target` and moved there after the commit (a staged output); default: `target`.
+  std::optional<std::string> checkpoint_id;
   size_t io_block_bytes = kDefaultIoBlockBytes;
 };
 
@@ -126,8 +131,10 @@ class DcpWriter {
   DcpWriter& operator=(const DcpWriter&) = delete;
 
   // Keys of state_dict_metadata, in this order. fpg::UsageError for a key declared twice, an empty
-  // key, a dtype without whole-byte elements.
-  void declare_tensor(const std::string& fqn, const TorchDType& dtype, std::vector<uint64_t> shape);
+  // key, a dtype without whole-byte elements, a planner_path whose elements joined by '.' are not
+  // `fqn` (torch's flattening joins them so): {"model", "input.weight"} for "model.input.weight".
+  void declare_tensor(const std::string& fqn, const TorchDType& dtype, std::vector<uint64_t> shape,
+                      std::vector<std::string> planner_path = {});
   void declare_bytes(const std::string& fqn);
 
   DcpRankWriter& rank(uint32_t r);  // created (with its empty data file) on first use; thread-safe
@@ -144,6 +151,7 @@ class DcpWriter {
     std::string fqn;
     const TorchDType* dtype = nullptr;  // null for a bytes key
     std::vector<uint64_t> shape;
+    std::vector<std::string> planner_path;  // empty: (fqn,)
   };
   size_t key_index(const std::string& fqn) const;  // UsageError for an undeclared key
   void declare(Key k);

@@ -4,12 +4,15 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <map>
+#include <set>
 #include <vector>
 
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/units.h"
 #include "formats/dcp/huge_pages.h"
+#include "formats/dcp/metadata/rank_local_metadata.h"
 #include "formats/dcp/zip/crc32.h"
 #include "formats/safetensors/format.h"
 
@@ -43,7 +46,18 @@ bool is_zip(const uint8_t* head, size_t n) {
 
 bool is_dcp_directory(const std::string& dir) {
   try {
-    return CheckpointDir(dir).has_regular_file(kMetadataFileName);
+    const CheckpointDir files(dir);
+    if (files.has_regular_file(kMetadataFileName)) return true;
+    // Rank-local metadata, or data files without their metadata: opening says which is missing.
+    for (const std::string& name : files.regular_files()) {
+      if (rank_metadata_rank(name)) return true;
+      try {
+        if (storage_file_rank(name)) return true;
+      } catch (const FormatError&) {
+        return true;
+      }
+    }
+    return false;
   } catch (const FormatError&) {
     return false;
   }
@@ -106,9 +120,13 @@ uint32_t StoredChunk::record_crc(uint64_t offset, uint64_t size) const {
   return crc;
 }
 
-Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir) {
-  const auto f = files_.open(kMetadataFileName);
-  const uint64_t cap = std::min(limits.max_bytes, kMaxMetadataBytes);
+namespace {
+
+// Decodes the metadata pickle `name` of `files`, refused unread above `cap` bytes or when it does not
+// start as a pickle.
+Metadata read_metadata_file(const CheckpointDir& files, const std::string& name, uint64_t cap,
+                            const PickleLimits& limits) {
+  const auto f = files.open(name);
   if (f->size() > cap)
     throw FormatError(f->path() + ": " + std::to_string(f->size()) + " bytes (" + byte_size(f->size()) +
                       "), larger than the " + std::to_string(cap) + " accepted for a .metadata");
@@ -135,8 +153,83 @@ Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir)
     }));
   f->read(0, bytes.get(), std::min(slice, size));
   for (auto& r : reading) r.get();
-  metadata_ = parse_metadata(f->path(), bytes.get(), size, limits);
+  return parse_metadata(f->path(), bytes.get(), size, limits);
+}
+
+std::string name_list(const std::vector<std::string>& names, size_t most = 4) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > most) s += " and " + std::to_string(names.size() - most) + " more";
+  return s;
+}
+
+}  // namespace
+
+Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir) {
+  const uint64_t cap = std::min(limits.max_bytes, kMaxMetadataBytes);
+  if (files_.has_regular_file(kMetadataFileName)) {
+    metadata_ = read_metadata_file(files_, kMetadataFileName, cap, limits);
+    metadata_files_ = {kMetadataFileName};
+  } else {
+    read_rank_local(cap, limits);
+  }
   megatron_ = read_megatron_metadata(files_);
+}
+
+void Reader::read_rank_local(uint64_t cap, const PickleLimits& limits) {
+  // Ranks with metadata, and ranks whose data files are here: a rank that wrote data but no
+  // metadata did not finish its save.
+  std::map<uint64_t, std::string> with_metadata;
+  std::set<uint64_t> with_data;
+  std::vector<std::string> data_files;
+  for (const std::string& name : files_.regular_files()) {
+    if (const auto r = rank_metadata_rank(name)) with_metadata.emplace(*r, name);
+    std::optional<uint64_t> r;
+    try {
+      r = storage_file_rank(name);
+    } catch (const FormatError&) {
+      // A rank number beyond any checkpoint's: not one of torch's data files.
+    }
+    if (r) {
+      with_data.insert(*r);
+      data_files.push_back(name);
+    }
+  }
+  if (with_metadata.empty())
+    throw FormatError(files_.path() + ": no " + kMetadataFileName + " and no rank-local " + rank_metadata_name(0) +
+                      (data_files.empty() ? std::string(": not a PyTorch DCP checkpoint")
+                                          : ": it holds DCP data files (" + name_list(data_files) +
+                                                ") but no metadata, so the save did not finish"));
+  const uint64_t last = std::max(with_metadata.rbegin()->first, with_data.empty() ? 0 : *with_data.rbegin());
+  std::vector<std::string> missing;
+  for (uint64_t r = 0; r <= last && missing.size() < 64; ++r)
+    if (!with_metadata.count(r)) missing.push_back(rank_metadata_name(r));
+  if (!missing.empty()) {
+    std::vector<std::string> present;
+    for (const auto& [r, name] : with_metadata) present.push_back(name);
+    throw FormatError(files_.path() + ": a PyTorch DCP checkpoint of rank-local metadata (" + name_list(present) +
+                      ") without " + name_list(missing) + ": the save of " +
+                      (missing.size() == 1 ? "that rank" : "those ranks") + " did not finish");
+  }
+  // The ranks' files share the one cap, so that what they make fpgather hold is bounded as for one
+  // .metadata of their total size.
+  uint64_t total = 0;
+  for (const auto& [r, name] : with_metadata) {
+    const uint64_t size = files_.open(name)->size();
+    total += size;
+    if (total > cap)
+      throw FormatError(files_.path() + ": rank-local metadata of " + std::to_string(total) + " bytes up to " + name +
+                        ", larger than the " + std::to_string(cap) + " accepted for a checkpoint's metadata");
+  }
+  std::vector<RankMetadata> ranks;
+  for (const auto& [r, name] : with_metadata) {
+    ranks.push_back({r, read_metadata_file(files_, name, cap, limits)});
+    metadata_files_.push_back(name);
+  }
+  const std::string shown = files_.file_path(metadata_files_.size() == 1
+                                                 ? metadata_files_.front()
+                                                 : metadata_files_.front() + " … " + metadata_files_.back());
+  metadata_ = merge_rank_metadata(std::move(ranks), shown);
 }
 
 const Entry& Reader::entry(std::string_view fqn) const {

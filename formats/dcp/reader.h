@@ -32,7 +32,8 @@
 
 namespace fpg::dcp {
 
-// The checkpoint's commit file; its presence makes a directory a DCP checkpoint.
+// The checkpoint's commit file. A checkpoint saved without collectives has instead one
+// `__<rank>.metadata` per rank (metadata/rank_local_metadata.h), read as one.
 constexpr const char* kMetadataFileName = ".metadata";
 // The largest .metadata read (it is read whole, and decoding may take DecodeBudget's multiple of it).
 // torch writes about 184 bytes per chunk, so this is some 5 million chunks; the unpickler's limit of
@@ -40,7 +41,9 @@ constexpr const char* kMetadataFileName = ".metadata";
 // open a larger checkpoint and none is offered.
 constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 30;
 
-// Whether `dir` is a directory holding a regular file `.metadata`.
+// Whether `dir` is a directory holding a regular file `.metadata`, a rank-local `__<rank>.metadata`, or
+// torch's data files (`__<rank>_<n>.distcp`): opening the latter without their metadata says what is
+// missing.
 bool is_dcp_directory(const std::string& dir);
 
 enum class Serialization : uint8_t { torch_save, safetensors };
@@ -88,14 +91,19 @@ class StoredChunk {
 
 class Reader {
  public:
-  // Opens `dir` and decodes its .metadata (and metadata.json where present). Throws
-  // fpg::FormatError naming the file; a .metadata larger than kMaxMetadataBytes (or limits.max_bytes)
-  // or not starting as a pickle of protocol 2 to 5 is refused before it is read.
+  // Opens `dir` and decodes its .metadata (and metadata.json where present); without a .metadata,
+  // its rank-local `__0.metadata` … `__<N-1>.metadata`, merged. Throws fpg::FormatError naming the
+  // file; a .metadata (or rank-local files together) larger than kMaxMetadataBytes (or
+  // limits.max_bytes) or not starting as a pickle of protocol 2 to 5 is refused before it is read,
+  // and rank-local metadata with a rank missing (below the highest rank of a metadata or data file)
+  // is refused naming the missing files.
   explicit Reader(const std::string& dir, const PickleLimits& limits = {});
 
   const std::string& dir() const { return files_.path(); }
   const CheckpointDir& files() const { return files_; }
   const Metadata& metadata() const { return metadata_; }
+  // The metadata files read: {".metadata"}, or the rank-local ones by rank.
+  const std::vector<std::string>& metadata_files() const { return metadata_files_; }
   const std::optional<MegatronMetadata>& megatron() const { return megatron_; }
 
   // The entry `fqn`; throws fpg::UsageError naming it when absent.
@@ -141,6 +149,7 @@ class Reader {
   Value read_object(const Entry& e) const;
 
  private:
+  void read_rank_local(uint64_t cap, const PickleLimits& limits);
   FileRangeSource item_source(const StorageEntry& s) const;
   // open_chunk, checked against the metadata: its dtype and the chunk's sizes.
   StoredChunk open_checked_chunk(const Entry& e, size_t chunk) const;
@@ -148,6 +157,7 @@ class Reader {
 
   CheckpointDir files_;
   Metadata metadata_;
+  std::vector<std::string> metadata_files_;
   std::optional<MegatronMetadata> megatron_;
   mutable std::mutex images_mutex_;
   mutable std::map<std::pair<std::string, uint64_t>, std::shared_ptr<const SafetensorsImage>> images_;

@@ -98,6 +98,7 @@ DiffReport diff_checkpoints(const CheckpointReader& A, const CheckpointReader& B
   if (o.progress) o.progress->set_total(to_read);
   std::vector<uint8_t> buf_a, buf_b;
   for (const auto& [name, ab] : keys) {
+    if (ckpt::ignored(o, name)) continue;
     if (!ab.second) { rep.diffs.push_back({name, "only in A", "", 0, 0, {}}); continue; }
     if (!ab.first) { rep.diffs.push_back({name, "only in B", "", 0, 0, {}}); continue; }
     const ViewKey& va = *ab.first;

@@ -13,6 +13,7 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     o.rtol = options.rtol;
     o.atol = options.atol;
     o.max_reports = options.max_reports;
+    o.ignore = options.ignore;
     const fpg::ckpt::DiffReport rep = fpg::app::convert::diff_any(a.path(), b.path(), o, options.validate).report;
     DiffReport r;
     r.equal = rep.equal();

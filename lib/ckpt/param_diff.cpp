@@ -7,13 +7,44 @@
 #include "core/shape.h"
 
 namespace fpg::ckpt {
+namespace {
+
+// An object's content as a difference shows it: long ones cut, so that a report stays a few lines.
+std::string shown(const std::string& text) {
+  constexpr size_t kMax = 200;
+  return text.size() <= kMax ? text : text.substr(0, kMax) + "...";
+}
+
+// The objects (non-tensor state) of both sides, matched by name and compared by decoded content.
+void diff_objects(const ParamSource& A, const ParamSource& B, const DiffOptions& o, DiffReport& rep) {
+  std::map<std::string, std::pair<long, long>> names;
+  for (size_t i = 0; i < A.objects().size(); ++i)
+    if (!ignored(o, A.objects()[i])) names[A.objects()[i]] = {static_cast<long>(i), -1};
+  for (size_t i = 0; i < B.objects().size(); ++i) {
+    if (ignored(o, B.objects()[i])) continue;
+    auto [it, fresh] = names.emplace(B.objects()[i], std::make_pair(-1L, -1L));
+    it->second.second = static_cast<long>(i);
+  }
+  for (const auto& [name, ab] : names) {
+    if (ab.second < 0) { rep.diffs.push_back({name, "only in A", "", 0, 0, {}}); continue; }
+    if (ab.first < 0) { rep.diffs.push_back({name, "only in B", "", 0, 0, {}}); continue; }
+    ++rep.keys_compared;
+    const std::string a = A.object_text(static_cast<size_t>(ab.first));
+    const std::string b = B.object_text(static_cast<size_t>(ab.second));
+    if (a != b) rep.diffs.push_back({name, "value", shown(a) + " vs " + shown(b), 1, 0, {}});
+  }
+}
+
+}  // namespace
 
 DiffReport diff_params(const ParamSource& A, const ParamSource& B, const DiffOptions& o) {
   DiffReport rep;
   rep.model_space = true;
   std::map<std::string, std::pair<long, long>> names;
-  for (size_t t = 0; t < A.tensors().size(); ++t) names[A.tensors()[t].name] = {static_cast<long>(t), -1};
+  for (size_t t = 0; t < A.tensors().size(); ++t)
+    if (!ignored(o, A.tensors()[t].name)) names[A.tensors()[t].name] = {static_cast<long>(t), -1};
   for (size_t t = 0; t < B.tensors().size(); ++t) {
+    if (ignored(o, B.tensors()[t].name)) continue;
     auto [it, fresh] = names.emplace(B.tensors()[t].name, std::make_pair(-1L, -1L));
     it->second.second = static_cast<long>(t);
   }
@@ -58,8 +89,10 @@ DiffReport diff_params(const ParamSource& A, const ParamSource& B, const DiffOpt
       rep.diffs.push_back(std::move(kd));
     }
   }
+  diff_objects(A, B, o, rep);
   A.finish_reads();
   B.finish_reads();
+  std::sort(rep.diffs.begin(), rep.diffs.end(), [](const KeyDiff& x, const KeyDiff& y) { return x.key < y.key; });
   return rep;
 }
 

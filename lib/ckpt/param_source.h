@@ -5,7 +5,10 @@
 // export compare and write them alike.
 //
 // Names follow the safetensors export of a checkpoint: NAME (the weight as held), NAME.master (the
-// fp32 master) and NAME.<state> (exp_avg, exp_avg_sq, momentum_buffer …).
+// fp32 master) and NAME.<state> (exp_avg, exp_avg_sq, momentum_buffer …). State that belongs to no
+// parameter (an optimizer's 0-d step, a training loop's counters) keeps its stored key as its name,
+// role "other"; non-tensor state (a DCP's bytes entries: param_groups, a dataloader's state) is
+// offered as objects, compared by their decoded content.
 #pragma once
 
 #include <cstddef>
@@ -26,9 +29,13 @@ struct ParamRange {
 struct ParamTensor {
   std::string name;   // NAME, NAME.master or NAME.<state>
   std::string param;  // NAME
-  std::string role;   // "weight", "master" or the state's name
+  std::string role;   // "weight", "master", the state's name, or "other" (state of no parameter)
   DType dtype = DType::F32;
   std::vector<uint64_t> shape;
+  // Why the tensor cannot be exported, where it cannot: a stored dtype fpgather has no counterpart
+  // of is offered as its bytes (dtype U8, the element's bytes as a last dimension), which compare
+  // exactly but are not that dtype's values. Empty: exportable.
+  std::string unexportable;
 
   uint64_t numel() const {
     uint64_t n = 1;
@@ -59,6 +66,17 @@ class ParamSource {
   // Called once every read is done (before the output is committed): the checks that need all of
   // them, such as the checksum of a stored item read in parts. FormatError naming the item.
   virtual void finish_reads() const {}
+
+  // Non-tensor state by name (its stored key), and each one's decoded content as text, for a
+  // comparison by content. FormatError naming the file and key when it cannot be decoded.
+  virtual const std::vector<std::string>& objects() const {
+    static const std::vector<std::string> none;
+    return none;
+  }
+  virtual std::string object_text(size_t /*object*/) const { return {}; }
+  // The object's stored bytes, as the checkpoint holds them (a torch.save archive for a DCP), for an
+  // export into the same kind of checkpoint.
+  virtual std::vector<uint8_t> object_bytes(size_t /*object*/) const { return {}; }
 };
 
 }  // namespace fpg::ckpt

@@ -5,9 +5,17 @@
 #include <cstdio>
 #include <cstring>
 
+#include <fnmatch.h>
+
 #include "core/float_codec.h"
 
 namespace fpg::ckpt {
+
+bool ignored(const DiffOptions& o, const std::string& name) {
+  for (const std::string& g : o.ignore)
+    if (::fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
 namespace {
 
 bool decode_float(const uint8_t* p, DType t, double& v) {

@@ -23,7 +23,13 @@ struct DiffOptions {
   // The display the comparison advances by the bytes it reads of both sides (its total set when the
   // comparison is planned); none: no display.
   Progress* progress = nullptr;
+  // Keys (names as the report gives them) left out of the comparison: shell-style globs (`*`, `?`,
+  // `[...]`; `*` crosses dots), e.g. "optim.param_groups.*".
+  std::vector<std::string> ignore;
 };
+
+// Whether `name` matches one of o.ignore.
+bool ignored(const DiffOptions& o, const std::string& name);
 
 struct ValueDiff {
   uint64_t index = 0;  // flat element
@@ -32,7 +38,8 @@ struct ValueDiff {
 
 struct KeyDiff {
   std::string key;
-  std::string what;  // "only in A", "only in B", "dtype", "shape", "kind", "coverage", "values"
+  std::string what;  // "only in A", "only in B", "dtype", "shape", "kind", "coverage", "values", "value"
+                     // (an object's decoded content)
   std::string detail;
   uint64_t differing = 0;  // elements (values, coverage)
   double max_abs = 0;      // largest |a - b| among float differences

@@ -63,7 +63,7 @@ refused 2 "OUT out.json: --to dcp writes a checkpoint, a directory, and a path e
 
 # validate: a file that is no safetensors file, a missing path.
 echo hello >afile.txt
-refused 3 "fpgather: error: afile.txt: not a checkpoint: a file, where a checkpoint is a directory holding index.h5 or latest (fpgather), .metadata (PyTorch DCP, Megatron torch_dist) or model.safetensors or model.safetensors.index.json (a safetensors model); the one file taken is a .safetensors file or its index .json" \
+refused 3 "fpgather: error: afile.txt: not a checkpoint: a file, where a checkpoint is a directory holding index.h5 or latest (fpgather), .metadata or __<rank>.metadata (PyTorch DCP, Megatron torch_dist) or model.safetensors or model.safetensors.index.json (a safetensors model); the one file taken is a .safetensors file or its index .json" \
   validate afile.txt
 refused 3 "fpgather: error: nope: no such file or directory" validate nope
 # A file named as a model is still read as one, and its reader says what is wrong.

@@ -131,7 +131,7 @@ int synth(const std::string& out, int argc, char** argv) {
   for (int a = 0; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--megatron")) {
       o.megatron = megatron_torch_dist_metadata();
-      o.flat_planner_data = false;
+      o.planner_data = false;
     } else if (!std::strcmp(argv[a], "--block-bytes") && a + 1 < argc) {
       o.io_block_bytes = std::strtoull(argv[++a], nullptr, 10);
     } else if (!std::strcmp(argv[a], "--carry") && a + 3 < argc) {
@@ -191,7 +191,7 @@ int copy(const std::string& src, const std::string& out, bool objects, const std
   const Metadata& m = r.metadata();
   DcpWriteOptions o;
   o.megatron = r.megatron();
-  o.flat_planner_data = !m.planner_data.empty();
+  o.planner_data = !m.planner_data.empty();
   DcpWriter w(out, o);
   // storage index -> (entry, chunk); chunk is -1 for a bytes entry
   std::map<int64_t, std::pair<const Entry*, int64_t>> by_storage;

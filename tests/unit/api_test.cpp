@@ -170,6 +170,16 @@ TEST_CASE("api: diff compares in model space and refuses invalid checkpoints", "
   CHECK(fpgather::diff(a, fpgather::Checkpoint::open(kValid + "/dp4-model-perturbed"), loose).equal);
   // The same state at another DP size.
   CHECK(fpgather::diff(fpgather::Checkpoint::open(kValid + "/dp2-model"), a).equal);
+  // A DCP's param_groups compared by content; left out by a glob.
+  const auto ts = fpgather::Checkpoint::open(kData + "/dcp/train_state");
+  const auto lr = fpgather::Checkpoint::open(kData + "/dcp/train_state_lr");
+  const auto lr_diff = fpgather::diff(ts, lr);
+  REQUIRE(lr_diff.differences.size() == 1);
+  CHECK(lr_diff.differences[0].tensor == "optim.param_groups.0.lr");
+  CHECK(lr_diff.differences[0].what == "value");
+  fpgather::DiffOptions ignoring;
+  ignoring.ignore = {"optim.param_groups.*"};
+  CHECK(fpgather::diff(ts, lr, ignoring).equal);
 
   const auto gap = fpgather::Checkpoint::open(kData + "/ckpt/broken/gap");
   CHECK(error_kind_of([&] { fpgather::diff(gap, gap); }) == fpgather::ErrorKind::check_failed);

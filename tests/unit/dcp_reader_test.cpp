@@ -9,6 +9,7 @@
 #include "catch.h"
 #include "core/error.h"
 #include "dcp_test_util.h"
+#include "formats/dcp/metadata/rank_local_metadata.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/summary.h"
 #include "formats/dcp/validate.h"
@@ -275,4 +276,64 @@ TEST_CASE("dcp reader: hostile checkpoints are refused with the file and the rea
     REQUIRE_FALSE(rep.ok());
     for (const auto& p : rep.problems) CHECK(p.kind == ckpt::ProblemKind::truncated_file);
   }
+}
+
+TEST_CASE("dcp reader: rank-local metadata read as one checkpoint", "[dcp][reader]") {
+  CHECK(is_dcp_directory(fixture("rank_local")));
+  const Reader r(fixture("rank_local"));
+  CHECK(r.metadata_files() == std::vector<std::string>{"__0.metadata", "__1.metadata"});
+  CHECK(r.metadata().entries.size() == 4);
+  // The row-sharded weight has a chunk from each rank; the bias both ranks wrote is one chunk.
+  CHECK(r.entry("layer.weight").tensor.chunks.size() == 2);
+  CHECK(r.entry("layer.bias").tensor.chunks.size() == 1);
+  CHECK(check_against_ground_truth(r, fixture("expected_rank_local.safetensors"), fixture("expected_rank_local.json")) == 4);
+  CHECK(validate(r, ValidateOptions{true}).ok());
+
+  // A rank whose save did not finish: its metadata file is named.
+  CHECK(is_dcp_directory(fixture("rank_local_gap")));
+  CHECK(contains(format_error([] { Reader r(fixture("rank_local_gap")); }), "without __0.metadata"));
+
+  CHECK(rank_metadata_rank("__12.metadata") == 12u);
+  CHECK_FALSE(rank_metadata_rank("__.metadata"));
+  CHECK_FALSE(rank_metadata_rank("__1a.metadata"));
+  CHECK_FALSE(rank_metadata_rank(".metadata"));
+  CHECK_FALSE(rank_metadata_rank("__99999999.metadata"));
+}
+
+TEST_CASE("dcp reader: merging rank-local metadata", "[dcp][reader]") {
+  auto rank = [](uint64_t r, const TorchDType* dtype, std::vector<uint64_t> off, std::vector<uint64_t> sizes) {
+    RankMetadata m;
+    m.rank = r;
+    m.metadata.file = "d/__" + std::to_string(r) + ".metadata";
+    Entry e;
+    e.fqn = "w";
+    e.tensor.dtype = dtype;
+    e.tensor.size = {4};
+    e.tensor.chunks.push_back({off, sizes, 0});
+    m.metadata.entries.push_back(e);
+    StorageEntry s;
+    s.fqn = SharedString("w");
+    s.chunk_offsets = off;
+    s.relative_path = "__" + std::to_string(r) + "_0.distcp";
+    m.metadata.storage.push_back(s);
+    return m;
+  };
+  const TorchDType* f32 = find_torch_dtype("float32");
+  const TorchDType* i64 = find_torch_dtype("int64");
+  {
+    std::vector<RankMetadata> v;
+    v.push_back(rank(0, f32, {0}, {2}));
+    v.push_back(rank(1, f32, {1}, {2}));  // overlaps rank 0's: kept, for validation to report
+    v.push_back(rank(2, f32, {0}, {2}));  // a replica of rank 0's: dropped
+    const Metadata m = merge_rank_metadata(std::move(v), "d/__0.metadata … __2.metadata");
+    REQUIRE(m.find("w"));
+    REQUIRE(m.find("w")->tensor.chunks.size() == 2);
+    CHECK(m.storage[static_cast<size_t>(m.find("w")->tensor.chunks[1].storage)].relative_path == "__1_0.distcp");
+  }
+  std::vector<RankMetadata> v;
+  v.push_back(rank(0, f32, {0}, {2}));
+  v.push_back(rank(1, i64, {2}, {2}));
+  const std::string err = format_error([&] { merge_rank_metadata(std::move(v), "d"); });
+  CHECK(contains(err, "d/__1.metadata: key 'w' is a tensor of dtype torch.int64"));
+  CHECK(contains(err, "d/__0.metadata has it as a tensor of dtype torch.float32"));
 }

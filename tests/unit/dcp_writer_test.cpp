@@ -241,7 +241,7 @@ TEST_CASE("DCP writer: the Megatron flavour writes metadata.json and no planner 
   const std::string target = tmp.file("ckpt");
   DcpWriteOptions opts;
   opts.megatron = megatron_torch_dist_metadata();
-  opts.flat_planner_data = false;
+  opts.planner_data = false;
   write_sample(target, opts, bytes_of(1, 10));
   // Byte for byte what megatron-core 0.19.2 writes (testdata/megatron/*/ckpt/metadata.json).
   CHECK(read_text(target + "/metadata.json") == read_text(kMegatron + "/dp1-one-bucket/ckpt/metadata.json"));
@@ -250,6 +250,32 @@ TEST_CASE("DCP writer: the Megatron flavour writes metadata.json and no planner 
   CHECK(r.megatron()->sharded_backend == "torch_dist");
   CHECK(r.megatron()->sharded_backend_version == std::optional<int64_t>(1));
   CHECK(r.metadata().planner_data.empty());
+}
+
+TEST_CASE("DCP writer: planner_data nested as torch's planner writes it, checkpoint_id as asked", "[dcp][dcp_writer]") {
+  TempDir tmp;
+  const std::string target = tmp.file("ckpt");
+  DcpWriteOptions opts;
+  opts.checkpoint_id = "/final/place";
+  DcpWriter w(target, opts);
+  const std::vector<uint8_t> data = bytes_of(3, 8);
+  w.declare_tensor("model.input.weight", dt("float32"), {2}, {"model", "input.weight"});
+  w.declare_tensor("optimizer.state.input.weight.exp_avg", dt("float32"), {2},
+                   {"optimizer", "state", "input.weight", "exp_avg"});
+  w.declare_tensor("flat.key", dt("float32"), {2});
+  CHECK_THROWS_AS(w.declare_tensor("model.x", dt("float32"), {2}, {"model", "y"}), UsageError);
+  for (const char* k : {"model.input.weight", "optimizer.state.input.weight.exp_avg", "flat.key"})
+    w.rank(0).write_tensor(k, {0}, {2}, from(data));
+  w.commit();
+  const Reader r(target);
+  using Path = std::vector<std::string>;
+  const auto& pd = r.metadata().planner_data;
+  REQUIRE(pd.size() == 3);
+  CHECK(pd[0].second == Path{"model", "input.weight"});
+  CHECK(pd[1].second == Path{"optimizer", "state", "input.weight", "exp_avg"});
+  CHECK(pd[2].second == Path{"flat.key"});
+  REQUIRE(r.metadata().storage_meta);
+  CHECK(r.metadata().storage_meta->checkpoint_id == std::optional<std::string>("/final/place"));
 }
 
 namespace {
@@ -261,7 +287,7 @@ void rewrite(const Reader& src, const std::string& target, bool objects) {
   const Metadata& m = src.metadata();
   DcpWriteOptions opts;
   opts.megatron = src.megatron();
-  opts.flat_planner_data = false;
+  opts.planner_data = false;
   DcpWriter w(target, opts);
   for (const Entry& e : m.entries) {
     if (e.is_tensor) w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);

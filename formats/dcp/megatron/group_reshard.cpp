@@ -127,7 +127,7 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
 
   DcpWriteOptions wo;
   wo.megatron = *r.megatron();
-  wo.flat_planner_data = false;
+  wo.planner_data = false;
   DcpWriter w(dst, wo);
   for (const Entry& e : md.entries) {
     if (is_optimizer(e)) continue;

@@ -260,7 +260,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
 
   DcpWriteOptions wo;
   wo.megatron = *r.megatron();
-  wo.flat_planner_data = false;
+  wo.planner_data = false;
   DcpWriter w(dst, wo);
   const TorchDType& f32 = *find_torch_dtype("float32");
 

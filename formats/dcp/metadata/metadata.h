@@ -70,6 +70,8 @@ struct StorageMetaInfo {
   std::vector<std::string> modules;
 };
 
+struct RankMetadata;  // rank_local_metadata.h
+
 struct Metadata {
   std::string file;                  // the .metadata path, for messages
   std::vector<Entry> entries;        // state_dict_metadata, in file order
@@ -88,6 +90,7 @@ struct Metadata {
 
  private:
   friend Metadata decode_metadata(const PickleDocument& doc);
+  friend Metadata merge_rank_metadata(std::vector<RankMetadata> ranks, std::string file);
   std::unordered_map<std::string, size_t> by_fqn_;
 };
 

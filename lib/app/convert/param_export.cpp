@@ -66,6 +66,17 @@ std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) 
   if (o.states)
     for (size_t i = 0; i < ts.size(); ++i)
       if (ts[i].role != "weight") out.push_back({i, {ts[i].name, ts[i].dtype, ts[i].shape}});
+  // Every tensor that cannot be exported is named at once, before anything is written.
+  std::string refused;
+  size_t n_refused = 0;
+  for (const Planned& p : out)
+    if (!ts[p.source].unexportable.empty()) {
+      refused += "\n  " + ts[p.source].unexportable;
+      ++n_refused;
+    }
+  if (n_refused)
+    throw UnsupportedError(src.describe() + ": " + std::to_string(n_refused) + (n_refused == 1 ? " key" : " keys") +
+                           " cannot be exported; refusing to export it:" + refused);
   return out;
 }
 
@@ -96,8 +107,17 @@ void convert_elements(const uint8_t* src, DType from, uint8_t* dst, DType to, ui
 // A plain DCP's key for an exported tensor: "model.NAME" for weights, "optimizer.state.NAME.STATE"
 // (the master as "master") for the rest, as a state dict {"model": …, "optimizer": {"state": …}} flattens.
 std::string dcp_key(const ckpt::ParamTensor& t, const std::string& exported_name) {
+  if (t.role == "other") return t.name;  // state of no parameter: its own key
   if (exported_name == t.param) return "model." + t.param;
   return "optimizer.state." + t.param + "." + t.role;
+}
+
+// The key's path in the nested state dict torch's planner flattened it from: ("model", NAME) and
+// ("optimizer", "state", NAME, STATE); a state of no parameter is a path of its one key.
+std::vector<std::string> dcp_planner_path(const ckpt::ParamTensor& t, const std::string& exported_name) {
+  if (t.role == "other") return {t.name};
+  if (exported_name == t.param) return {"model", t.param};
+  return {"optimizer", "state", t.param, t.role};
 }
 
 }  // namespace
@@ -114,7 +134,8 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   if (o.states) {
     std::vector<std::string> roles;
     for (const auto& t : src.tensors())
-      if (t.role != "weight" && t.role != "master" && std::find(roles.begin(), roles.end(), t.role) == roles.end())
+      if (t.role != "weight" && t.role != "master" && t.role != "other" &&
+          std::find(roles.begin(), roles.end(), t.role) == roles.end())
         roles.push_back(t.role);
     std::string list = "master";
     for (const auto& r : roles) list += "," + r;
@@ -216,12 +237,18 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
   // given the whole sequence of reads first (plan_reads), so that the disk reads ahead along it.
   dcp::DcpWriteOptions wo;
   wo.io_block_bytes = static_cast<size_t>(std::max<uint64_t>(o.slab_bytes / 2, 1));
+  wo.checkpoint_id = staged.dir();
   dcp::DcpWriter w(staged.staged_dir(), wo);
   for (const Planned& t : tensors) {
     const dcp::TorchDType* dtype = dcp::find_torch_dtype(dcp::torch_dtype_name(t.spec.dtype));
     if (!dtype) throw UsageError(t.spec.name + ": dtype " + std::string(dtype_name(t.spec.dtype)) + " has no torch dtype");
-    w.declare_tensor(dcp_key(src.tensors()[t.source], t.spec.name), *dtype, t.spec.shape);
+    w.declare_tensor(dcp_key(src.tensors()[t.source], t.spec.name), *dtype, t.spec.shape,
+                     dcp_planner_path(src.tensors()[t.source], t.spec.name));
   }
+  // With the states, a DCP source's non-tensor items (param_groups, a scheduler's state) too, as
+  // stored, under their own keys.
+  if (o.states)
+    for (const std::string& name : src.objects()) w.declare_bytes(name);
   ExportSummary sum;
   sum.checkpoint = src.describe();
   uint64_t total = 0;
@@ -358,6 +385,14 @@ ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string&
     reading.front().ready.wait();
     reading.pop_front();
   }
+  if (o.states)
+    for (size_t i = 0; i < src.objects().size(); ++i) {
+      const std::vector<uint8_t> item = src.object_bytes(i);
+      w.rank(0).write_bytes(src.objects()[i], item.size(), [&item](uint64_t offset, void* dst, size_t size) {
+        std::memcpy(dst, item.data() + offset, size);
+      });
+      sum.bytes_read += item.size();
+    }
   src.finish_reads();
   w.commit();
   staged.commit();

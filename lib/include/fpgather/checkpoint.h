@@ -1,5 +1,6 @@
 // A checkpoint as fpgather reads it: its own (a directory holding index.h5, or a root holding
-// `latest`), a PyTorch DCP directory or a Megatron-Core torch_dist directory (holding .metadata), or a
+// `latest`), a PyTorch DCP directory or a Megatron-Core torch_dist directory (holding .metadata, or one
+// __<rank>.metadata per rank when saved without collectives), or a
 // safetensors model (a file, an index, or a directory holding one: weights only); validated and
 // inspected as `fpgather validate` and `fpgather inspect` do. diff.h, reshard.h and
 // convert.h take a Checkpoint too.

@@ -18,6 +18,9 @@ struct DiffOptions {
   // Refuse a checkpoint that fails validation's index (metadata) checks, with Error(check_failed);
   // false compares what a broken checkpoint still holds (a gap still fails its read).
   bool validate = true;
+  // Tensors (names as the report gives them) left out: shell-style globs, `*` crossing dots, e.g.
+  // "optim.param_groups.*" (`fpgather diff --ignore`).
+  std::vector<std::string> ignore;
 };
 
 struct ValueDifference {
@@ -27,7 +30,9 @@ struct ValueDifference {
 
 struct TensorDifference {
   std::string tensor;
-  std::string what;  // "only in A", "only in B", "dtype", "shape", "kind", "coverage" or "values"
+  // "only in A", "only in B", "dtype", "shape", "kind", "coverage", "values", or "value" (a non-tensor
+  // item of a DCP, param_groups say, compared by its decoded content)
+  std::string what;
   std::string detail;
   uint64_t differing = 0;    // elements (values, coverage)
   double max_abs_diff = 0;   // largest |a - b| among float differences
