@@ -704,7 +704,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
                                                 " elements of parameter " + quoted_name(params[p].name) + "'s " +
                                                 quoted_name(state));
       tensors.push_back({params[p].name + "." + master_or(state), params[p].name, master_or(state),
-                         dtype_of(*first, md.file), params[p].shape});
+                         dtype_of(*first, md.file), params[p].shape, {}});
       if (pieces.size() == 1 && is_full_box(pieces[0].box, params[p].shape))
         sources.push_back({pieces[0].entry, pieces[0].base, {}});
       else

@@ -255,7 +255,7 @@ void DcpWriter::declare_tensor(const std::string& fqn, const TorchDType& dtype, 
   declare({fqn, &dtype, std::move(shape), std::move(planner_path)});
 }
 
-void DcpWriter::declare_bytes(const std::string& fqn) { declare({fqn, nullptr, {}}); }
+void DcpWriter::declare_bytes(const std::string& fqn) { declare({fqn, nullptr, {}, {}}); }
 
 size_t DcpWriter::key_index(const std::string& fqn) const {
   const auto it = by_fqn_.find(fqn);

@@ -12,11 +12,11 @@ CheckpointParams::CheckpointParams(const CheckpointReader& reader, ThreadPool* p
     const long w = reader_.find_key(ckpt::weight_key(params[p].name));
     if (w >= 0) {
       const ckpt::Key& k = reader_.index().keys[static_cast<size_t>(w)];
-      tensors_.push_back({params[p].name, params[p].name, "weight", k.dtype, k.shape});
+      tensors_.push_back({params[p].name, params[p].name, "weight", k.dtype, k.shape, {}});
       sources_.push_back({w, p, ""});
     }
     for (const std::string& s : map_.states_of(p)) {
-      tensors_.push_back({params[p].name + "." + s, params[p].name, s, DType::F32, params[p].shape});
+      tensors_.push_back({params[p].name + "." + s, params[p].name, s, DType::F32, params[p].shape, {}});
       sources_.push_back({-1, p, s});
     }
   }

@@ -30,7 +30,7 @@ class ModelParams : public ckpt::ParamSource {
  public:
   explicit ModelParams(std::shared_ptr<const Model> model) : model_(std::move(model)) {
     for (const auto& e : model_->tensors())
-      tensors_.push_back({e.info->name, e.info->name, "weight", e.info->dtype, e.info->shape});
+      tensors_.push_back({e.info->name, e.info->name, "weight", e.info->dtype, e.info->shape, {}});
   }
   std::string describe() const override { return "safetensors " + model_->path(); }
   const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }

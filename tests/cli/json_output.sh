@@ -65,6 +65,7 @@ assert t["settings"]["bucket_size"] is None and t["settings"]["pad_for_nccl"] is
 PY
 json 0 inspect inspect --keys run
 json 0 inspect inspect lion
+json 0 inspect inspect "$TESTDATA/megatron/dp1-buckets-padded/ckpt"  # groups with a bucket size range
 json 0 inspect inspect --key optimizer/blocks.0.fc1.weight/exp_avg run
 json 0 inspect inspect "$TESTDATA/models/tiny-llama.safetensors"
 json 0 inspect inspect --key model.norm.weight "$TESTDATA/models/tiny-llama.safetensors"
