@@ -428,7 +428,8 @@ HfArch choose_hf_arch(const MegatronGptTensors& t, const nlohmann::json& tmpl, s
       return *a;
     }
   bool qk = false, bias = false, moe = false, dense = false;
-  for (const auto& [name, i] : t.by_name) {
+  for (const auto& entry : t.by_name) {
+    const std::string& name = entry.first;  // a structured binding cannot be captured in C++17
     if (name.rfind("decoder.layers.", 0) != 0) continue;
     const auto ends = [&](const char* s) {
       const std::string x(s);
