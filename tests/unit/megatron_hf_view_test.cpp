@@ -181,6 +181,10 @@ TEST_CASE("hf view: tied, biases, and what does not fit, named") {
     CHECK(model.config["rope_theta"] == 500000.0);
     CHECK(model.config["rms_norm_eps"] == 1e-6);
     CHECK(model.config["torch_dtype"] == "float32");
+    nlohmann::json bad = config();
+    bad["num_attention_heads"] = -4;  // a size is checked before it shapes anything
+    CHECK(usage_error([&] { resolve_hf_model(HfArch::llama, t, nullptr, bad, "c", "bfloat16"); })
+              .find("num_attention_heads is -4, not a positive integer") != std::string::npos);
     const nlohmann::json swish = {{"num_attention_heads", 4}, {"swiglu", false}};
     CHECK(usage_error([&] { resolve_hf_model(HfArch::llama, t, swish, nullptr, "", "float32"); }).find("swiglu is False") != std::string::npos);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -52,6 +53,16 @@ std::optional<double> number_of(const nlohmann::json& obj, const char* name, con
   if (!v) return std::nullopt;
   if (!v->is_number()) throw UsageError(fmt::format("{}: {} is {}, not a number", where, name, v->dump()));
   return v->get<double>();
+}
+
+// A size (heads, dimensions, vocabulary, positions, top-k): a positive integer below 2^32, checked
+// before it shapes anything; UsageError naming the field otherwise.
+std::optional<double> size_of(const nlohmann::json& obj, const char* name, const std::string& where) {
+  const nlohmann::json* v = member(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer() || v->get<int64_t>() <= 0 || v->get<int64_t>() >= (int64_t{1} << 32))
+    throw UsageError(fmt::format("{}: {} is {}, not a positive integer below 2^32", where, name, v->dump()));
+  return static_cast<double>(v->get<int64_t>());
 }
 
 std::optional<bool> flag_of(const nlohmann::json& obj, const char* name) {
@@ -234,19 +245,21 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
       throw UsageError(targs + ": use_rope_scaling is True (Llama 3 scaling): only --arch llama has it");
   }
   std::vector<std::string> missing;
+  // A config field from the template, else from the args; sizes checked as sizes.
   auto field = [&](const char* hf, std::optional<double> from_args, auto& out, bool required) {
-    std::optional<double> v = number_of(tmpl, hf, template_name);
+    constexpr bool size = std::is_integral_v<std::decay_t<decltype(out)>>;
+    std::optional<double> v = size ? size_of(tmpl, hf, template_name) : number_of(tmpl, hf, template_name);
     if (!v) v = from_args;
     if (v) out = static_cast<std::decay_t<decltype(out)>>(*v);
     else if (required) missing.push_back(hf);
     return v.has_value();
   };
   uint64_t heads = 0;
-  field("num_attention_heads", number_of(args, "num_attention_heads", targs), heads, true);
+  field("num_attention_heads", size_of(args, "num_attention_heads", targs), heads, true);
   std::optional<double> args_kv;
   if (args.is_object()) {
-    if (auto gqa = flag_of(args, "group_query_attention"); gqa && *gqa) args_kv = number_of(args, "num_query_groups", targs);
-    else if (auto h = number_of(args, "num_attention_heads", targs)) args_kv = h;
+    if (auto gqa = flag_of(args, "group_query_attention"); gqa && *gqa) args_kv = size_of(args, "num_query_groups", targs);
+    else if (auto h = size_of(args, "num_attention_heads", targs)) args_kv = h;
   }
   double rope_theta = 0, eps = 0;
   uint64_t positions = 0;
@@ -255,8 +268,8 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
   if (!number_of(tmpl, "rope_theta", template_name) && theta_tmpl) rope_theta = *theta_tmpl;
   else field("rope_theta", number_of(args, "rotary_base", targs), rope_theta, true);
   field("rms_norm_eps", number_of(args, "norm_epsilon", targs), eps, true);
-  field("max_position_embeddings", number_of(args, "max_position_embeddings", targs), positions, true);
-  if (ai.moe) field("num_experts_per_tok", number_of(args, "moe_router_topk", targs), s.topk, true);
+  field("max_position_embeddings", size_of(args, "max_position_embeddings", targs), positions, true);
+  if (ai.moe) field("num_experts_per_tok", size_of(args, "moe_router_topk", targs), s.topk, true);
   if (!missing.empty()) {
     std::string list;
     for (const auto& f : missing) list += (list.empty() ? "" : ", ") + f;
@@ -267,8 +280,8 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
   s.heads = heads;
   if (s.heads == 0) throw UsageError(src + ": num_attention_heads is 0");
   // head_dim: the template's, the args' kv_channels, the q/k norm's width, else hidden / heads.
-  std::optional<double> hd = number_of(tmpl, "head_dim", template_name);
-  if (!hd) hd = number_of(args, "kv_channels", targs);
+  std::optional<double> hd = size_of(tmpl, "head_dim", template_name);
+  if (!hd) hd = size_of(args, "kv_channels", targs);
   if (!hd && qk_dim) hd = static_cast<double>(*qk_dim);
   if (!hd) {
     if (s.hidden % s.heads) throw UsageError(fmt::format("{}: hidden {} is not a multiple of {} heads: give head_dim", src, s.hidden, s.heads));
@@ -278,7 +291,7 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
   if (s.head_dim == 0) throw UsageError(src + ": head_dim is 0");
   if (qk_dim && *qk_dim != s.head_dim)
     throw UsageError(fmt::format("{}: q_layernorm is {} wide, head_dim {}", src, *qk_dim, s.head_dim));
-  std::optional<double> kv = number_of(tmpl, "num_key_value_heads", template_name);
+  std::optional<double> kv = size_of(tmpl, "num_key_value_heads", template_name);
   if (!kv) kv = args_kv;
   if (kv) {
     s.kv_heads = static_cast<uint64_t>(*kv);
@@ -299,8 +312,8 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
   }
   // The vocabulary: Megatron pads the embedding's rows; the model's own size is the template's or
   // the args' vocab_size, else the padded rows are kept (and said).
-  std::optional<double> vocab = number_of(tmpl, "vocab_size", template_name);
-  if (!vocab) vocab = number_of(args, "vocab_size", targs);
+  std::optional<double> vocab = size_of(tmpl, "vocab_size", template_name);
+  if (!vocab) vocab = size_of(args, "vocab_size", targs);
   if (vocab) {
     s.vocab = static_cast<uint64_t>(*vocab);
   } else {
