@@ -10,7 +10,9 @@
 # fuzz_* target built). Per target, in build-asan/fuzz/TARGET/: corpus/ (kept between runs: what the
 # fuzzer found interesting), seeds/ (remade each run), log, and the reproducer of any finding
 # (crash-*, leak-*, timeout-*, oom-*); rerun one with `build-asan/tests/fuzz/TARGET FILE`. Targets
-# reading through HDF5 keep findings in HDF5's own code apart, in hdf5/ (see hdf5_targets below).
+# reading through HDF5 keep findings in HDF5's own code apart, in hdf5/, and those that no rerun of
+# the input alone reproduces in unreproduced/ (see hdf5_targets and classify below); neither fails
+# the run. Each finding's rerun report is kept beside it as FINDING.report.
 # Prints executions, seconds and executions per second per target; exits 1 if any target failed.
 # FPGATHER_ASAN_BUILD names another build directory.
 set -euo pipefail
@@ -60,21 +62,31 @@ make_seeds() {
 # whose own bugs on hostile files (1.10.8: reads past its buffers, divisions by zero, allocations of
 # terabytes) the fuzzer finds within seconds. They run in fork mode, which goes on after a finding;
 # afterwards each finding is rerun and kept in hdf5/ when HDF5's code is on the top of its stack
-# before any of fpgather's, and fails the run otherwise.
+# before any of fpgather's, in unreproduced/ when the input alone does not fail, and fails the run
+# otherwise.
 hdf5_targets=" fuzz_ckpt_index_image "
 fork=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
 
-# Whether the report of rerunning finding $2 with target $1 shows HDF5's code before fpgather's
-# (a frame with a source line under this repository; libstdc++ and the sanitizers are neither). The
-# rerun has the fuzzing run's limit on one allocation, which a single-input run does not apply by
-# default, so that an oom-* finding reproduces with the stack of its allocation; the limit on the
-# process's memory is set above it, so that the memory watcher (which prints no stack) does not
-# report first.
-in_hdf5() (
+# Where finding $2 of target $1 lies, from the report of rerunning it alone: "hdf5" when HDF5's code
+# is on its stack before any of fpgather's (a frame with a source line under this repository;
+# libstdc++ and the sanitizers are neither), "ours" when fpgather's is, "unreproduced" when three
+# reruns all pass (a fork job's child runs thousands of inputs in one process, and HDF5 keeps
+# library-wide state between them). The rerun has the fuzzing run's limit on one allocation, which a
+# single-input run does not apply by default, so that an oom-* finding reproduces with the stack of
+# its allocation; the limit on the process's memory is set above it, so that the memory watcher
+# (which prints no stack) does not report first. The last rerun's report is kept beside the finding.
+classify() (
   set +o pipefail  # the rerun fails, as a finding does
-  ASAN_OPTIONS=$ASAN_OPTIONS:malloc_context_size=30 "$1" -malloc_limit_mb=2048 -rss_limit_mb=4096 "$2" 2>&1 |
-    grep -E '^ +#[0-9]+ ' |
-    grep -m1 -E "libhdf5|$PWD/[^ ]+\.(cpp|h):[0-9]" | grep -q libhdf5
+  for _ in 1 2 3; do
+    if ASAN_OPTIONS=$ASAN_OPTIONS:malloc_context_size=30 "$1" -malloc_limit_mb=2048 -rss_limit_mb=4096 \
+        "$2" >"$2.report" 2>&1; then
+      continue
+    fi
+    grep -E '^ +#[0-9]+ ' "$2.report" | grep -m1 -E "libhdf5|$PWD/[^ ]+\.(cpp|h):[0-9]" |
+      grep -q libhdf5 && echo hdf5 || echo ours
+    exit 0
+  done
+  echo unreproduced
 )
 
 # No allocation stacks in reports (a third more executions per second; rerun a finding for them);
@@ -105,20 +117,22 @@ for t in "${targets[@]}"; do
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$dir/log" | tail -1)
   fi
-  ours=0 theirs=0
+  ours=0 theirs=0 unrepro=0
   for f in "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* "$dir"/oom-*; do
     [ -e "$f" ] || continue
-    if ((${#mode[@]})) && in_hdf5 "$bin/$t" "$f"; then
-      mkdir -p "$dir/hdf5"
-      mv "$f" "$dir/hdf5/"
-      theirs=$((theirs + 1))
-    else
-      ours=$((ours + 1))
-      echo "fuzz.sh: $t: finding $f" >&2
-    fi
+    [[ $f == *.report ]] && continue
+    where=ours
+    ((${#mode[@]})) && where=$(classify "$bin/$t" "$f")
+    case $where in
+      hdf5) mkdir -p "$dir/hdf5"; mv "$f" "$f.report" "$dir/hdf5/"; theirs=$((theirs + 1)) ;;
+      unreproduced)
+        mkdir -p "$dir/unreproduced"; mv "$f" "$f.report" "$dir/unreproduced/"; unrepro=$((unrepro + 1)) ;;
+      *) ours=$((ours + 1)); echo "fuzz.sh: $t: finding $f" >&2 ;;
+    esac
   done
   hdf5_note=""
   ((theirs)) && hdf5_note=", $theirs new in HDF5 ($dir/hdf5/)"
+  ((unrepro)) && hdf5_note+=", $unrepro not reproduced alone ($dir/unreproduced/)"
   if ((ours || (rc != 0 && ${#mode[@]} == 0))); then
     status=1
     result="FAILED (exit $rc, $ours findings; see $dir/log)$hdf5_note"
