@@ -23,7 +23,7 @@ constexpr uint64_t kMaxReshardDp = 65536;
 
 struct ReshardArgs {
   std::string src, dst;
-  uint32_t dp = 0;
+  uint32_t dp = 0, tp = 0, pp = 0;
   std::string dist_opt, ckpt_layout, bucket_size, compress;
   bool pad = false, no_pad = false;
   uint64_t accumulation = 0, chunk_bytes = 0;
@@ -35,6 +35,8 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   if (a.pad && a.no_pad) throw UsageError("--pad-for-nccl and --no-pad-for-nccl contradict each other");
   ckpt::ReshardTarget t;
   t.dp = a.dp;
+  t.tp = a.tp;
+  t.pp = a.pp;
   t.dist_opt = a.dist_opt;
   t.state_layout = a.ckpt_layout;
   t.compression = a.compress;
@@ -50,7 +52,8 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
                            {"bucket_size", "--bucket-size"},   {"pad_for_nccl", "--pad-for-nccl"},
                            {"accumulation", "--accumulation"}, {"compression", "--compress"},
                            {"chunk_bytes", "--chunk-bytes"},   {"megatron_form", "--to"},
-                           {"dp", "--dp"}};
+                           {"dp", "--dp"},                     {"tp", "--tp"},
+                           {"pp", "--pp"}};
   return with_flag_names(flags, [&] {
     if (!t.bucket_size.empty()) ckpt::parse_bucket_size(t.bucket_size);  // before anything is read
     install_interrupt_handlers();
@@ -92,6 +95,13 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
   with_values(cmd->add_option("--to", a->to,
                   "Megatron torch_dist: the optimizer form to write, dp_reshardable or fully_reshardable "
                   "(default: the source's)"), {"dp_reshardable", "fully_reshardable"});
+  // A tensor-parallel group lives inside one node: 8 GPUs today, a few times that in the largest.
+  integer_range(cmd->add_option("--tp", a->tp,
+                                "Megatron torch_dist: the target tensor-parallel size, written as dp_reshardable "
+                                "(default: the source's)"), 1, 1024);
+  integer_range(cmd->add_option("--pp", a->pp,
+                                "Megatron torch_dist: the target pipeline-parallel size, written as dp_reshardable "
+                                "(default: the source's)"), 1, 1024);
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan (keys, bytes read and written, files, peak memory) only");
   cmd->callback([a, &global, &run] { run = [a, &global] { return run_reshard(*a, global); }; });
 }

@@ -49,12 +49,6 @@ std::optional<std::pair<std::string, std::string>> parse_plain_state(const std::
   if (!NameScanner::no_line_breaks(param)) return std::nullopt;
   return std::make_pair(std::string(param), std::string(state));
 }
-uint64_t volume(const std::vector<uint64_t>& shape) {
-  uint64_t n = 1;
-  for (uint64_t d : shape) n *= d;
-  return n;
-}
-
 // Megatron's mapping reads every model and optimizer key as values: a key of a dtype fpgather has
 // no counterpart of is a form it does not read (the summary says so; validation notes it), not a
 // defect of the checkpoint. A plain DCP maps such a key alone (add_plain).
@@ -686,7 +680,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
         const Entry& e = md.entries[k->entry];
         if (e.tensor.size != std::vector<uint64_t>{bucket.numel_unpadded})
           throw Error(ExitCode::check_failed, r_.dir() + ": key " + quoted_name(e.fqn) + " has " +
-                                                  std::to_string(volume(e.tensor.size)) +
+                                                  std::to_string(shape_volume(e.tensor.size)) +
                                                   " elements, the bucket's numel_unpadded is " +
                                                   std::to_string(bucket.numel_unpadded));
         if (!first) first = &e;
@@ -694,13 +688,13 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
         for (const LocalParam::Piece& pc : g.params[li].pieces) {
           if (std::any_of(pieces.begin(), pieces.end(), [&](const Piece& x) { return x.box.offsets == pc.box.offsets && x.box.sizes == pc.box.sizes; })) continue;
           pieces.push_back({pc.box, k->entry, base + pc.local_start});
-          covered += volume(pc.box.sizes);
+          covered += shape_volume(pc.box.sizes);
         }
       }
       if (!first) continue;
-      if (covered != volume(params[p].shape))
+      if (covered != shape_volume(params[p].shape))
         throw Error(ExitCode::check_failed, r_.dir() + ": the optimizer groups hold " + std::to_string(covered) +
-                                                " of the " + std::to_string(volume(params[p].shape)) +
+                                                " of the " + std::to_string(shape_volume(params[p].shape)) +
                                                 " elements of parameter " + quoted_name(params[p].name) + "'s " +
                                                 quoted_name(state));
       tensors.push_back({params[p].name + "." + master_or(state), params[p].name, master_or(state),
@@ -885,7 +879,7 @@ uint64_t box_elements_before(const Box& box, const std::vector<uint64_t>& shape,
   const size_t n = shape.size();
   uint64_t total = 1;
   for (uint64_t s : box.sizes) total *= s;
-  if (g >= volume(shape)) return total;
+  if (g >= shape_volume(shape)) return total;
   std::vector<uint64_t> idx(n);
   for (size_t d = n; d-- > 0;) {
     idx[d] = g % shape[d];
@@ -1070,7 +1064,7 @@ void DcpParams::read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, ui
       }
       // Walk the chunk's rows (runs along the last axis), copying what falls inside [A, B).
       const uint64_t run = n ? ch.sizes[n - 1] : 1;
-      const uint64_t rows = run ? volume(ch.sizes) / run : 0;
+      const uint64_t rows = run ? shape_volume(ch.sizes) / run : 0;
       std::vector<uint64_t> idx(n ? n - 1 : 0, 0);
       for (uint64_t row = 0; row < rows; ++row) {
         uint64_t g = n ? ch.offsets[n - 1] : 0;

@@ -42,6 +42,9 @@ nlohmann::json layout_json(const ckpt::ReshardLayout& l) {
 ReshardRequest request_of(const std::string& source, const std::string& target, const ckpt::ReshardTarget& t) {
   if (!t.megatron_form.empty())
     throw UsageError("megatron_form applies to Megatron torch_dist checkpoints; " + source + " is not one");
+  if (t.tp || t.pp)
+    throw UsageError("tp and pp apply to Megatron torch_dist checkpoints; " + source +
+                     " is an fpgather checkpoint, whose state is data-parallel only");
   if (t.dp == 0) throw UsageError("dp must be at least 1");
   ReshardRequest q;
   q.source = source;

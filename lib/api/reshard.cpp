@@ -32,6 +32,8 @@ ReshardReport reshard(const Checkpoint& source, const std::string& target, const
     t.accumulation = options.accumulation;
     t.compression = options.compression;
     t.megatron_form = options.megatron_form;
+    t.tp = options.tp;
+    t.pp = options.pp;
     t.dry_run = options.dry_run;
     const fpg::ckpt::ReshardReport r = fpg::app::reshard::reshard(source.path(), target, t);
     ReshardReport out;

@@ -11,4 +11,10 @@ std::string shape_string(const std::vector<uint64_t>& shape) {
   return s + "]";
 }
 
+uint64_t shape_volume(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
 }  // namespace fpg

@@ -9,4 +9,7 @@ namespace fpg {
 
 std::string shape_string(const std::vector<uint64_t>& shape);
 
+// The number of elements of a shape (1 for a scalar); the caller keeps it from overflowing.
+uint64_t shape_volume(const std::vector<uint64_t>& shape);
+
 }  // namespace fpg

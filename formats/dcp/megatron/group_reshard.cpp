@@ -72,6 +72,29 @@ class GroupSource {
 
 }  // namespace
 
+bool is_replaced_optimizer_entry(const Entry& e, const std::vector<OptimizerGroup>& groups) {
+  if (e.is_tensor) return e.fqn.rfind("optimizer.", 0) == 0;
+  return std::any_of(groups.begin(), groups.end(), [&](const OptimizerGroup& g) {
+    return is_group_object(e.fqn, g.prefix, kPerBucketNumel) || is_group_object(e.fqn, g.prefix, kPerBucketNumelUnpadded) ||
+           is_group_object(e.fqn, g.prefix, kParamGroups);
+  });
+}
+
+uint64_t bucket_state_bytes(const layout::BucketedLayout& L, size_t states) {
+  uint64_t n = 0;
+  for (const layout::Buffer& buf : L.buffers)
+    for (const layout::Bucket& bucket : buf.buckets) n += bucket.numel_unpadded * 4 * states;
+  return n;
+}
+
+void note_padding_only_ranks(const layout::BucketedLayout& L, MegatronReshardSummary& sum) {
+  for (const layout::Buffer& buf : L.buffers)
+    for (const layout::Bucket& bucket : buf.buckets)
+      for (const layout::Shard& shard : bucket.shards)
+        if (shard.world.begin - bucket.world.begin >= bucket.numel_unpadded)
+          sum.first_padding_only_rank = std::min(sum.first_padding_only_rank.value_or(shard.rank), shard.rank);
+}
+
 MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, const std::vector<std::string>& states,
                                       const MegatronReshardOptions& opts, const std::string& dst) {
   const ParallelSizes& P = *params.parallel();
@@ -98,30 +121,16 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
     if (std::any_of(g.params.begin(), g.params.end(), [](const LocalParam& p) { return p.local.own_bucket; }))
       for (const LocalParam& p : g.params) lo.own_bucket.push_back(p.local.own_bucket);
     targets.push_back(layout::build_bucketed_layout(g.layout.spec, lo));
-    for (const layout::Buffer& buf : targets.back().buffers)
-      for (const layout::Bucket& bucket : buf.buckets)
-        for (const layout::Shard& shard : bucket.shards)
-          if (shard.world.begin - bucket.world.begin >= bucket.numel_unpadded)
-            sum.first_padding_only_rank = std::min(sum.first_padding_only_rank.value_or(shard.rank), shard.rank);
+    note_padding_only_ranks(targets.back(), sum);
   }
   sum.target = targets.front();
   sum.groups = static_cast<uint32_t>(targets.size());
 
   auto target_rank = [&](const OptimizerGroup& g, uint32_t d) { return g.tp + TP * (d + DP * g.pp); };
-  auto is_group_entry = [&](const std::string& key) {
-    return std::any_of(params.groups().begin(), params.groups().end(), [&](const OptimizerGroup& g) {
-      return is_group_object(key, g.prefix, kPerBucketNumel) || is_group_object(key, g.prefix, kPerBucketNumelUnpadded) ||
-             is_group_object(key, g.prefix, kParamGroups);
-    });
-  };
   const Metadata& md = r.metadata();
-  auto is_optimizer = [&](const Entry& e) {
-    return e.is_tensor ? e.fqn.rfind("optimizer.", 0) == 0 : is_group_entry(e.fqn);
-  };
+  auto is_optimizer = [&](const Entry& e) { return is_replaced_optimizer_entry(e, params.groups()); };
   uint64_t optimizer_bytes = 0;
-  for (const layout::BucketedLayout& T : targets)
-    for (const layout::Buffer& buf : T.buffers)
-      for (const layout::Bucket& bucket : buf.buckets) optimizer_bytes += bucket.numel_unpadded * 4 * states.size();
+  for (const layout::BucketedLayout& T : targets) optimizer_bytes += bucket_state_bytes(T, states.size());
   add_plan_figures(r, is_optimizer, optimizer_bytes, sum);
   if (opts.dry_run) return sum;
 

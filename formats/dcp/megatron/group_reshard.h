@@ -19,6 +19,15 @@
 
 namespace fpg::dcp {
 
+// What the per-group rewrites (this one and model_parallel_reshard.h) share:
+// whether a source entry is optimizer state they replace (any tensor under "optimizer.", every
+// group's per_bucket_numel(_unpadded) and param_groups objects);
+bool is_replaced_optimizer_entry(const Entry& e, const std::vector<OptimizerGroup>& groups);
+// the bytes a layout's bucket keys take for `states` (4-byte elements, numel_unpadded each);
+uint64_t bucket_state_bytes(const layout::BucketedLayout& L, size_t states);
+// and the lowest rank of L whose shard of some bucket is only tail padding, into sum.
+void note_padding_only_ranks(const layout::BucketedLayout& L, MegatronReshardSummary& sum);
+
 // `states`: Megatron's names of the states to write ("param", "exp_avg", …). UsageError for what
 // this rewrite does not serve (MoE, context parallelism).
 MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, const std::vector<std::string>& states,

@@ -11,12 +11,6 @@ namespace fpg::dcp {
 
 namespace {
 
-uint64_t volume(const std::vector<uint64_t>& shape) {
-  uint64_t n = 1;
-  for (uint64_t d : shape) n *= d;
-  return n;
-}
-
 // Gated MLPs store linear_fc1 as its w and v halves (Megatron's swiglu sharded state dict).
 bool is_fc1(const MegatronParam& p) { return p.key.find("linear_fc1.") != std::string::npos; }
 
@@ -44,7 +38,61 @@ uint32_t tp_of(const std::vector<MegatronParam>& params, bool experts) {
   return static_cast<uint32_t>(std::max<uint64_t>(tp, 1));
 }
 
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::char_traits<char>::length(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// The axis Megatron's parallel linears split a parameter along (see tensor_parallel_params), or
+// SIZE_MAX when it is replicated.
+size_t parallel_linear_axis(const std::string& name) {
+  for (const char* column : {".linear_qkv.weight", ".linear_qkv.bias", ".linear_fc1.weight", ".linear_fc1.bias",
+                             "word_embeddings.weight", "output_layer.weight"})
+    if (ends_with(name, column)) return 0;
+  for (const char* row : {".linear_proj.weight", ".linear_fc2.weight"})
+    if (ends_with(name, row)) return 1;
+  return SIZE_MAX;
+}
+
 }  // namespace
+
+std::vector<MegatronParam> tensor_parallel_params(const std::vector<MegatronParam>& params, uint32_t from_tp,
+                                                  uint32_t tp) {
+  std::vector<MegatronParam> out = params;
+  for (MegatronParam& p : out) {
+    if (p.expert || p.shape.empty()) continue;
+    const std::string what = "parameter " + quoted_name(p.name) + " " + shape_string(p.shape);
+    // How the parameter is split: the axis its stored chunks are cut along, gated or not.
+    size_t axis = SIZE_MAX;
+    bool gated = false;
+    if (from_tp == 1) {
+      axis = p.chunks.size() == 1 ? parallel_linear_axis(p.name) : 0;
+      gated = is_fc1(p) && p.chunks.size() == 2;
+    } else if (p.chunks.size() > 1) {
+      for (size_t d = 0; d < p.shape.size() && axis == SIZE_MAX; ++d)
+        for (const Box& c : p.chunks)
+          if (c.offsets.size() == p.shape.size() && c.offsets[d] != p.chunks[0].offsets[d]) axis = d;
+      gated = is_fc1(p) && axis == 0 && p.chunks.size() == 2 * uint64_t{from_tp};
+    }
+    if (axis >= p.shape.size()) {
+      p.chunks = {Box{std::vector<uint64_t>(p.shape.size(), 0), p.shape}};
+      continue;
+    }
+    const uint64_t n = p.shape[axis], parts = gated ? 2 * uint64_t{tp} : tp;
+    if (n % parts != 0)
+      throw UsageError(what + " does not split over " + std::to_string(tp) + " tensor-parallel ranks: its axis " +
+                       std::to_string(axis) + " (" + std::to_string(n) + ") is not a multiple of " +
+                       std::to_string(parts) + (gated ? " (a gated linear_fc1: its w and v halves each split)" : ""));
+    p.chunks.clear();
+    for (uint64_t i = 0; i < parts; ++i) {
+      Box b{std::vector<uint64_t>(p.shape.size(), 0), p.shape};
+      b.offsets[axis] = i * (n / parts);
+      b.sizes[axis] = n / parts;
+      p.chunks.push_back(std::move(b));
+    }
+  }
+  return out;
+}
 
 bool LocalParam::whole() const {
   return pieces.size() == 1 && pieces[0].local_start == 0 && local.shape == pieces[0].box.sizes &&
@@ -114,7 +162,7 @@ LocalParam ParallelModel::local_of(size_t p, uint32_t rank, uint32_t T) const {
   lp.local.shape = w.sizes;
   lp.local.shape[0] += v.sizes[0];
   lp.pieces.push_back({w, 0});
-  lp.pieces.push_back({v, volume(w.sizes)});
+  lp.pieces.push_back({v, shape_volume(w.sizes)});
   return lp;
 }
 

@@ -79,4 +79,14 @@ class ParallelModel {
   bool has_output_layer_ = false;
 };
 
+// The dense parameters as a run at TP `tp` stores them: each parameter's chunks cut again into the
+// pieces of `tp` ranks (1 chunk replicated, `tp` along its axis, 2 × `tp` for a gated linear_fc1),
+// from how they are stored at `from_tp`. At `from_tp` = 1 every chunk is whole and the axis comes
+// from Megatron's parallel linears: column-parallel (axis 0) linear_qkv, linear_fc1, the word
+// embeddings and the output layer; row-parallel (axis 1) linear_proj and linear_fc2 weights; the
+// rest (norms, the row-parallel biases) replicated. UsageError naming the parameter when its axis does
+// not divide by `tp`; expert parameters are left as they are.
+std::vector<MegatronParam> tensor_parallel_params(const std::vector<MegatronParam>& params, uint32_t from_tp,
+                                                  uint32_t tp);
+
 }  // namespace fpg::dcp

@@ -12,6 +12,7 @@
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/megatron/bucket_writer.h"
 #include "formats/dcp/megatron/group_reshard.h"
+#include "formats/dcp/megatron/model_parallel_reshard.h"
 #include "formats/dcp/megatron/megatron_keys.h"
 #include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/reader.h"
@@ -182,6 +183,20 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     role_of[states.back()] = role;
   }
 
+  // Another TP or PP size: each target rank's local parameters cut again from the whole ones.
+  const std::optional<ParallelSizes>& sizes = params.parallel();
+  const bool new_tp = opts.tp && *opts.tp != (sizes ? sizes->tp : params.model_tp());
+  const bool new_pp = opts.pp && *opts.pp != (sizes ? sizes->pp : 1);
+  if ((opts.tp && *opts.tp == 0) || (opts.pp && *opts.pp == 0)) throw UsageError("tp and pp must be at least 1");
+  if (new_tp || new_pp) {
+    if (to != MegatronForm::dp_reshardable)
+      throw UsageError("tp and pp set the layout of dp_reshardable targets; the fully_reshardable form is the same "
+                       "at every TP x PP and Megatron-Core loads it at any");
+    if (from != MegatronForm::dp_reshardable)
+      throw UsageError(src + " is fully_reshardable: it records no bucket layout to carry to another TP x PP; "
+                       "Megatron-Core loads it at any TP x PP as it is");
+    return reshard_model_parallel(r, params, states, role_of, opts, dst);
+  }
   if (group_rewrite) return reshard_groups(r, params, states, opts, dst);
 
   // The target buffer layout.

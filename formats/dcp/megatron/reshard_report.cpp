@@ -21,6 +21,8 @@ MegatronReshardOptions options_of(const std::string& source, const ckpt::Reshard
   if (t.dp == 0) throw UsageError("dp must be at least 1");
   MegatronReshardOptions o;
   o.dp = t.dp;
+  if (t.tp) o.tp = t.tp;
+  if (t.pp) o.pp = t.pp;
   if (!t.bucket_size.empty()) o.bucket_size = ckpt::parse_bucket_size(t.bucket_size);
   o.pad_for_nccl = t.pad_for_nccl;
   o.dry_run = t.dry_run;
@@ -55,7 +57,9 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
 
   nlohmann::json& j = r.document;
   j = {{"source", source}, {"target", target}, {"dry_run", t.dry_run}, {"from", s.source_form},
-       {"to", s.target_form}, {"dp", o.dp}, {"groups", s.groups}, {"plan", {{"bytes_read", s.plan_read}, {"bytes_written", s.plan_written}, {"peak_bytes", s.plan_peak}}}, {"keys", s.keys}, {"chunks", s.chunks},
+       {"to", s.target_form}, {"dp", o.dp},
+       {"tp", o.tp ? nlohmann::json(*o.tp) : nlohmann::json(nullptr)},
+       {"pp", o.pp ? nlohmann::json(*o.pp) : nlohmann::json(nullptr)}, {"groups", s.groups}, {"plan", {{"bytes_read", s.plan_read}, {"bytes_written", s.plan_written}, {"peak_bytes", s.plan_peak}}}, {"keys", s.keys}, {"chunks", s.chunks},
        {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
        {"first_padding_only_rank", s.first_padding_only_rank ? nlohmann::json(*s.first_padding_only_rank)
                                                             : nlohmann::json(nullptr)},
@@ -75,8 +79,11 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
     }
   }
   auto& text = r.text;
-  text.push_back(fmt::sprintf("%s %s (%s) -> %s (%s, dp %u)", t.dry_run ? "reshard plan (dry run):" : "resharded",
-                              source, s.source_form, target, s.target_form, o.dp));
+  std::string sizes;
+  if (o.tp) sizes += fmt::sprintf("tp %u, ", *o.tp);
+  if (o.pp) sizes += fmt::sprintf("pp %u, ", *o.pp);
+  text.push_back(fmt::sprintf("%s %s (%s) -> %s (%s, %sdp %u)", t.dry_run ? "reshard plan (dry run):" : "resharded",
+                              source, s.source_form, target, s.target_form, sizes, o.dp));
   if (s.groups > 1)
     text.push_back(fmt::sprintf("%u optimizer groups (one per model-parallel rank), each over its local parameters; "
                                 "the first:", s.groups));

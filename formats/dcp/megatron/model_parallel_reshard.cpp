@@ -1,0 +1,368 @@
+#include "formats/dcp/megatron/model_parallel_reshard.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <set>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "core/printable.h"
+#include "formats/dcp/dcp_writer.h"
+#include "formats/dcp/megatron/bucket_writer.h"
+#include "formats/dcp/megatron/group_reshard.h"
+#include "formats/dcp/megatron/megatron_common_state.h"
+#include "formats/dcp/megatron/megatron_keys.h"
+#include "formats/dcp/megatron/megatron_parallel.h"
+#include "formats/dcp/megatron/parallel_report.h"
+
+namespace fpg::dcp {
+namespace {
+
+// Copies box `b` of a row-major tensor of `shape` (`elem`-byte elements) to `dst`, row-major in the box.
+void copy_box(const uint8_t* src, const std::vector<uint64_t>& shape, const Box& b, uint64_t elem, uint8_t* dst) {
+  const size_t n = shape.size();
+  if (n == 0) {
+    std::memcpy(dst, src, elem);
+    return;
+  }
+  const uint64_t run = b.sizes[n - 1] * elem;
+  uint64_t rows = 1;
+  for (size_t d = 0; d + 1 < n; ++d) rows *= b.sizes[d];
+  std::vector<uint64_t> at(n, 0);  // the row's index inside the box (the last axis unused)
+  for (uint64_t row = 0; row < rows; ++row) {
+    uint64_t flat = 0;
+    for (size_t d = 0; d < n; ++d) flat = flat * shape[d] + b.offsets[d] + (d + 1 < n ? at[d] : 0);
+    std::memcpy(dst + row * run, src + flat * elem, run);
+    for (size_t d = n - 1; d-- > 0;) {
+      if (++at[d] < b.sizes[d]) break;
+      at[d] = 0;
+    }
+  }
+}
+
+// A whole parameter tensor (DcpParams: weight or state) read once and held while its pieces are
+// copied out of it (the writers ask for a parameter's pieces one after the other).
+class WholeTensor {
+ public:
+  explicit WholeTensor(const DcpParams& params) : params_(params) {
+    for (size_t t = 0; t < params.tensors().size(); ++t)
+      tensor_[{params.tensors()[t].param, params.tensors()[t].role}] = t;
+  }
+
+  // Parameter `param`'s tensor `role`, read whole; its element size in `elem`.
+  const std::vector<uint8_t>& get(const std::string& param, const std::string& role, uint64_t& elem) {
+    const auto it = tensor_.find({param, role});
+    if (it == tensor_.end())
+      throw FormatError(params_.describe() + ": parameter " + quoted_name(param) + " has no " + role);
+    const ckpt::ParamTensor& t = params_.tensors()[it->second];
+    elem = dtype_bytes(t.dtype, 1);
+    if (held_ != it->second) {
+      bytes_.resize(dtype_bytes(t.dtype, t.numel()));
+      params_.read(it->second, 0, t.numel(), bytes_.data());
+      held_ = it->second;
+    }
+    return bytes_;
+  }
+
+ private:
+  const DcpParams& params_;
+  std::map<std::pair<std::string, std::string>, size_t> tensor_;  // (param, role) -> tensor index
+  std::vector<uint8_t> bytes_;
+  size_t held_ = SIZE_MAX;
+};
+
+// A target rank's local parameters' states, each gathered from the whole parameter's state once
+// and held while its fragments are written (bucket_writer.h asks for them parameter by parameter).
+class LocalStates {
+ public:
+  LocalStates(const DcpParams& params, const std::map<std::string, std::string>& role_of)
+      : params_(params), role_of_(role_of), whole_(params) {}
+
+  // Elements [a, b) of local parameter `lp`'s state `state` (4-byte elements) into dst.
+  void read(const LocalParam& lp, const std::string& state, uint64_t a, uint64_t b, uint8_t* dst) {
+    if (held_param_ != &lp || held_state_ != state) gather(lp, state);
+    std::memcpy(dst, local_.data() + a * 4, (b - a) * 4);
+  }
+
+  // The largest buffers held: a whole parameter's state and a local one.
+  static uint64_t peak_bytes(const std::vector<MegatronParam>& whole) {
+    uint64_t n = 0;
+    for (const MegatronParam& p : whole) n = std::max(n, shape_volume(p.shape));
+    return 2 * 4 * n;
+  }
+
+ private:
+  void gather(const LocalParam& lp, const std::string& state) {
+    const MegatronParam& whole_param = params_.megatron_params().at(lp.param);
+    uint64_t elem = 0;
+    const std::vector<uint8_t>& whole = whole_.get(whole_param.name, role_of_.at(state), elem);
+    if (elem != 4)
+      throw FormatError(params_.describe() + ": parameter " + quoted_name(whole_param.name) + "'s " + state +
+                        " is not a 4-byte state");
+    local_.resize(shape_volume(lp.local.shape) * 4);
+    for (const LocalParam::Piece& p : lp.pieces)
+      copy_box(whole.data(), whole_param.shape, p.box, 4, local_.data() + p.local_start * 4);
+    held_param_ = &lp;
+    held_state_ = state;
+  }
+
+  const DcpParams& params_;
+  const std::map<std::string, std::string>& role_of_;
+  WholeTensor whole_;
+  std::vector<uint8_t> local_;
+  const LocalParam* held_param_ = nullptr;
+  std::string held_state_;
+};
+
+// The layers of each of `pp` stages: the source's stages at its own PP, else an even split.
+std::vector<uint64_t> target_stages(const ParallelSizes& P, uint64_t layers, uint32_t pp, const std::string& src) {
+  if (pp == P.pp && P.stage_layers.size() == pp) return P.stage_layers;
+  if (layers % pp != 0)
+    throw UsageError(src + ": " + std::to_string(layers) + " layers do not split evenly over " + std::to_string(pp) +
+                     " pipeline stages; uneven first and last stages are not chosen for you");
+  return std::vector<uint64_t>(pp, layers / pp);
+}
+
+// The index of the first parameter of a layer (params.size() without layers): the parameters before
+// it are the first stage's, those after the last layer's the last stage's.
+size_t first_layered(const std::vector<MegatronParam>& params) {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].layer) return i;
+  return params.size();
+}
+
+struct TargetGroup {
+  uint32_t tp = 0, pp = 0;
+  std::string prefix;
+  const OptimizerGroup* source = nullptr;  // whose padding, grad dtype and param_groups it takes
+  std::vector<LocalParam> locals;
+  layout::BucketedLayout layout;
+};
+
+// The bucket numel of every buffer of every group: where the buckets are cut.
+std::vector<std::vector<uint64_t>> bucket_cuts(const std::vector<layout::BucketedLayout>& layouts) {
+  std::vector<std::vector<uint64_t>> cuts;
+  for (const layout::BucketedLayout& l : layouts)
+    for (const layout::Buffer& b : l.buffers) {
+      cuts.emplace_back();
+      for (const layout::Bucket& k : b.buckets) cuts.back().push_back(k.numel_unpadded);
+    }
+  return cuts;
+}
+
+}  // namespace
+
+MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& params,
+                                              const std::vector<std::string>& states,
+                                              const std::map<std::string, std::string>& role_of,
+                                              const MegatronReshardOptions& opts, const std::string& dst) {
+  if (!params.parallel()) throw UsageError(r.dir() + ": the optimizer groups give no parallel sizes to reshard from");
+  const ParallelSizes& P = *params.parallel();
+  const uint32_t TP = opts.tp.value_or(P.tp), PP = opts.pp.value_or(P.pp), DP = opts.dp;
+  if (params.experts() > 0 || P.cp > 1)
+    throw UsageError(r.dir() + " was saved at " + parallel_sizes_string(P) +
+                     (params.experts() > 0 ? " with a MoE model" : "") +
+                     "; reshard --tp/--pp rewrites the buckets of dense models without context parallelism "
+                     "(--to fully_reshardable writes the model-space form Megatron-Core loads at any parallelism)");
+  if (const std::optional<MegatronCommonState> common = read_common_state(r);
+      common && (common->int_arg("tensor_model_parallel_size") || common->int_arg("pipeline_model_parallel_size")))
+    throw UsageError(r.dir() + " holds Megatron-LM's saved args (TP " +
+                     std::to_string(common->int_arg("tensor_model_parallel_size").value_or(1)) + ", PP " +
+                     std::to_string(common->int_arg("pipeline_model_parallel_size").value_or(1)) +
+                     "): Megatron-LM checks them against the run on a dp_reshardable load and keeps RNG state per "
+                     "model-parallel rank, which reshard --tp/--pp does not rewrite; --to fully_reshardable writes "
+                     "the form Megatron-LM loads at any TP x PP");
+
+  // The target ranks' local parameters.
+  const std::vector<MegatronParam>& whole = params.megatron_params();
+  const std::vector<MegatronParam> cut = tensor_parallel_params(whole, P.tp, TP);
+  const ParallelModel target_model(cut);
+  const std::vector<uint64_t> stages = target_stages(P, target_model.layers(), PP, r.dir());
+  std::vector<TargetGroup> targets;
+  uint64_t first = 0;
+  for (uint32_t pp = 0; pp < PP; ++pp) {
+    // The source stage holding the same part of the model: the first and the last stage the
+    // source's own, a middle one the stage holding its first layer.
+    uint32_t source_pp = pp == 0 ? 0 : P.pp - 1;
+    if (pp > 0 && pp + 1 < PP) {
+      uint64_t lo = 0;
+      for (uint32_t s = 0; s < P.stage_layers.size(); ++s) {
+        if (first >= lo && first < lo + P.stage_layers[s]) source_pp = s;
+        lo += P.stage_layers[s];
+      }
+    }
+    const OptimizerGroup* source = nullptr;
+    for (const OptimizerGroup& g : params.groups())
+      if (!g.expert && g.tp == 0 && g.pp == source_pp) source = &g;
+    if (!source) throw InternalError(r.dir() + ": no optimizer group at TP rank 0, PP rank " + std::to_string(source_pp));
+    for (uint32_t tp = 0; tp < TP; ++tp) {
+      TargetGroup t;
+      t.tp = tp;
+      t.pp = pp;
+      t.prefix = group_name(tp + TP * pp);
+      t.source = source;
+      t.locals = target_model.dense_rank(tp, first, stages[pp], pp == 0, pp + 1 == PP);
+      targets.push_back(std::move(t));
+    }
+    first += stages[pp];
+  }
+
+  // Each group's buffers, laid out with `bucket_size` and the source's padding and grad dtype.
+  auto lay_out = [&](const std::optional<uint64_t>& bucket_size) {
+    std::vector<layout::BucketedLayout> out;
+    for (const TargetGroup& t : targets) {
+      const layout::BucketedLayout& S = t.source->layout.layout;
+      layout::BucketedOptions lo;
+      lo.dp = DP;
+      lo.bucket_size = bucket_size;
+      lo.pad_for_nccl = opts.pad_for_nccl.value_or(S.pad_for_nccl);
+      lo.grad_reduce_in_fp32 = std::all_of(S.buffers.begin(), S.buffers.end(),
+                                           [](const layout::Buffer& b) { return b.key.grad_dtype == DType::F32; });
+      std::vector<MegatronParam> local_params;
+      for (const LocalParam& lp : t.locals) local_params.push_back(lp.local);
+      if (std::any_of(t.locals.begin(), t.locals.end(), [](const LocalParam& p) { return p.local.own_bucket; }))
+        for (const LocalParam& p : t.locals) lo.own_bucket.push_back(p.local.own_bucket);
+      out.push_back(layout::build_bucketed_layout(megatron_spec(local_params), lo));
+    }
+    return out;
+  };
+  // The bucket size. The source's buckets give it only as a range (every size in (lo, hi] cuts its
+  // buffers alike; with one bucket per buffer, any size from the largest buffer up, or none), and at
+  // other local shapes two sizes of that range can cut the buckets apart: then the run's own setting
+  // must be given, never guessed.
+  std::vector<layout::BucketedLayout> layouts;
+  if (opts.bucket_size) {
+    layouts = lay_out(*opts.bucket_size);
+  } else {
+    std::optional<uint64_t> lo, hi;
+    uint64_t largest = 0;
+    for (const OptimizerGroup& g : params.groups()) {
+      if (g.layout.bucket_size_lo) lo = std::max(lo.value_or(0), *g.layout.bucket_size_lo);
+      if (g.layout.bucket_size_hi) hi = std::min(hi.value_or(UINT64_MAX), *g.layout.bucket_size_hi);
+      for (const layout::Buffer& b : g.layout.layout.buffers) largest = std::max(largest, b.numel);
+    }
+    const std::optional<uint64_t> low = lo ? *lo + 1 : largest;
+    const std::optional<uint64_t> high = lo ? hi : std::nullopt;
+    layouts = lay_out(low);
+    const std::vector<layout::BucketedLayout> other = lay_out(high);
+    if (bucket_cuts(layouts) != bucket_cuts(other))
+      throw UsageError(r.dir() + ": its buckets give the bucket size only as " +
+                       (lo ? "(" + std::to_string(*lo) + ", " + (hi ? std::to_string(*hi) : std::string("inf")) + "]"
+                           : "at least " + std::to_string(largest) + " elements, or none") +
+                       ", and at the target's local parameters sizes in that range cut the buckets differently; give "
+                       "bucket_size N or none as the Megatron run that loads the checkpoint is configured");
+    if (!lo) layouts = other;  // one bucket per buffer, as the source's
+  }
+  MegatronReshardSummary sum;
+  sum.source_form = sum.target_form = "dp_reshardable";
+  for (size_t i = 0; i < targets.size(); ++i) {
+    targets[i].layout = std::move(layouts[i]);
+    note_padding_only_ranks(targets[i].layout, sum);
+  }
+  sum.target = targets.front().layout;
+  sum.groups = static_cast<uint32_t>(targets.size());
+
+  auto target_rank = [&](const TargetGroup& g, uint32_t d) { return g.tp + TP * (d + DP * g.pp); };
+  const Metadata& md = r.metadata();
+  auto is_optimizer = [&](const Entry& e) { return is_replaced_optimizer_entry(e, params.groups()); };
+  uint64_t optimizer_bytes = 0;
+  for (const TargetGroup& t : targets) optimizer_bytes += bucket_state_bytes(t.layout, states.size());
+  add_plan_figures(r, is_optimizer, optimizer_bytes, sum);
+  sum.plan_peak = std::max(sum.plan_peak, LocalStates::peak_bytes(whole));
+  if (opts.dry_run) return sum;
+
+  DcpWriteOptions wo;
+  wo.megatron = *r.megatron();
+  wo.planner_data = false;
+  DcpWriter w(dst, wo);
+  for (const Entry& e : md.entries) {
+    if (is_optimizer(e)) continue;
+    if (e.is_tensor) w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);
+    else w.declare_bytes(e.fqn);
+  }
+  for (const TargetGroup& t : targets) {
+    w.declare_bytes(group_object_key(t.prefix, kParamGroups));
+    declare_group_buckets(w, t.prefix, t.layout, states);
+  }
+
+  // The model keys in the target's pieces, as Megatron at the target sizes stores them: per layer
+  // (a stacked key's layer axis first) the main replica of each TP piece, on the file of the rank
+  // holding it (TP rank, DP rank 0, its stage).
+  std::vector<uint32_t> stage_of_layer;
+  for (uint32_t pp = 0; pp < PP; ++pp) stage_of_layer.insert(stage_of_layer.end(), stages[pp], pp);
+  std::set<std::string> model_keys;
+  WholeTensor weights(params);
+  for (size_t i = 0; i < cut.size(); ++i) {
+    const MegatronParam& p = cut[i];
+    model_keys.insert(p.key);
+    const uint32_t pp = p.layer ? stage_of_layer.at(*p.layer) : (i < first_layered(cut) ? 0 : PP - 1);
+    for (size_t c = 0; c < p.chunks.size(); ++c) {
+      const Box& box = p.chunks[c];
+      const uint32_t tp = static_cast<uint32_t>(c % TP);  // a gated fc1: [w_0 … w_{TP-1}, v_0 … v_{TP-1}]
+      uint64_t elem = 0;
+      const std::vector<uint8_t>& src = weights.get(whole[i].name, "weight", elem);
+      auto piece = std::make_shared<std::vector<uint8_t>>(shape_volume(box.sizes) * elem);
+      copy_box(src.data(), p.shape, box, elem, piece->data());
+      std::vector<uint64_t> offsets = box.offsets, sizes = box.sizes;
+      if (p.layer) {
+        offsets.insert(offsets.begin(), *p.layer);
+        sizes.insert(sizes.begin(), 1);
+      }
+      w.rank(tp + TP * DP * pp).write_tensor(p.key, offsets, sizes, from_buffer(piece));
+      ++sum.chunks;
+      sum.bytes_written += piece->size();
+    }
+  }
+
+  // Carried entries: any other tensor's chunk moves from the source rank (tp, dp, pp) to a target
+  // rank's file.
+  const uint32_t TP0 = P.tp, PP0 = P.pp;
+  uint32_t DP0 = 1;
+  for (const OptimizerGroup& g : params.groups()) DP0 = std::max(DP0, g.dp);
+  for (const Entry& e : md.entries) {
+    if (is_optimizer(e) || model_keys.count(e.fqn)) continue;
+    if (e.is_tensor) {
+      GroupWriteCount n;
+      copy_tensor_chunks(w, r, e, [&](uint64_t s) {
+        const uint64_t tp = s % TP0, dp = (s / TP0) % DP0, pp = (s / (uint64_t{TP0} * DP0)) % PP0;
+        return static_cast<uint32_t>(tp % TP + TP * (dp % DP + DP * (pp % PP)));
+      }, n);
+      sum.chunks += n.chunks;
+      sum.bytes_written += n.bytes;
+    } else {
+      auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
+      w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
+      sum.bytes_written += buf->size();
+    }
+  }
+
+  LocalStates local_states(params, role_of);
+  for (const TargetGroup& t : targets) {
+    const Entry* pg = nullptr;
+    for (const Entry& e : md.entries)
+      if (!e.is_tensor && is_group_object(e.fqn, t.source->prefix, kParamGroups)) pg = &e;
+    if (!pg)
+      throw FormatError(r.dir() + ": no '" + group_object_key(t.source->prefix, kParamGroups) +
+                        "' object holding the group's param_groups");
+    auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(*pg));
+    w.rank(target_rank(t, 0))
+        .write_bytes(group_object_key(t.prefix, kParamGroups), pg_bytes->size(), from_buffer(pg_bytes));
+    const GroupWriteCount n = write_group_buckets(
+        w, t.prefix, t.layout, states, target_rank(t, 0), [&](uint32_t d) { return target_rank(t, d); },
+        [&](uint32_t param, const std::string& state, uint64_t begin) {
+          const LocalParam* lp = &t.locals.at(param);
+          return element_fill(
+              [&local_states, lp, state](uint64_t a, uint64_t b, uint8_t* out) { local_states.read(*lp, state, a, b, out); },
+              begin);
+        });
+    sum.chunks += n.chunks;
+    sum.bytes_written += n.bytes;
+  }
+  params.finish_reads();
+  const Metadata written = w.commit();
+  sum.keys = written.entries.size();
+  return sum;
+}
+
+}  // namespace fpg::dcp

@@ -1,0 +1,39 @@
+// `reshard --tp N --pp N` of a Megatron dp_reshardable checkpoint: the distributed optimizer's state
+// laid out again for another tensor- and pipeline-parallel size (and DP size), still dp_reshardable.
+//
+// The model keys are global tensors (DCP loads any chunking of them at any TP × PP), so they are
+// carried unchanged. What depends on the parallel layout is the optimizer's bucket space: one group
+// per target (TP rank, PP rank), over that rank's local parameters. Each parameter's chunks are cut
+// again for the target TP (megatron_parallel.h: tensor_parallel_params: TP axes, gated linear_fc1's w
+// and v halves), the layers split over the target stages (the source's stages at its own PP, else
+// evenly), and each group's buffers laid out as Megatron lays them out (layout/bucketed_layout.h,
+// the source's bucket size and padding unless given). A target local parameter's state is its
+// pieces of the whole parameter's state (DcpParams), read once per (parameter, state) and held
+// while its fragments are written. Group objects (param_groups) are the source's for the stage that
+// holds the same part of the model; Megatron replaces their parameter lists on load.
+//
+// Served: dense models without context parallelism, saved without Megatron-LM's args (Megatron-LM
+// checks the saved TP × PP against the run on a dp_reshardable load and keeps RNG state per
+// model-parallel rank). Memory: one parameter's state, twice.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "formats/dcp/dcp_params.h"
+#include "formats/dcp/megatron/megatron_reshard.h"
+#include "formats/dcp/reader.h"
+
+namespace fpg::dcp {
+
+// `states`: Megatron's names of the states to write ("param", "exp_avg", …), `role_of` each one's
+// role among the DcpParams tensors ("master", "exp_avg", …). UsageError for what this rewrite does
+// not serve, naming the reason (a MoE model, context parallelism, saved args, an axis that does not
+// divide, layers that do not divide over the stages).
+MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& params,
+                                              const std::vector<std::string>& states,
+                                              const std::map<std::string, std::string>& role_of,
+                                              const MegatronReshardOptions& opts, const std::string& dst);
+
+}  // namespace fpg::dcp
