@@ -1,6 +1,7 @@
 #include "formats/dcp/checkpoint.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/printf.h>
 
@@ -366,6 +367,21 @@ class DcpCheckpoint : public ckpt::Checkpoint {
       r.notes.push_back(ckpt::count_of(params->unsupported_dtypes().size(), "key") +
                         " of a dtype fpgather cannot represent (compared byte for byte by diff, refused by convert): " + keys);
     }
+    // Items behind a stream transform this reader does not decode: index-only validation cannot see
+    // it; --data reports each as a problem.
+    std::map<std::string, uint64_t> unread_transforms;
+    for (const StorageEntry& st : reader.metadata().storage) {
+      try {
+        is_zstd_transform(st.transform_descriptors, "");
+      } catch (const FormatError&) {
+        std::string list;
+        for (const std::string& d : st.transform_descriptors) list += (list.empty() ? "" : ", ") + quoted_name(d);
+        ++unread_transforms[list];
+      }
+    }
+    for (const auto& [list, n] : unread_transforms)
+      r.notes.push_back(ckpt::count_of(n, "item") + " stored through stream transforms fpgather does not read (" + list +
+                        "): reading them is refused");
     if (params && !params->stored_padding().empty())
       r.notes.push_back(fmt::sprintf("%zu stored chunks (%llu elements) are padding under the recovered %s layout: "
                                      "Megatron writes the gaps between parameters as data so that DCP's volume check passes",
