@@ -1,6 +1,7 @@
 #include "formats/dcp/checkpoint.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/printf.h>
 
@@ -141,7 +142,11 @@ class DcpCheckpoint : public ckpt::Checkpoint {
          {"tensor_bytes", s.tensor_bytes},
          {"stored_bytes", s.stored_bytes},
          {"files", s.files},
-         {"metadata_files", reader.metadata_files()}};
+         {"metadata_files", reader.metadata_files()},
+         {"metadata_source", reader.metadata_source() == MetadataSource::metadata     ? ".metadata"
+                             : reader.metadata_source() == MetadataSource::rank_local ? "rank_local"
+                                                                                       : "hf_distributed"},
+         {"transforms", s.transforms}};
     // Members a checkpoint lacks are null, never left out (man/json/inspect.schema.json).
     for (const char* m : {"megatron", "training", "parameters", "parallel", "model_keys", "unmapped_keys", "unsupported_dtypes",
                           "shape_mismatches", "keys"})
@@ -203,13 +208,28 @@ class DcpCheckpoint : public ckpt::Checkpoint {
     if (s.megatron)
       head += fmt::sprintf(" (backend %s v%lld)", s.megatron->sharded_backend,
                            static_cast<long long>(s.megatron->sharded_backend_version.value_or(0)));
-    head += ", DCP metadata " + (s.dcp_version ? *s.dcp_version : std::string("(no version)"));
+    if (reader.metadata_source() == MetadataSource::hf_distributed)
+      head += " of Hugging Face distributed shards";
+    else
+      head += ", DCP metadata " + (s.dcp_version ? *s.dcp_version : std::string("(no version)"));
     if (s.serialization) head += ", " + std::string(serialization_name(*s.serialization)) + " items";
+    if (!s.transforms.empty()) {
+      std::string list;
+      for (const std::string& d : s.transforms) list += (list.empty() ? "" : ", ") + printable(d);
+      head += (s.transforms.size() == 1 && s.transforms.front().rfind(std::string(kZstdTransform) + "/", 0) == 0
+                   ? " compressed with zstd ("
+                   : " through stream transforms (") +
+              list + ")";
+    }
     t.push_back(head);
     t.push_back(fmt::sprintf("  %zu data file%s, %.2f MB stored; %llu tensor keys (%llu chunks, %.2f MB), %llu bytes entries",
                              s.files.size(), s.files.size() == 1 ? "" : "s", s.stored_bytes / 1e6, s.tensors, s.chunks,
                              s.tensor_bytes / 1e6, s.bytes_entries));
-    if (reader.metadata_files().size() != 1 || reader.metadata_files().front() != kMetadataFileName)
+    if (reader.metadata_source() == MetadataSource::hf_distributed)
+      t.push_back(fmt::sprintf("  Hugging Face distributed shards: %s placed by DCP_SHARDING_INFO, read as one "
+                               "(saved with save_distributed: no .metadata, no index)",
+                               ckpt::count_of(reader.metadata_files().size(), "safetensors file")));
+    else if (reader.metadata_source() == MetadataSource::rank_local)
       t.push_back(fmt::sprintf("  rank-local metadata: %s, read as one (saved without collectives: no .metadata)",
                                ckpt::count_of(reader.metadata_files().size(), "file")));
     if (common && !common_state_line(*common).empty()) t.push_back("  training state: " + common_state_line(*common));
@@ -347,6 +367,21 @@ class DcpCheckpoint : public ckpt::Checkpoint {
       r.notes.push_back(ckpt::count_of(params->unsupported_dtypes().size(), "key") +
                         " of a dtype fpgather cannot represent (compared byte for byte by diff, refused by convert): " + keys);
     }
+    // Items behind a stream transform this reader does not decode: index-only validation cannot see
+    // it; --data reports each as a problem.
+    std::map<std::string, uint64_t> unread_transforms;
+    for (const StorageEntry& st : reader.metadata().storage) {
+      try {
+        is_zstd_transform(st.transform_descriptors, "");
+      } catch (const FormatError&) {
+        std::string list;
+        for (const std::string& d : st.transform_descriptors) list += (list.empty() ? "" : ", ") + quoted_name(d);
+        ++unread_transforms[list];
+      }
+    }
+    for (const auto& [list, n] : unread_transforms)
+      r.notes.push_back(ckpt::count_of(n, "item") + " stored through stream transforms fpgather does not read (" + list +
+                        "): reading them is refused");
     if (params && !params->stored_padding().empty())
       r.notes.push_back(fmt::sprintf("%zu stored chunks (%llu elements) are padding under the recovered %s layout: "
                                      "Megatron writes the gaps between parameters as data so that DCP's volume check passes",

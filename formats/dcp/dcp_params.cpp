@@ -804,6 +804,14 @@ void DcpParams::add_plain(const std::string& param, const std::string& role, siz
   ckpt::ParamTensor pt{role == "weight" ? param : role == "other" ? param : param + "." + role, param, role, DType::U8,
                        shape, "key " + quoted_name(e.fqn) + " has dtype torch." + std::string(t.name) +
                                   ", which fpgather cannot represent"};
+  // The packed float4 pairs are safetensors' F4, two elements a byte along the last dimension; a
+  // 0-d pair has no F4 shape (safetensors refuses it too).
+  if (t.name == "float4_e2m1fn_x2" && !e.tensor.size.empty() && e.tensor.size.back() <= UINT64_MAX / 2) {
+    pt.safetensors_dtype = DType::F4;
+    pt.safetensors_shape = e.tensor.size;
+    pt.safetensors_shape.back() *= 2;
+    pt.unexportable += " in a DCP export (a safetensors export writes it as F4)";
+  }
   tensors_.push_back(std::move(pt));
   sources_.push_back({entry, 0, {}});
   byte_view_.resize(tensors_.size(), 0);

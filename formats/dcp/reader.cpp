@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/units.h"
+#include "formats/dcp/hf_distributed.h"
 #include "formats/dcp/huge_pages.h"
 #include "formats/dcp/metadata/rank_local_metadata.h"
 #include "formats/dcp/zip/crc32.h"
@@ -48,6 +49,7 @@ bool is_dcp_directory(const std::string& dir) {
   try {
     const CheckpointDir files(dir);
     if (files.has_regular_file(kMetadataFileName)) return true;
+    if (!hf_distributed_files(files).empty()) return true;
     // Rank-local metadata, or data files without their metadata: opening says which is missing.
     for (const std::string& name : files.regular_files()) {
       if (rank_metadata_rank(name)) return true;
@@ -156,6 +158,12 @@ Metadata read_metadata_file(const CheckpointDir& files, const std::string& name,
   return parse_metadata(f->path(), bytes.get(), size, limits);
 }
 
+bool has_rank_metadata(const CheckpointDir& files) {
+  for (const std::string& name : files.regular_files())
+    if (rank_metadata_rank(name)) return true;
+  return false;
+}
+
 std::string name_list(const std::vector<std::string>& names, size_t most = 4) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + names[i];
@@ -170,8 +178,13 @@ Reader::Reader(const std::string& dir, const PickleLimits& limits) : files_(dir)
   if (files_.has_regular_file(kMetadataFileName)) {
     metadata_ = read_metadata_file(files_, kMetadataFileName, cap, limits);
     metadata_files_ = {kMetadataFileName};
+  } else if (const std::vector<std::string> shards = hf_distributed_files(files_); !shards.empty() && !has_rank_metadata(files_)) {
+    metadata_ = hf_distributed_metadata(files_, shards);
+    metadata_files_ = shards;
+    source_ = MetadataSource::hf_distributed;
   } else {
     read_rank_local(cap, limits);
+    source_ = MetadataSource::rank_local;
   }
   megatron_ = read_megatron_metadata(files_);
 }
@@ -270,7 +283,7 @@ uint64_t Reader::stored_chunk_bytes(const Entry& e, size_t chunk) const {
   const uint64_t n = chunk_bytes(e, chunk);
   const StorageEntry& s = storage(e, chunk);
   // Both serializations store a chunk's elements uncompressed; behind stream transforms an item is
-  // only known to hold something.
+  // only known to hold something (its decoded size is checked as it is decoded: open_chunk).
   const uint64_t need = s.transform_descriptors.empty() ? n : n > 0 ? 1 : 0;
   if (s.length < need)
     throw FormatError(files_.file_path(s.relative_path) + ": " + chunk_name(e, chunk) + " of " + std::to_string(n) +
@@ -279,14 +292,56 @@ uint64_t Reader::stored_chunk_bytes(const Entry& e, size_t chunk) const {
   return n;
 }
 
-FileRangeSource Reader::item_source(const StorageEntry& s) const {
-  if (!s.transform_descriptors.empty()) {
-    std::string t;
-    for (const std::string& d : s.transform_descriptors) t += (t.empty() ? "" : ", ") + safetensors::quote_name(d);
-    throw FormatError(files_.file_path(s.relative_path) + ": the item of key " + safetensors::quote_name(s.fqn) +
-                      " is stored through stream transforms (" + t + "), which are not supported");
-  }
+FileRangeSource Reader::stored_range(const StorageEntry& s) const {
   return FileRangeSource(files_.open(s.relative_path), s.offset, s.length);
+}
+
+std::shared_ptr<const ByteSource> Reader::bytes_item(const Entry& e) const {
+  const StorageEntry& s = storage(e);
+  auto raw = std::make_shared<FileRangeSource>(stored_range(s));
+  const std::string what = raw->name() + ": the item of " + chunk_name(e, 0);
+  if (!is_zstd_transform(s.transform_descriptors, what)) return raw;
+  return decode_zstd_item(*raw, kMaxDecodedBytesItem, what);
+}
+
+std::shared_ptr<const DecodedItem> Reader::decoded_chunk(const Entry& e, size_t chunk, bool keep) const {
+  const StorageEntry& s = storage(e, chunk);
+  if (keep) {
+    std::lock_guard<std::mutex> lock(decoded_mutex_);
+    for (const auto& [entry, item] : decoded_)
+      if (entry == &s) return item;
+  }
+  const FileRangeSource raw = stored_range(s);
+  const std::string what = raw.name() + ": the item of " + chunk_name(e, chunk);
+  const uint64_t need = chunk_bytes(e, chunk);
+  const uint64_t most = need > UINT64_MAX - kArchiveAroundChunkBytes ? UINT64_MAX : need + kArchiveAroundChunkBytes;
+  std::shared_ptr<const DecodedItem> item;
+  try {
+    item = decode_zstd_item(raw, most, what);
+  } catch (const FormatError&) {
+    // The SAFETENSORS serialization's empty frame, followed by whatever the file holds next.
+    if (!(need > 0 && zstd_first_frame_is_empty(raw))) throw;
+  }
+  if ((!item || item->size() == 0) && need > 0)
+    throw FormatError(what + " of " + std::to_string(need) +
+                      " bytes is an empty zstd stream: torch's SAFETENSORS serialization with the ZStandard "
+                      "extension writes the elements uncompressed in the file's safetensors image and records "
+                      "an empty stream in their place, which neither torch nor fpgather reads back; save with "
+                      "the default TORCH_SAVE serialization to compress");
+  if (item->size() < need)
+    throw FormatError(what + " decodes to " + std::to_string(item->size()) + " bytes, fewer than the chunk's " +
+                      std::to_string(need));
+  if (keep) {
+    std::lock_guard<std::mutex> lock(decoded_mutex_);
+    decoded_.emplace_back(&s, item);
+    uint64_t total = 0;
+    for (const auto& d : decoded_) total += d.second->size();
+    while (decoded_.size() > 1 && total > kDecodedCacheBytes) {
+      total -= decoded_.front().second->size();
+      decoded_.pop_front();
+    }
+  }
+  return item;
 }
 
 std::shared_ptr<const SafetensorsImage> Reader::image(const StorageEntry& s) const {
@@ -301,30 +356,57 @@ std::shared_ptr<const SafetensorsImage> Reader::image(const StorageEntry& s) con
 
 namespace {
 
+std::optional<Serialization> serialization_of(const uint8_t* head, size_t n) {
+  if (is_zip(head, n)) return Serialization::torch_save;
+  if (looks_like_safetensors(head, n)) return Serialization::safetensors;
+  return std::nullopt;
+}
+
 // From the item's first bytes, read from its file: a SAFETENSORS tensor item of zero bytes still
 // starts where the image does.
 std::optional<Serialization> serialization_of(const DataFile& file, uint64_t offset) {
   uint8_t head[9] = {};
   const size_t n = offset < file.size() ? static_cast<size_t>(std::min<uint64_t>(sizeof head, file.size() - offset)) : 0;
   file.read(offset, head, n);
-  if (is_zip(head, n)) return Serialization::torch_save;
-  if (looks_like_safetensors(head, n)) return Serialization::safetensors;
-  return std::nullopt;
+  return serialization_of(head, n);
 }
 
 }  // namespace
 
 std::optional<Serialization> Reader::item_serialization(const Entry& e, size_t chunk) const {
   const StorageEntry& s = storage(e, chunk);
-  const FileRangeSource src = item_source(s);
-  return serialization_of(*files_.open(s.relative_path), src.file_offset());
+  const FileRangeSource raw = stored_range(s);
+  const std::string what = raw.name() + ": the item of " + chunk_name(e, chunk);
+  if (is_zstd_transform(s.transform_descriptors, what)) {
+    const std::vector<uint8_t> head = decode_zstd_prefix(raw, 9, what);
+    // An empty stream in place of elements: the SAFETENSORS serialization's (decoded_chunk).
+    if (head.empty() && chunk_bytes(e, chunk) > 0) return Serialization::safetensors;
+    return serialization_of(head.data(), head.size());
+  }
+  return serialization_of(*files_.open(s.relative_path), raw.file_offset());
 }
 
-StoredChunk Reader::open_chunk(const Entry& e, size_t chunk) const {
+StoredChunk Reader::open_chunk(const Entry& e, size_t chunk) const { return open_chunk(e, chunk, false); }
+
+StoredChunk Reader::open_chunk(const Entry& e, size_t chunk, bool keep_decoded) const {
   const StorageEntry& s = storage(e, chunk);
   StoredChunk c;
-  c.source_ = std::make_unique<FileRangeSource>(item_source(s));
-  const std::optional<Serialization> kind = serialization_of(*files_.open(s.relative_path), s.offset);
+  auto raw = std::make_shared<FileRangeSource>(stored_range(s));
+  std::optional<Serialization> kind;
+  if (is_zstd_transform(s.transform_descriptors, raw->name() + ": the item of " + chunk_name(e, chunk))) {
+    auto decoded = decoded_chunk(e, chunk, keep_decoded);
+    uint8_t head[9] = {};
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof head, decoded->size()));
+    decoded->read(0, head, n);
+    if (!is_zip(head, n))
+      throw FormatError(decoded->name() + ": the item of " + chunk_name(e, chunk) +
+                        " does not decode to a torch.save archive");
+    c.source_ = std::move(decoded);
+    kind = Serialization::torch_save;
+  } else {
+    kind = serialization_of(*files_.open(s.relative_path), s.offset);
+    c.source_ = std::move(raw);
+  }
   if (kind == Serialization::torch_save) {
     c.serialization_ = Serialization::torch_save;
     c.archive_ = std::make_unique<TorchSaveArchive>(*c.source_);
@@ -353,8 +435,8 @@ StoredChunk Reader::open_chunk(const Entry& e, size_t chunk) const {
                     " is neither a torch.save archive nor a safetensors image");
 }
 
-StoredChunk Reader::open_checked_chunk(const Entry& e, size_t chunk) const {
-  StoredChunk c = open_chunk(e, chunk);
+StoredChunk Reader::open_checked_chunk(const Entry& e, size_t chunk, bool keep_decoded) const {
+  StoredChunk c = open_chunk(e, chunk, keep_decoded);
   if (&c.dtype() != e.tensor.dtype)
     throw FormatError(c.name() + ": " + chunk_name(e, chunk) + " is stored as " + std::string(c.dtype().name) +
                       ", the metadata says " + std::string(e.tensor.dtype->name));
@@ -373,7 +455,7 @@ void Reader::read_chunk(const Entry& e, size_t chunk, void* dst, uint64_t dst_by
 }
 
 StoredChunk::PartRead Reader::read_chunk_part(const Entry& e, size_t chunk, uint64_t lo, uint64_t hi, void* dst) const {
-  return open_checked_chunk(e, chunk).read_part(lo, hi, dst);
+  return open_checked_chunk(e, chunk, true).read_part(lo, hi, dst);
 }
 
 void Reader::prefetch(const Entry& e, size_t chunk) const {
@@ -388,13 +470,13 @@ void Reader::prefetch(const Entry& e, size_t chunk) const {
 }
 
 std::vector<uint8_t> Reader::read_bytes(const Entry& e) const {
-  const FileRangeSource src = item_source(storage(e));
-  return src.read_vector(0, src.size());
+  const auto src = bytes_item(e);
+  return src->read_vector(0, src->size());
 }
 
 Value Reader::read_object(const Entry& e) const {
-  const FileRangeSource src = item_source(storage(e));
-  const TorchSaveArchive archive(src);
+  const auto src = bytes_item(e);
+  const TorchSaveArchive archive(*src);
   return archive.to_value();
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "formats/dcp/pickle/pickle_value.h"
 #include "formats/dcp/safetensors_item.h"
 #include "formats/dcp/torch_save/torch_save.h"
+#include "formats/dcp/zstd_item.h"
 
 namespace fpg::dcp {
 
@@ -40,13 +42,26 @@ constexpr const char* kMetadataFileName = ".metadata";
 // 64 Mi values (PickleLimits::max_nodes) is reached first, near 3.5 million, so a larger cap would not
 // open a larger checkpoint and none is offered.
 constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 30;
+// Behind the ZStandard extension (zstd_item.h), what an item may decode to. A tensor chunk's item is
+// a torch.save archive of its elements: their bytes plus the archive around them (data.pkl of one
+// tensor, a few small records, zip headers: about 1.2 KB as torch writes it), bounded by this.
+constexpr uint64_t kArchiveAroundChunkBytes = uint64_t{1} << 20;
+// A bytes item declares no size: its decoded bytes are bounded as the largest data.pkl read is.
+constexpr uint64_t kMaxDecodedBytesItem = uint64_t{1} << 30;
+// Decoded items kept for reads that take a chunk in parts (each part would otherwise decode the
+// whole item again); the most recent one is kept whatever its size.
+constexpr uint64_t kDecodedCacheBytes = uint64_t{256} << 20;
 
-// Whether `dir` is a directory holding a regular file `.metadata`, a rank-local `__<rank>.metadata`, or
-// torch's data files (`__<rank>_<n>.distcp`): opening the latter without their metadata says what is
-// missing.
+// Whether `dir` is a directory holding a regular file `.metadata`, a rank-local `__<rank>.metadata`,
+// torch's data files (`__<rank>_<n>.distcp`: opening them without their metadata says what is
+// missing), or Hugging Face distributed shards (hf_distributed.h) and no model index.
 bool is_dcp_directory(const std::string& dir);
 
 enum class Serialization : uint8_t { torch_save, safetensors };
+
+// Where the checkpoint's Metadata comes from: its .metadata, the ranks' __<rank>.metadata merged, or
+// the headers of Hugging Face distributed shards (hf_distributed.h).
+enum class MetadataSource : uint8_t { metadata, rank_local, hf_distributed };
 std::string_view serialization_name(Serialization s);  // "torch_save", "safetensors"
 
 // One stored tensor chunk, opened: what the file says it holds, and its bytes on request.
@@ -82,7 +97,8 @@ class StoredChunk {
   Serialization serialization_ = Serialization::torch_save;
   const TorchDType* dtype_ = nullptr;
   std::vector<uint64_t> shape_;
-  std::unique_ptr<FileRangeSource> source_;
+  // The item: its range of the file, or what its zstd stream decoded to.
+  std::shared_ptr<const ByteSource> source_;
   std::unique_ptr<TorchSaveArchive> archive_;
   TensorRecord record_;
   std::shared_ptr<const SafetensorsImage> image_;
@@ -92,7 +108,8 @@ class StoredChunk {
 class Reader {
  public:
   // Opens `dir` and decodes its .metadata (and metadata.json where present); without a .metadata,
-  // its rank-local `__0.metadata` … `__<N-1>.metadata`, merged. Throws fpg::FormatError naming the
+  // its rank-local `__0.metadata` … `__<N-1>.metadata`, merged; without either, Hugging Face
+  // distributed shards (hf_distributed.h). Throws fpg::FormatError naming the
   // file; a .metadata (or rank-local files together) larger than kMaxMetadataBytes (or
   // limits.max_bytes) or not starting as a pickle of protocol 2 to 5 is refused before it is read,
   // and rank-local metadata with a rank missing (below the highest rank of a metadata or data file)
@@ -102,8 +119,9 @@ class Reader {
   const std::string& dir() const { return files_.path(); }
   const CheckpointDir& files() const { return files_; }
   const Metadata& metadata() const { return metadata_; }
-  // The metadata files read: {".metadata"}, or the rank-local ones by rank.
+  // The metadata files read: {".metadata"}, the rank-local ones by rank, or the Hugging Face shards.
   const std::vector<std::string>& metadata_files() const { return metadata_files_; }
+  MetadataSource metadata_source() const { return source_; }
   const std::optional<MegatronMetadata>& megatron() const { return megatron_; }
 
   // The entry `fqn`; throws fpg::UsageError naming it when absent.
@@ -121,12 +139,15 @@ class Reader {
   // that a size the metadata claims is never allocated unless the checkpoint stores it.
   uint64_t stored_chunk_bytes(const Entry& e, size_t chunk) const;
 
-  // How the item of a tensor chunk is serialized, from its first bytes; nullopt when it is neither a
-  // zip archive nor a safetensors image. Throws fpg::FormatError when it cannot be read.
+  // How the item of a tensor chunk is serialized, from its first bytes (decoded, behind the ZStandard
+  // extension); nullopt when it is neither a zip archive nor a safetensors image. Throws
+  // fpg::FormatError when it cannot be read.
   std::optional<Serialization> item_serialization(const Entry& e, size_t chunk) const;
 
   // Opens the stored item of a tensor chunk (TORCH_SAVE archive or SAFETENSORS image, detected by
-  // its first bytes) without reading its elements.
+  // its first bytes) without reading its elements. Behind the ZStandard extension the item is
+  // decoded first, to at most the chunk's bytes plus kArchiveAroundChunkBytes, and must decode to
+  // at least the chunk's bytes; any other stream transform is refused naming it.
   StoredChunk open_chunk(const Entry& e, size_t chunk) const;
 
   // Reads chunk `chunk` of `e` into `dst` (chunk_bytes bytes): the stored tensor must have the
@@ -142,7 +163,8 @@ class Reader {
   // background. Does nothing where the chunk has no storage.
   void prefetch(const Entry& e, size_t chunk) const;
 
-  // The raw bytes of a bytes entry's item.
+  // The bytes of a bytes entry's item (decoded, behind the ZStandard extension, to at most
+  // kMaxDecodedBytesItem).
   std::vector<uint8_t> read_bytes(const Entry& e) const;
   // A bytes entry decoded as the torch.save'd object it holds (tensors inside read into tensor
   // values). Megatron's ShardedObjects are a list of the objects saved under the key.
@@ -150,17 +172,26 @@ class Reader {
 
  private:
   void read_rank_local(uint64_t cap, const PickleLimits& limits);
-  FileRangeSource item_source(const StorageEntry& s) const;
+  // The item's bytes as stored in its file.
+  FileRangeSource stored_range(const StorageEntry& s) const;
+  // A bytes entry's item, decoded where it is behind the ZStandard extension.
+  std::shared_ptr<const ByteSource> bytes_item(const Entry& e) const;
+  // A tensor chunk's zstd stream decoded, kept in decoded_ when `keep`.
+  std::shared_ptr<const DecodedItem> decoded_chunk(const Entry& e, size_t chunk, bool keep) const;
+  StoredChunk open_chunk(const Entry& e, size_t chunk, bool keep_decoded) const;
   // open_chunk, checked against the metadata: its dtype and the chunk's sizes.
-  StoredChunk open_checked_chunk(const Entry& e, size_t chunk) const;
+  StoredChunk open_checked_chunk(const Entry& e, size_t chunk, bool keep_decoded = false) const;
   std::shared_ptr<const SafetensorsImage> image(const StorageEntry& s) const;
 
   CheckpointDir files_;
   Metadata metadata_;
   std::vector<std::string> metadata_files_;
+  MetadataSource source_ = MetadataSource::metadata;
   std::optional<MegatronMetadata> megatron_;
   mutable std::mutex images_mutex_;
   mutable std::map<std::pair<std::string, uint64_t>, std::shared_ptr<const SafetensorsImage>> images_;
+  mutable std::mutex decoded_mutex_;
+  mutable std::deque<std::pair<const StorageEntry*, std::shared_ptr<const DecodedItem>>> decoded_;
 };
 
 }  // namespace fpg::dcp

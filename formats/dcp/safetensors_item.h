@@ -36,6 +36,14 @@ class SafetensorsImage {
   // fpg::FormatError naming the image and the tensor.
   const safetensors::TensorInfo& chunk(const std::string& fqn, const std::vector<uint64_t>& chunk_offsets) const;
 
+  // Whether the image's metadata holds DCP_SHARDING_INFO, and the offsets it gives `fqn` (nullptr
+  // where it gives none).
+  bool has_sharding_info() const { return has_sharding_info_; }
+  const std::vector<uint64_t>* saved_offsets(const std::string& fqn) const {
+    const auto it = saved_offsets_.find(fqn);
+    return it == saved_offsets_.end() ? nullptr : &it->second;
+  }
+
  private:
   std::shared_ptr<const DataFile> file_;
   std::string name_;

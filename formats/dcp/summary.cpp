@@ -12,12 +12,14 @@ Summary summarize(const Reader& r) {
   s.megatron = r.megatron();
   s.format = s.megatron && s.megatron->sharded_backend == "torch_dist" ? "megatron_torch_dist" : "torch_dcp";
   s.dcp_version = m.version;
-  std::set<std::string> files;
+  std::set<std::string> files, transforms;
   for (const StorageEntry& st : m.storage) {
     files.insert(st.relative_path);
     s.stored_bytes += st.length;
+    transforms.insert(st.transform_descriptors.begin(), st.transform_descriptors.end());
   }
   s.files.assign(files.begin(), files.end());
+  s.transforms.assign(transforms.begin(), transforms.end());
   s.keys.reserve(m.entries.size());
   bool serialization_probed = false;
   for (const Entry& e : m.entries) {

@@ -27,6 +27,7 @@ struct Summary {
   std::optional<std::string> dcp_version;
   std::optional<MegatronMetadata> megatron;
   std::optional<Serialization> serialization;  // of the first tensor item; none without tensors
+  std::vector<std::string> transforms;         // distinct stream transforms of the items, sorted
   std::vector<std::string> files;              // distinct relative paths, sorted
   uint64_t tensors = 0, bytes_entries = 0, chunks = 0;
   uint64_t tensor_bytes = 0;  // sum of KeySummary::bytes over tensors

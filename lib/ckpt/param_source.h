@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ struct ParamTensor {
   // of is offered as its bytes (dtype U8, the element's bytes as a last dimension), which compare
   // exactly but are not that dtype's values. Empty: exportable.
   std::string unexportable;
+  // Where such a tensor's bytes are still a safetensors dtype: a safetensors export writes them
+  // unchanged as that dtype and shape (torch's packed float4_e2m1fn_x2 pairs as F4, whose shape
+  // counts the 4-bit elements: the last dimension twice torch's). Unset: refused as `unexportable`.
+  std::optional<DType> safetensors_dtype = std::nullopt;
+  std::vector<uint64_t> safetensors_shape = {};
 
   uint64_t numel() const {
     uint64_t n = 1;

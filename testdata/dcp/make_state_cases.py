@@ -20,8 +20,28 @@ Outputs (committed; CI has no torch and reads them):
                      bytes), torchtitan's train_state (a 0-d step, a list) and a scheduler's state.
   train_state_next/  the same state with every optim.state.*.step one larger.
   train_state_lr/    the same state with param_groups' lr changed and nothing else.
+  nvfp4/             a float32 weight and a packed float4_e2m1fn_x2 [3, 2] tensor; expected_nvfp4.safetensors
+                     is safetensors' own save of them (the pairs as F4 of shape [3, 4]).
+  zstd/              train_state's state saved through the ZStandard stream extension
+                     (FileSystemWriter(_extensions=[ZStandard()]), two writer threads: two data files);
+                     every item, tensor or bytes, is a zstd stream. Needs the zstandard module.
+  zstd_safetensors/  the same with serialization_format=SAFETENSORS, which torch cannot load back:
+                     the tensors' items are empty zstd streams, their elements uncompressed in the
+                     file's safetensors image.
+  zstd_truncated/    zstd with the storage entry of model.0.weight 16 bytes shorter (its stream ends
+                     inside a frame).
+  zstd_bomb/         zstd with model.0.weight's item replaced by a 32 KiB stream of 1 GiB of zeros,
+                     appended to its data file.
+  zstd_unknown/      zstd with model.0.weight's transform descriptor "stream.lz4/1".
+  hf_distributed/    HuggingFaceStorageWriter(save_distributed=True) by 2 ranks: one safetensors file
+                     per rank (shard-0000R-model-00001-of-00001.safetensors), each tensor's local shard
+                     placed by DCP_SHARDING_INFO, no .metadata and no index; a row-sharded weight, a
+                     column-sharded one and a replicated bias (written by both ranks).
+                     expected_hf_distributed.safetensors holds the full tensors.
 """
+import dataclasses
 import os
+import pickle
 import shutil
 import sys
 
@@ -30,6 +50,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 import torch.multiprocessing as mp
 import torch.nn as nn
+from torch.distributed.checkpoint import FileSystemWriter, HuggingFaceStorageWriter
+from torch.distributed.checkpoint._extension import ZStandard
+from torch.distributed.checkpoint.filesystem import SerializationFormat
 from torch.distributed.checkpoint.state_dict import get_state_dict
 from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
 
@@ -91,6 +114,15 @@ def make_dtypes():
     write_safetensors(os.path.join(HERE, "expected_complex64.safetensors"), c64)
 
 
+def make_nvfp4():
+    from safetensors.torch import save_file
+    state = {"weight": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+             "nvfp4.packed": torch.tensor([[0x12, 0x34], [0x56, 0x78], [0x9a, 0xbc]], dtype=torch.uint8)
+             .view(torch.float4_e2m1fn_x2)}
+    dcp.save(state, checkpoint_id=os.path.join(HERE, "nvfp4"), no_dist=True)
+    save_file(state, os.path.join(HERE, "expected_nvfp4.safetensors"))
+
+
 def train_state(step_offset=0, lr=1e-2):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
@@ -117,12 +149,78 @@ def make_train_states():
     dcp.save(train_state(lr=5e-3), checkpoint_id=os.path.join(HERE, "train_state_lr"), no_dist=True)
 
 
+def rewrite_storage(name, fqn, change):
+    """Copies zstd/ to NAME with the storage entry of FQN's first chunk replaced by change(entry, dir)."""
+    out = os.path.join(HERE, name)
+    shutil.copytree(os.path.join(HERE, "zstd"), out)
+    path = os.path.join(out, ".metadata")
+    with open(path, "rb") as f:
+        md = pickle.load(f)
+    index = next(i for i in md.storage_data if i.fqn == fqn)
+    md.storage_data[index] = change(md.storage_data[index], out)
+    with open(path, "wb") as f:
+        pickle.dump(md, f)
+
+
+def append_bomb(info, out):
+    import zstandard
+    c = zstandard.ZstdCompressor(level=19).compressobj()
+    block = bytes(1 << 20)
+    stream = b"".join(c.compress(block) for _ in range(1024)) + c.flush()
+    data = os.path.join(out, info.relative_path)
+    offset = os.path.getsize(data)
+    with open(data, "ab") as f:
+        f.write(stream)
+    return dataclasses.replace(info, offset=offset, length=len(stream))
+
+
+def make_zstd():
+    state = train_state()
+    dcp.save(state, storage_writer=FileSystemWriter(os.path.join(HERE, "zstd"), thread_count=2,
+                                                    _extensions=[ZStandard()]), no_dist=True)
+    dcp.save(train_state(), storage_writer=FileSystemWriter(
+        os.path.join(HERE, "zstd_safetensors"), serialization_format=SerializationFormat.SAFETENSORS,
+        _extensions=[ZStandard()]), no_dist=True)
+    rewrite_storage("zstd_truncated", "model.0.weight", lambda i, _: dataclasses.replace(i, length=i.length - 16))
+    rewrite_storage("zstd_bomb", "model.0.weight", append_bomb)
+    rewrite_storage("zstd_unknown", "model.0.weight",
+                    lambda i, _: dataclasses.replace(i, transform_descriptors=["stream.lz4/1"]))
+
+
+def hf_distributed_full():
+    return {"layer.weight": torch.arange(24, dtype=torch.float32).reshape(6, 4),
+            "layer.proj": torch.arange(12, dtype=torch.bfloat16).reshape(2, 6) / 4,
+            "layer.bias": torch.tensor([0.5, -1.5, 2.0, 4.0])}
+
+
+def hf_distributed_worker(rank, port):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=RANKS)
+    mesh = init_device_mesh("cpu", (RANKS,))
+    full = hf_distributed_full()
+    state = {"layer.weight": distribute_tensor(full["layer.weight"], mesh, [Shard(0)]),
+             "layer.proj": distribute_tensor(full["layer.proj"], mesh, [Shard(1)]),
+             "layer.bias": full["layer.bias"]}
+    dcp.save(state, storage_writer=HuggingFaceStorageWriter(os.path.join(HERE, "hf_distributed"), save_distributed=True))
+    dist.destroy_process_group()
+
+
+def make_hf_distributed():
+    mp.spawn(hf_distributed_worker, args=(29600 + os.getpid() % 1000,), nprocs=RANKS)
+    write_safetensors(os.path.join(HERE, "expected_hf_distributed.safetensors"), hf_distributed_full())
+
+
 def main():
-    for name in ["rank_local", "rank_local_gap", "dtypes", "dtypes_changed", "complex64", "train_state", "train_state_next", "train_state_lr"]:
+    for name in ["rank_local", "rank_local_gap", "dtypes", "dtypes_changed", "complex64", "train_state", "train_state_next",
+                 "train_state_lr", "zstd", "zstd_safetensors", "zstd_truncated", "zstd_bomb", "zstd_unknown", "hf_distributed", "nvfp4"]:
         shutil.rmtree(os.path.join(HERE, name), ignore_errors=True)
     make_rank_local()
     make_dtypes()
+    make_nvfp4()
     make_train_states()
+    make_zstd()
+    make_hf_distributed()
     print(f"torch {torch.__version__}: state cases written in testdata/dcp")
 
 

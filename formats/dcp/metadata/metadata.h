@@ -71,6 +71,7 @@ struct StorageMetaInfo {
 };
 
 struct RankMetadata;  // rank_local_metadata.h
+class CheckpointDir;  // ../checkpoint_dir.h
 
 struct Metadata {
   std::string file;                  // the .metadata path, for messages
@@ -91,6 +92,7 @@ struct Metadata {
  private:
   friend Metadata decode_metadata(const PickleDocument& doc);
   friend Metadata merge_rank_metadata(std::vector<RankMetadata> ranks, std::string file);
+  friend Metadata hf_distributed_metadata(const CheckpointDir& files, const std::vector<std::string>& shards);
   std::unordered_map<std::string, size_t> by_fqn_;
 };
 

@@ -29,6 +29,8 @@ constexpr size_t kDcpBlocksReadAhead = 4;
 struct Planned {
   size_t source = 0;  // index into ParamSource::tensors()
   safetensors::TensorSpec spec;
+  // Written as the source's bytes, unchanged, under a dtype of its own (ParamTensor::safetensors_dtype).
+  bool as_stored = false;
   uint64_t bytes() const {
     uint64_t n = 1;
     for (uint64_t d : spec.shape) n *= d;
@@ -36,7 +38,8 @@ struct Planned {
   }
 };
 
-std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) {
+// `safetensors`: the output is safetensors, which takes the tensors ParamTensor::safetensors_dtype allows.
+std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o, bool safetensors) {
   if (o.weights == ExportWeights::fp8)
     throw UsageError(src.describe() + ": this export writes no FP8 recipe: export bf16 or fp32 weights, or quantize an "
                      "export with `fpgather convert IN OUT --fp8 RECIPE`");
@@ -66,11 +69,17 @@ std::vector<Planned> plan(const ckpt::ParamSource& src, const ExportOptions& o) 
   if (o.states)
     for (size_t i = 0; i < ts.size(); ++i)
       if (ts[i].role != "weight") out.push_back({i, {ts[i].name, ts[i].dtype, ts[i].shape}});
+  for (Planned& p : out)
+    if (const ckpt::ParamTensor& t = ts[p.source]; safetensors && t.safetensors_dtype) {
+      p.spec.dtype = *t.safetensors_dtype;
+      p.spec.shape = t.safetensors_shape;
+      p.as_stored = true;
+    }
   // Every tensor that cannot be exported is named at once, before anything is written.
   std::string refused;
   size_t n_refused = 0;
   for (const Planned& p : out)
-    if (!ts[p.source].unexportable.empty()) {
+    if (!p.as_stored && !ts[p.source].unexportable.empty()) {
       refused += "\n  " + ts[p.source].unexportable;
       ++n_refused;
     }
@@ -123,7 +132,7 @@ std::vector<std::string> dcp_planner_path(const ckpt::ParamTensor& t, const std:
 }  // namespace
 
 ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
-  const std::vector<Planned> tensors = plan(src, o);
+  const std::vector<Planned> tensors = plan(src, o, true);
   const auto [sizes, specs, total] = planned_specs(tensors);
   const ExportFiles files = plan_export_files(sizes, out, o.max_shard_bytes);
 
@@ -204,8 +213,8 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     reading.pop_front();
     sum.bytes_read += b.in.size();
     const std::vector<uint8_t>* out = &b.in;  // written as read when the dtype is kept
-    const uint64_t out_elem = dtype_bits(t.spec.dtype) / 8;
-    if (st.dtype != t.spec.dtype) {
+    const uint64_t out_elem = t.as_stored ? 1 : dtype_bits(t.spec.dtype) / 8;
+    if (!t.as_stored && st.dtype != t.spec.dtype) {
       b.converted.resize((u.hi - u.lo) * out_elem);
       convert_elements(b.in.data(), st.dtype, b.converted.data(), t.spec.dtype, u.hi - u.lo);
       out = &b.converted;
@@ -227,7 +236,7 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
 }
 
 ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& o) {
-  const std::vector<Planned> tensors = plan(src, o);
+  const std::vector<Planned> tensors = plan(src, o, false);
   StagedOutput staged(out, OutputKind::directory, o.force, o.inputs);
   // The writer asks for each tensor's bytes in consecutive blocks of its I/O block size, tensor after
   // tensor, and writes each before asking for the next. Those blocks are read, converted and
