@@ -10,6 +10,7 @@
 #include <string>
 
 #include <fpgather/checkpoint.h>
+#include <fpgather/progress.h>
 
 namespace fpgather {
 
@@ -25,6 +26,7 @@ struct ReshardOptions {
   // Megatron torch_dist checkpoints only: dp_reshardable or fully_reshardable; "" keeps the source's.
   std::string megatron_form;
   bool dry_run = false;  // plan only: nothing is written
+  ProgressCallback progress;  // the bytes written
 };
 
 // The layout a checkpoint's optimizer state is stored for.
