@@ -8,8 +8,10 @@
 #include <string>
 
 #include <fpgather/error.h>
+#include <fpgather/progress.h>
 
 #include "core/error.h"
+#include "core/progress.h"
 
 namespace fpgather::api {
 
@@ -42,6 +44,26 @@ auto at_boundary(F&& body) -> decltype(body()) {
     ensure_logging();
     return body();
   });
+}
+
+// Runs `body` (an at_boundary call) with `progress`, where set, told of every advance of the work it
+// starts (core/progress.h). When the callback throws, the work stops and unwinds, and its exception is
+// rethrown here as the callback threw it, not as the library error that stopped the work.
+template <class F>
+auto with_progress(const ProgressCallback& progress, F&& body) -> decltype(body()) {
+  if (!progress) return body();
+  fpg::ProgressObserver observer([&progress](const std::string&, uint64_t done, uint64_t total) { progress(done, total); });
+  auto result = [&] {
+    try {
+      return body();
+    } catch (...) {
+      if (const std::exception_ptr failure = observer.failure()) std::rethrow_exception(failure);
+      throw;
+    }
+  }();
+  // Work that turned the stop into a report of its own (a problem found) still fails with it.
+  if (const std::exception_ptr failure = observer.failure()) std::rethrow_exception(failure);
+  return result;
 }
 
 }  // namespace fpgather::api

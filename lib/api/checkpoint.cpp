@@ -59,22 +59,24 @@ Checkpoint Checkpoint::open(const std::string& path) {
 }
 
 ValidationReport Checkpoint::validate(const ValidateOptions& options) const {
-  return api::at_boundary([&] {
-    fpg::ckpt::ValidateOptions o;
-    o.data = options.data;
-    const fpg::ckpt::ValidationReport rep = fpg::app::inspect::validate(path_, o);
-    ValidationReport r;
-    r.readable = rep.readable;
-    r.valid = rep.ok();
-    r.data_checked = rep.data_checked;
-    r.layout_checked = rep.layout_checked;
-    r.tensors = rep.tensors;
-    r.chunks = rep.chunks;
-    r.files = rep.files;
-    r.chunks_read = rep.chunks_read;
-    r.bytes_read = rep.bytes_read;
-    r.problems = public_problems(rep.problems);
-    return r;
+  return api::with_progress(options.progress, [&] {
+    return api::at_boundary([&] {
+      fpg::ckpt::ValidateOptions o;
+      o.data = options.data;
+      const fpg::ckpt::ValidationReport rep = fpg::app::inspect::validate(path_, o);
+      ValidationReport r;
+      r.readable = rep.readable;
+      r.valid = rep.ok();
+      r.data_checked = rep.data_checked;
+      r.layout_checked = rep.layout_checked;
+      r.tensors = rep.tensors;
+      r.chunks = rep.chunks;
+      r.files = rep.files;
+      r.chunks_read = rep.chunks_read;
+      r.bytes_read = rep.bytes_read;
+      r.problems = public_problems(rep.problems);
+      return r;
+    });
   });
 }
 

@@ -1,32 +1,58 @@
-// fpgather/convert.h over the exports `fpgather convert CKPT OUT` runs (app/convert/export_any.h).
+// fpgather/convert.h over the conversion `fpgather convert IN OUT` runs (app/convert/conversion.h),
+// its options named by their fields.
 #include <fpgather/convert.h>
 
 #include "api/boundary.h"
-#include "app/convert/export_any.h"
+#include "app/convert/conversion.h"
 
 namespace fpgather {
 
-ConvertReport convert(const Checkpoint& source, const std::string& out, const ConvertOptions& options) {
-  return api::at_boundary([&] {
-    const auto to = fpg::app::convert::parse_export_format(options.to);
-    if (!to) throw fpg::UsageError("convert: to must be safetensors or dcp, not '" + options.to + "'");
-    fpg::app::convert::ExportOptions o;
-    const auto weights = fpg::app::convert::parse_export_weights(options.weights);
-    if (!weights) throw fpg::UsageError("convert: weights must be bf16, fp32 or fp8, not '" + options.weights + "'");
-    o.weights = *weights;
-    o.states = options.states;
-    o.max_shard_bytes = options.max_shard_bytes;
-    o.validate = options.validate;
-    o.force = options.force;
-    const fpg::app::convert::ExportSummary s = fpg::app::convert::export_any(source.path(), out, *to, o);
-    ConvertReport r;
-    r.source = s.checkpoint;
-    r.tensors = s.tensors;
-    r.bytes_read = s.bytes_read;
-    r.bytes_written = s.bytes_written;
-    r.files = s.files;
-    return r;
+ConvertReport convert(const std::string& source, const std::string& out, const ConvertOptions& options) {
+  return api::with_progress(options.progress, [&] {
+    return api::at_boundary([&] {
+      fpg::app::convert::ConversionOptions o;
+      o.to = options.to;
+      o.dtype = options.dtype;
+      o.states = options.states;
+      o.max_shard_size = options.max_shard_size;
+      o.no_validate = !options.validate;
+      o.force = options.force;
+      o.fp8 = options.fp8;
+      o.fp8_format = options.fp8_format;
+      o.include = options.include;
+      o.exclude = options.exclude;
+      o.expert_dims = options.expert_dims;
+      if (options.pow2_scales) (*options.pow2_scales ? o.pow2_scales : o.no_pow2_scales) = true;
+      o.mx_scale = options.mx_scale;
+      o.strict = options.strict;
+      o.amax_history = options.amax_history;
+      o.amax_algo = options.amax_algo;
+      o.dequantize = options.dequantize;
+      o.compress = options.compress;
+      o.arch = options.arch;
+      o.hf_config = options.hf_config;
+      o.tokenizer = options.tokenizer;
+      o.from_masters = options.from_masters;
+      const fpg::app::convert::ConversionResult s = fpg::app::convert::convert_any(source, out, o);
+      ConvertReport r;
+      r.operation = s.operation;
+      r.source = s.source;
+      r.tensors = s.tensors;
+      r.copied = s.copied;
+      r.bytes_read = s.bytes_read;
+      r.bytes_written = s.bytes_written;
+      r.files = s.files;
+      for (const auto& n : s.nonfinite) r.nonfinite.push_back({n.tensor, n.nan, n.pos_inf, n.neg_inf});
+      r.json = s.document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+      r.text = s.text;
+      r.warnings = s.warnings;
+      return r;
+    });
   });
+}
+
+ConvertReport convert(const Checkpoint& source, const std::string& out, const ConvertOptions& options) {
+  return convert(source.path(), out, options);
 }
 
 }  // namespace fpgather

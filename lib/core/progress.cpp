@@ -61,6 +61,45 @@ std::string duration(double seconds) {
 
 }  // namespace
 
+struct ProgressObserver::State {
+  Callback callback;
+  std::mutex mu;  // one report at a time
+  std::atomic<bool> failed{false};
+  std::exception_ptr failure;  // set once, under mu, before failed
+};
+
+namespace {
+thread_local std::shared_ptr<ProgressObserver::State> t_observer;
+}  // namespace
+
+ProgressObserver::ProgressObserver(Callback callback) : state_(std::make_shared<State>()), previous_(t_observer) {
+  state_->callback = std::move(callback);
+  t_observer = state_;
+}
+
+ProgressObserver::~ProgressObserver() { t_observer = previous_; }
+
+std::exception_ptr ProgressObserver::failure() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->failure;
+}
+
+void Progress::report(uint64_t done) {
+  ProgressObserver::State& o = *observer_;
+  if (o.failed) throw ProgressStopped();
+  std::lock_guard<std::mutex> lock(o.mu);
+  if (o.failed) throw ProgressStopped();
+  if (done <= reported_) return;  // a later advance on another thread was reported first
+  reported_ = done;
+  try {
+    o.callback(label_, done, total_.load());
+  } catch (...) {
+    o.failure = std::current_exception();
+    o.failed = true;
+    throw ProgressStopped();
+  }
+}
+
 bool progress_terminal() {
   const char* term = std::getenv("TERM");
   return isatty(STDERR_FILENO) && !(term != nullptr && std::strcmp(term, "dumb") == 0);
@@ -77,7 +116,7 @@ void write_above_progress(const std::function<void()>& write) {
 
 Progress::Progress(std::string label, uint64_t total, bool enabled, ProgressUnit unit)
     : label_(std::move(label)), total_(total), unit_(unit), start_(std::chrono::steady_clock::now()),
-      last_draw_(start_) {
+      last_draw_(start_), observer_(t_observer) {
   if (!enabled) return;
   std::lock_guard<std::mutex> lock(g_line_mu);
   if (g_line_owner == nullptr) g_line_owner = this, owner_ = true;
@@ -104,7 +143,8 @@ void Progress::phase(const std::string& what) {
 }
 
 void Progress::advance(uint64_t amount) {
-  done_.fetch_add(amount);
+  const uint64_t done = done_.fetch_add(amount) + amount;
+  if (observer_) report(done);
   if (!owner_) return;
   if (in_phase_) {  // the phase has ended: the bar again, at once
     std::lock_guard<std::mutex> lock(g_line_mu);

@@ -9,8 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "core/error.h"
 
 namespace fpg {
 
@@ -24,6 +28,35 @@ bool progress_terminal();
 // no bar is shown.
 void write_above_progress(const std::function<void()>& write);
 
+// The progress of work a library caller started, reported to the caller's callback: while one is
+// installed on a thread, every Progress constructed on that thread reports each advance() to it —
+// label, amount done and total (0 while not known) — whether or not the terminal shows a bar. Calls
+// are serialized, and within one Progress `done` never decreases. An exception thrown by the callback
+// stops the work: that advance() and every later one under the same observer throw ProgressStopped
+// instead (the usual unwinding removes what was staged), and failure() holds the callback's exception
+// for the caller to rethrow once the work has unwound.
+class ProgressObserver {
+ public:
+  using Callback = std::function<void(const std::string& label, uint64_t done, uint64_t total)>;
+  explicit ProgressObserver(Callback callback);  // installs it on this thread (the previous one is restored after)
+  ~ProgressObserver();
+  ProgressObserver(const ProgressObserver&) = delete;
+  ProgressObserver& operator=(const ProgressObserver&) = delete;
+
+  // What the callback threw; null while it has thrown nothing.
+  std::exception_ptr failure() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_, previous_;
+};
+
+// What advance() throws once the observer's callback has failed.
+struct ProgressStopped : Error {
+  ProgressStopped() : Error(ExitCode::internal, "stopped: the progress callback failed") {}
+};
+
 class Progress {
  public:
   Progress(std::string label, uint64_t total, bool enabled, ProgressUnit unit = ProgressUnit::bytes);
@@ -31,6 +64,7 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
+  // Throws ProgressStopped where an observer's callback fails (ProgressObserver).
   void advance(uint64_t amount);
   // The total, where it is known only once the work is planned (after a phase that reads the input).
   void set_total(uint64_t total) { total_ = total; }
@@ -52,6 +86,7 @@ class Progress {
   friend void write_above_progress(const std::function<void()>&);
   void draw_locked();
   void erase_locked();
+  void report(uint64_t done);
 
   std::string label_;
   std::atomic<uint64_t> total_;
@@ -65,6 +100,8 @@ class Progress {
   std::atomic<bool> in_phase_{false};
   std::chrono::steady_clock::time_point phase_start_;
   double phase_seconds_ = 0;                 // spent in phases that have ended
+  std::shared_ptr<ProgressObserver::State> observer_;  // installed on the constructing thread, if any
+  uint64_t reported_ = 0;                              // the largest `done` reported to it
 };
 
 }  // namespace fpg

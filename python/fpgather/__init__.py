@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json as _json
 import os as _os
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+import warnings as _warnings
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import ml_dtypes as _ml_dtypes
 import numpy as _np
@@ -29,6 +30,7 @@ from ._fpgather import (
     Error,
     FormatError,
     InternalError,
+    NonFiniteTensor,
     Problem,
     Report,
     ReshardLayout,
@@ -44,9 +46,9 @@ from ._fpgather import (
 )
 
 __all__ = [
-    "Checkpoint", "ConvertReport", "DiffReport", "Error", "FormatError", "InternalError", "Parameter",
-    "Problem", "Report", "ReshardLayout", "ReshardReport", "StoredTensor", "TensorDifference",
-    "TensorInfo", "UsageError", "ValidationError", "ValueDifference", "adam_step", "convert",
+    "Checkpoint", "ConvertReport", "DiffReport", "Error", "FormatError", "InternalError", "NonFiniteTensor",
+    "Parameter", "Problem", "ProgressCallback", "Report", "ReshardLayout", "ReshardReport", "StoredTensor", "TensorDifference",
+    "TensorInfo", "UsageError", "ValidationError", "ValueDifference", "adam_step", "as_dlpack", "convert",
     "dequantize", "diff", "dtype_of", "lion_step", "muon_step", "open", "quantize", "reshard",
     "set_log_level", "set_threads", "validate", "version",
 ]
@@ -54,6 +56,8 @@ __all__ = [
 __version__ = _fpgather.version()
 
 PathLike = Union[str, "_os.PathLike[str]"]
+#: Called as progress(done, total): bytes done and the total (0 while not known yet).
+ProgressCallback = Callable[[int, int], object]
 
 # Safetensors dtype names -> NumPy dtypes; the FP8 and bf16 types are ml_dtypes'. The packed
 # sub-byte types (F4, F6_*) have no one-element-per-byte NumPy form and are read as raw bytes.
@@ -93,6 +97,34 @@ def dtype_of(name: str) -> Optional[_np.dtype]:
     """The NumPy dtype of a safetensors dtype name ("BF16" -> ml_dtypes.bfloat16); None for one
     NumPy cannot hold element by element (F4, F6_E2M3, F6_E3M2: read them with raw=True)."""
     return _DTYPES.get(name)
+
+
+# DLPack's type codes (dlpack.h, DLDataTypeCode) of the dtypes NumPy cannot export through DLPack.
+_DLPACK_CODES = {
+    _np.dtype(_ml_dtypes.bfloat16): 4,          # kDLBfloat
+    _np.dtype(_ml_dtypes.float8_e4m3fn): 10,    # kDLFloat8_e4m3fn
+    _np.dtype(_ml_dtypes.float8_e4m3fnuz): 11,  # kDLFloat8_e4m3fnuz
+    _np.dtype(_ml_dtypes.float8_e5m2): 12,      # kDLFloat8_e5m2
+    _np.dtype(_ml_dtypes.float8_e5m2fnuz): 13,  # kDLFloat8_e5m2fnuz
+}
+if "F8_E8M0" in _DTYPES:
+    _DLPACK_CODES[_DTYPES["F8_E8M0"]] = 14      # kDLFloat8_e8m0fnu
+
+
+def as_dlpack(array: _np.ndarray):
+    """`array` for ``torch.from_dlpack``, ``jax.dlpack.from_dlpack`` and the like, without a copy.
+    NumPy exports its own dtypes through DLPack (``array.__dlpack__``) and that array is returned
+    as it is; for bfloat16 and the FP8 dtypes, which NumPy refuses to export, an object viewing the
+    same memory with DLPack's bfloat16 / float8 type, keeping `array` alive for as long as a consumer
+    holds it. `array` must be C-contiguous."""
+    array = _np.asarray(array)
+    code = _DLPACK_CODES.get(array.dtype)
+    if code is None:
+        return array
+    if not array.flags.c_contiguous:
+        raise UsageError("as_dlpack: the array must be C-contiguous")
+    return _fpgather._dlpack(array.reshape(-1).view(_np.uint8), list(array.shape), code, array.dtype.itemsize * 8,
+                             array)
 
 
 class Parameter:
@@ -170,9 +202,9 @@ class Checkpoint:
         """One stored key's chunks, files and padding, as ``fpgather inspect --key KEY --json``."""
         return _json.loads(self._c.inspect_key(key))
 
-    def validate(self, data: bool = False) -> Report:
+    def validate(self, data: bool = False, *, progress: Optional[ProgressCallback] = None) -> Report:
         """fpgather.validate of this checkpoint."""
-        return self._c.validate(data)
+        return self._c.validate(data, progress)
 
     # ---- tensors in model space -------------------------------------------------------------------
     def _params(self) -> "_fpgather._ParamReader":
@@ -205,7 +237,12 @@ class Checkpoint:
         elements [start, stop) (row-major; negative indices count from the end, as in a slice) as a
         1-D array. BF16 and FP8 come as ml_dtypes dtypes; raw=True gives the little-endian bytes as
         uint8 instead. `out`, a C-contiguous writable array of the right dtype and size, is filled
-        in place instead of allocating one. Only the chunks holding the range are read."""
+        in place instead of allocating one. Only the chunks holding the range are read.
+
+        The data is read once, from the files straight into the array, which owns that memory and
+        outlives the checkpoint (closed or collected): ``numpy.from_dlpack``, ``memoryview`` and
+        ``torch.from_dlpack`` share it without a copy, and ``as_dlpack`` does for bfloat16 and FP8,
+        which NumPy does not export."""
         r = self._params()
         i = r.find(key)
         t = r.tensors[i]
@@ -272,11 +309,14 @@ def _checkpoint(c: Union[PathLike, Checkpoint]) -> "_fpgather._Checkpoint":
     return c._c if isinstance(c, Checkpoint) else _fpgather._Checkpoint.open(_os.fspath(c))
 
 
-def validate(path: Union[PathLike, Checkpoint], data: bool = False) -> Report:
+def validate(path: Union[PathLike, Checkpoint], data: bool = False, *,
+             progress: Optional[ProgressCallback] = None) -> Report:
     """The checks of ``fpgather validate`` (``--data``: also read every chunk, verify its checksums
     and decode it). An invalid checkpoint is a Report with problems (``report.ok`` False), not an
-    exception; FormatError when no index can be read."""
-    return _checkpoint(path).validate(data)
+    exception; FormatError when no index can be read. With data, `progress` is called with (done,
+    total) bytes of the chunks read, where the format reports it (fpgather checkpoints); what it
+    raises stops the validation and propagates."""
+    return _checkpoint(path).validate(data, progress)
 
 
 def diff(a: Union[PathLike, Checkpoint], b: Union[PathLike, Checkpoint], rtol: float = 0.0, atol: float = 0.0,
@@ -297,52 +337,91 @@ def _bucket_size(v: Union[None, int, str]) -> Optional[int]:
     return int(v)
 
 
+def _size(v: Optional[int], name: str) -> int:
+    """A target TP or PP size: None keeps the source's (0 to the library), else 1 to 1024 as the CLI takes."""
+    if v is None:
+        return 0
+    if not 1 <= int(v) <= 1024:
+        raise UsageError(f"reshard: {name} must be from 1 to 1024, not {v}")
+    return int(v)
+
+
 def reshard(src: Union[PathLike, Checkpoint], dst: PathLike, *, dp: int, dist_opt: Optional[str] = None,
             ckpt_layout: Optional[str] = None, bucket_size: Union[None, int, str] = None,
             pad_for_nccl: Optional[bool] = None, accumulation: Optional[int] = None,
-            compress: Optional[str] = None, to: Optional[str] = None, dry_run: bool = False) -> ReshardReport:
+            compress: Optional[str] = None, to: Optional[str] = None, tp: Optional[int] = None,
+            pp: Optional[int] = None, dry_run: bool = False,
+            progress: Optional[ProgressCallback] = None) -> ReshardReport:
     """``fpgather reshard SRC DST``, the options named as the command's (``--no-pad-for-nccl`` is
     pad_for_nccl=False; bucket_size='none' is one bucket per buffer; ``to`` is a Megatron
-    checkpoint's optimizer form, dp_reshardable or fully_reshardable). None keeps the source's.
-    DST must not exist; it is committed whole."""
+    checkpoint's optimizer form, dp_reshardable or fully_reshardable; ``tp`` and ``pp`` a Megatron
+    dp_reshardable target's tensor- and pipeline-parallel sizes). None keeps the source's.
+    DST must not exist; it is committed whole. `progress` is called with (done, total) bytes
+    written as the work advances; what it raises stops the reshard, leaves no DST, and propagates."""
     return _fpgather._reshard(_checkpoint(src), _os.fspath(dst), int(dp), _bucket_size(bucket_size), pad_for_nccl,
                               dist_opt or "", ckpt_layout or "", accumulation, compress or "", to or "",
-                              bool(dry_run))
-
-
-_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-               "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-
-
-def _size(v: Union[int, str]) -> int:
-    if isinstance(v, int):
-        n = v
-    else:
-        s = v.strip().upper()
-        num = s.rstrip("KMGTIB")
-        unit = s[len(num):]
-        if unit not in _SIZE_UNITS or not num:
-            raise UsageError(f"convert: max_shard_size '{v}' is not a size (e.g. 5GB, 500MB, 2GiB)")
-        try:
-            n = int(float(num) * _SIZE_UNITS[unit])
-        except ValueError:
-            raise UsageError(f"convert: max_shard_size '{v}' is not a size (e.g. 5GB, 500MB, 2GiB)") from None
-    if n <= 0 or n >= 2**64:
-        raise UsageError(f"convert: max_shard_size must be positive and below 2^64 bytes, not {v}")
-    return n
+                              _size(tp, "tp"), _size(pp, "pp"), bool(dry_run), progress)
 
 
 def convert(src: Union[PathLike, Checkpoint], dst: PathLike, *, to: str = "safetensors", dtype: str = "bf16",
             states: bool = False, max_shard_size: Union[int, str] = "5GB", no_validate: bool = False,
-            force: bool = False) -> ConvertReport:
-    """``fpgather convert CKPT OUT``: a checkpoint exported to safetensors (DST ending in .safetensors
-    one file, in .json an index with shards beside it, anything else a directory) or, to='dcp', a
-    PyTorch DCP directory. The options are the command's: dtype bf16 (weights as held), fp32 (the
-    masters) or fp8 (FP8 bytes and scales); states adds NAME.master and NAME.<state>;
-    max_shard_size in bytes or as text (5GB, 500MB, 2GiB); no_validate exports a checkpoint that
-    fails validation's index checks; force replaces an existing DST whole."""
-    return _fpgather._convert(_checkpoint(src), _os.fspath(dst), to, dtype, bool(states), _size(max_shard_size),
-                              not no_validate, bool(force))
+            force: bool = False, fp8: Optional[str] = None, fp8_format: str = "e4m3", include: Optional[str] = None,
+            exclude: Optional[str] = None, expert_dims: Optional[str] = None, pow2_scales: Optional[bool] = None,
+            mx_scale: str = "rceil", strict: bool = False, amax_history: int = 1, amax_algo: str = "most_recent",
+            dequantize: bool = False, compress: Optional[str] = None, arch: str = "auto",
+            hf_config: Optional[PathLike] = None, tokenizer: Optional[PathLike] = None, from_masters: bool = False,
+            progress: Optional[ProgressCallback] = None) -> ConvertReport:
+    """``fpgather convert SRC DST`` with every option of the command, named as its flags (underscores
+    for dashes; ``--pow2-scales`` / ``--no-pow2-scales`` are pow2_scales=True / False). What SRC
+    holds and the options choose the conversion, as the command chooses it:
+
+    - a safetensors model (a file, an index, or a Hugging Face directory): ``fp8`` quantizes it
+      (tensorwise, blockwise, blockwise-1x128, mxfp8; fp8_format, include, exclude, expert_dims,
+      pow2_scales, mx_scale, strict), ``dequantize`` turns FP8 back into ``dtype`` (bf16, fp32);
+    - a checkpoint (fpgather, PyTorch DCP, Megatron torch_dist): exported to safetensors (DST ending
+      in .safetensors one file, in .json an index with shards beside it, anything else a directory)
+      or, to='dcp', a DCP directory, with dtype bf16 (weights as held), fp32 (the masters) or fp8,
+      states, max_shard_size (bytes, or text: 5GB, 500MB, 2GiB), no_validate; an fpgather
+      checkpoint with ``compress`` (zstd[:LEVEL][+shuffle], none) or ``fp8`` (also delayed, none;
+      amax_history, amax_algo) rewritten as a new checkpoint;
+    - a Megatron GPT checkpoint with to='hf': a Hugging Face model directory (arch, hf_config,
+      tokenizer, from_masters, dtype, max_shard_size; fp8 quantizes the export).
+
+    DST is never written over unless force, and is put in place only when complete. Options that
+    contradict each other or do not apply raise UsageError with the command's message, naming the
+    options as given here. `progress`, a callable, is called with (done, total) bytes as the work
+    advances (total 0 while not known; an export to hf with fp8 reports the export, then the
+    quantization); what it raises stops the conversion, leaves nothing written, and propagates.
+    What the command warns of on stderr (non-finite values quantized) is issued as RuntimeWarning.
+    Returns a ConvertReport (``report.summary()``: the ``--json`` document)."""
+    o = _fpgather._ConvertOptions()
+    o.to = to
+    o.dtype = dtype
+    o.states = bool(states)
+    o.max_shard_size = str(max_shard_size) if isinstance(max_shard_size, int) else max_shard_size
+    o.validate = not no_validate
+    o.force = bool(force)
+    o.fp8 = fp8 or ""
+    o.fp8_format = fp8_format
+    o.include = include or ""
+    o.exclude = exclude or ""
+    o.expert_dims = expert_dims or ""
+    o.pow2_scales = None if pow2_scales is None else bool(pow2_scales)
+    o.mx_scale = mx_scale
+    o.strict = bool(strict)
+    o.amax_history = int(amax_history)
+    o.amax_algo = amax_algo
+    o.dequantize = bool(dequantize)
+    o.compress = compress or ""
+    o.arch = arch
+    o.hf_config = _os.fspath(hf_config) if hf_config is not None else ""
+    o.tokenizer = _os.fspath(tokenizer) if tokenizer is not None else ""
+    o.from_masters = bool(from_masters)
+    source = src.path if isinstance(src, Checkpoint) else _os.fspath(src)
+    report = _fpgather._convert(source, _os.fspath(dst), o, progress)
+    for line in report.warnings:
+        _warnings.warn(line, RuntimeWarning, stacklevel=2)
+    return report
 
 
 # ---- FP8 quantization -------------------------------------------------------------------------------

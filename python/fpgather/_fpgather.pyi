@@ -2,6 +2,8 @@
 The fpgather C++ API, bound for the fpgather package (import fpgather, not this).
 """
 
+from typing import Any
+
 class Error(Exception):
     """Every failure of fpgather; exit_code and kind: the fpgather command's for the same failure."""
     exit_code: int | None
@@ -289,14 +291,43 @@ class ReshardReport:
     @property
     def bytes_written(self) -> int: ...
 
+class NonFiniteTensor:
+    """A tensor quantized although it holds NaN or +-Inf."""
+
+    @property
+    def tensor(self) -> str: ...
+
+    @property
+    def nan(self) -> int: ...
+
+    @property
+    def pos_inf(self) -> int: ...
+
+    @property
+    def neg_inf(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
 class ConvertReport:
-    """What `fpgather convert` wrote."""
+    """What `fpgather convert` did and wrote."""
 
     @property
-    def source(self) -> str: ...
+    def operation(self) -> str:
+        """quantize, dequantize, export, export_hf, recompress or reencode_fp8."""
 
     @property
-    def tensors(self) -> int: ...
+    def source(self) -> str:
+        """The checkpoint or model read."""
+
+    @property
+    def tensors(self) -> int:
+        """
+        Tensors quantized, dequantized or exported; keys recompressed; FP8 params re-encoded.
+        """
+
+    @property
+    def copied(self) -> int:
+        """Tensors copied unchanged (quantize, dequantize)."""
 
     @property
     def bytes_read(self) -> int: ...
@@ -305,4 +336,26 @@ class ConvertReport:
     def bytes_written(self) -> int: ...
 
     @property
-    def files(self) -> list[str]: ...
+    def files(self) -> list[str]:
+        """Written, the index last where there is one."""
+
+    @property
+    def nonfinite(self) -> list[NonFiniteTensor]:
+        """Quantized tensors holding NaN or +-Inf."""
+
+    @property
+    def json(self) -> str:
+        """The document `fpgather convert --json` prints."""
+
+    def summary(self) -> dict[str, Any]:
+        """The document `fpgather convert --json` prints, as a dict."""
+
+    @property
+    def text(self) -> list[str]:
+        """The lines `fpgather convert` prints."""
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the command warns of on stderr."""
+
+    def __repr__(self) -> str: ...

@@ -109,6 +109,19 @@ auto name_of(std::string T::*field) {
   return [field](const T& t) { return py_str(t.*field); };
 }
 
+// A Python callable as the library's progress callback: called with the GIL taken for the call only
+// (the operation runs without it, on any of its threads). The callable is borrowed: the binding's
+// arguments keep it alive for the whole operation, after which the library holds no copy. What it
+// raises stops the operation and is rethrown by it (fpgather/progress.h) as a python_error, which
+// nanobind raises again unchanged.
+fpgather::ProgressCallback progress_of(nb::handle callable) {
+  if (callable.is_none()) return {};
+  return [callable](uint64_t done, uint64_t total) {
+    nb::gil_scoped_acquire gil;
+    callable(done, total);
+  };
+}
+
 nb::bytes to_bytes(const std::vector<uint8_t>& v) { return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()); }
 
 }  // namespace
@@ -177,12 +190,14 @@ NB_MODULE(_fpgather, m) {
       .def_prop_ro("format", [](const fpgather::Checkpoint& c) { return std::string(fpgather::format_name(c.format())); })
       .def(
           "validate",
-          [](const fpgather::Checkpoint& c, bool data) {
+          [](const fpgather::Checkpoint& c, bool data, nb::handle progress) {
             fpgather::ValidateOptions o;
             o.data = data;
+            o.progress = progress_of(progress);
+            nb::gil_scoped_release release;
             return c.validate(o);
           },
-          "data"_a = false, nb::call_guard<nb::gil_scoped_release>())
+          "data"_a = false, "progress"_a = nb::none())
       .def(
           "inspect",
           [](const fpgather::Checkpoint& c, bool keys, bool layouts) {
@@ -235,6 +250,22 @@ NB_MODULE(_fpgather, m) {
             r.read(t, lo, hi, fpgather::Span<uint8_t>(out.data(), out.size()));
           },
           "t"_a, "lo"_a, "hi"_a, "out"_a.noconvert());
+
+  // An array's memory under a DLPack dtype NumPy cannot export (bfloat16, the FP8 formats): the
+  // result's __dlpack__ hands the same memory to torch, JAX or CuPy, and keeps `owner` (the NumPy
+  // array) alive for as long as any of them holds it.
+  m.def(
+      "_dlpack",
+      [](Bytes data, const std::vector<std::size_t>& shape, uint8_t code, uint8_t bits, nb::handle owner) {
+        std::size_t n = 1;
+        for (std::size_t d : shape) n *= d;
+        if (n * bits / 8 != data.size())
+          throw fpgather::Error(fpgather::ErrorKind::usage, "dlpack: " + std::to_string(data.size()) +
+                                                                " bytes do not hold " + std::to_string(n) + " elements");
+        nb::dlpack::dtype dt{code, bits, 1};
+        return nb::ndarray<nb::array_api>(data.data(), shape.size(), shape.data(), owner, nullptr, dt);
+      },
+      "data"_a.noconvert(), "shape"_a, "code"_a, "bits"_a, "owner"_a);
 
   // ---- diff, reshard, convert ----------------------------------------------------------------------
   nb::class_<fpgather::ValueDifference>(m, "ValueDifference", "One differing element: its flat index and the values as text.")
@@ -302,7 +333,7 @@ NB_MODULE(_fpgather, m) {
       [](const fpgather::Checkpoint& src, const std::string& dst, uint32_t dp, std::optional<uint64_t> bucket_size,
          std::optional<bool> pad_for_nccl, const std::string& dist_opt, const std::string& state_layout,
          std::optional<uint64_t> accumulation, const std::string& compression, const std::string& megatron_form,
-         bool dry_run) {
+         uint32_t tp, uint32_t pp, bool dry_run, nb::handle progress) {
         fpgather::ReshardOptions o;
         o.dp = dp;
         o.bucket_size = bucket_size;
@@ -312,34 +343,81 @@ NB_MODULE(_fpgather, m) {
         o.accumulation = accumulation;
         o.compression = compression;
         o.megatron_form = megatron_form;
+        o.tp = tp;
+        o.pp = pp;
         o.dry_run = dry_run;
+        o.progress = progress_of(progress);
+        nb::gil_scoped_release release;
         return fpgather::reshard(src, dst, o);
       },
       "src"_a, "dst"_a, "dp"_a, "bucket_size"_a.none(), "pad_for_nccl"_a.none(), "dist_opt"_a, "state_layout"_a,
-      "accumulation"_a.none(), "compression"_a, "megatron_form"_a, "dry_run"_a,
-      nb::call_guard<nb::gil_scoped_release>());
+      "accumulation"_a.none(), "compression"_a, "megatron_form"_a, "tp"_a, "pp"_a, "dry_run"_a,
+      "progress"_a.none());
 
-  nb::class_<fpgather::ConvertReport>(m, "ConvertReport", "What `fpgather convert` wrote.")
-      .def_ro("source", &fpgather::ConvertReport::source)
-      .def_ro("tensors", &fpgather::ConvertReport::tensors)
+  nb::class_<fpgather::ConvertOptions>(m, "_ConvertOptions")
+      .def(nb::init<>())
+      .def_rw("to", &fpgather::ConvertOptions::to)
+      .def_rw("dtype", &fpgather::ConvertOptions::dtype)
+      .def_rw("states", &fpgather::ConvertOptions::states)
+      .def_rw("max_shard_size", &fpgather::ConvertOptions::max_shard_size)
+      .def_rw("validate", &fpgather::ConvertOptions::validate)
+      .def_rw("force", &fpgather::ConvertOptions::force)
+      .def_rw("fp8", &fpgather::ConvertOptions::fp8)
+      .def_rw("fp8_format", &fpgather::ConvertOptions::fp8_format)
+      .def_rw("include", &fpgather::ConvertOptions::include)
+      .def_rw("exclude", &fpgather::ConvertOptions::exclude)
+      .def_rw("expert_dims", &fpgather::ConvertOptions::expert_dims)
+      .def_rw("pow2_scales", &fpgather::ConvertOptions::pow2_scales, nb::for_setter(nb::arg("value").none()))
+      .def_rw("mx_scale", &fpgather::ConvertOptions::mx_scale)
+      .def_rw("strict", &fpgather::ConvertOptions::strict)
+      .def_rw("amax_history", &fpgather::ConvertOptions::amax_history)
+      .def_rw("amax_algo", &fpgather::ConvertOptions::amax_algo)
+      .def_rw("dequantize", &fpgather::ConvertOptions::dequantize)
+      .def_rw("compress", &fpgather::ConvertOptions::compress)
+      .def_rw("arch", &fpgather::ConvertOptions::arch)
+      .def_rw("hf_config", &fpgather::ConvertOptions::hf_config)
+      .def_rw("tokenizer", &fpgather::ConvertOptions::tokenizer)
+      .def_rw("from_masters", &fpgather::ConvertOptions::from_masters);
+  nb::class_<fpgather::NonFiniteTensor>(m, "NonFiniteTensor", "A tensor quantized although it holds NaN or +-Inf.")
+      .def_prop_ro("tensor", name_of(&fpgather::NonFiniteTensor::tensor))
+      .def_ro("nan", &fpgather::NonFiniteTensor::nan)
+      .def_ro("pos_inf", &fpgather::NonFiniteTensor::pos_inf)
+      .def_ro("neg_inf", &fpgather::NonFiniteTensor::neg_inf)
+      .def("__repr__", [](const fpgather::NonFiniteTensor& n) {
+        return py_str("<fpgather.NonFiniteTensor " + n.tensor + ": " + std::to_string(n.nan) + " NaN, " +
+                      std::to_string(n.pos_inf) + " +Inf, " + std::to_string(n.neg_inf) + " -Inf>");
+      });
+  nb::class_<fpgather::ConvertReport>(m, "ConvertReport", "What `fpgather convert` did and wrote.")
+      .def_ro("operation", &fpgather::ConvertReport::operation,
+              "quantize, dequantize, export, export_hf, recompress or reencode_fp8.")
+      .def_prop_ro("source", name_of(&fpgather::ConvertReport::source), "The checkpoint or model read.")
+      .def_ro("tensors", &fpgather::ConvertReport::tensors,
+              "Tensors quantized, dequantized or exported; keys recompressed; FP8 params re-encoded.")
+      .def_ro("copied", &fpgather::ConvertReport::copied, "Tensors copied unchanged (quantize, dequantize).")
       .def_ro("bytes_read", &fpgather::ConvertReport::bytes_read)
       .def_ro("bytes_written", &fpgather::ConvertReport::bytes_written)
-      .def_ro("files", &fpgather::ConvertReport::files);
+      .def_ro("files", &fpgather::ConvertReport::files, "Written, the index last where there is one.")
+      .def_ro("nonfinite", &fpgather::ConvertReport::nonfinite, "Quantized tensors holding NaN or +-Inf.")
+      .def_ro("json", &fpgather::ConvertReport::json, "The document `fpgather convert --json` prints.")
+      .def(
+          "summary", [](const fpgather::ConvertReport& r) { return nb::module_::import_("json").attr("loads")(r.json); },
+          nb::sig("def summary(self) -> dict[str, typing.Any]"), "The document `fpgather convert --json` prints, as a dict.")
+      .def_ro("text", &fpgather::ConvertReport::text, "The lines `fpgather convert` prints.")
+      .def_ro("warnings", &fpgather::ConvertReport::warnings, "What the command warns of on stderr.")
+      .def("__repr__", [](const fpgather::ConvertReport& r) {
+        return py_str("<fpgather.ConvertReport " + r.operation + " " + r.source + ": " + std::to_string(r.tensors) +
+                      " tensors, " + std::to_string(r.files.size()) + " files>");
+      });
   m.def(
       "_convert",
-      [](const fpgather::Checkpoint& src, const std::string& out, const std::string& to, const std::string& weights,
-         bool states, uint64_t max_shard_bytes, bool validate, bool force) {
-        fpgather::ConvertOptions o;
-        o.to = to;
-        o.weights = weights;
-        o.states = states;
-        o.max_shard_bytes = max_shard_bytes;
-        o.validate = validate;
-        o.force = force;
-        return fpgather::convert(src, out, o);
+      [](const nb::str& src, const nb::str& out, const fpgather::ConvertOptions& options, nb::handle progress) {
+        fpgather::ConvertOptions o = options;
+        o.progress = progress_of(progress);
+        const std::string in = cpp_str(src), to = cpp_str(out);
+        nb::gil_scoped_release release;
+        return fpgather::convert(in, to, o);
       },
-      "src"_a, "out"_a, "to"_a, "weights"_a, "states"_a, "max_shard_bytes"_a, "validate"_a, "force"_a,
-      nb::call_guard<nb::gil_scoped_release>());
+      "src"_a, "out"_a, "options"_a, "progress"_a.none());
 
   // ---- FP8 quantization ----------------------------------------------------------------------------
   nb::class_<fpgather::QuantizedTensor>(m, "_Quantized")

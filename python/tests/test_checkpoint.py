@@ -210,3 +210,75 @@ def test_import_pulls_in_no_torch():
     p = subprocess.run([sys.executable, "-c", code, CHECKPOINTS["megatron"]], capture_output=True, text=True,
                        env=dict(os.environ))
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+# ---- zero copy --------------------------------------------------------------------------------------
+def _dltensor(capsule):
+    """(data pointer, DLPack type code, bits, shape) of a "dltensor" capsule, read with ctypes."""
+    import ctypes
+
+    class DLDevice(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+    class DLDataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                    ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    t = DLTensor.from_address(get(capsule, b"dltensor"))
+    return t.data + t.byte_offset, t.dtype.code, t.dtype.bits, tuple(t.shape[i] for i in range(t.ndim))
+
+
+def test_reads_are_arrays_that_own_their_memory_and_share_it():
+    import gc
+
+    c = fpgather.open(CHECKPOINTS["megatron"])
+    name = next(k for k in c.keys() if k.endswith(".exp_avg"))
+    a = c.read(name)
+    part = c.read(name, 0, 7)
+    assert a.flags.owndata and a.base is None and part.flags.owndata
+    copy = a.copy()
+    # DLPack and the buffer protocol see the same memory
+    d = np.from_dlpack(a)
+    assert np.shares_memory(a, d)
+    buf = np.frombuffer(memoryview(a), dtype=a.dtype)
+    assert np.shares_memory(a, buf)
+    d.reshape(-1)[0] = 42.0
+    assert a.reshape(-1)[0] == 42.0
+    a.reshape(-1)[0] = copy.reshape(-1)[0]
+    # out= is filled in place: the same memory, nothing allocated
+    out = np.empty_like(a)
+    assert c.read(name, out=out) is out
+    # the arrays outlive the checkpoint
+    c.close()
+    del c
+    gc.collect()
+    assert np.array_equal(a, copy) and np.array_equal(d, copy) and np.array_equal(part, copy.reshape(-1)[:7])
+
+
+def test_bf16_and_fp8_through_dlpack_without_a_copy():
+    c = fpgather.open(CHECKPOINTS["megatron"])
+    w = c.read(next(k for k in c.keys() if c.info(k).dtype == "BF16"))
+    assert w.dtype == ml_dtypes.bfloat16
+    with pytest.raises(BufferError):  # NumPy exports no bfloat16
+        w.__dlpack__()
+    x = fpgather.as_dlpack(w)
+    assert x.__dlpack_device__() == (1, 0)  # kDLCPU
+    data, code, bits, shape = _dltensor(x.__dlpack__())
+    assert (data, code, bits, shape) == (w.ctypes.data, 4, 16, w.shape)  # kDLBfloat
+    del c
+    q = np.zeros((3, 5), dtype=ml_dtypes.float8_e4m3fn)
+    assert _dltensor(fpgather.as_dlpack(q).__dlpack__())[:3] == (q.ctypes.data, 10, 8)  # kDLFloat8_e4m3fn
+    f = np.arange(4, dtype=np.float32)
+    assert fpgather.as_dlpack(f) is f  # NumPy's own export serves
+    # the view keeps the array alive
+    y = fpgather.as_dlpack(np.ones(4, dtype=ml_dtypes.bfloat16))
+    import gc
+    gc.collect()
+    data, _, _, shape = _dltensor(y.__dlpack__())
+    assert shape == (4,)

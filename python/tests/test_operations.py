@@ -98,6 +98,23 @@ def test_reshard_megatron_matches_the_command(tmp_path, fpgather_cli, cli_json):
         fpgather.reshard(MEGATRON, out, dp=2)
 
 
+def test_reshard_megatron_to_another_tp_pp(tmp_path, fpgather_cli):
+    par = data("megatron", "parallel")
+    src = f"{par}/tp2pp2-dp1-dp_reshardable/ckpt"
+    out = tmp_path / "tp1pp1"
+    rep = fpgather.reshard(src, out, dp=1, tp=1, pp=1, bucket_size="none")
+    assert rep.to.state_layout == "dp_reshardable" and rep.to.dp == 1
+    assert fpgather.validate(out, data=True).ok
+    assert fpgather.diff(out, f"{par}/tp2pp2-dp1-fully_reshardable/ckpt").equal
+    rc, _, err = fpgather_cli("reshard", "--dp", "1", "--tp", "3", src, str(tmp_path / "cli"))
+    with pytest.raises(fpgather.UsageError) as e:
+        fpgather.reshard(src, tmp_path / "x", dp=1, tp=3)
+    assert rc == 2 and "does not split over 3 tensor-parallel ranks" in str(e.value)
+    with pytest.raises(fpgather.UsageError):
+        fpgather.reshard(src, tmp_path / "y", dp=1, tp=0)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 def test_reshard_errors_are_the_commands(tmp_path, fpgather_cli):
     src = data("dcp", "small")
     rc, _, err = fpgather_cli("reshard", "--dp", "2", src, str(tmp_path / "x"))

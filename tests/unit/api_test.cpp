@@ -308,7 +308,7 @@ TEST_CASE("api: convert a checkpoint to safetensors and to DCP", "[api]") {
   const auto src = fpgather::Checkpoint::open(kValid + "/dp2-bucket");
   fpg::test::CkptTempDir tmp("fpg-api-convert");
   fpgather::ConvertOptions o;
-  o.weights = "fp32";
+  o.dtype = "fp32";
   o.states = true;
   const auto r = fpgather::convert(src, tmp.path + "/model.safetensors", o);
   CHECK(r.tensors == 8);
@@ -338,7 +338,7 @@ TEST_CASE("api: convert a checkpoint to safetensors and to DCP", "[api]") {
   CHECK(fpgather::diff(src, dcp).equal);
 
   CHECK(error_kind_of([&] { fpgather::convert(src, tmp.path + "/dcp", d); }) == fpgather::ErrorKind::usage);
-  d.weights = "fp16";
+  d.dtype = "fp16";
   CHECK(error_kind_of([&] { fpgather::convert(src, tmp.path + "/z", d); }) == fpgather::ErrorKind::usage);
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/printable.h"
 #include "formats/dcp/checkpoint_dir.h"
 #include "formats/dcp/dcp_writer.h"
@@ -134,6 +135,8 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
   add_plan_figures(r, is_optimizer, optimizer_bytes, sum);
   if (opts.dry_run) return sum;
 
+  // The bar counts the planned bytes as each is read for its write.
+  Progress bar("reshard", sum.plan_written, opts.progress);
   DcpWriteOptions wo;
   wo.megatron = *r.megatron();
   wo.planner_data = false;
@@ -159,10 +162,12 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
       }, n);
       sum.chunks += n.chunks;
       sum.bytes_written += n.bytes;
+      bar.advance(n.bytes);
     } else {
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
       w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
       sum.bytes_written += buf->size();
+      bar.advance(buf->size());
     }
   }
 
@@ -179,9 +184,12 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
     const GroupSource source(r, g, crcs);
     const GroupWriteCount n = write_group_buckets(
         w, g.prefix, targets[i], states, target_rank(g, 0), [&](uint32_t d) { return target_rank(g, d); },
-        [&source](uint32_t param, const std::string& state, uint64_t begin) {
+        [&source, &bar](uint32_t param, const std::string& state, uint64_t begin) {
           return element_fill(
-              [&source, param, state](uint64_t a, uint64_t b, uint8_t* dst) { source.read(param, state, a, b, dst); },
+              [&source, &bar, param, state](uint64_t a, uint64_t b, uint8_t* dst) {
+                source.read(param, state, a, b, dst);
+                bar.advance((b - a) * 4);
+              },
               begin);
         });
     sum.chunks += n.chunks;

@@ -8,6 +8,7 @@
 
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/megatron/bucket_writer.h"
@@ -77,9 +78,14 @@ struct Source {
   }
 };
 
-// A torch_dist fill of a state from element lo on, read per call.
-FillBytes state_fill(const Source& s, std::string param, std::string role, uint64_t lo) {
-  return element_fill([&s, param, role](uint64_t a, uint64_t b, uint8_t* dst) { s.read(param, role, a, b, dst); }, lo);
+// A torch_dist fill of a state from element lo on, read per call and counted on `bar`.
+FillBytes state_fill(const Source& s, Progress& bar, std::string param, std::string role, uint64_t lo) {
+  return element_fill(
+      [&s, &bar, param, role](uint64_t a, uint64_t b, uint8_t* dst) {
+        s.read(param, role, a, b, dst);
+        bar.advance((b - a) * 4);
+      },
+      lo);
 }
 
 }  // namespace
@@ -273,6 +279,8 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   }
   if (to != from && !common) throw FormatError(src + ": no common_state entry to record the optimizer's form in");
 
+  // The bar counts the planned bytes as each is read for its write.
+  Progress bar("reshard", sum.plan_written, opts.progress);
   DcpWriteOptions wo;
   wo.megatron = *r.megatron();
   wo.planner_data = false;
@@ -306,6 +314,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       copy_tensor_chunks(w, r, e, [&](uint64_t s) { return static_cast<uint32_t>(model_parallel ? s : s % opts.dp); }, n);
       sum.chunks += n.chunks;
       sum.bytes_written += n.bytes;
+      bar.advance(n.bytes);
     } else if (&e == common && to != from) {
       const std::string where = r.dir() + ": " + e.fqn;
       const Value stored = r.read_object(e);
@@ -348,6 +357,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
       w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
       sum.bytes_written += buf->size();
+      bar.advance(buf->size());
     }
   }
 
@@ -365,7 +375,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     const GroupWriteCount n = write_group_buckets(
         w, group, sum.target, states, 0, [](uint32_t d) { return d; },
         [&](uint32_t param, const std::string& state, uint64_t begin) {
-          return state_fill(source, spec.params[param].name, role_of.at(state), begin);
+          return state_fill(source, bar, spec.params[param].name, role_of.at(state), begin);
         });
     sum.chunks += n.chunks;
     sum.bytes_written += n.bytes;
@@ -411,6 +421,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
                                     from_buffer(buf));
           ++sum.chunks;
           sum.bytes_written += buf->size();
+          bar.advance(buf->size());
         }
     }
   }

@@ -42,6 +42,7 @@ struct MegatronReshardOptions {
   std::optional<MegatronForm> to;          // unset: the source's form
   bool dry_run = false;
   bool validate = true;                    // refuse a source that fails validation
+  bool progress = false;                   // the terminal's progress line (core/progress.h)
 };
 
 struct MegatronReshardSummary {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/shape.h"
 #include "core/printable.h"
 #include "formats/dcp/dcp_writer.h"
@@ -272,6 +273,8 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
   sum.plan_peak = std::max(sum.plan_peak, LocalStates::peak_bytes(whole));
   if (opts.dry_run) return sum;
 
+  // The bar counts the planned bytes as each is read for its write.
+  Progress bar("reshard", sum.plan_written, opts.progress);
   DcpWriteOptions wo;
   wo.megatron = *r.megatron();
   wo.planner_data = false;
@@ -312,6 +315,7 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
       w.rank(tp + TP * DP * pp).write_tensor(p.key, offsets, sizes, from_buffer(piece));
       ++sum.chunks;
       sum.bytes_written += piece->size();
+      bar.advance(piece->size());
     }
   }
 
@@ -330,10 +334,12 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
       }, n);
       sum.chunks += n.chunks;
       sum.bytes_written += n.bytes;
+      bar.advance(n.bytes);
     } else {
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
       w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
       sum.bytes_written += buf->size();
+      bar.advance(buf->size());
     }
   }
 
@@ -353,7 +359,10 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
         [&](uint32_t param, const std::string& state, uint64_t begin) {
           const LocalParam* lp = &t.locals.at(param);
           return element_fill(
-              [&local_states, lp, state](uint64_t a, uint64_t b, uint8_t* out) { local_states.read(*lp, state, a, b, out); },
+              [&local_states, &bar, lp, state](uint64_t a, uint64_t b, uint8_t* out) {
+                local_states.read(*lp, state, a, b, out);
+                bar.advance((b - a) * 4);
+              },
               begin);
         });
     sum.chunks += n.chunks;

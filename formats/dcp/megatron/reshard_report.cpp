@@ -26,6 +26,7 @@ MegatronReshardOptions options_of(const std::string& source, const ckpt::Reshard
   if (!t.bucket_size.empty()) o.bucket_size = ckpt::parse_bucket_size(t.bucket_size);
   o.pad_for_nccl = t.pad_for_nccl;
   o.dry_run = t.dry_run;
+  o.progress = t.progress;
   if (!t.megatron_form.empty()) {
     o.to = parse_megatron_form(t.megatron_form);
     if (!o.to) throw UsageError("megatron_form must be dp_reshardable or fully_reshardable, not " + quoted_name(t.megatron_form));

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <fpgather/progress.h>
+
 namespace fpgather {
 
 enum class CheckpointFormat { fpgather, torch_dcp, megatron_torch_dist, safetensors };
@@ -35,6 +37,8 @@ struct ValidateOptions {
   // Also read every chunk (DCP: every item), verify its checksums and decode it, as
   // `fpgather validate --data`; otherwise the checks need the index (metadata) and file sizes only.
   bool data = false;
+  // With data: the chunks' bytes read and checked, where the format reports it (fpgather checkpoints).
+  ProgressCallback progress;
 };
 
 struct ValidationReport {

@@ -11,6 +11,7 @@
 #include <fpgather/library.h>
 #include <fpgather/optimizer.h>
 #include <fpgather/params.h>
+#include <fpgather/progress.h>
 #include <fpgather/quantize.h>
 #include <fpgather/reshard.h>
 #include <fpgather/safetensors.h>

@@ -10,6 +10,7 @@
 #include <string>
 
 #include <fpgather/checkpoint.h>
+#include <fpgather/progress.h>
 
 namespace fpgather {
 
@@ -28,6 +29,7 @@ struct ReshardOptions {
   // dp_reshardable target; 0 keeps the source's.
   uint32_t tp = 0, pp = 0;
   bool dry_run = false;  // plan only: nothing is written
+  ProgressCallback progress;  // the bytes written
 };
 
 // The layout a checkpoint's optimizer state is stored for.
