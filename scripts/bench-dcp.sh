@@ -5,7 +5,10 @@
 #     by `fpgather bench dcp-make`; `fpgather bench dcp` times the .metadata decode, the index-only
 #     validate and the fp32 export of each, with each phase's peak RSS; scripts/bench_dcp_torch.py
 #     times torch on the same files (FileSystemReader.read_metadata, _validate_global_plan); the
-#     ratios are torch's median over ours.
+#     ratios are torch's median over ours. Then the commands as a user runs them, a fresh process each
+#     time (warm page cache, --threads 1, pinned to one core where taskset is): `fpgather inspect` and
+#     index-only `fpgather validate`, against torch's read_metadata (what any look at a DCP checkpoint
+#     from torch starts with) and read_metadata + _validate_global_plan.
 #  2. export: checkpoints of $EXPORT_GB GB in $CHUNK_MIB MiB chunks (keys of 16 chunks, 8 ranks). $ROUNDS
 #     rounds, each: the page cache dropped, a plain file of the export's size read with dd (a file
 #     written in one go); dropped again, the checkpoint's data files read in file order (the same bytes
@@ -60,6 +63,20 @@ cold() {
   fi
 }
 
+# Median wall seconds of REPS runs of a command (output discarded), one line.
+median_seconds() {
+  local i t0 t1 times=()
+  for i in $(seq "$REPS"); do
+    t0=$(date +%s.%N)
+    "$@" >/dev/null 2>&1 || { echo "bench-dcp: failed: $*" >&2; return 1; }
+    t1=$(date +%s.%N)
+    times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')")
+  done
+  printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+PIN=()
+command -v taskset >/dev/null && PIN=(taskset -c 0)
+
 # Seconds to read FILES... one after the other with dd in 16 MiB blocks.
 read_seconds() {
   local t0 t1 f
@@ -81,6 +98,8 @@ for n in $META_CHUNKS; do
   if [ "$HAVE_TORCH" = 1 ]; then
     "$PYTHON" "$SRC/scripts/bench_dcp_torch.py" "$ck" --reps "$REPS" >"$R/torch-meta-$n.json"
   fi
+  { median_seconds "${PIN[@]}" "$FPGATHER" --no-progress --threads 1 inspect "$ck"
+    median_seconds "${PIN[@]}" "$FPGATHER" --no-progress --threads 1 validate "$ck"; } >"$R/cli-meta-$n.txt"
   rm -rf "$ck"
 done
 
@@ -133,6 +152,23 @@ for n in meta:
               f"{o['open']['median_cpu_s']:>8.3f} {'-':>13} {'-':>8} {'-':>8} {'-':>7} {'-':>7} | "
               f"{o['validate']['median_s']:>13.4f} {'-':>8} {'-':>7}")
     res["metadata"].append(row)
+
+print("\n== the commands, a fresh process each (wall s, medians; one core) against torch in-process ==")
+print(f"{'chunks':>9} {'inspect s':>10} {'validate s':>11} {'torch read s':>13} {'read+valid. s':>14} "
+      f"{'inspect ratio':>14} {'validate ratio':>15}")
+for n, row in zip(meta, res["metadata"]):
+    inspect_s, validate_s = (float(x) for x in open(os.path.join(R, f"cli-meta-{n}.txt")).read().split())
+    row["cli"] = {"inspect_s": inspect_s, "validate_s": validate_s}
+    t = row.get("torch")
+    if t:
+        read = min(t["read_metadata_median_s"], t["read_metadata_nogc_median_s"])
+        row["cli"]["inspect_ratio"] = read / inspect_s
+        row["cli"]["validate_ratio"] = (read + t["validate_median_s"]) / validate_s
+        print(f"{row['chunks']:>9} {inspect_s:>10.3f} {validate_s:>11.3f} {read:>13.3f} "
+              f"{read + t['validate_median_s']:>14.3f} {row['cli']['inspect_ratio']:>14.1f} "
+              f"{row['cli']['validate_ratio']:>15.1f}")
+    else:
+        print(f"{row['chunks']:>9} {inspect_s:>10.3f} {validate_s:>11.3f} {'-':>13} {'-':>14} {'-':>14} {'-':>15}")
 
 print("\n== memory of the metadata (bytes per chunk) and of the tiny-chunk export ==")
 print(f"{'chunks':>9} {'ours held':>10} {'ours peak':>10} {'torch held':>11} {'torch peak':>11} "

@@ -12,10 +12,16 @@
 #     `convert --states --dtype fp32` to
 #     $EXPORT_OUT (tmpfs by default, so that the disk only reads). The export's read rate is the
 #     checkpoint's bytes over its wall time; medians and its ratios to both.
+#  3. reshard: the same checkpoint, $ROUNDS rounds, each: the page cache dropped, its files copied into
+#     a directory on the same disk and synced (cp + sync: the disk's duplex rate, these bytes read and
+#     as many written); then per case of $RESHARD (the page cache dropped before each) `reshard` into
+#     the same disk (committed with fsync, as it always is): --dp 4 (every group re-bucketed at its
+#     TP x PP), --tp 1 --pp 1 --dp 2 (the model-parallel rewrite), --to fully_reshardable. Rates are
+#     the source's bytes over the wall time; medians, their ratios to the copy, and peak RSS.
 #
 # Usage: scripts/bench-megatron.sh [WORK_DIR]   (default /tmp/fpgather-bench-megatron, removed at the end)
 # Environment: FPGATHER (default build/fpgather), LAYERS (416), REPS (5), EXPORT_LAYERS (24), ROUNDS (3),
-# EXPORT_OUT (/dev/shm), KEEP=1 keeps WORK_DIR. Dropping the page cache needs root; otherwise each
+# EXPORT_OUT (/dev/shm), RESHARD ("dp tp full"; "" skips part 3), SKIP_INDEX=1 skips part 1, KEEP=1 keeps WORK_DIR. Dropping the page cache needs root; otherwise each
 # file is evicted with `dd iflag=nocache`.
 set -euo pipefail
 
@@ -48,6 +54,7 @@ echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
 "$FPGATHER" --version | head -1
 
 # 1. index work
+if [ "${SKIP_INDEX:-0}" != 1 ]; then
 "$FPGATHER" --no-progress bench megatron-make "$WORK/idx" --tp 8 --pp 8 --dp 32 --layers "$LAYERS" --hidden 128 \
   --ffn 256 --heads 8 --query-groups 8 --vocab 4096 --bucket-size 4000
 for cmd in inspect validate; do
@@ -62,6 +69,7 @@ for cmd in inspect validate; do
     "$(cut -d' ' -f1 "$WORK/$cmd.times" | tr '\n' ' ')"
 done
 rm -rf "$WORK/idx"
+fi
 
 # 2. export
 "$FPGATHER" --no-progress bench megatron-make "$WORK/exp" --tp 2 --pp 2 --dp 2 --layers "$EXPORT_LAYERS" --hidden 1024 \
@@ -99,3 +107,43 @@ printf 'export of %.2f GB (cold, to %s), median of %d: plain read %.3f GB/s, pla
   "$(echo "$export_rate $plain" | awk '{print $1 / $2}')" "$(echo "$export_rate $copy" | awk '{print $1 / $2}')" \
   "$(cat "$WORK/export.rss")"
 echo "rounds: read $(tr '\n' ' ' <"$WORK/plain.rates"); copy $(tr '\n' ' ' <"$WORK/copy.rates"); export $(tr '\n' ' ' <"$WORK/export.rates")"
+
+# 3. reshard into the same disk, against a synced copy of the same files
+RESHARD=${RESHARD-"dp tp full"}
+if [ -n "$RESHARD" ]; then
+  reshard_opts() {
+    case $1 in
+      dp) echo "--dp 4" ;;
+      tp) echo "--tp 1 --pp 1 --dp 2 --bucket-size 40000000" ;;
+      full) echo "--dp 2 --to fully_reshardable" ;;
+    esac
+  }
+  : >"$WORK/dup.rates"
+  for c in $RESHARD; do : >"$WORK/reshard-$c.rates"; done
+  for ((i = 0; i < ROUNDS; i++)); do
+    drop_cache "$WORK/exp"
+    t0=$(date +%s.%N)
+    cp -r "$WORK/exp" "$WORK/dup" && sync
+    t1=$(date +%s.%N)
+    rm -rf "$WORK/dup"
+    echo "$bytes $t0 $t1" | awk '{print $1 / ($3 - $2) / 1e9}' >>"$WORK/dup.rates"
+    for c in $RESHARD; do
+      drop_cache "$WORK/exp"
+      /usr/bin/time -f "%e %M" -o "$WORK/reshard.time" "$FPGATHER" --no-progress reshard "$WORK/exp" "$WORK/out-$c" \
+        $(reshard_opts "$c") >/dev/null
+      rm -rf "$WORK/out-$c"
+      read -r wall rss <"$WORK/reshard.time"
+      echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/reshard-$c.rates"
+      echo "$((rss / 1024))" >>"$WORK/reshard-$c.rss"
+    done
+  done
+  dup=$(median <"$WORK/dup.rates")
+  printf 'reshard of %.2f GB (cold, into %s), median of %d: synced copy %.3f GB/s (rounds: %s)\n' \
+    "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$WORK" "$ROUNDS" "$dup" "$(tr '\n' ' ' <"$WORK/dup.rates")"
+  for c in $RESHARD; do
+    rate=$(median <"$WORK/reshard-$c.rates")
+    printf '  reshard %-44s %.3f GB/s = %.2f of the copy, peak RSS %s MiB (rounds: %s)\n' "$(reshard_opts "$c")" \
+      "$rate" "$(echo "$rate $dup" | awk '{print $1 / $2}')" "$(sort -g "$WORK/reshard-$c.rss" | tail -1)" \
+      "$(tr '\n' ' ' <"$WORK/reshard-$c.rates")"
+  done
+fi

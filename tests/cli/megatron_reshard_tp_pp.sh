@@ -4,7 +4,9 @@
 # buffer layout for every new group from the buckets written, and every parameter (weight, master,
 # both Adam moments) equals the same state saved fully_reshardable. Resharding back to the source's
 # TP x PP rebuilds Megatron's own layout: the same groups with the same bucket sizes and stored
-# chunks as the checkpoint Megatron wrote. What the rewrite does not serve is refused, nothing written.
+# chunks as the checkpoint Megatron wrote, and rewriting one fixture at another fixture's sizes (the
+# same model) gives the groups Megatron laid out there. What the rewrite does not serve is refused,
+# nothing written.
 source "$(dirname "$0")/common.sh"
 M="$TESTDATA/megatron/parallel"
 F=("$FPGATHER" --no-progress)
@@ -67,6 +69,17 @@ for c in "tp2-dp1|--tp 1|--tp 2|none" "tp2pp2-dp1|--tp 1 --pp 1|--tp 2 --pp 2|no
     fail "$name: $there then $back does not give back Megatron's groups: $(diff "$WORK/$name-groups-src" "$WORK/$name-groups-back" | head -5)"
   expect_exit 0 "${F[@]}" diff "$WORK/$name-back" "$M/$name-dp_reshardable/ckpt"
   expect_in "$WORK/out" "equal:"
+done
+
+# At new sizes: the fixtures are one model saved by Megatron at TP 2 x PP 2, TP 2, and PP 2, so each
+# one rewritten at another's sizes must have the groups Megatron itself laid out there.
+for c in "tp2pp2-dp1|--pp 1|tp2-dp1" "tp2pp2-dp1|--tp 1|pp2-dp1" "pp2-dp1|--tp 2|tp2pp2-dp1"; do
+  IFS='|' read -r name opts other <<<"$c"
+  expect_exit 0 "${F[@]}" reshard "$M/$name-dp_reshardable/ckpt" "$WORK/$name-as-$other" $opts --dp 1 --bucket-size none
+  groups "$M/$other-dp_reshardable/ckpt" >"$WORK/g-megatron" || fail "inspect of $other"
+  groups "$WORK/$name-as-$other" >"$WORK/g-ours" || fail "inspect of $name $opts"
+  cmp -s "$WORK/g-megatron" "$WORK/g-ours" ||
+    fail "$name $opts: not the groups Megatron laid out at $other's sizes: $(diff "$WORK/g-megatron" "$WORK/g-ours" | head -4)"
 done
 
 # A dry run prints the plan of every new group and writes nothing.
