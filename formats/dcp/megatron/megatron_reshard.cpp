@@ -396,21 +396,46 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
           uint64_t vol = 1;
           for (uint64_t s : c.sizes) vol *= s;
           auto buf = std::make_shared<std::vector<uint8_t>>(vol * 4);
-          const uint64_t run = n ? c.sizes[n - 1] : 1;
+          const uint64_t run = n ? c.sizes[n - 1] : 1, rows = run ? vol / run : 0;
+          // Each row's start in the key's flat extent.
+          std::vector<uint64_t> starts(rows);
           std::vector<uint64_t> idx(n ? n - 1 : 0, 0);
-          for (uint64_t row = 0; run && row < vol / run; ++row) {
+          for (uint64_t row = 0; row < rows; ++row) {
             uint64_t g = n ? c.offsets[n - 1] : 0;
             for (size_t d = 0; d + 1 < n; ++d) g += (c.offsets[d] + idx[d]) * stride[d];
-            for (uint64_t done = 0; done < run;) {  // a row may cross from one layer's parameter into the next
-              const uint64_t layer = (g + done) / per, at = (g + done) % per;
-              const uint64_t len = std::min(run - done, per - at);
-              source.read(layers.at(layer)->name, role, at, at + len, buf->data() + (row * run + done) * 4);
-              done += len;
-            }
+            starts[row] = g;
             for (size_t d = idx.size(); d-- > 0;) {
               if (++idx[d] < c.sizes[d]) break;
               idx[d] = 0;
             }
+          }
+          // Rows are read in blocks: the range enclosing consecutive rows of one layer's parameter,
+          // up to kRowBlockBytes, in one read (a chunk cut along a later axis skips the other ranks'
+          // parts of each row: read and dropped, far cheaper than a read per row).
+          constexpr uint64_t kRowBlockBytes = 64ull << 20;
+          std::vector<uint8_t> block;
+          for (uint64_t row = 0; row < rows;) {
+            const uint64_t layer = starts[row] / per, at = starts[row] % per;
+            if (at + run > per) {  // a row crossing from one layer's parameter into the next: in parts
+              for (uint64_t done = 0; done < run;) {
+                const uint64_t l = (starts[row] + done) / per, a = (starts[row] + done) % per;
+                const uint64_t len = std::min(run - done, per - a);
+                source.read(layers.at(l)->name, role, a, a + len, buf->data() + (row * run + done) * 4);
+                done += len;
+              }
+              ++row;
+              continue;
+            }
+            uint64_t last = row;
+            while (last + 1 < rows && starts[last + 1] / per == layer && starts[last + 1] % per + run <= per &&
+                   (starts[last + 1] + run - starts[row]) * 4 <= kRowBlockBytes)
+              ++last;
+            const uint64_t end = starts[last] % per + run;
+            block.resize((end - at) * 4);
+            source.read(layers.at(layer)->name, role, at, end, block.data());
+            for (uint64_t k = row; k <= last; ++k)
+              std::memcpy(buf->data() + k * run * 4, block.data() + (starts[k] % per - at) * 4, run * 4);
+            row = last + 1;
           }
           // At model parallelism each state chunk goes to the rank that stores its model chunk.
           const size_t ci = static_cast<size_t>(&c - e.tensor.chunks.data());
