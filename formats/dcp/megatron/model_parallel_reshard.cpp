@@ -20,65 +20,84 @@
 namespace fpg::dcp {
 namespace {
 
-// Copies box `b` of a row-major tensor of `shape` (`elem`-byte elements) to `dst`, row-major in the box.
-void copy_box(const uint8_t* src, const std::vector<uint64_t>& shape, const Box& b, uint64_t elem, uint8_t* dst) {
-  const size_t n = shape.size();
-  if (n == 0) {
-    std::memcpy(dst, src, elem);
-    return;
-  }
-  const uint64_t run = b.sizes[n - 1] * elem;
-  uint64_t rows = 1;
-  for (size_t d = 0; d + 1 < n; ++d) rows *= b.sizes[d];
-  std::vector<uint64_t> at(n, 0);  // the row's index inside the box (the last axis unused)
-  for (uint64_t row = 0; row < rows; ++row) {
-    uint64_t flat = 0;
-    for (size_t d = 0; d < n; ++d) flat = flat * shape[d] + b.offsets[d] + (d + 1 < n ? at[d] : 0);
-    std::memcpy(dst + row * run, src + flat * elem, run);
-    for (size_t d = n - 1; d-- > 0;) {
-      if (++at[d] < b.sizes[d]) break;
-      at[d] = 0;
-    }
-  }
-}
-
-// A whole parameter tensor (DcpParams: weight or state) read once and held while its pieces are
-// copied out of it (the writers ask for a parameter's pieces one after the other).
-class WholeTensor {
+// The parameter tensors by (parameter, role), and a box of one read in blocks of rows: the range
+// enclosing consecutive rows of the box (up to kRowBlockBytes) in one read, the rows copied out of it
+// (a box cut along a later axis skips the other ranks' parts of each row), so that memory is the box
+// and one block, never the whole parameter.
+class BoxReader {
  public:
-  explicit WholeTensor(const DcpParams& params) : params_(params) {
+  static constexpr uint64_t kRowBlockBytes = 64ull << 20;
+
+  explicit BoxReader(const DcpParams& params) : params_(params) {
     for (size_t t = 0; t < params.tensors().size(); ++t)
       tensor_[{params.tensors()[t].param, params.tensors()[t].role}] = t;
   }
 
-  // Parameter `param`'s tensor `role`, read whole; its element size in `elem`.
-  const std::vector<uint8_t>& get(const std::string& param, const std::string& role, uint64_t& elem) {
-    const auto it = tensor_.find({param, role});
-    if (it == tensor_.end())
-      throw FormatError(params_.describe() + ": parameter " + quoted_name(param) + " has no " + role);
-    const ckpt::ParamTensor& t = params_.tensors()[it->second];
-    elem = dtype_bytes(t.dtype, 1);
-    if (held_ != it->second) {
-      bytes_.resize(dtype_bytes(t.dtype, t.numel()));
-      params_.read(it->second, 0, t.numel(), bytes_.data());
-      held_ = it->second;
+  // The element size of `param`'s tensor `role`.
+  uint64_t element_bytes(const std::string& param, const std::string& role) const {
+    return dtype_bytes(params_.tensors()[find(param, role)].dtype, 1);
+  }
+
+  // Box `b` of `param`'s tensor `role` (of shape `shape`), row-major, into dst.
+  void read(const std::string& param, const std::string& role, const std::vector<uint64_t>& shape, const Box& b,
+            uint8_t* dst) {
+    const size_t t = find(param, role);
+    const uint64_t elem = dtype_bytes(params_.tensors()[t].dtype, 1);
+    const size_t n = shape.size();
+    if (n == 0) {
+      params_.read(t, 0, 1, dst);
+      return;
     }
-    return bytes_;
+    const uint64_t run = b.sizes[n - 1];
+    uint64_t rows = 1;
+    for (size_t d = 0; d + 1 < n; ++d) rows *= b.sizes[d];
+    std::vector<uint64_t> starts(rows);  // each row's first element in the tensor
+    std::vector<uint64_t> at(n, 0);
+    for (uint64_t row = 0; row < rows; ++row) {
+      uint64_t flat = 0;
+      for (size_t d = 0; d < n; ++d) flat = flat * shape[d] + b.offsets[d] + (d + 1 < n ? at[d] : 0);
+      starts[row] = flat;
+      for (size_t d = n - 1; d-- > 0;) {
+        if (++at[d] < b.sizes[d]) break;
+        at[d] = 0;
+      }
+    }
+    for (uint64_t row = 0; row < rows;) {
+      uint64_t last = row;
+      while (last + 1 < rows && (starts[last + 1] + run - starts[row]) * elem <= kRowBlockBytes) ++last;
+      const uint64_t lo = starts[row], hi = starts[last] + run;
+      if (last == row || hi - lo == (last - row + 1) * run) {  // the rows are one contiguous range
+        params_.read(t, lo, hi, dst + row * run * elem);
+      } else {
+        block_.resize((hi - lo) * elem);
+        params_.read(t, lo, hi, block_.data());
+        for (uint64_t k = row; k <= last; ++k)
+          std::memcpy(dst + k * run * elem, block_.data() + (starts[k] - lo) * elem, run * elem);
+      }
+      row = last + 1;
+    }
   }
 
  private:
+  size_t find(const std::string& param, const std::string& role) const {
+    const auto it = tensor_.find({param, role});
+    if (it == tensor_.end())
+      throw FormatError(params_.describe() + ": parameter " + quoted_name(param) + " has no " + role);
+    return it->second;
+  }
+
   const DcpParams& params_;
   std::map<std::pair<std::string, std::string>, size_t> tensor_;  // (param, role) -> tensor index
-  std::vector<uint8_t> bytes_;
-  size_t held_ = SIZE_MAX;
+  std::vector<uint8_t> block_;
 };
 
-// A target rank's local parameters' states, each gathered from the whole parameter's state once
-// and held while its fragments are written (bucket_writer.h asks for them parameter by parameter).
+// A target rank's local parameters' states, each gathered from its pieces of the whole parameter's
+// state once and held while its fragments are written (bucket_writer.h asks for them parameter by
+// parameter).
 class LocalStates {
  public:
   LocalStates(const DcpParams& params, const std::map<std::string, std::string>& role_of)
-      : params_(params), role_of_(role_of), whole_(params) {}
+      : params_(params), role_of_(role_of), boxes_(params) {}
 
   // Elements [a, b) of local parameter `lp`'s state `state` (4-byte elements) into dst.
   void read(const LocalParam& lp, const std::string& state, uint64_t a, uint64_t b, uint8_t* dst) {
@@ -86,31 +105,30 @@ class LocalStates {
     std::memcpy(dst, local_.data() + a * 4, (b - a) * 4);
   }
 
-  // The largest buffers held: a whole parameter's state and a local one.
+  // The largest buffers held: a local parameter's state and a block of rows.
   static uint64_t peak_bytes(const std::vector<MegatronParam>& whole) {
     uint64_t n = 0;
     for (const MegatronParam& p : whole) n = std::max(n, shape_volume(p.shape));
-    return 2 * 4 * n;
+    return std::min<uint64_t>(4 * n, BoxReader::kRowBlockBytes) + 4 * n;
   }
 
  private:
   void gather(const LocalParam& lp, const std::string& state) {
     const MegatronParam& whole_param = params_.megatron_params().at(lp.param);
-    uint64_t elem = 0;
-    const std::vector<uint8_t>& whole = whole_.get(whole_param.name, role_of_.at(state), elem);
-    if (elem != 4)
+    const std::string& role = role_of_.at(state);
+    if (boxes_.element_bytes(whole_param.name, role) != 4)
       throw FormatError(params_.describe() + ": parameter " + quoted_name(whole_param.name) + "'s " + state +
                         " is not a 4-byte state");
     local_.resize(shape_volume(lp.local.shape) * 4);
     for (const LocalParam::Piece& p : lp.pieces)
-      copy_box(whole.data(), whole_param.shape, p.box, 4, local_.data() + p.local_start * 4);
+      boxes_.read(whole_param.name, role, whole_param.shape, p.box, local_.data() + p.local_start * 4);
     held_param_ = &lp;
     held_state_ = state;
   }
 
   const DcpParams& params_;
   const std::map<std::string, std::string>& role_of_;
-  WholeTensor whole_;
+  BoxReader boxes_;
   std::vector<uint8_t> local_;
   const LocalParam* held_param_ = nullptr;
   std::string held_state_;
@@ -295,7 +313,7 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
   std::vector<uint32_t> stage_of_layer;
   for (uint32_t pp = 0; pp < PP; ++pp) stage_of_layer.insert(stage_of_layer.end(), stages[pp], pp);
   std::set<std::string> model_keys;
-  WholeTensor weights(params);
+  BoxReader weights(params);
   for (size_t i = 0; i < cut.size(); ++i) {
     const MegatronParam& p = cut[i];
     model_keys.insert(p.key);
@@ -303,10 +321,9 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
     for (size_t c = 0; c < p.chunks.size(); ++c) {
       const Box& box = p.chunks[c];
       const uint32_t tp = static_cast<uint32_t>(c % TP);  // a gated fc1: [w_0 … w_{TP-1}, v_0 … v_{TP-1}]
-      uint64_t elem = 0;
-      const std::vector<uint8_t>& src = weights.get(whole[i].name, "weight", elem);
+      const uint64_t elem = weights.element_bytes(whole[i].name, "weight");
       auto piece = std::make_shared<std::vector<uint8_t>>(shape_volume(box.sizes) * elem);
-      copy_box(src.data(), p.shape, box, elem, piece->data());
+      weights.read(whole[i].name, "weight", p.shape, box, piece->data());
       std::vector<uint64_t> offsets = box.offsets, sizes = box.sizes;
       if (p.layer) {
         offsets.insert(offsets.begin(), *p.layer);

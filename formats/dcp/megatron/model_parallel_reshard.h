@@ -8,13 +8,13 @@
 // and v halves), the layers split over the target stages (the source's stages at its own PP, else
 // evenly), and each group's buffers laid out as Megatron lays them out (layout/bucketed_layout.h,
 // the source's bucket size and padding unless given). A target local parameter's state is its
-// pieces of the whole parameter's state (DcpParams), read once per (parameter, state) and held
-// while its fragments are written. Group objects (param_groups) are the source's for the stage that
+// pieces of the whole parameter's state (DcpParams), read once per (parameter, state) in blocks of
+// rows and held while its fragments are written. Group objects (param_groups) are the source's for the stage that
 // holds the same part of the model; Megatron replaces their parameter lists on load.
 //
 // Served: dense models without context parallelism, saved without Megatron-LM's args (Megatron-LM
 // checks the saved TP × PP against the run on a dp_reshardable load and keeps RNG state per
-// model-parallel rank). Memory: one parameter's state, twice.
+// model-parallel rank). Memory: one local parameter's state and a block of its rows (at most 64 MiB).
 #pragma once
 
 #include <map>
