@@ -96,6 +96,24 @@ void note_padding_only_ranks(const layout::BucketedLayout& L, MegatronReshardSum
           sum.first_padding_only_rank = std::min(sum.first_padding_only_rank.value_or(shard.rank), shard.rank);
 }
 
+void declare_carried_entries(DcpWriter& w, const Metadata& md, const std::function<bool(const Entry&)>& replaced) {
+  for (const Entry& e : md.entries) {
+    if (replaced(e)) continue;
+    if (e.is_tensor) w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);
+    else w.declare_bytes(e.fqn);
+  }
+}
+
+const Entry& group_param_groups(const Reader& r, const std::string& group) {
+  const Entry* pg = nullptr;
+  for (const Entry& e : r.metadata().entries)
+    if (!e.is_tensor && is_group_object(e.fqn, group, kParamGroups)) pg = &e;
+  if (!pg)
+    throw FormatError(r.dir() + ": no '" + group_object_key(group, kParamGroups) +
+                      "' object holding the group's param_groups");
+  return *pg;
+}
+
 MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, const std::vector<std::string>& states,
                                       const MegatronReshardOptions& opts, const std::string& dst) {
   const ParallelSizes& P = *params.parallel();
@@ -141,11 +159,7 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
   wo.megatron = *r.megatron();
   wo.planner_data = false;
   DcpWriter w(dst, wo);
-  for (const Entry& e : md.entries) {
-    if (is_optimizer(e)) continue;
-    if (e.is_tensor) w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);
-    else w.declare_bytes(e.fqn);
-  }
+  declare_carried_entries(w, md, is_optimizer);
   for (size_t i = 0; i < targets.size(); ++i) {
     w.declare_bytes(group_object_key(params.groups()[i].prefix, kParamGroups));
     declare_group_buckets(w, params.groups()[i].prefix, targets[i], states);
@@ -175,11 +189,7 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
   for (size_t i = 0; i < targets.size(); ++i) {
     const OptimizerGroup& g = params.groups()[i];
     const std::string pg_key = group_object_key(g.prefix, kParamGroups);
-    const Entry* pg = nullptr;
-    for (const Entry& e : md.entries)
-      if (!e.is_tensor && is_group_object(e.fqn, g.prefix, kParamGroups)) pg = &e;
-    if (!pg) throw FormatError(r.dir() + ": no '" + pg_key + "' object holding the group's param_groups");
-    auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(*pg));
+    auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(group_param_groups(r, g.prefix)));
     w.rank(target_rank(g, 0)).write_bytes(pg_key, pg_bytes->size(), from_buffer(pg_bytes));
     const GroupSource source(r, g, crcs);
     const GroupWriteCount n = write_group_buckets(

@@ -10,10 +10,12 @@
 // the model keys' chunks move with their (tp, pp) rank to DP rank dp mod M. Memory: one fragment.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "formats/dcp/dcp_params.h"
+#include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/megatron/megatron_reshard.h"
 #include "formats/dcp/reader.h"
 
@@ -25,8 +27,12 @@ namespace fpg::dcp {
 bool is_replaced_optimizer_entry(const Entry& e, const std::vector<OptimizerGroup>& groups);
 // the bytes a layout's bucket keys take for `states` (4-byte elements, numel_unpadded each);
 uint64_t bucket_state_bytes(const layout::BucketedLayout& L, size_t states);
-// and the lowest rank of L whose shard of some bucket is only tail padding, into sum.
+// the lowest rank of L whose shard of some bucket is only tail padding, into sum;
 void note_padding_only_ranks(const layout::BucketedLayout& L, MegatronReshardSummary& sum);
+// the declaration of every source entry that is carried (not `replaced`), in source order;
+void declare_carried_entries(DcpWriter& w, const Metadata& md, const std::function<bool(const Entry&)>& replaced);
+// and the group's param_groups object (FormatError naming it when the source has none).
+const Entry& group_param_groups(const Reader& r, const std::string& group);
 
 // `states`: Megatron's names of the states to write ("param", "exp_avg", …). UsageError for what
 // this rewrite does not serve (MoE, context parallelism).

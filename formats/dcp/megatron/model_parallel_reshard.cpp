@@ -297,11 +297,7 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
   wo.megatron = *r.megatron();
   wo.planner_data = false;
   DcpWriter w(dst, wo);
-  for (const Entry& e : md.entries) {
-    if (is_optimizer(e)) continue;
-    if (e.is_tensor) w.declare_tensor(e.fqn, *e.tensor.dtype, e.tensor.size);
-    else w.declare_bytes(e.fqn);
-  }
+  declare_carried_entries(w, md, is_optimizer);
   for (const TargetGroup& t : targets) {
     w.declare_bytes(group_object_key(t.prefix, kParamGroups));
     declare_group_buckets(w, t.prefix, t.layout, states);
@@ -362,13 +358,7 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
 
   LocalStates local_states(params, role_of);
   for (const TargetGroup& t : targets) {
-    const Entry* pg = nullptr;
-    for (const Entry& e : md.entries)
-      if (!e.is_tensor && is_group_object(e.fqn, t.source->prefix, kParamGroups)) pg = &e;
-    if (!pg)
-      throw FormatError(r.dir() + ": no '" + group_object_key(t.source->prefix, kParamGroups) +
-                        "' object holding the group's param_groups");
-    auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(*pg));
+    auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(group_param_groups(r, t.source->prefix)));
     w.rank(target_rank(t, 0))
         .write_bytes(group_object_key(t.prefix, kParamGroups), pg_bytes->size(), from_buffer(pg_bytes));
     const GroupWriteCount n = write_group_buckets(
