@@ -1,9 +1,12 @@
-// The formats this build reads, in the order they are probed: the one list a new format joins
-// (lib/ARCHITECTURE.md, "Adding a format"). fpgather's own and DCP directories are told by the file
-// that makes them one (index.h5 or latest, .metadata); safetensors comes last, as it takes any file.
+// What the formats hand to lib/: the seams lib/ declares and only this file fills (lib/ARCHITECTURE.md,
+// "The format seam"). The formats this build reads, in the order they are probed, are the one list a
+// new format joins ("Adding a format"): fpgather's own and DCP directories are told by the file that
+// makes them one (index.h5 or latest, .metadata); safetensors comes last, as it takes any file.
 #include "ckpt/format_registry.h"
+#include "ckpt/state_store.h"
 #include "formats/dcp/checkpoint.h"
 #include "formats/fpckpt/checkpoint.h"
+#include "formats/fpckpt/state_store.h"
 #include "formats/safetensors/checkpoint.h"
 
 namespace fpg::ckpt {
@@ -20,5 +23,10 @@ const FormatRegistry& builtin_formats() {
 }
 
 std::unique_ptr<Checkpoint> open_checkpoint(const std::string& path) { return builtin_formats().open(path); }
+
+const StateStore& state_store() {
+  static const std::unique_ptr<StateStore> store = fpckpt::make_state_store();
+  return *store;
+}
 
 }  // namespace fpg::ckpt

@@ -273,11 +273,12 @@ void CheckpointWriter::reap_one() {
   }
 }
 
-ckpt::Index CheckpointWriter::commit() {
+ckpt::Index CheckpointWriter::commit(std::vector<RankManifest> others) {
   if (committed_) throw InternalError("CheckpointWriter::commit called twice");
   for (uint32_t r = 0; r < ranks_.size(); ++r) finish_rank(r);
   while (!finishing_.empty()) reap_one();
   if (finish_error_) std::rethrow_exception(finish_error_);
+  for (RankManifest& m : others) finished_.push_back(std::move(m));
   ckpt::Index ix = merge_manifests(finished_, documents_);
   fpckpt::commit(staging_.path(), target_, ix);
   committed_ = true;

@@ -78,18 +78,19 @@ std::string resolve_checkpoint(const std::string& path);
 // instead of leaving a half-deleted checkpoint. Returns the names removed. keep == 0 keeps all.
 std::vector<std::string> apply_retention(const std::string& root, size_t keep);
 
-// The whole save for a process that writes every rank itself (the threads backend, tests, benches).
-// Not committed when destroyed: the staging directory is removed.
-class CheckpointWriter {
+// The whole save for a process that writes every rank itself (the threads backend, tests, benches),
+// or for the committing rank of a save whose ranks write elsewhere (commit's `others`): fpgather's
+// ckpt::StateSave. Not committed when destroyed: the staging directory is removed.
+class CheckpointWriter final : public ckpt::StateSave {
  public:
   CheckpointWriter(std::string target, WriteOptions opts = {});
-  ~CheckpointWriter();
+  ~CheckpointWriter() override;
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   // Created on first use; InternalError once finish_rank(r) was called, or for r >= ckpt::kMaxRanks.
-  RankWriter& rank(uint32_t r);
-  ckpt::Documents& documents() { return documents_; }
+  RankWriter& rank(uint32_t r) override;
+  ckpt::Documents& documents() override { return documents_; }
   // Starts finishing rank r (RankWriter::finish: its chunks written, its file closed and fsynced)
   // on a thread of its own and returns: a caller done with one rank while it writes the next
   // (reshard) overlaps the closing and fsync of the one with the writing of the other. Rank r is
@@ -97,9 +98,10 @@ class CheckpointWriter {
   // was never created or is finishing already.
   void finish_rank(uint32_t r);
   // Finishes every rank (those not finishing yet all at once, each on a thread of its own, so that
-  // their files' closing and fsyncs overlap), writes the index, commits. Returns the committed index.
-  ckpt::Index commit();
-  const std::string& staging() const { return staging_.path(); }
+  // their files' closing and fsyncs overlap), merges their manifests and `others` (ranks written by
+  // other threads or processes into staging()), writes the index, commits. Returns the committed index.
+  ckpt::Index commit(std::vector<RankManifest> others = {}) override;
+  const std::string& staging() const override { return staging_.path(); }
 
  private:
   // Waits for the oldest rank being finished; keeps its manifest, or the first error for commit().

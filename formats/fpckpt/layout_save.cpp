@@ -65,7 +65,7 @@ namespace {
 // Declares the plan's keys, hands each write to `put` in pieces of at most piece_elems (key id, key
 // offset, param, state, param offset, n), then declares the padding.
 template <class Put>
-void save_plan(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L, const StateSaveOptions& o,
+void save_plan(ckpt::StateWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L, const StateSaveOptions& o,
                Put&& put) {
   const RankStatePlan plan = plan_optimizer_state(spec, L, w.rank(), o);
   std::vector<uint32_t> ids;
@@ -79,7 +79,7 @@ void save_plan(RankWriter& w, const model::ModelSpec& spec, const layout::Bucket
 }
 }  // namespace
 
-void save_optimizer_state(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
+void save_optimizer_state(ckpt::StateWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
                           const StateSaveOptions& o, const StateSource& source) {
   std::vector<float> buf;
   save_plan(w, spec, L, o, [&](uint32_t key, uint64_t key_lo, uint32_t param, const std::string& state, uint64_t x, uint64_t n) {
@@ -89,7 +89,7 @@ void save_optimizer_state(RankWriter& w, const model::ModelSpec& spec, const lay
   });
 }
 
-void save_optimizer_state_borrowed(RankWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
+void save_optimizer_state_borrowed(ckpt::StateWriter& w, const model::ModelSpec& spec, const layout::BucketedLayout& L,
                                    const StateSaveOptions& o, const StateView& view) {
   save_plan(w, spec, L, o, [&](uint32_t key, uint64_t key_lo, uint32_t param, const std::string& state, uint64_t x, uint64_t n) {
     w.write_borrowed(key, key_lo, view(param, state, x, n), n);

@@ -15,7 +15,7 @@
 
 #include "ckpt/index.h"
 #include "ckpt/key_names.h"
-#include "formats/fpckpt/rank_writer.h"
+#include "ckpt/state_store.h"
 #include "layout/bucketed_layout.h"
 #include "model/model_spec.h"
 
@@ -25,7 +25,7 @@ namespace fpg::fpckpt {
 using StateSource = std::function<void(uint32_t param, const std::string& state, uint64_t lo, uint64_t n, float* out)>;
 
 // Elements [lo, lo + n) of that state in place: memory that stays alive and unchanged until the
-// writer's finish() (the save borrows it instead of copying: RankWriter::write_borrowed).
+// writer's finish() (the save borrows it instead of copying: StateWriter::write_borrowed).
 using StateView = std::function<const float*(uint32_t param, const std::string& state, uint64_t lo, uint64_t n)>;
 
 struct StateSaveOptions {
@@ -55,10 +55,10 @@ RankStatePlan plan_optimizer_state(const model::ModelSpec& spec, const layout::B
                                    const StateSaveOptions& opts);
 
 // Writes rank writer.rank()'s share of every state of `layout` (F32 keys of kind optimizer_state).
-void save_optimizer_state(RankWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,
+void save_optimizer_state(ckpt::StateWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,
                           const StateSaveOptions& opts, const StateSource& source);
 // The same writes (the same file), the values read in place rather than copied through a buffer.
-void save_optimizer_state_borrowed(RankWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,
+void save_optimizer_state_borrowed(ckpt::StateWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,
                                    const StateSaveOptions& opts, const StateView& view);
 
 }  // namespace fpg::fpckpt

@@ -7,13 +7,13 @@
 
 #include "ckpt/param_state_map.h"
 #include "core/thread_pool.h"
-#include "formats/fpckpt/reader.h"
+#include "ckpt/state_store.h"
 
 namespace fpg::fpckpt {
 
 // Elements [lo, hi) of state `state` of spec param `param` into out (hi - lo floats). The chunks
-// are read and checked in `pool` (null: the global pool). FormatError as CheckpointReader::read.
-void read_param_state(const CheckpointReader& reader, const ckpt::ParamStateMap& map, uint32_t param,
+// are read and checked in `pool` (null: the global pool). FormatError as StateReader::read.
+void read_param_state(const ckpt::StateReader& reader, const ckpt::ParamStateMap& map, uint32_t param,
                       const std::string& state, uint64_t lo, uint64_t hi, float* out, ThreadPool* pool = nullptr);
 
 }  // namespace fpg::fpckpt

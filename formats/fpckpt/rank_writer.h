@@ -16,33 +16,19 @@
 
 #include "ckpt/chunk_codec.h"
 #include "ckpt/index.h"
-#include "core/task_queue.h"
-#include "core/thread_pool.h"
+#include "ckpt/state_store.h"
 
 namespace fpg::fpckpt {
 
-struct WriteOptions {
-  ckpt::Compression compression;      // default zstd:1, no shuffle
-  uint64_t chunk_bytes = 4ull << 20;  // target chunk size, at most ckpt::kMaxChunkBytes; memory is about (threads + 2) x 2 chunks
-  ThreadPool* pool = nullptr;         // for callers' own parallel work (the writer encodes on `tasks`)
-  TaskQueue* tasks = nullptr;         // encoding threads; nullptr: TaskQueue::global()
-};
-
-// What one rank wrote, in its own numbering: runs' `file` is 0 (this file), runs' and padding's
-// `key` index `keys`, chunks' `run` index `runs`.
-struct RankManifest {
-  uint32_t rank = 0;
-  ckpt::FileEntry file;  // name empty if the rank wrote no data
-  std::vector<ckpt::Key> keys;
-  std::vector<ckpt::Run> runs;
-  std::vector<ckpt::Chunk> chunks;
-  std::vector<ckpt::Padding> padding;
-};
+using WriteOptions = ckpt::StateWriteOptions;
+using RankManifest = ckpt::RankManifest;
 
 // "rank-00003.h5"
 std::string rank_file_name(uint32_t rank);
 
-class RankWriter {
+// fpgather's ckpt::StateWriter: final, so that the writers of this folder and the benchmarks call it
+// without virtual dispatch.
+class RankWriter final : public ckpt::StateWriter {
  public:
   RankWriter(std::string dir, uint32_t rank, WriteOptions opts = {});
   ~RankWriter();
@@ -52,35 +38,35 @@ class RankWriter {
   // Declares a key (idempotent by name) and returns its number for write/declare_padding.
   // UsageError if the name is invalid or declared before with another dtype, shape or kind, or the
   // dtype has sub-byte elements.
-  uint32_t declare(const ckpt::Key& key);
+  uint32_t declare(const ckpt::Key& key) override;
 
   // Stores elements [lo, lo + numel) of `key` from `data` (numel elements of the key's dtype).
   // Returns once the bytes are copied (data may then change); they are encoded and written in the
   // background. UsageError if the range leaves the key's extent; FormatError on a write failure,
   // here or from a later write() or finish().
-  void write(uint32_t key, uint64_t lo, const void* data, uint64_t numel);
+  void write(uint32_t key, uint64_t lo, const void* data, uint64_t numel) override;
 
   // As write(), without copying: the encoding threads read `data` in place, so it must stay alive
   // and unchanged until fence() or finish() returns or the writer is destroyed (callers whose
   // source outlives the save: the training state, the bench's state). The file is the same as
   // write() makes.
-  void write_borrowed(uint32_t key, uint64_t lo, const void* data, uint64_t numel);
+  void write_borrowed(uint32_t key, uint64_t lo, const void* data, uint64_t numel) override;
 
   // A mark of what has been written so far, for fence().
-  uint64_t mark() const;
+  uint64_t mark() const override;
 
   // Returns once no chunk written before `mark` (default: so far) reads a buffer given to
   // write_borrowed() any more: the caller may reuse or free them. Write failures are reported by
   // the next write() or finish().
-  void fence(uint64_t mark = UINT64_MAX);
+  void fence(uint64_t mark = UINT64_MAX) override;
 
   // Declares [lo, hi) of `key` as padding (never stored; reads as zeros).
-  void declare_padding(uint32_t key, uint64_t lo, uint64_t hi);
+  void declare_padding(uint32_t key, uint64_t lo, uint64_t hi) override;
 
   // Waits for every chunk, closes and fsyncs the data file; the writer cannot be used afterwards.
-  RankManifest finish();
+  RankManifest finish() override;
 
-  uint32_t rank() const { return manifest_.rank; }
+  uint32_t rank() const override { return manifest_.rank; }
 
  private:
   void open_file();

@@ -1,6 +1,7 @@
 #include "formats/fpckpt/read_ahead.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "core/thread_start.h"
 
@@ -81,6 +82,10 @@ void ReadAhead::next() {
   }
   cv_.notify_all();
   if (mine) prefetch(range);
+}
+
+std::unique_ptr<ckpt::ReadPlan> CheckpointReader::plan_reads(std::vector<ckpt::KeyRead> reads, uint64_t window) const {
+  return std::make_unique<ReadAhead>(*this, std::move(reads), window);
 }
 
 }  // namespace fpg::fpckpt

@@ -22,22 +22,18 @@
 
 namespace fpg::fpckpt {
 
-struct ReadRange {
-  uint32_t key = 0;
-  uint64_t lo = 0, hi = 0;  // elements of the key
-  uint64_t bytes = 0;       // (hi - lo) x element size
-};
+using ReadRange = ckpt::KeyRead;
 
-class ReadAhead {
+class ReadAhead final : public ckpt::ReadPlan {
  public:
   ReadAhead(const CheckpointReader& reader, std::vector<ReadRange> ranges, uint64_t window);
-  ~ReadAhead();  // waits for the prefetch in progress
+  ~ReadAhead() override;  // waits for the prefetch in progress
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
 
   // The caller is about to read the next range of the sequence: prefetches it unless that was
   // done, and lets the read-ahead go on to the ranges within the window after it (each range once).
-  void next();
+  void next() override;
 
  private:
   void run();  // the thread

@@ -18,6 +18,7 @@
 
 #include "ckpt/chunk_codec.h"
 #include "ckpt/index.h"
+#include "ckpt/state_store.h"
 #include "core/thread_pool.h"
 
 namespace fpg::fpckpt {
@@ -31,7 +32,9 @@ enum class ChunkReads { direct, hdf5 };
 // to report (validate.h) and for salvage (`--no-validate`).
 enum class IndexCheck { enforce, report };
 
-class CheckpointReader {
+// fpgather's ckpt::StateReader: final, so that this folder's validation, reshard and the benchmarks read
+// without virtual dispatch.
+class CheckpointReader final : public ckpt::StateReader {
  public:
   // `path` is a checkpoint directory or a root holding `latest`. FormatError (or VersionError,
   // IndexChecksumError) if the index is missing, unreadable or (with `enforce`) altered.
@@ -45,14 +48,14 @@ class CheckpointReader {
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
-  const std::string& dir() const { return dir_; }
-  const ckpt::Index& index() const { return index_; }
+  const std::string& dir() const override { return dir_; }
+  const ckpt::Index& index() const override { return index_; }
   // Index of the key named `name`, or -1.
-  long find_key(const std::string& name) const;
+  long find_key(const std::string& name) const override;
 
   // Reads elements [lo, hi) of `key` into `out` ((hi - lo) elements of the key's dtype). FormatError
   // naming file, key and range on a gap, a checksum mismatch or a read failure.
-  void read(uint32_t key, uint64_t lo, uint64_t hi, void* out, ThreadPool* pool = nullptr) const;
+  void read(uint32_t key, uint64_t lo, uint64_t hi, void* out, ThreadPool* pool = nullptr) const override;
 
   // Starts reading the stored bytes of the chunks that [lo, hi) of `key` needs into the page cache
   // (posix_fadvise WILLNEED) and returns without waiting for them, so that the disk reads ahead
@@ -69,6 +72,9 @@ class CheckpointReader {
   // are read through HDF5.
   void prefetch_datasets(const std::vector<uint32_t>& runs) const;
 
+  // A ReadAhead (read_ahead.h) along `reads`.
+  std::unique_ptr<ckpt::ReadPlan> plan_reads(std::vector<ckpt::KeyRead> reads, uint64_t window) const override;
+
   // Reads chunk `c`, checks both checksums and decodes it into `logical` (resized). Returns "" or
   // what is wrong; `kind` is set to "checksum" or "read".
   std::string verify_chunk(uint32_t c, ckpt::CodecScratch& scratch, std::vector<uint8_t>& stored,
@@ -84,8 +90,8 @@ class CheckpointReader {
 
   // What this reader has read from the data files so far, over all threads: chunks and their
   // stored bytes (a load's cost, and the proof that each rank reads only what it needs).
-  uint64_t chunks_read() const { return chunks_read_.load(); }
-  uint64_t stored_bytes_read() const { return bytes_read_.load(); }
+  uint64_t chunks_read() const override { return chunks_read_.load(); }
+  uint64_t stored_bytes_read() const override { return bytes_read_.load(); }
 
   // The path stored bytes take in this reader (direct only where the HDF5 library allows it).
   ChunkReads chunk_reads() const { return reads_; }
