@@ -9,7 +9,7 @@
 #include "core/printable.h"
 #include "core/error.h"
 #include "core/json_reader.h"
-#include "formats/fpckpt/layout_save.h"
+#include "ckpt/layout_save.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
 #include "optim/routing.h"
@@ -151,13 +151,13 @@ std::vector<ckpt::RankPlan> plan_ranks(const ckpt::Index& ix, const std::string&
     RankPlanner P{plan, src, plan_key_of, consumed, {}};
     P.rp.rank = r;
     // Bucketed part: the save's own plan for this layout and rank.
-    fpckpt::StateSaveOptions so;
+    ckpt::StateSaveOptions so;
     so.layout = T.state_layout;
     so.states = T.states;
-    const fpckpt::RankStatePlan sp = fpckpt::plan_optimizer_state(spec, TB, r, so);
+    const ckpt::RankStatePlan sp = ckpt::plan_optimizer_state(spec, TB, r, so);
     std::vector<uint32_t> ids;
     for (const ckpt::Key& k : sp.keys) ids.push_back(P.declare(k));
-    for (const fpckpt::StateWrite& w : sp.writes) {
+    for (const ckpt::StateWrite& w : sp.writes) {
       const auto [sk, off] = src.locate(w.param, w.state);
       P.copy(ids[w.key], w.key_lo, w.param_range.size(), sk, off + w.param_range.begin);
     }

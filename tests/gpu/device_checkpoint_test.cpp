@@ -35,7 +35,7 @@
 #include "pipeline/device/device_rank_pipeline.h"
 #include "app/checkpoint/device_state_mirror.h"
 #include "app/train/device_trainer.h"
-#include "formats/fpckpt/manifest_blob.h"
+#include "ckpt/manifest_blob.h"
 #include "formats/fpckpt/rank_writer.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
@@ -302,7 +302,7 @@ Share write_share(const fpg::app::checkpoint::RankStateAccess& rank, uint32_t r,
   Share s;
   fpg::fpckpt::RankWriter w(dir, r);
   fpg::app::checkpoint::save_rank_state(w, rank, {});
-  s.manifest = fpg::fpckpt::manifest_to_bytes(w.finish());
+  s.manifest = fpg::ckpt::manifest_to_bytes(w.finish());
   std::ifstream in(fpg::fs::join_path(dir, fpg::fpckpt::rank_file_name(r)), std::ios::binary);
   s.file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   const fpg::app::train::TrainCursor cursor{1, 2, 16, 1, rank.state().dp};

@@ -12,7 +12,7 @@
 #include "ckpt/key_names.h"
 #include "core/float_codec.h"
 #include "formats/fpckpt/commit.h"
-#include "formats/fpckpt/layout_save.h"
+#include "ckpt/layout_save.h"
 #include "layout/bucketed_layout.h"
 #include "layout/layout_json.h"
 #include "model/spec_json.h"
@@ -57,7 +57,7 @@ inline ckpt::Index write_fixture(const std::string& target, const FixtureOptions
   lo.dp = o.dp;
   const auto L = layout::build_bucketed_layout(spec, lo);
   fpckpt::CheckpointWriter w(target, o.write);
-  fpckpt::StateSaveOptions so;
+  ckpt::StateSaveOptions so;
   so.layout = o.state_layout;
   so.states = fixture_states();
   so.piece_elems = 1000;
@@ -71,7 +71,7 @@ inline ckpt::Index write_fixture(const std::string& target, const FixtureOptions
                     s == "master" ? ckpt::KeyKind::master : ckpt::KeyKind::optimizer_state});
       continue;
     }
-    fpckpt::save_optimizer_state(rw, spec, L, so, [&](uint32_t p, const std::string& s, uint64_t lo_, uint64_t n, float* out) {
+    ckpt::save_optimizer_state(rw, spec, L, so, [&](uint32_t p, const std::string& s, uint64_t lo_, uint64_t n, float* out) {
       for (uint64_t i = 0; i < n; ++i) out[i] = fixture_value(p, s, lo_ + i, o.perturb);
     });
   }

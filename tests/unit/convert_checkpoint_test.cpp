@@ -16,7 +16,7 @@
 #include "core/fs.h"
 #include "formats/fpckpt/commit.h"
 #include "formats/fpckpt/diff.h"
-#include "formats/fpckpt/param_state_read.h"
+#include "ckpt/param_state_read.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
 #include "formats/safetensors/model.h"
@@ -107,13 +107,13 @@ TEST_CASE("checkpoint export to safetensors and train --init round trip, bitwise
         for (const std::string& s : map.states_of(p)) {
           const uint64_t n = spec.params[p].numel();
           std::vector<float> v(n);
-          fpckpt::read_param_state(reader, map, p, s, 0, n, v.data());
+          ckpt::read_param_state(reader, map, p, s, 0, n, v.data());
           const auto& want = trained.arrays.at(arena_name(s)).at(p);
           INFO(spec.params[p].name << " " << s);
           REQUIRE(same_bytes(v.data(), want.data(), n * 4));
           // a sub-range too
           std::vector<float> part(n / 2);
-          fpckpt::read_param_state(reader, map, p, s, n / 4, n / 4 + n / 2, part.data());
+          ckpt::read_param_state(reader, map, p, s, n / 4, n / 4 + n / 2, part.data());
           REQUIRE(same_bytes(part.data(), want.data() + n / 4, part.size() * 4));
         }
 
@@ -244,8 +244,8 @@ TEST_CASE("checkpoint FP8 re-encode: params re-quantized from the masters, state
           for (const std::string& s : ma.states_of(p)) {
             const uint64_t n = test::spec32().params[p].numel();
             std::vector<float> x(n), y(n);
-            fpckpt::read_param_state(a, ma, p, s, 0, n, x.data());
-            fpckpt::read_param_state(b, mb, p, s, 0, n, y.data());
+            ckpt::read_param_state(a, ma, p, s, 0, n, x.data());
+            ckpt::read_param_state(b, mb, p, s, 0, n, y.data());
             INFO("param " << p << " " << s);
             REQUIRE(test::same_floats(x, y));
           }

@@ -17,7 +17,7 @@
 #include "core/interrupt.h"
 #include "core/log.h"
 #include "formats/fpckpt/commit.h"
-#include "formats/fpckpt/manifest_blob.h"
+#include "ckpt/manifest_blob.h"
 #include "formats/fpckpt/index_file.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/recovery.h"
@@ -152,10 +152,10 @@ void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& ses
     if (c.before_finish) c.before_finish(r, steps_done);
     manifest = w.finish();
   }
-  const auto blobs = comm.gather_bytes(fpckpt::manifest_to_bytes(manifest), 0);
+  const auto blobs = comm.gather_bytes(ckpt::manifest_to_bytes(manifest), 0);
   if (r == 0) {
     std::vector<fpckpt::RankManifest> manifests;
-    for (const auto& b : blobs) manifests.push_back(fpckpt::manifest_from_bytes(b));
+    for (const auto& b : blobs) manifests.push_back(ckpt::manifest_from_bytes(b));
     const train::TrainCursor cursor{o.seed, steps_done, o.micro_batch, o.accumulation, o.dp};
     const ckpt::Index ix = fpckpt::merge_manifests(manifests, state_documents(rank, cursor, c.layout));
     fpckpt::commit(staging, target, ix);

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "fp8/recipe.h"
-#include "formats/fpckpt/layout_save.h"
+#include "ckpt/layout_save.h"
 #include "pipeline/fp8_params.h"
 #include "app/checkpoint/state_documents.h"
 
@@ -100,13 +100,13 @@ void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const R
   const model::ModelSpec& spec = rank.spec();
 
   // Bucketed part: the layout decides keys and padding.
-  fpckpt::StateSaveOptions so;
+  ckpt::StateSaveOptions so;
   so.layout = o.layout;
   so.piece_elems = o.piece_elems;
   for (const std::string& s : saved_states(rs.bucketed.kind)) so.states.push_back(s);
   // The state outlives the writer (the caller finishes it before the rank goes on): borrowed, not
   // copied, here and below.
-  fpckpt::save_optimizer_state_borrowed(w, spec, rank.bucketed_layout(), so,
+  ckpt::save_optimizer_state_borrowed(w, spec, rank.bucketed_layout(), so,
                                         [&](uint32_t param, const std::string& state, uint64_t lo, uint64_t n) {
                                           const StateFragment& f = fragment_of(rs.bucketed, param, lo, n);
                                           const float* a = arena(rs.bucketed, state).data() + f.offset;

@@ -1,7 +1,7 @@
 // What one rank writes into a training checkpoint: exactly what it owns, so nothing is written twice.
 // It reads the rank through app/checkpoint/rank_state_access.h (the CPU pipeline in place, or a GPU rank's host
 // mirror), so the bytes do not depend on the device.
-//   - optimizer state and fp32 masters of its fragments (bucketed part: fpckpt::save_optimizer_state
+//   - optimizer state and fp32 masters of its fragments (bucketed part: ckpt::save_optimizer_state
 //     in layout `bucket` or `model`, alignment gaps declared as padding; layer-wise matrices it owns:
 //     whole "optimizer/<param>/<state>" keys);
 //   - the model weights over the same ranges (every rank holds the gathered params, and the fragments

@@ -14,7 +14,7 @@
 #include "core/json_reader.h"
 #include "core/thread_pool.h"
 #include "formats/fpckpt/commit.h"
-#include "formats/fpckpt/param_state_read.h"
+#include "ckpt/param_state_read.h"
 #include "formats/fpckpt/reader.h"
 #include "formats/fpckpt/validate.h"
 #include "layout/layout_json.h"
@@ -83,7 +83,7 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
     comm::run_ranks(static_cast<int>(dp), [&](comm::Communicator& comm) {
       ThreadPool pool(1);  // this rank's reads on its own thread (ranks run at once)
       const pipeline::InitFn init = [&](uint32_t p, float* out) {
-        fpckpt::read_param_state(reader, map, p, "master", 0, spec.params[p].numel(), out, &pool);
+        ckpt::read_param_state(reader, map, p, "master", 0, spec.params[p].numel(), out, &pool);
       };
       pipeline::RankPipeline pipe(spec, after.pipeline, comm, init, 1);
       pipeline::RankState& rs = pipe.state();
@@ -91,7 +91,7 @@ Fp8ReencodeSummary reencode_fp8(const std::string& src, const std::string& dst, 
         for (const std::string& s : checkpoint::saved_states(part->kind)) {
           if (s == "master") continue;
           for (const pipeline::StateFragment& f : part->fragments)
-            fpckpt::read_param_state(reader, map, f.param, s, f.param_range.begin, f.param_range.end,
+            ckpt::read_param_state(reader, map, f.param, s, f.param_range.begin, f.param_range.end,
                                      arena(*part, s).data() + f.offset, &pool);
         }
       rs.bucketed.step = step;

@@ -1,11 +1,11 @@
-#include "formats/fpckpt/layout_save.h"
+#include "ckpt/layout_save.h"
 
 #include <algorithm>
 #include <unordered_map>
 
 #include "core/error.h"
 
-namespace fpg::fpckpt {
+namespace fpg::ckpt {
 namespace {
 // fp32 master weights are a state like the moments, but inspect counts them apart.
 ckpt::KeyKind kind_of(const std::string& state) {
@@ -96,4 +96,4 @@ void save_optimizer_state_borrowed(ckpt::StateWriter& w, const model::ModelSpec&
   });
 }
 
-}  // namespace fpg::fpckpt
+}  // namespace fpg::ckpt

@@ -1,4 +1,4 @@
-#include "formats/fpckpt/manifest_blob.h"
+#include "ckpt/manifest_blob.h"
 
 #include <cstring>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace fpg::fpckpt {
+namespace fpg::ckpt {
 namespace {
 
 struct Out {
@@ -117,4 +117,4 @@ RankManifest manifest_from_bytes(const std::vector<uint8_t>& bytes) {
   return m;
 }
 
-}  // namespace fpg::fpckpt
+}  // namespace fpg::ckpt

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "formats/fpckpt/rank_writer.h"
+#include "ckpt/rank_manifest.h"
 
-namespace fpg::fpckpt {
+namespace fpg::ckpt {
 
 std::vector<uint8_t> manifest_to_bytes(const RankManifest& m);
 // InternalError if the bytes are truncated or malformed.
 RankManifest manifest_from_bytes(const std::vector<uint8_t>& bytes);
 
-}  // namespace fpg::fpckpt
+}  // namespace fpg::ckpt

@@ -9,11 +9,11 @@
 #include "core/thread_pool.h"
 #include "ckpt/state_store.h"
 
-namespace fpg::fpckpt {
+namespace fpg::ckpt {
 
 // Elements [lo, hi) of state `state` of spec param `param` into out (hi - lo floats). The chunks
 // are read and checked in `pool` (null: the global pool). FormatError as StateReader::read.
 void read_param_state(const ckpt::StateReader& reader, const ckpt::ParamStateMap& map, uint32_t param,
                       const std::string& state, uint64_t lo, uint64_t hi, float* out, ThreadPool* pool = nullptr);
 
-}  // namespace fpg::fpckpt
+}  // namespace fpg::ckpt

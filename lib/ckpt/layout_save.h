@@ -19,7 +19,7 @@
 #include "layout/bucketed_layout.h"
 #include "model/model_spec.h"
 
-namespace fpg::fpckpt {
+namespace fpg::ckpt {
 
 // Fills out[0, n) with elements [lo, lo + n) of the flattened state `state` of spec param `param`.
 using StateSource = std::function<void(uint32_t param, const std::string& state, uint64_t lo, uint64_t n, float* out)>;
@@ -61,4 +61,4 @@ void save_optimizer_state(ckpt::StateWriter& writer, const model::ModelSpec& spe
 void save_optimizer_state_borrowed(ckpt::StateWriter& writer, const model::ModelSpec& spec, const layout::BucketedLayout& layout,
                                    const StateSaveOptions& opts, const StateView& view);
 
-}  // namespace fpg::fpckpt
+}  // namespace fpg::ckpt
