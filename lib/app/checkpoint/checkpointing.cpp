@@ -12,21 +12,17 @@
 #include <memory>
 #include <mutex>
 
+#include "app/checkpoint/state_documents.h"
+#include "app/checkpoint/state_load.h"
+#include "app/checkpoint/state_save.h"
+#include "app/train/safetensors_init.h"
+#include "app/train/train_setup.h"
+#include "ckpt/manifest_blob.h"
+#include "ckpt/state_store.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/interrupt.h"
 #include "core/log.h"
-#include "formats/fpckpt/commit.h"
-#include "ckpt/manifest_blob.h"
-#include "formats/fpckpt/index_file.h"
-#include "formats/fpckpt/reader.h"
-#include "formats/fpckpt/recovery.h"
-#include "formats/fpckpt/validate.h"
-#include "app/train/safetensors_init.h"
-#include "app/checkpoint/state_documents.h"
-#include "app/checkpoint/state_load.h"
-#include "app/checkpoint/state_save.h"
-#include "app/train/train_setup.h"
 
 namespace fpg::app::checkpoint {
 namespace {
@@ -41,7 +37,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // commit) and the log.
 struct Session {
   std::mutex mu;
-  fpckpt::StagingDir staging;
+  std::unique_ptr<ckpt::StateSave> staging;  // rank 0's, while a save is under way
   std::string saving;  // the checkpoint being saved, while its staging exists
   CheckpointLog log;
 };
@@ -83,19 +79,21 @@ std::string kept_after_interrupt(const CheckpointOptions& c, const Session& sess
   if (!session.log.saved.empty())
     return s + "kept " + session.log.saved.back() + ", the last checkpoint saved (resume with --load " + c.save + ")";
   if (c.save.empty()) return s + "nothing saved (no checkpoint root)";
-  const std::string latest = fpckpt::latest_name(c.save);
+  const ckpt::StateStore& store = ckpt::state_store();
+  const std::string latest = store.latest(c.save);
   if (latest.empty()) return s + "nothing saved; " + c.save + " holds no checkpoint";
-  return s + "nothing saved by this run; " + join_path(c.save, fpckpt::kLatestFile) + " still names " + latest;
+  return s + "nothing saved by this run; " + join_path(c.save, std::string(store.latest_file())) + " still names " + latest;
 }
 
 // --load of a directory that holds no checkpoint and no `latest`: what it is instead.
 void check_loadable(const std::string& load) {
+  const ckpt::StateStore& store = ckpt::state_store();
+  const std::string index(store.index_file()), latest(store.latest_file());
   if (!fs::exists(load, true)) throw FormatError(load + ": no such file or directory");
-  if (!fs::is_directory(load) || fs::exists(join_path(load, fpckpt::kIndexFile), true) ||
-      fs::exists(join_path(load, fpckpt::kLatestFile), true))
+  if (!fs::is_directory(load) || fs::exists(join_path(load, index), true) || fs::exists(join_path(load, latest), true))
     return;
-  throw FormatError(load + ": no committed checkpoint to resume from (no " + std::string(fpckpt::kIndexFile) +
-                    ", no `" + fpckpt::kLatestFile + "`): a run directory holds one only once a save into it has "
+  throw FormatError(load + ": no committed checkpoint to resume from (no " + index + ", no `" + latest +
+                    "`): a run directory holds one only once a save into it has "
                     "completed (a run stopped during its first save leaves none); start the run again without "
                     "--load (with --save " + load + ")");
 }
@@ -111,7 +109,7 @@ std::string without_trailing_slash(std::string p) {
 std::vector<std::string> recovery_roots(const CheckpointOptions& c) {
   std::vector<std::string> roots;
   if (!c.save.empty()) roots.push_back(without_trailing_slash(c.save));
-  if (!c.load.empty() && !fs::exists(join_path(c.load, fpckpt::kIndexFile), true)) {
+  if (!c.load.empty() && !fs::exists(join_path(c.load, std::string(ckpt::state_store().index_file())), true)) {
     const std::string load = without_trailing_slash(c.load);
     if (roots.empty() || roots[0] != load) roots.push_back(load);
   }
@@ -127,12 +125,16 @@ void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& ses
     spdlog::info("saving {} after step {}", target, steps_done);
     if (c.on_phase) c.on_phase("saving " + target);
   }
+  const ckpt::StateStore& store = ckpt::state_store();
+  ckpt::StateWriteOptions wo;
+  wo.compression = c.compression;
+  wo.chunk_bytes = c.chunk_bytes;
   std::string staging;
   if (r == 0) {
-    fpckpt::StagingDir dir = fpckpt::begin_staging(target);
-    staging = dir.path();
+    std::unique_ptr<ckpt::StateSave> begun = store.begin_save(target, wo);
+    staging = begun->staging();
     std::lock_guard<std::mutex> lock(session.mu);
-    session.staging = std::move(dir);
+    session.staging = std::move(begun);
     session.saving = target;
   }
   staging = [&] {
@@ -140,31 +142,28 @@ void save(const train::TrainOptions& o, const CheckpointOptions& c, Session& ses
     return std::string(all.at(0).begin(), all.at(0).end());
   }();
 
-  fpckpt::WriteOptions wo;
-  wo.compression = c.compression;
-  wo.chunk_bytes = c.chunk_bytes;
-  fpckpt::RankManifest manifest;
+  ckpt::RankManifest manifest;
   {
-    fpckpt::RankWriter w(staging, r, wo);
+    const std::unique_ptr<ckpt::StateWriter> w = store.writer(staging, r, wo);
     RankSaveOptions so;
     so.layout = c.layout;
-    save_rank_state(w, rank, so);
+    save_rank_state(*w, rank, so);
     if (c.before_finish) c.before_finish(r, steps_done);
-    manifest = w.finish();
+    manifest = w->finish();
   }
   const auto blobs = comm.gather_bytes(ckpt::manifest_to_bytes(manifest), 0);
   if (r == 0) {
-    std::vector<fpckpt::RankManifest> manifests;
+    std::vector<ckpt::RankManifest> manifests;
     for (const auto& b : blobs) manifests.push_back(ckpt::manifest_from_bytes(b));
     const train::TrainCursor cursor{o.seed, steps_done, o.micro_batch, o.accumulation, o.dp};
-    const ckpt::Index ix = fpckpt::merge_manifests(manifests, state_documents(rank, cursor, c.layout));
-    fpckpt::commit(staging, target, ix);
+    ckpt::StateSave& save = *session.staging;  // rank 0's own, set by this thread
+    save.documents() = state_documents(rank, cursor, c.layout);
+    save.commit(std::move(manifests));
     std::lock_guard<std::mutex> lock(session.mu);
-    session.staging = fpckpt::StagingDir();
+    session.staging.reset();
     session.saving.clear();
     session.log.saved.push_back(target);
-    fpckpt::update_latest(c.save, name);
-    const auto removed = fpckpt::apply_retention(c.save, c.keep);
+    const auto removed = store.publish(c.save, name, c.keep);
     session.log.removed.insert(session.log.removed.end(), removed.begin(), removed.end());
   }
   // No rank goes on before the commit: a failure on rank 0 aborts the others here.
@@ -192,12 +191,13 @@ SavedRun read_saved_run(const std::string& load) {
   SavedRun out;
   CheckpointOptions c;
   c.load = load;
+  const ckpt::StateStore& store = ckpt::state_store();
   for (const std::string& root : recovery_roots(c)) {  // recovery may adopt the checkpoint `latest` misses
-    auto done = fpckpt::recover_root(root);
+    auto done = store.recover(root);
     out.recovered.insert(out.recovered.end(), done.begin(), done.end());
   }
   check_loadable(load);
-  const auto reader = fpckpt::open_valid(load, "resume from it");
+  const auto reader = store.open(load, "resume from it");
   out.dir = reader->dir();
   out.run = run_from_documents(reader->index().documents, out.dir);
   return out;
@@ -210,8 +210,10 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
   if (!c.init.empty() && !c.load.empty())
     throw UsageError("--init and --load both set the starting state: give one (--load resumes a checkpoint, "
                      "--init starts a new run from safetensors weights)");
+  const ckpt::StateStore& store = ckpt::state_store();
   if (!c.init.empty() && fs::is_directory(c.init) &&
-      (fs::exists(join_path(c.init, fpckpt::kIndexFile), true) || fs::exists(join_path(c.init, fpckpt::kLatestFile), true)))
+      (fs::exists(join_path(c.init, std::string(store.index_file())), true) ||
+       fs::exists(join_path(c.init, std::string(store.latest_file())), true)))
     throw UsageError("--init " + c.init + " is a training checkpoint: resume it with --load " + c.init +
                      " (--init starts a new run from safetensors weights; `fpgather convert " + c.init +
                      " OUT.safetensors` exports its weights for one)");
@@ -222,17 +224,17 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
   Session session;
   // What killed saves left in the roots this run uses, before `latest` is read or a save begins.
   for (const std::string& root : recovery_roots(c)) {
-    auto done = fpckpt::recover_root(root);
+    auto done = store.recover(root);
     session.log.recovered.insert(session.log.recovered.end(), done.begin(), done.end());
   }
-  std::unique_ptr<fpckpt::CheckpointReader> reader;
+  std::unique_ptr<ckpt::StateReader> reader;
   train::TrainCursor loaded;
   double open_seconds = 0, slowest_rank_load = 0;
   if (!c.load.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     check_loadable(c.load);
     spdlog::info("loading {}", c.load);
-    reader = fpckpt::open_valid(c.load, "resume from it");  // resolves `latest`
+    reader = store.open(c.load, "resume from it");  // resolves `latest`
     open_seconds = seconds_since(t0);
     loaded = saved_cursor(reader->index().documents, reader->dir());
     session.log.loaded = reader->dir();
@@ -273,9 +275,9 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
     out.train = run_interruptible([&] { return train_run(hooks); },
                                   [&] { return kept_after_interrupt(c, session); });
   } catch (...) {
-    // Every rank thread has ended: nothing writes into the staging directory any more.
-    if (!session.staging.empty()) fs::remove_tree(session.staging.path());
-    session.staging = fpckpt::StagingDir();
+    // Every rank thread has ended: nothing writes into the staging directory any more, which the
+    // uncommitted save removes.
+    session.staging.reset();
     throw;
   }
   out.checkpoints = std::move(session.log);

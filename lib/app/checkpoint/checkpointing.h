@@ -14,11 +14,11 @@
 // with --load.
 //
 // Recovery: before anything is loaded or saved, the --save root and a --load root are recovered
-// from killed saves (formats/fpckpt/recovery.h: stale staging directories and cut-short deletions
+// from killed saves (ckpt/state_store.h, StateStore::recover: stale staging directories and cut-short deletions
 // removed, a committed checkpoint newer than `latest` adopted or set aside).
 //
 // Load: --load names a checkpoint or a root holding `latest`. The checkpoint must pass validation's
-// index checks (index checksum, coverage, files, layout: fpckpt::require_valid, exit 1 with the
+// index checks (index checksum, coverage, files, layout: StateStore::open, exit 1 with the
 // problems), so missing state is never resumed as zeros. Before anything is read, every rank
 // checks that the checkpoint describes this run (check_resumable: UsageError, exit 2, naming what
 // differs); then it restores its share (app/checkpoint/state_load.h) and the run continues at the saved
@@ -63,7 +63,7 @@ struct CheckpointLog {
   uint64_t loaded_bytes = 0;         // their stored bytes
   std::vector<std::string> saved;    // checkpoint directories committed, in order
   std::vector<std::string> removed;  // names --keep removed
-  std::vector<std::string> recovered;  // what crash recovery did in the roots (fpckpt/recovery.h)
+  std::vector<std::string> recovered;  // what crash recovery did in the roots (StateStore::recover)
   // Wall seconds, for benchmarks against other checkpointers: each save in `saved`, from staging to
   // every rank past the commit; the load, from opening the index to the slowest rank's state restored.
   std::vector<double> save_seconds;

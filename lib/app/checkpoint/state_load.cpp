@@ -28,7 +28,7 @@ std::vector<float>& arena(OptimizerState& st, const std::string& state) {
 }
 
 struct Loader {
-  const fpckpt::CheckpointReader& r;
+  const ckpt::StateReader& r;
 
   // Reads [lo, hi) of key `name` (of `dtype` and `numel` elements) into out.
   void read(const std::string& name, DType dtype, uint64_t numel, uint64_t lo, uint64_t hi, void* out) const {
@@ -140,12 +140,12 @@ void load_params(const Loader& L, RankStateAccess& rank, comm::Communicator& com
 
 }  // namespace
 
-void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm) {
+void load_rank_state(const ckpt::StateReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm) {
   PipelineAccess access(rank);
   load_rank_state(reader, access, comm);
 }
 
-void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& rank, comm::Communicator& comm) {
+void load_rank_state(const ckpt::StateReader& reader, RankStateAccess& rank, comm::Communicator& comm) {
   const Loader L{reader};
   const std::string& dir = reader.dir();
   const model::ModelSpec& spec = rank.spec();

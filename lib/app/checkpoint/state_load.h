@@ -16,7 +16,7 @@
 #pragma once
 
 #include "comm/communicator.h"
-#include "formats/fpckpt/reader.h"
+#include "ckpt/state_store.h"
 #include "pipeline/rank_pipeline.h"
 #include "app/checkpoint/rank_state_access.h"
 
@@ -26,7 +26,7 @@ namespace fpg::app::checkpoint {
 // decodes the params (RankPipeline::params_loaded). Collective: every rank of `comm` (the
 // pipeline's group) calls it. FormatError naming the checkpoint, key and range if something is
 // missing, of another dtype or extent, or fails its checksum.
-void load_rank_state(const fpckpt::CheckpointReader& reader, RankStateAccess& rank, comm::Communicator& comm);
-void load_rank_state(const fpckpt::CheckpointReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm);
+void load_rank_state(const ckpt::StateReader& reader, RankStateAccess& rank, comm::Communicator& comm);
+void load_rank_state(const ckpt::StateReader& reader, pipeline::RankPipeline& rank, comm::Communicator& comm);
 
 }  // namespace fpg::app::checkpoint

@@ -38,7 +38,7 @@ const StateFragment& fragment_of(const OptimizerState& st, uint32_t param, uint6
 }
 
 // The param's weights over [lo, hi): its data (and MXFP8 columnwise data) as held.
-void write_weights(fpckpt::RankWriter& w, const RankStateAccess& rank, uint32_t param, layout::Range r) {
+void write_weights(ckpt::StateWriter& w, const RankStateAccess& rank, uint32_t param, layout::Range r) {
   const model::Param& p = rank.spec().params.at(param);
   const pipeline::ParamStorage s = rank.param_storage(param);
   const size_t elem = dtype_bits(s.dtype) / 8;
@@ -58,7 +58,7 @@ void write_weights(fpckpt::RankWriter& w, const RankStateAccess& rank, uint32_t 
 }
 
 template <class T>
-void write_small(fpckpt::RankWriter& w, const std::string& name, DType dtype, std::vector<uint64_t> shape,
+void write_small(ckpt::StateWriter& w, const std::string& name, DType dtype, std::vector<uint64_t> shape,
                  const std::vector<T>& v) {
   const ckpt::Key key{name, dtype, std::move(shape), ckpt::KeyKind::fp8_scale};
   if (key.numel() != v.size())
@@ -67,7 +67,7 @@ void write_small(fpckpt::RankWriter& w, const std::string& name, DType dtype, st
   w.write(w.declare(key), 0, v.data(), v.size());
 }
 
-void write_fp8_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const pipeline::Fp8ParamState& s) {
+void write_fp8_state(ckpt::StateWriter& w, const RankStateAccess& rank, const pipeline::Fp8ParamState& s) {
   const model::Param& p = rank.spec().params.at(s.param);
   const pipeline::PipelineConfig& c = rank.config();
   const fp8::Plan plan = fp8::make_plan(c.fp8.recipe, fp8::Input::f32_as_bf16, p.shape, p.name);
@@ -89,11 +89,11 @@ void write_fp8_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const p
 
 }  // namespace
 
-void save_rank_state(fpckpt::RankWriter& w, const pipeline::RankPipeline& rank, const RankSaveOptions& o) {
+void save_rank_state(ckpt::StateWriter& w, const pipeline::RankPipeline& rank, const RankSaveOptions& o) {
   save_rank_state(w, PipelineAccess(rank), o);
 }
 
-void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const RankSaveOptions& o) {
+void save_rank_state(ckpt::StateWriter& w, const RankStateAccess& rank, const RankSaveOptions& o) {
   const pipeline::RankState& rs = rank.state();
   if (w.rank() != rs.rank)
     throw InternalError("checkpoint: writer of rank " + std::to_string(w.rank()) + " for rank " + std::to_string(rs.rank));

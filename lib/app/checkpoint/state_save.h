@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "ckpt/key_names.h"
-#include "formats/fpckpt/rank_writer.h"
+#include "ckpt/state_store.h"
 #include "pipeline/rank_pipeline.h"
 #include "app/checkpoint/rank_state_access.h"
 
@@ -27,9 +27,9 @@ struct RankSaveOptions {
 };
 
 // Writes rank.state().rank's share into w (a writer for that rank). Reads the pipeline only, in
-// place (RankWriter::write_borrowed): the rank's state and params must not change before w.finish()
+// place (StateWriter::write_borrowed): the rank's state and params must not change before w.finish()
 // returns or w is destroyed.
-void save_rank_state(fpckpt::RankWriter& w, const RankStateAccess& rank, const RankSaveOptions& opts);
-void save_rank_state(fpckpt::RankWriter& w, const pipeline::RankPipeline& rank, const RankSaveOptions& opts);
+void save_rank_state(ckpt::StateWriter& w, const RankStateAccess& rank, const RankSaveOptions& opts);
+void save_rank_state(ckpt::StateWriter& w, const pipeline::RankPipeline& rank, const RankSaveOptions& opts);
 
 }  // namespace fpg::app::checkpoint

@@ -9,6 +9,7 @@
 #include "app/checkpoint/state_documents.h"
 #include "ckpt/key_names.h"
 #include "ckpt/param_state_map.h"
+#include "ckpt/state_store.h"
 #include "app/convert/export_files.h"
 #include "app/convert/quantize_model.h"
 #include "core/printable.h"
@@ -18,13 +19,8 @@
 #include "core/fs.h"
 #include "core/progress.h"
 #include "core/shape.h"
-#include "formats/fpckpt/index_file.h"
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"
-#include "formats/fpckpt/commit.h"
-#include "formats/fpckpt/read_ahead.h"
-#include "formats/fpckpt/reader.h"
-#include "formats/fpckpt/validate.h"
 #include "formats/safetensors/writer.h"
 
 namespace fpg::app::convert {
@@ -74,7 +70,7 @@ std::optional<Fp8Export> checkpoint_recipe(const ckpt::Index& index, const std::
 
 class Planner {
  public:
-  Planner(const fpckpt::CheckpointReader& r, const ckpt::ParamStateMap& map) : r_(r), map_(map) {
+  Planner(const ckpt::StateReader& r, const ckpt::ParamStateMap& map) : r_(r), map_(map) {
     for (uint32_t k = 0; k < r.index().keys.size(); ++k) by_name_.emplace(r.index().keys[k].name, k);
   }
 
@@ -104,7 +100,7 @@ class Planner {
   }
 
  private:
-  const fpckpt::CheckpointReader& r_;
+  const ckpt::StateReader& r_;
   const ckpt::ParamStateMap& map_;
   std::unordered_map<std::string, uint32_t> by_name_;
 };
@@ -145,7 +141,7 @@ void plan_weights(const Planner& pl, const model::Param& p, uint32_t param, Expo
   out.push_back(pl.whole_key(p.name + kScaleSuffix, s, shape));
 }
 
-std::map<std::string, std::string> export_metadata(const fpckpt::CheckpointReader& r, const ExportOptions& o,
+std::map<std::string, std::string> export_metadata(const ckpt::StateReader& r, const ExportOptions& o,
                                                    const std::optional<Fp8Export>& fp8r, const ckpt::ParamStateMap& map) {
   std::map<std::string, std::string> m;
   m["format"] = "pt";
@@ -189,8 +185,8 @@ void for_each_read(const OutTensor& t, uint64_t lo, uint64_t hi, F f) {
 }
 
 // The checkpoint ranges an export of these tensors (in this order) reads, in order (for read-ahead).
-std::vector<fpckpt::ReadRange> export_reads(const std::vector<const OutTensor*>& order, uint64_t slab) {
-  std::vector<fpckpt::ReadRange> ranges;
+std::vector<ckpt::KeyRead> export_reads(const std::vector<const OutTensor*>& order, uint64_t slab) {
+  std::vector<ckpt::KeyRead> ranges;
   for (const OutTensor* t : order) {
     const size_t elem = dtype_bits(t->src) / 8;
     for (uint64_t lo = 0, n = t->numel(); lo < n; lo += slab)
@@ -206,7 +202,7 @@ std::vector<fpckpt::ReadRange> export_reads(const std::vector<const OutTensor*>&
 // of both (`ahead`: the reads of every tensor in the order they are streamed).
 class Streamer {
  public:
-  Streamer(const fpckpt::CheckpointReader& r, ThreadPool& pool, uint64_t slab_bytes, fpckpt::ReadAhead& ahead,
+  Streamer(const ckpt::StateReader& r, ThreadPool& pool, uint64_t slab_bytes, ckpt::ReadPlan& ahead,
            Progress& progress)
       : r_(r), pool_(pool), slab_elems_(slab_elems(slab_bytes)), ahead_(ahead), progress_(progress) {}
   ~Streamer() {
@@ -265,10 +261,10 @@ class Streamer {
   struct Buffers {
     std::vector<uint8_t> src, out;
   };
-  const fpckpt::CheckpointReader& r_;
+  const ckpt::StateReader& r_;
   ThreadPool& pool_;
   uint64_t slab_elems_;
-  fpckpt::ReadAhead& ahead_;
+  ckpt::ReadPlan& ahead_;
   Progress& progress_;
   Buffers buffers_[2];
   int turn_ = 0;
@@ -304,8 +300,8 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   // The index checks and the plan read the whole index: named from the start, then the bar.
   Progress progress("export", 0, o.progress);
   progress.phase((o.validate ? "validating " : "opening ") + checkpoint);
-  const auto opened = fpckpt::open_valid(checkpoint, "export it", o.validate);
-  const fpckpt::CheckpointReader& reader = *opened;
+  const auto opened = ckpt::state_store().open(checkpoint, "export it", o.validate);
+  const ckpt::StateReader& reader = *opened;
   const std::string& dir = reader.dir();
   const ckpt::ParamStateMap map = ckpt::ParamStateMap::from_index(reader.index(), dir);
   const std::optional<Fp8Export> fp8r = checkpoint_recipe(reader.index(), dir);
@@ -335,8 +331,8 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     for (const auto& in_file : files.tensors)
       for (size_t i : in_file) order.push_back(&tensors[i]);
     // Two slabs ahead: the disk reads the next slabs while this one is converted and the last written.
-    fpckpt::ReadAhead ahead(reader, export_reads(order, slab_elems(o.slab_bytes)), 2 * o.slab_bytes);
-    Streamer st(reader, pool, o.slab_bytes, ahead, progress);
+    const std::unique_ptr<ckpt::ReadPlan> ahead = reader.plan_reads(export_reads(order, slab_elems(o.slab_bytes)), 2 * o.slab_bytes);
+    Streamer st(reader, pool, o.slab_bytes, *ahead, progress);
     for (size_t f = 0; f < files.names.size(); ++f)
       for (size_t i : files.tensors[f]) st.stream(tensors[i], output.writer(f));
     st.finish();

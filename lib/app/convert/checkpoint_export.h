@@ -1,4 +1,4 @@
-// `fpgather convert CKPT OUT`: a training checkpoint (formats/fpckpt, app/checkpoint/state_save.h) exported
+// `fpgather convert CKPT OUT`: a training checkpoint (ckpt/state_store.h, app/checkpoint/state_save.h) exported
 // as a safetensors model, streaming, in bounded memory.
 //
 // Tensors, per model param NAME (spec order):
@@ -27,7 +27,7 @@
 //
 // Memory: two slabs of slab_bytes (one being read, one being written) plus the checkpoint reader's
 // per-thread chunk buffers, whatever the checkpoint's size. The disk reads two slabs ahead into the
-// page cache (fpckpt/read_ahead.h), which the kernel may drop; it is not the process's memory.
+// page cache (StateReader::plan_reads), which the kernel may drop; it is not the process's memory.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ struct ExportOptions {
   uint64_t slab_bytes = 64ull << 20;
   ThreadPool* pool = nullptr;
   bool progress = false;
-  // Refuse a checkpoint that fails validation's index checks (fpckpt::require_valid). false: the
+  // Refuse a checkpoint that fails validation's index checks (StateStore::open). false: the
   // `--no-validate` salvage of what a broken checkpoint still holds (gaps still fail their reads).
   bool validate = true;
   bool force = false;  // replace an existing OUT

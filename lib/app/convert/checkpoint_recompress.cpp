@@ -5,12 +5,10 @@
 
 #include "app/convert/staged_output.h"
 #include "ckpt/index.h"
+#include "ckpt/state_store.h"
 #include "core/printable.h"
 #include "core/error.h"
 #include "core/progress.h"
-#include "formats/fpckpt/commit.h"
-#include "formats/fpckpt/reader.h"
-#include "formats/fpckpt/validate.h"
 
 namespace fpg::app::convert {
 
@@ -18,19 +16,20 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
   // The index checks read the whole index: named from the start, then the bar.
   Progress progress("recompress", 0, o.progress);
   progress.phase("validating " + src);
-  const auto opened = fpckpt::open_valid(src, "rewrite it");
-  const fpckpt::CheckpointReader& reader = *opened;
+  const ckpt::StateStore& store = ckpt::state_store();
+  const auto opened = store.open(src, "rewrite it");
+  const ckpt::StateReader& reader = *opened;
   const ckpt::Index& ix = reader.index();
   RecompressSummary s;
   s.source = reader.dir();
   s.target = dst;
-  fpckpt::WriteOptions wo;
+  ckpt::StateWriteOptions wo;
   wo.compression = o.compression;
   wo.chunk_bytes = o.chunk_bytes;
   wo.pool = o.pool;
   StagedOutput staged(dst, OutputKind::directory, o.force, {src, reader.dir()});
-  fpckpt::CheckpointWriter w(staged.staged_dir(), wo);
-  w.documents() = ix.documents;
+  const std::unique_ptr<ckpt::StateSave> w = store.begin_save(staged.staged_dir(), wo);
+  w->documents() = ix.documents;
 
   uint64_t total = 0;
   for (const auto& r : ix.runs) total += r.numel * (dtype_bits(r.dtype) / 8);
@@ -50,7 +49,7 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
       throw FormatError(s.source + ": file " + quoted_name(ix.files[run.file].name) + " records rank " + std::to_string(rank) +
                         ", beyond the " + std::to_string(ckpt::kMaxRanks) + " ranks a checkpoint may hold");
     if (first_rank[run.key] < 0) first_rank[run.key] = rank;
-    fpckpt::RankWriter& rw = w.rank(rank);
+    ckpt::StateWriter& rw = w->rank(rank);
     const uint32_t key = rw.declare(ix.keys[run.key]);
     const size_t elem = dtype_bits(run.dtype) / 8;
     const uint64_t grid = std::max<uint64_t>(1, run.chunk_elems);
@@ -69,10 +68,10 @@ RecompressSummary recompress_checkpoint(const std::string& src, const std::strin
   for (const ckpt::Padding& p : ix.padding) {
     if (p.key >= ix.keys.size())
       throw FormatError(s.source + ": padding names key #" + std::to_string(p.key) + ", which the index does not hold");
-    fpckpt::RankWriter& rw = w.rank(first_rank[p.key] < 0 ? 0 : static_cast<uint32_t>(first_rank[p.key]));
+    ckpt::StateWriter& rw = w->rank(first_rank[p.key] < 0 ? 0 : static_cast<uint32_t>(first_rank[p.key]));
     rw.declare_padding(rw.declare(ix.keys[p.key]), p.lo, p.hi);
   }
-  const ckpt::Index out = w.commit();
+  const ckpt::Index out = w->commit();
   staged.commit();
   s.keys = out.keys.size();
   for (const auto& c : out.chunks) s.stored_bytes_out += c.stored_bytes;

@@ -3,7 +3,7 @@
 // (`fpgather diff CKPT DST` is equal). Runs longer than piece_bytes are cut into runs of at most
 // piece_bytes (on the source's chunk grid), so memory is one piece plus the writer's and reader's
 // per-thread chunk buffers, whatever the checkpoint's size. DST is committed atomically
-// (formats/fpckpt/commit.h); an existing DST is refused, or with `force` replaced whole
+// (ckpt/state_store.h, StateSave::commit); an existing DST is refused, or with `force` replaced whole
 // (app/convert/staged_output.h).
 #pragma once
 

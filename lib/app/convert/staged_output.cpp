@@ -18,7 +18,6 @@
 #include "core/interrupt.h"
 #include "core/log.h"
 #include "core/staging.h"
-#include "formats/fpckpt/commit.h"
 #include "formats/safetensors/index.h"
 
 namespace fpg::app::convert {

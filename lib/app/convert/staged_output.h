@@ -51,7 +51,7 @@ class StagedOutput {
   // The file form has the one name of OUT.
   std::string stage(const std::string& name);
   // Directory form: the staged directory, not created, for a writer that creates its own target
-  // (DcpWriter, fpckpt::CheckpointWriter).
+  // (a format's checkpoint writer: ckpt::StateStore::begin_save, Format::write_params).
   std::string staged_dir() const { return staged_dir_; }
 
   // Puts the staged output in place (see above) and removes the staging directory. FormatError

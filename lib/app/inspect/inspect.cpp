@@ -6,9 +6,9 @@
 #include "app/checkpoint/state_documents.h"
 #include "ckpt/documents.h"
 #include "ckpt/format_registry.h"
+#include "ckpt/state_store.h"
 #include "core/error.h"
 #include "core/progress.h"
-#include "formats/fpckpt/reader.h"
 
 namespace fpg::app::inspect {
 namespace {
@@ -17,12 +17,12 @@ namespace {
 // text before "documents", and "training" of the JSON (null for a checkpoint that records no run).
 void add_training(ckpt::CheckpointSummary& s) {
   s.document["training"] = nullptr;
-  const fpckpt::CheckpointReader r(s.path, fpckpt::ChunkReads::direct, fpckpt::IndexCheck::report);
-  const ckpt::Documents& docs = r.index().documents;
+  const std::unique_ptr<ckpt::StateReader> r = ckpt::state_store().open_as_is(s.path);
+  const ckpt::Documents& docs = r->index().documents;
   if (!docs.get(ckpt::doc::data) || !docs.get(ckpt::doc::optimizer)) return;
   train::TrainOptions run;
   try {
-    run = checkpoint::run_from_documents(docs, r.dir());
+    run = checkpoint::run_from_documents(docs, r->dir());
   } catch (const FormatError& e) {
     s.warnings.push_back(std::string("the run it records cannot be read: ") + e.what());
     return;
