@@ -4,10 +4,12 @@
 // makes them one (index.h5 or latest, .metadata); safetensors comes last, as it takes any file.
 #include "ckpt/format_registry.h"
 #include "ckpt/state_store.h"
+#include "core/tensor_file.h"
 #include "formats/dcp/checkpoint.h"
 #include "formats/fpckpt/checkpoint.h"
 #include "formats/fpckpt/state_store.h"
 #include "formats/safetensors/checkpoint.h"
+#include "formats/safetensors/tensor_file_format.h"
 
 namespace fpg::ckpt {
 
@@ -30,3 +32,12 @@ const StateStore& state_store() {
 }
 
 }  // namespace fpg::ckpt
+
+namespace fpg {
+
+const TensorFileFormat& tensor_file_format() {
+  static const std::unique_ptr<TensorFileFormat> format = safetensors::make_tensor_file_format();
+  return *format;
+}
+
+}  // namespace fpg

@@ -6,22 +6,6 @@
 
 namespace fpg::safetensors {
 
-bool checked_numel(const std::vector<uint64_t>& shape, uint64_t* numel) {
-  uint64_t n = 1;
-  bool zero = false;
-  bool overflow = false;
-  for (uint64_t d : shape) {
-    if (d == 0) zero = true;
-    if (!overflow && d != 0 && n > std::numeric_limits<uint64_t>::max() / d) overflow = true;
-    if (!overflow) n *= d;
-  }
-  // A zero dimension makes the tensor empty, but a shape whose other dimensions overflow is still
-  // nonsense and is refused, as the reference does (it multiplies left to right with checks).
-  if (overflow) return false;
-  *numel = zero ? 0 : n;
-  return true;
-}
-
 bool checked_nbytes(DType dtype, uint64_t numel, uint64_t* nbytes) {
   const uint64_t bits = static_cast<uint64_t>(dtype_bits(dtype));
   if (numel > std::numeric_limits<uint64_t>::max() / bits) return false;

@@ -39,6 +39,7 @@
 
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/shape.h"
 
 namespace fpg::safetensors {
 
@@ -49,8 +50,8 @@ constexpr uint64_t kHeaderAlignment = 8;
 // The reserved header key of the string → string metadata map.
 constexpr const char* kMetadataKey = "__metadata__";
 
-// Element count of `shape` ([] → 1), or false on 64-bit overflow.
-bool checked_numel(const std::vector<uint64_t>& shape, uint64_t* numel);
+// Element count of `shape` ([] → 1), or false on 64-bit overflow (core/shape.h).
+using fpg::checked_numel;
 
 // Byte size of `numel` elements of `dtype`, or false when numel × bits overflows 64 bits or, for a
 // sub-byte type, is not a whole number of bytes.

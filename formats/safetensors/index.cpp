@@ -1,7 +1,6 @@
 #include "formats/safetensors/index.h"
 
 #include <cstdio>
-#include <set>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -10,12 +9,6 @@
 #include "formats/safetensors/strict_json.h"
 
 namespace fpg::safetensors {
-
-std::vector<std::string> ShardIndex::shard_files() const {
-  std::set<std::string> files;
-  for (const auto& [tensor, file] : weight_map) files.insert(file);
-  return {files.begin(), files.end()};
-}
 
 bool is_safe_shard_name(std::string_view name) {
   if (name.empty() || name.front() == '/') return false;

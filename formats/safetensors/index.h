@@ -11,23 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "core/tensor_file.h"
+
 namespace fpg::safetensors {
 
-// The conventional index name next to the shards.
+// The conventional index name next to the shards, and the one file of an unsharded model directory.
 constexpr const char* kIndexFileName = "model.safetensors.index.json";
+constexpr const char* kModelFileName = "model.safetensors";
 
-struct ShardIndex {
-  // metadata.total_size: bytes of tensor data over all shards, as HF computes it. Absent in some
-  // indexes; not checked against the shards (writers disagree on what it counts).
-  std::optional<uint64_t> total_size;
-  // The other entries of "metadata", each kept as its JSON text so a rewrite preserves them.
-  std::map<std::string, std::string> extra_metadata_json;
-  // Tensor name → shard file name.
-  std::map<std::string, std::string> weight_map;
-
-  // The distinct shard files, sorted.
-  std::vector<std::string> shard_files() const;
-};
+using ShardIndex = fpg::ShardIndex;  // core/tensor_file.h
 
 // Reads and checks an index: JSON object, "weight_map" an object of strings (no tensor twice),
 // "metadata" absent, null or an object whose "total_size" is a non-negative integer, shard names

@@ -59,6 +59,13 @@ void Model::add_shard(std::unique_ptr<Reader> r) {
   shards_.push_back(std::move(r));
 }
 
+Model Model::open_file(const std::string& path) {
+  Model m;
+  m.path_ = m.source_ = path;
+  m.add_shard(std::make_unique<Reader>(path));
+  return m;
+}
+
 Model Model::open(const std::string& path) {
   Model m;
   m.path_ = path;
@@ -67,7 +74,7 @@ Model Model::open(const std::string& path) {
   std::string source = path;
   if (is_dir) {
     const std::string index = fs::join_path(path, kIndexFileName);
-    const std::string single = fs::join_path(path, "model.safetensors");
+    const std::string single = fs::join_path(path, kModelFileName);
     if (exists(index)) source = index;
     else if (exists(single)) source = single;
     else

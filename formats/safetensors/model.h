@@ -23,44 +23,44 @@
 
 namespace fpg::safetensors {
 
-class Model {
+// The format's TensorFiles (core/tensor_file.h): final, so that its own callers read without virtual
+// dispatch.
+class Model final : public TensorFiles {
  public:
-  struct Entry {
-    const TensorInfo* info;  // owned by shard(shard)
-    size_t shard;
-  };
+  using Entry = TensorFiles::Entry;  // info owned by shard(shard)
 
   static Model open(const std::string& path);
+  // One .safetensors file, with Reader's checks and messages (no index, no directory).
+  static Model open_file(const std::string& path);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
-  ~Model();
+  ~Model() override;
 
   // The path that was opened (file, index or directory) and the file actually read first (the
   // .safetensors file or the index).
-  const std::string& path() const { return path_; }
-  const std::string& source() const { return source_; }
-  bool sharded() const { return index_.has_value(); }
-  const ShardIndex* index() const { return index_ ? &*index_ : nullptr; }
+  const std::string& path() const override { return path_; }
+  const std::string& source() const override { return source_; }
+  const ShardIndex* index() const override { return index_ ? &*index_ : nullptr; }
 
   // Shards in sorted file-name order; one for a single file.
-  size_t shard_count() const { return shards_.size(); }
+  size_t shard_count() const override { return shards_.size(); }
   const Reader& shard(size_t i) const { return *shards_[i]; }
+  const std::string& shard_path(size_t i) const override { return shards_[i]->path(); }
 
   // Every tensor: shard order, then file order within a shard.
-  const std::vector<Entry>& tensors() const { return entries_; }
-  size_t size() const { return entries_.size(); }
-  const Entry* find(std::string_view name) const;  // nullptr when absent
-  const Entry& tensor(std::string_view name) const;  // throws FormatError naming model and tensor
+  const std::vector<Entry>& tensors() const override { return entries_; }
+  const Entry* find(std::string_view name) const override;  // nullptr when absent
+  const Entry& tensor(std::string_view name) const override;  // throws FormatError naming model and tensor
 
   const Reader& reader(const Entry& e) const { return *shards_[e.shard]; }
   const uint8_t* data(const Entry& e) const { return reader(e).data(*e.info); }
-  ByteSpan bytes(const Entry& e) const { return reader(e).bytes(*e.info); }
+  ByteSpan bytes(const Entry& e) const override { return reader(e).bytes(*e.info); }
 
   // "__metadata__" of the single file, or of the first shard (HF shards carry the same map).
-  const std::map<std::string, std::string>& metadata() const;
+  const std::map<std::string, std::string>& metadata() const override;
   // Bytes of tensor data over all shards (what HF records as total_size).
-  uint64_t total_bytes() const { return total_bytes_; }
+  uint64_t total_bytes() const override { return total_bytes_; }
 
  private:
   Model() = default;

@@ -10,28 +10,14 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/tensor_file.h"
 #include "formats/safetensors/mapped_file.h"
 
 namespace fpg::safetensors {
 
-// One tensor as the header declares it. Offsets are relative to the start of the data section.
-struct TensorInfo {
-  std::string name;
-  DType dtype = DType::U8;
-  std::vector<uint64_t> shape;  // [] is a scalar
-  uint64_t numel = 0;
-  uint64_t begin = 0;  // data_offsets[0]
-  uint64_t end = 0;    // data_offsets[1], exclusive
-  uint64_t nbytes() const { return end - begin; }
-};
-
-// A read-only byte range (C++17 has no std::span).
-struct ByteSpan {
-  const uint8_t* data = nullptr;
-  uint64_t size = 0;
-  const uint8_t* begin() const { return data; }
-  const uint8_t* end() const { return data + size; }
-};
+// A tensor as the header declares it, and a byte range of the file (core/tensor_file.h).
+using TensorInfo = fpg::TensorInfo;
+using ByteSpan = fpg::ByteSpan;
 
 class Reader {
  public:

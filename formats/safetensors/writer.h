@@ -23,51 +23,48 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/tensor_file.h"
 #include "formats/safetensors/reader.h"
 
 namespace fpg::safetensors {
 
-struct TensorSpec {
-  std::string name;
-  DType dtype = DType::U8;
-  std::vector<uint64_t> shape;
-};
+using TensorSpec = fpg::TensorSpec;
 
-class Writer {
+// The format's TensorFileWriter (core/tensor_file.h): final, so that its own callers write without
+// virtual dispatch.
+class Writer final : public TensorFileWriter {
  public:
   // Throws fpg::UsageError for an invalid declaration (duplicate or reserved name, name that is not
   // UTF-8, shape overflow, sub-byte tensor not a whole number of bytes, header over the limit) and
   // fpg::FormatError when the temporary file cannot be created or preallocated.
   Writer(std::string path, std::vector<TensorSpec> tensors,
          std::map<std::string, std::string> metadata = {});
-  ~Writer();  // removes the temporary file unless committed
+  ~Writer() override;  // removes the temporary file unless committed
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
 
   // The layout: tensors in file order with their offsets (relative to the data section).
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::vector<TensorInfo>& tensors() const override { return tensors_; }
   // Index into tensors() of `name`; throws fpg::InternalError when it was never declared.
-  size_t index(std::string_view name) const;
+  size_t index(std::string_view name) const override;
 
   // Writes bytes [offset, offset + size) of tensor `index`. Thread-safe; ranges may be written in any
   // order and again (coverage is the union). Throws fpg::InternalError for a range outside the
   // tensor or a write after commit, fpg::FormatError when the write fails.
-  void write(size_t index, uint64_t offset, const void* data, uint64_t size);
-  void write(std::string_view name, uint64_t offset, const void* data, uint64_t size) {
-    write(index(name), offset, data, size);
-  }
+  void write(size_t index, uint64_t offset, const void* data, uint64_t size) override;
+  using TensorFileWriter::write;  // by name
 
   // Starts writeback of what was written so far (sync_file_range, no wait), so a long write flushes
   // as it goes instead of all in commit()'s fsync. Thread-safe; a hint only.
-  void start_writeback() const;
+  void start_writeback() const override;
 
   // Makes the file final (see above). Throws fpg::InternalError naming the first tensor and byte
   // range never written, fpg::FormatError on an I/O failure; after a throw the temporary file stays
   // until the Writer is destroyed.
-  void commit();
+  void commit() override;
   bool committed() const { return committed_; }
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
   const std::string& temp_path() const { return temp_path_; }
   uint64_t header_size() const { return data_offset_ - 8; }
   uint64_t data_offset() const { return data_offset_; }

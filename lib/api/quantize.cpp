@@ -7,7 +7,6 @@
 #include "core/thread_pool.h"
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"
-#include "formats/safetensors/format.h"
 
 namespace fpgather {
 namespace {
@@ -33,7 +32,7 @@ fpg::fp8::Recipe internal_recipe(const Recipe& r) {
 
 uint64_t element_count(const std::vector<uint64_t>& shape) {
   uint64_t n = 0;
-  if (!fpg::safetensors::checked_numel(shape, &n))
+  if (!fpg::checked_numel(shape, &n))
     throw fpg::UsageError("quantize: shape " + fpg::shape_string(shape) + " overflows");
   return n;
 }

@@ -9,9 +9,9 @@
 #include "app/checkpoint/state_documents.h"
 #include "ckpt/key_names.h"
 #include "ckpt/param_state_map.h"
-#include "ckpt/state_store.h"
 #include "app/convert/export_files.h"
 #include "app/convert/quantize_model.h"
+#include "ckpt/state_store.h"
 #include "core/printable.h"
 #include "core/error.h"
 #include "core/json_reader.h"
@@ -19,9 +19,9 @@
 #include "core/fs.h"
 #include "core/progress.h"
 #include "core/shape.h"
+#include "core/tensor_file.h"
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"
-#include "formats/safetensors/writer.h"
 
 namespace fpg::app::convert {
 namespace {
@@ -34,7 +34,7 @@ struct Piece {
   uint64_t key_lo = 0, out_lo = 0, numel = 0;
 };
 struct OutTensor {
-  safetensors::TensorSpec spec;
+  TensorSpec spec;
   DType src = DType::F32;
   std::vector<Piece> pieces;
   uint64_t numel() const { uint64_t n = 1; for (auto d : spec.shape) n *= d; return n; }
@@ -211,7 +211,7 @@ class Streamer {
 
   uint64_t bytes_read = 0;
 
-  void stream(const OutTensor& t, safetensors::Writer& w) {
+  void stream(const OutTensor& t, TensorFileWriter& w) {
     const size_t idx = w.index(t.spec.name);
     const size_t src_elem = dtype_bits(t.src) / 8, out_elem = dtype_bits(t.spec.dtype) / 8;
     const bool round = t.src == DType::F32 && t.spec.dtype == DType::BF16;

@@ -12,9 +12,9 @@
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/progress.h"
+#include "core/tensor_file.h"
 #include "fp8/quantize.h"
 #include "fp8/shard.h"
-#include "formats/safetensors/model.h"
 
 namespace fpg::app::convert {
 namespace {
@@ -27,7 +27,7 @@ struct Pair {
   fp8::StackedPlan plan;
 };
 
-void dequantize_one(const safetensors::Model& model, const Pair& pair, DType dtype, safetensors::Writer& w,
+void dequantize_one(const TensorFiles& model, const Pair& pair, DType dtype, TensorFileWriter& w,
                     ThreadPool& pool, Progress& progress) {
   const auto& data = model.tensors()[pair.data];
   const auto& scale = model.tensors()[pair.scale];
@@ -60,7 +60,8 @@ ConvertSummary dequantize_model(const std::string& in_path, const std::string& o
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F32)
     throw UsageError("--dequantize writes bf16 or fp32, not " + std::string(dtype_name(opt.dtype)));
   ThreadPool& pool = opt.pool ? *opt.pool : ThreadPool::global();
-  const auto model = safetensors::Model::open(in_path);
+  const std::unique_ptr<TensorFiles> opened = tensor_file_format().open(in_path);
+  const TensorFiles& model = *opened;
 
   // Pair every FP8 tensor with its scale; an FP8 tensor without one cannot be dequantized faithfully.
   std::vector<int> pair_of(model.size(), -1);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "app/convert/staged_output.h"
-#include "formats/safetensors/writer.h"
+#include "core/tensor_file.h"
 
 namespace fpg::app::convert {
 
@@ -30,7 +30,7 @@ ExportFiles plan_export_files(const std::vector<uint64_t>& tensor_bytes, const s
 // The sizes, specs and total bytes of planned tensors (anything with `bytes()` and a `spec`), in order.
 struct PlannedSpecs {
   std::vector<uint64_t> sizes;
-  std::vector<safetensors::TensorSpec> specs;
+  std::vector<TensorSpec> specs;
   uint64_t total = 0;
 };
 template <class Planned>
@@ -49,9 +49,9 @@ class ExportOutput {
  public:
   // specs[i]: the i-th planned tensor. UsageError for an OUT that may not be written (staged_output.h).
   ExportOutput(const std::string& out, const ExportFiles& files, bool force, const std::vector<std::string>& inputs,
-               const std::vector<safetensors::TensorSpec>& specs, const std::map<std::string, std::string>& metadata);
+               const std::vector<TensorSpec>& specs, const std::map<std::string, std::string>& metadata);
 
-  safetensors::Writer& writer(size_t file) { return *writers_.at(file); }
+  TensorFileWriter& writer(size_t file) { return *writers_.at(file); }
   // Writes file `name` of the output's directory with `contents` (a directory OUT only).
   void add_file(const std::string& name, const std::string& contents);
 
@@ -62,7 +62,7 @@ class ExportOutput {
  private:
   ExportFiles files_;
   StagedOutput staged_;
-  std::vector<std::unique_ptr<safetensors::Writer>> writers_;
+  std::vector<std::unique_ptr<TensorFileWriter>> writers_;
   std::string index_path_;
 };
 

@@ -40,8 +40,8 @@ std::string scale_name(const std::string& tensor, ScaleNaming naming) {
   return tensor + (naming == ScaleNaming::scale_inv ? kScaleSuffix : kCompressedTensorsScaleSuffix);
 }
 
-safetensors::TensorSpec scale_spec(const std::string& tensor, const fp8::StackedPlan& p, ScaleNaming naming) {
-  safetensors::TensorSpec s{scale_name(tensor, naming), fp8::scale_inv_dtype(p.matrix), fp8::scale_inv_shape(p)};
+TensorSpec scale_spec(const std::string& tensor, const fp8::StackedPlan& p, ScaleNaming naming) {
+  TensorSpec s{scale_name(tensor, naming), fp8::scale_inv_dtype(p.matrix), fp8::scale_inv_shape(p)};
   if (naming == ScaleNaming::compressed_tensors) {
     if (p.matrix.recipe.scaling == fp8::Scaling::mxfp8) s.dtype = DType::U8;  // the same E8M0 bytes
     if (p.matrix.recipe.scaling == fp8::Scaling::tensorwise) s.shape.push_back(1);
@@ -49,13 +49,13 @@ safetensors::TensorSpec scale_spec(const std::string& tensor, const fp8::Stacked
   return s;
 }
 
-const safetensors::Model::Entry* find_scale(const safetensors::Model& model, const std::string& tensor) {
+const TensorFiles::Entry* find_scale(const TensorFiles& model, const std::string& tensor) {
   if (const auto* inv = model.find(scale_name(tensor, ScaleNaming::scale_inv))) return inv;
   return model.find(scale_name(tensor, ScaleNaming::compressed_tensors));
 }
 
-fp8::StackedPlan fp8_pair_plan(const safetensors::Model& model, const safetensors::TensorInfo& data,
-                               const safetensors::TensorInfo& scale) {
+fp8::StackedPlan fp8_pair_plan(const TensorFiles& model, const TensorInfo& data,
+                               const TensorInfo& scale) {
   fp8::Recipe r;
   r.format = data.dtype == DType::F8_E4M3 ? fp8::Format::e4m3 : fp8::Format::e5m2;
   const size_t rank = data.shape.size(), srank = scale.shape.size();
@@ -85,7 +85,7 @@ fp8::StackedPlan fp8_pair_plan(const safetensors::Model& model, const safetensor
                                                                        : 0;
   const fp8::StackedPlan p =
       fp8::make_stacked_plan(r, fp8::Input::f32, data.shape, expert_dims_of(srank, grid_rank, rank), data.name);
-  const safetensors::TensorSpec want = scale_spec(data.name, p, naming);
+  const TensorSpec want = scale_spec(data.name, p, naming);
   if (want.shape != scale.shape || want.dtype != scale.dtype)
     throw FormatError(model.path() + ": tensor " + quoted_name(scale.name) + " has dtype " +
                       std::string(dtype_name(scale.dtype)) + " and a shape that " +

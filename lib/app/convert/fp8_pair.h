@@ -7,11 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor_file.h"
 #include "fp8/recipe.h"
 #include "fp8/shard.h"
 #include "fp8/stacked.h"
-#include "formats/safetensors/model.h"
-#include "formats/safetensors/writer.h"
 
 namespace fpg::app::convert {
 
@@ -31,11 +30,11 @@ enum class ScaleNaming {
 std::string scale_name(const std::string& tensor, ScaleNaming naming);
 
 // The scale tensor of NAME quantized as `p`, under `naming`.
-safetensors::TensorSpec scale_spec(const std::string& tensor, const fp8::StackedPlan& p, ScaleNaming naming);
+TensorSpec scale_spec(const std::string& tensor, const fp8::StackedPlan& p, ScaleNaming naming);
 
 // NAME's scale tensor in `model`: NAME_scale_inv, else NAME_scale, else null. NAME_scale_inv wins
 // because fpgather writes it beside whatever tensors the input had, a NAME_scale among them.
-const safetensors::Model::Entry* find_scale(const safetensors::Model& model, const std::string& tensor);
+const TensorFiles::Entry* find_scale(const TensorFiles& model, const std::string& tensor);
 
 // The recipe is the metadata's when fpgather wrote the file, else read off the scale tensor
 // (F8_E8M0, or U8 named NAME_scale -> mxfp8; F32 whose shape is NAME's leading dimensions ([] included)
@@ -44,8 +43,8 @@ const safetensors::Model::Entry* find_scale(const safetensors::Model& model, con
 // tensor's name. The scale's rank tells how many leading dimensions stack per-expert matrices
 // (fp8/stacked.h): as many as it has beyond the matrix grid's, and they must equal NAME's. FormatError
 // naming the model and tensor when the scale tensor does not have exactly the plan's dtype and shape.
-fp8::StackedPlan fp8_pair_plan(const safetensors::Model& model, const safetensors::TensorInfo& data,
-                               const safetensors::TensorInfo& scale);
+fp8::StackedPlan fp8_pair_plan(const TensorFiles& model, const TensorInfo& data,
+                               const TensorInfo& scale);
 
 // The scales of a pair as dequantize_stacked reads them: the E8M0 bytes in place (MX), or the fp32
 // scale_inv grids copied out (the mapping gives no alignment guarantee for floats).

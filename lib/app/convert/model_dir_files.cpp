@@ -40,7 +40,7 @@ ojson quant_args(const char* strategy, bool dynamic, bool mx) {
 
 }  // namespace
 
-std::vector<std::string> companion_files(const safetensors::Model& in) {
+std::vector<std::string> companion_files(const TensorFiles& in) {
   std::vector<std::string> files;
   if (!fs::exists(in.path(), true)) return files;
   const bool dir_in = fs::is_directory(in.path());

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor_file.h"
 #include "fp8/recipe.h"
-#include "formats/safetensors/model.h"
 
 namespace fpg::app::convert {
 
@@ -18,7 +18,7 @@ namespace fpg::app::convert {
 // (*.index.json and the index IN names), and the weight files of other formats (.bin .pt .pth .ckpt
 // .h5 .msgpack .gguf .onnx .npz), which hold the weights being replaced. Subdirectories (such as
 // original/) are not carried. Sorted paths.
-std::vector<std::string> companion_files(const safetensors::Model& in);
+std::vector<std::string> companion_files(const TensorFiles& in);
 
 // config.json's text with "quantization_config" set to the JSON object `qc`, or removed when `qc`
 // is empty; the other keys keep their order. FormatError naming `path` when the text is not a JSON

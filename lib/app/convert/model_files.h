@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "app/convert/staged_output.h"
-#include "formats/safetensors/model.h"
+#include "core/tensor_file.h"
 
 namespace fpg::app::convert {
 
@@ -28,9 +28,9 @@ struct OutputLayout {
   std::string index_name;            // empty: no index
 };
 
-OutputLayout plan_output_files(const safetensors::Model& in, const std::string& out);
+OutputLayout plan_output_files(const TensorFiles& in, const std::string& out);
 
 // The files a conversion of `in` reads, which its output may never replace.
-std::vector<std::string> input_files(const safetensors::Model& in);
+std::vector<std::string> input_files(const TensorFiles& in);
 
 }  // namespace fpg::app::convert

@@ -6,7 +6,7 @@
 #include "app/convert/model_dir_files.h"
 #include "core/error.h"
 #include "core/fs.h"
-#include "formats/safetensors/index.h"
+#include "core/tensor_file.h"
 
 namespace fpg::app::convert {
 namespace {
@@ -23,7 +23,7 @@ bool same_directory(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-ModelOutput::ModelOutput(const safetensors::Model& in, const std::string& out, bool force,
+ModelOutput::ModelOutput(const TensorFiles& in, const std::string& out, bool force,
                          std::map<std::string, std::string> metadata, const std::string& quantization_config)
     : in_(in),
       layout_(plan_output_files(in, out)),
@@ -53,19 +53,19 @@ void ModelOutput::carry_companions(const std::string& quantization_config) {
   }
 }
 
-void ModelOutput::declare(size_t file, safetensors::TensorSpec spec) {
+void ModelOutput::declare(size_t file, TensorSpec spec) {
   if (!writers_.empty()) throw InternalError("convert: tensor declared after the output was opened");
   specs_.at(file).push_back(std::move(spec));
 }
 
 void ModelOutput::open() {
   for (size_t f = 0; f < layout_.files.size(); ++f)
-    writers_.push_back(std::make_unique<safetensors::Writer>(paths_[f], specs_[f], metadata_));
+    writers_.push_back(tensor_file_format().create(paths_[f], specs_[f], metadata_));
 }
 
-void ModelOutput::copy_tensor(size_t file, const safetensors::Model::Entry& entry, ThreadPool& pool,
+void ModelOutput::copy_tensor(size_t file, const TensorFiles::Entry& entry, ThreadPool& pool,
                               Progress& progress) {
-  safetensors::Writer& w = writer(file);
+  TensorFileWriter& w = writer(file);
   const size_t idx = w.index(entry.info->name);
   const uint8_t* src = in_.data(entry);
   const uint64_t n = entry.info->nbytes();
@@ -85,7 +85,7 @@ std::vector<std::string> ModelOutput::commit() {
   }
   paths.insert(paths.end(), companions_.begin(), companions_.end());
   if (!layout_.index_name.empty()) {
-    safetensors::ShardIndex index;
+    ShardIndex index;
     if (const auto* src = in_.index()) index.extra_metadata_json = src->extra_metadata_json;
     uint64_t total = 0;
     for (size_t f = 0; f < writers_.size(); ++f) {
@@ -95,7 +95,7 @@ std::vector<std::string> ModelOutput::commit() {
       }
     }
     index.total_size = total;
-    safetensors::write_index(index_path_, index);
+    tensor_file_format().write_index(index_path_, index);
     paths.push_back(staged_.final_path(layout_.index_name));
   }
   staged_.commit();

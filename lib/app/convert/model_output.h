@@ -12,9 +12,8 @@
 #include "app/convert/model_files.h"
 #include "app/convert/staged_output.h"
 #include "core/progress.h"
+#include "core/tensor_file.h"
 #include "core/thread_pool.h"
-#include "formats/safetensors/model.h"
-#include "formats/safetensors/writer.h"
 
 namespace fpg::app::convert {
 
@@ -24,7 +23,7 @@ class ModelOutput {
   // input. A directory or index OUT of a model directory gets its companion files
   // (model_dir_files.h), config.json with `quantization_config` (JSON text) set, or removed when
   // empty; not when OUT's directory is IN's own (they are there already, and IN is never written).
-  ModelOutput(const safetensors::Model& in, const std::string& out, bool force,
+  ModelOutput(const TensorFiles& in, const std::string& out, bool force,
               std::map<std::string, std::string> metadata, const std::string& quantization_config);
 
   const OutputLayout& layout() const { return layout_; }
@@ -32,13 +31,13 @@ class ModelOutput {
   bool writes_config() const { return writes_config_; }
 
   // Declares an output tensor of file `file` (before open()).
-  void declare(size_t file, safetensors::TensorSpec spec);
+  void declare(size_t file, TensorSpec spec);
   // Creates every file in the staging directory. Nothing is under OUT until commit().
   void open();
-  safetensors::Writer& writer(size_t file) { return *writers_.at(file); }
+  TensorFileWriter& writer(size_t file) { return *writers_.at(file); }
 
   // Copies input tensor `entry` unchanged into file `file`, in slabs spread over the pool.
-  void copy_tensor(size_t file, const safetensors::Model::Entry& entry, ThreadPool& pool, Progress& progress);
+  void copy_tensor(size_t file, const TensorFiles::Entry& entry, ThreadPool& pool, Progress& progress);
 
   // Completes every file, writes the index (when there is one), puts the output in place; returns
   // the final paths, the index last.
@@ -47,7 +46,7 @@ class ModelOutput {
  private:
   void carry_companions(const std::string& quantization_config);
 
-  const safetensors::Model& in_;
+  const TensorFiles& in_;
   OutputLayout layout_;
   std::map<std::string, std::string> metadata_;
   StagedOutput staged_;
@@ -55,8 +54,8 @@ class ModelOutput {
   std::string index_path_;               // staged path of the index, or empty
   std::vector<std::string> companions_;  // final paths of the carried files
   bool writes_config_ = false;
-  std::vector<std::vector<safetensors::TensorSpec>> specs_;
-  std::vector<std::unique_ptr<safetensors::Writer>> writers_;
+  std::vector<std::vector<TensorSpec>> specs_;
+  std::vector<std::unique_ptr<TensorFileWriter>> writers_;
 };
 
 // Bytes a slab of work should cover: large enough to amortize dispatch, small enough to bound memory.

@@ -12,11 +12,11 @@
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/progress.h"
+#include "core/tensor_file.h"
 #include "formats/dcp/zip/crc32.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/torch_dtype.h"
 #include "formats/dcp/torch_save/torch_save_writer.h"
-#include "formats/safetensors/writer.h"
 
 namespace fpg::app::convert {
 namespace {
@@ -28,7 +28,7 @@ constexpr size_t kDcpBlocksReadAhead = 4;
 
 struct Planned {
   size_t source = 0;  // index into ParamSource::tensors()
-  safetensors::TensorSpec spec;
+  TensorSpec spec;
   // Written as the source's bytes, unchanged, under a dtype of its own (ParamTensor::safetensors_dtype).
   bool as_stored = false;
   uint64_t bytes() const {
@@ -220,7 +220,7 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
       out = &b.converted;
     }
     finish_write();  // unit k - 1: its slab is the one the next read fills
-    safetensors::Writer& writer = output.writer(u.file);
+    TensorFileWriter& writer = output.writer(u.file);
     writing = std::async(std::launch::async, [wr = &writer, w = writer.index(t.spec.name), at = u.lo * out_elem, out] {
       wr->write(w, at, out->data(), out->size());
     });

@@ -13,10 +13,10 @@
 #include "core/printable.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/tensor_file.h"
 #include "fp8/quantize.h"
 #include "fp8/shard.h"
 #include "fp8/stacked.h"
-#include "formats/safetensors/model.h"
 
 namespace fpg::app::convert {
 namespace {
@@ -39,12 +39,12 @@ struct Chosen {
 
 // Leading dimensions of `t` that stack matrices: all but the last two of a tensor of rank >= 3, when
 // the regex (or, without one, the rank) says it is stacked.
-size_t expert_dims_of(const safetensors::TensorInfo& t, const std::optional<std::regex>& stacked) {
+size_t expert_dims_of(const TensorInfo& t, const std::optional<std::regex>& stacked) {
   if (t.shape.size() < 3) return 0;
   return !stacked || std::regex_search(t.name, *stacked) ? t.shape.size() - 2 : 0;
 }
 
-std::vector<Chosen> choose_tensors(const safetensors::Model& model, const QuantizeModelOptions& opt) {
+std::vector<Chosen> choose_tensors(const TensorFiles& model, const QuantizeModelOptions& opt) {
   std::optional<std::regex> include, exclude, stacked;
   if (opt.include) include = compile_regex(*opt.include, "--include");
   if (opt.exclude) exclude = compile_regex(*opt.exclude, "--exclude");
@@ -71,7 +71,7 @@ std::vector<Chosen> choose_tensors(const safetensors::Model& model, const Quanti
 }
 
 // A chosen tensor's scale would take the name of a tensor the input has already.
-void refuse_scale_collisions(const safetensors::Model& model, const std::vector<Chosen>& chosen, ScaleNaming naming) {
+void refuse_scale_collisions(const TensorFiles& model, const std::vector<Chosen>& chosen, ScaleNaming naming) {
   for (const Chosen& c : chosen) {
     const std::string& name = model.tensors()[c.entry].info->name;
     if (model.find(scale_name(name, naming)))
@@ -82,7 +82,7 @@ void refuse_scale_collisions(const safetensors::Model& model, const std::vector<
 
 // The modules whose 2-D (or larger) floating ".weight" stays in high precision: what the
 // quantization_config tells loaders not to convert.
-std::vector<std::string> unquantized_modules(const safetensors::Model& model, const std::vector<int>& chosen_of) {
+std::vector<std::string> unquantized_modules(const TensorFiles& model, const std::vector<int>& chosen_of) {
   static const std::string kWeight = ".weight";
   std::vector<std::string> names;
   for (size_t i = 0; i < model.size(); ++i) {
@@ -95,7 +95,7 @@ std::vector<std::string> unquantized_modules(const safetensors::Model& model, co
   return names;
 }
 
-std::map<std::string, std::string> output_metadata(const safetensors::Model& model, const fp8::Recipe& r) {
+std::map<std::string, std::string> output_metadata(const TensorFiles& model, const fp8::Recipe& r) {
   auto meta = model.metadata();
   meta[kMetadataRecipe] = std::string(fp8::scaling_name(r.scaling));
   meta[kMetadataFormat] = std::string(fp8::format_name(r.format));
@@ -154,7 +154,7 @@ struct Units {
   uint64_t start(uint64_t u) const { return matrix(u) * M * K + row0(u) * K; }
 };
 
-void quantize_one(const safetensors::Model& model, const Chosen& c, ScaleNaming naming, safetensors::Writer& w,
+void quantize_one(const TensorFiles& model, const Chosen& c, ScaleNaming naming, TensorFileWriter& w,
                   ThreadPool& pool, Progress& progress, NonFiniteCount& found) {
   const auto& entry = model.tensors()[c.entry];
   const auto& t = *entry.info;
@@ -236,7 +236,8 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
   if (s == fp8::Scaling::mxfp8 && (!opt.recipe.mx_rowwise || opt.recipe.mx_columnwise))
     throw UsageError("convert: mxfp8 writes rowwise scales only");
   ThreadPool& pool = opt.pool ? *opt.pool : ThreadPool::global();
-  const auto model = safetensors::Model::open(in_path);
+  const std::unique_ptr<TensorFiles> opened = tensor_file_format().open(in_path);
+  const TensorFiles& model = *opened;
   const std::vector<Chosen> chosen = choose_tensors(model, opt);  // refusals before anything is staged
   std::vector<int> chosen_of(model.size(), -1);
   for (size_t c = 0; c < chosen.size(); ++c) chosen_of[chosen[c].entry] = static_cast<int>(c);

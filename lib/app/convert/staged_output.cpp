@@ -18,7 +18,7 @@
 #include "core/interrupt.h"
 #include "core/log.h"
 #include "core/staging.h"
-#include "formats/safetensors/index.h"
+#include "core/tensor_file.h"
 
 namespace fpg::app::convert {
 namespace {
@@ -170,9 +170,9 @@ StagedOutput::StagedOutput(const std::string& out, OutputKind kind, bool force, 
 // The files an existing index names are part of the output it replaces: listed to be moved away,
 // and refused when one of them is an input.
 void StagedOutput::check_index_force() {
-  safetensors::ShardIndex old;
+  ShardIndex old;
   try {
-    old = safetensors::read_index(out_);
+    old = tensor_file_format().read_index(out_);
   } catch (const Error&) {
     return;  // not a readable index: only the file itself is replaced
   }

@@ -21,26 +21,27 @@ const char* const kStateSuffixes[] = {".master", ".exp_avg", ".exp_avg_sq", ".mo
 }  // namespace
 
 SafetensorsInit::SafetensorsInit(const std::string& path, const model::ModelSpec& spec)
-    : model_(safetensors::Model::open(path)), spec_(spec) {
-  const std::string where = " in " + model_.path();
+    : model_(tensor_file_format().open(path)), spec_(spec) {
+  const TensorFiles& model = *model_;
+  const std::string where = " in " + model.path();
   std::set<std::string> expected;
   for (const model::Param& p : spec_.params) {
-    const auto* e = model_.find(p.name);
+    const auto* e = model.find(p.name);
     if (!e) throw UsageError("--init: model " + quoted_name(spec_.name) + " has a param " + quoted_name(p.name) + " " + shape_string(p.shape) +
                              " that is not" + where);
     const auto& t = *e->info;
     if (t.shape != p.shape)
       throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " has shape " + shape_string(t.shape) +
                        "; the param's is " + shape_string(p.shape));
-    const safetensors::Model::Entry* scale = nullptr;
+    const TensorFiles::Entry* scale = nullptr;
     if (is_fp8(t.dtype)) {
-      scale = convert::find_scale(model_, p.name);
+      scale = convert::find_scale(model, p.name);
       if (!scale)
         throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " is " + std::string(dtype_name(t.dtype)) +
                          " without a " + quoted_name(convert::scale_name(p.name, convert::ScaleNaming::scale_inv)) + " or '" +
                          convert::scale_name(p.name, convert::ScaleNaming::compressed_tensors) +
                          "' tensor: its scale is unknown");
-      convert::fp8_pair_plan(model_, t, *scale->info);  // checks the scale's shape and dtype
+      convert::fp8_pair_plan(model, t, *scale->info);  // checks the scale's shape and dtype
       expected.insert(scale->info->name);
     } else if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16) {
       throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " is " + std::string(dtype_name(t.dtype)) +
@@ -50,7 +51,7 @@ SafetensorsInit::SafetensorsInit(const std::string& path, const model::ModelSpec
     data_.push_back(e);
     scale_.push_back(scale);
   }
-  for (const auto& e : model_.tensors()) {
+  for (const auto& e : model.tensors()) {
     const std::string& n = e.info->name;
     if (expected.count(n)) continue;
     bool state = false;
@@ -69,11 +70,11 @@ void SafetensorsInit::fill(uint32_t param, float* out) const {
   const auto& e = *data_.at(param);
   const auto& t = *e.info;
   const uint64_t n = spec_.params[param].numel();
-  const uint8_t* src = model_.data(e);
+  const uint8_t* src = model_->data(e);
   if (scale_[param]) {
     const auto& s = *scale_[param];
-    const fp8::StackedPlan p = convert::fp8_pair_plan(model_, t, *s.info);
-    const convert::Fp8PairScales scales(p, model_.data(s));
+    const fp8::StackedPlan p = convert::fp8_pair_plan(*model_, t, *s.info);
+    const convert::Fp8PairScales scales(p, model_->data(s));
     fp8::dequantize_stacked(p, scales.view, 0, n, src, out);
     return;
   }

@@ -11,9 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
-#include "formats/safetensors/model.h"
+#include "core/tensor_file.h"
 #include "model/model_spec.h"
 
 namespace fpg::app::train {
@@ -27,12 +28,12 @@ class SafetensorsInit {
   // All numel values of spec param `param` as fp32 into out. Thread-safe (ranks call it at once).
   void fill(uint32_t param, float* out) const;
 
-  const std::string& path() const { return model_.path(); }
+  const std::string& path() const { return model_->path(); }
 
  private:
-  safetensors::Model model_;
+  std::unique_ptr<TensorFiles> model_;
   model::ModelSpec spec_;
-  std::vector<const safetensors::Model::Entry*> data_, scale_;  // per param; scale null unless FP8
+  std::vector<const TensorFiles::Entry*> data_, scale_;  // per param; scale null unless FP8
 };
 
 }  // namespace fpg::app::train
