@@ -13,6 +13,7 @@
 #include "formats/dcp/megatron/megatron_common_state.h"
 #include "formats/dcp/megatron/parallel_report.h"
 #include "formats/dcp/megatron/reshard_report.h"
+#include "formats/dcp/param_writer.h"
 #include "formats/dcp/reader.h"
 #include "formats/dcp/megatron/integrity_manifest.h"
 #include "formats/dcp/summary.h"
@@ -429,6 +430,10 @@ class DcpFormat : public ckpt::Format {
   bool probe(const std::string& path) const override { return is_dcp_directory(path); }
   std::unique_ptr<ckpt::Checkpoint> open(const std::string& path) const override {
     return std::make_unique<DcpCheckpoint>(path);
+  }
+  uint64_t write_params(const ckpt::ParamSource& source, const std::vector<ckpt::ExportTensor>& tensors,
+                        const std::string& dir, const ckpt::ParamWriteOptions& options) const override {
+    return dcp::write_params(source, tensors, dir, options);
   }
 };
 

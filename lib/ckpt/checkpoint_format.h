@@ -9,9 +9,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ckpt/checkpoint_report.h"
 #include "ckpt/checkpoint_reshard.h"
+#include "ckpt/param_export.h"
 #include "ckpt/param_source.h"
 #include "ckpt/value_diff.h"
 #include "core/error.h"
@@ -101,6 +103,15 @@ class Format {
   virtual bool probe(const std::string& path) const = 0;
   // Opens what probe recognised; FormatError when it cannot be read.
   virtual std::unique_ptr<Checkpoint> open(const std::string& path) const = 0;
+
+  // Capability: `tensors` of `source` (and with options.objects its objects) written as a checkpoint
+  // of this format into the directory `dir`, which it creates and commits atomically (`convert --to
+  // NAME`). Returns the source bytes read. UsageError where the format writes no checkpoint, or for a
+  // tensor it cannot hold.
+  virtual uint64_t write_params(const ParamSource& /*source*/, const std::vector<ExportTensor>& /*tensors*/,
+                                const std::string& /*dir*/, const ParamWriteOptions& /*options*/) const {
+    throw UsageError("fpgather writes no " + std::string(name()) + " checkpoint");
+  }
 };
 
 }  // namespace fpg::ckpt

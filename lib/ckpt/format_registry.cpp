@@ -9,6 +9,12 @@ namespace fpg::ckpt {
 
 void FormatRegistry::add(std::unique_ptr<Format> format) { formats_.push_back(std::move(format)); }
 
+const Format* FormatRegistry::find(std::string_view name) const {
+  for (const auto& f : formats_)
+    if (f->name() == name) return f.get();
+  return nullptr;
+}
+
 const Format* FormatRegistry::probe(const std::string& path) const {
   for (const auto& f : formats_)
     if (f->probe(path)) return f.get();

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/checkpoint_format.h"
@@ -15,6 +16,8 @@ class FormatRegistry {
  public:
   void add(std::unique_ptr<Format> format);
   const std::vector<std::unique_ptr<Format>>& formats() const { return formats_; }
+  // The format named `name` (Format::name); nullptr when there is none.
+  const Format* find(std::string_view name) const;
   // The first format whose probe recognises `path`; nullptr when none does.
   const Format* probe(const std::string& path) const;
   // Opens `path` with the format that recognises it. FormatError when none does, naming the path

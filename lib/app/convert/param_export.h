@@ -25,11 +25,9 @@ namespace fpg::app::convert {
 // `convert --fp8`, or export an fpgather checkpoint with app/convert/checkpoint_export.h).
 ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
 
-// The same tensors as a plain PyTorch DCP directory OUT (`convert … --to dcp`), one rank, one chunk per
-// tensor, committed atomically (an existing OUT is refused, or with opt.force replaced whole):
-// "model.NAME" for each weight and, with states, "optimizer.state.NAME.master" and
-// "optimizer.state.NAME.<state>" — what torch.distributed.checkpoint.load fills into
-// {"model": {NAME: …}, "optimizer": {"state": {NAME: {…}}}}.
+// The same tensors as a PyTorch DCP directory OUT, written by the DCP format (ckpt::Format::write_params:
+// formats/dcp/param_writer.h says what it holds), committed atomically (an existing OUT is refused, or
+// with opt.force replaced whole). With opt.states the source's non-tensor objects too.
 ExportSummary export_params_dcp(const ckpt::ParamSource& src, const std::string& out, const ExportOptions& opt);
 
 }  // namespace fpg::app::convert
