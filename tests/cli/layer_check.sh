@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cmake/LayerCheck.cmake on the source tree, and on copies of it with one include that breaks the
-# layering each: an include that goes up a layer, and a public header that includes anything but the
-# standard library and the other public headers. Each is refused with the file and the include named.
+# layering each: an include that goes up a layer (lib/ into formats/ among them), a format that
+# includes a use case, and a public header that includes anything but the standard library and the
+# other public headers. Each is refused with the file and the include named.
 source "$(dirname "$0")/common.sh"
 : "${SRC:?SRC must name the source directory}"
 check() { cmake -DFPG_SOURCE_DIR="$1" -P "$SRC/cmake/LayerCheck.cmake"; }
@@ -29,5 +30,11 @@ violation lib/include/fpgather/safetensors.h '#include <nlohmann/json.hpp>' \
   'public API: lib/include/fpgather/safetensors.h has `#include <nlohmann/json.hpp>`'
 violation cmd/validate.cpp '#include "formats/fpckpt/reader.h"' \
   'cmd/validate.cpp (a subcommand) has `#include "formats/fpckpt/reader.h"`; commands reach the formats through app'
+violation lib/app/convert/param_export.cpp '#include "formats/dcp/dcp_writer.h"' \
+  'lib/app/convert/param_export.cpp (layer app) has `#include "formats/dcp/dcp_writer.h"`, a header of a layer above it (formats)'
+violation lib/ckpt/state_store.h '#include "formats/fpckpt/reader.h"' \
+  'lib/ckpt/state_store.h (layer pipeline and ckpt) has `#include "formats/fpckpt/reader.h"`, a header of a layer above it (formats)'
+violation formats/fpckpt/state_store.cpp '#include "app/checkpoint/checkpointing.h"' \
+  'formats/fpckpt/state_store.cpp (layer formats) has `#include "app/checkpoint/checkpointing.h"`, a header of app; the formats implement the seams of ckpt and core'
 violation lib/include/fpgather/quantize.h '#include <stdint.h>' 'public API: lib/include/fpgather/quantize.h has `#include <stdint.h>`'
 finish
