@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace fpg::cli {
 
 struct GlobalOptions {
@@ -57,9 +59,12 @@ const std::vector<std::string>* option_values(const CLI::Option* o);
 bool progress_enabled(const GlobalOptions& global);
 
 // The library names an option by its field ("dist_opt must be …"); a command reports it by its flag.
-// Runs `body`, rethrowing a UsageError with each field of `flags` that its message names as a word
-// replaced by the flag ("--dist-opt must be …").
 using FlagNames = std::vector<std::pair<std::string, std::string>>;  // field, flag
+// The message of `e` with each field it records naming (core/error.h, Message) said as its flag: the
+// one `flags` gives, else "--" and the field with '-' for '_' ("save_every" -> "--save-every").
+std::string flag_message(const Error& e, const FlagNames& flags = {});
+// Runs `body`, rethrowing a UsageError with its recorded fields said as flag_message says and each
+// field of `flags` that its message names as a word replaced by the flag ("--dist-opt must be …").
 int with_flag_names(const FlagNames& flags, const std::function<int()>& body);
 
 }  // namespace fpg::cli

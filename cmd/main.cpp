@@ -133,10 +133,11 @@ int main(int argc, char** argv) {
     return cli::report(json, static_cast<int>(e.code()),
                        "interrupted (" + signal_name(e.signal()) + "): " + e.what(), signal_name(e.signal()));
   } catch (const Error& e) {
+    const std::string message = cli::flag_message(e);
     if (const int sig = interrupt_signal())
       return cli::report(json, static_cast<int>(interrupted_exit_code(sig)),
-                         "interrupted (" + signal_name(sig) + "): " + e.what(), signal_name(sig));
-    return cli::report(json, static_cast<int>(e.code()), e.what(), "", "error: ");
+                         "interrupted (" + signal_name(sig) + "): " + message, signal_name(sig));
+    return cli::report(json, static_cast<int>(e.code()), message, "", "error: ");
   } catch (const std::exception& e) {
     return cli::report(json, static_cast<int>(ExitCode::internal), e.what(), "", "internal error: ");
   }

@@ -61,7 +61,7 @@ ReshardRequest request_of(const std::string& source, const std::string& target, 
     if (!q.options.state_layout) throw UsageError("state_layout must be bucket or model, not " + quoted_name(t.state_layout));
   }
   q.options.accumulation = t.accumulation;
-  if (!t.compression.empty()) q.compression = ckpt::parse_compression(t.compression);
+  if (!t.compression.empty()) q.compression = ckpt::parse_compression(t.compression, "compression");
   q.chunk_bytes = t.chunk_bytes;
   q.dry_run = t.dry_run;
   q.progress = t.progress;

@@ -28,7 +28,7 @@ ZstdContexts& zstd_contexts() {
 
 }  // namespace
 
-Compression parse_compression(std::string_view text) {
+Compression parse_compression(std::string_view text, const std::string& field) {
   Compression c;
   std::string_view t = text;
   const std::string_view suffix = "+shuffle";
@@ -37,7 +37,8 @@ Compression parse_compression(std::string_view text) {
     t = t.substr(0, t.size() - suffix.size());
   }
   auto bad = [&] {
-    return UsageError("--compress " + quoted_name(std::string(text)) + ": expected none, zstd, zstd:LEVEL (1..22), optionally +shuffle");
+    return UsageError(Message(Field{field}, " ", quoted_name(std::string(text)),
+                              ": expected none, zstd, zstd:LEVEL (1..22), optionally +shuffle"));
   };
   if (t == "none") {
     if (c.shuffle) throw bad();

@@ -24,8 +24,8 @@ struct Compression {
 };
 
 // "none", "zstd", "zstd:LEVEL", optionally followed by "+shuffle" ("zstd:3+shuffle"). UsageError
-// otherwise. to_string gives the same form back.
-Compression parse_compression(std::string_view text);
+// otherwise, naming the option by `field`. to_string gives the same form back.
+Compression parse_compression(std::string_view text, const std::string& field = "compress");
 std::string to_string(const Compression& c);
 
 // HDF5's shuffle (filter 2) and its inverse over `size` bytes of `elem`-byte elements.

@@ -34,12 +34,12 @@ std::unique_ptr<CommunicatorGroup> make_communicator_group(std::string_view back
 std::unique_ptr<CommunicatorGroup> make_host_group(std::string_view backend, int size,
                                                    const CommOptions& options) {
   if (backend == "nccl")
-    throw UsageError("--comm nccl: the nccl communicator takes device buffers and this pipeline runs on host "
-                     "memory; use --comm threads, or --comm mpi under mpirun");
+    throw UsageError(Message(Field{"comm"}, " nccl: the nccl communicator takes device buffers and this pipeline runs "
+                             "on host memory; use ", Field{"comm"}, " threads, or ", Field{"comm"}, " mpi under mpirun"));
   if (backend == "threads" && launcher_size() > 1)
-    throw UsageError(fmt::format("--comm threads under mpirun: each of the {} processes would run all {} ranks; "
-                                 "use --comm mpi (one rank per process)",
-                                 launcher_size(), size));
+    throw UsageError(Message(Field{"comm"}, fmt::format(" threads under mpirun: each of the {} processes would run all "
+                                                        "{} ranks; use ", launcher_size(), size),
+                             Field{"comm"}, " mpi (one rank per process)"));
   return make_communicator_group(backend, size, options);
 }
 

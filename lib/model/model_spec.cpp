@@ -88,7 +88,7 @@ size_t mark_keep_in_fp32(ModelSpec& spec, const std::string& regex) {
   try {
     re = std::regex(regex, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw UsageError("--keep-fp32: invalid regular expression '" + regex + "': " + e.what());
+    throw UsageError(Message(Field{"keep_fp32"}, ": invalid regular expression '", regex, "': ", e.what()));
   }
   size_t n = 0;
   for (auto& p : spec.params) {

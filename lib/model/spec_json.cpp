@@ -127,7 +127,7 @@ ModelSpec resolve_model(const std::string& arg) {
   if (probe) return load_spec_file(arg);
   std::string all;
   for (const auto& n : preset_names()) all += (all.empty() ? "" : ", ") + n;
-  throw UsageError("--model '" + arg + "' is neither a preset (" + all + ") nor a readable spec file");
+  throw UsageError(Message(Field{"model"}, " '", arg, "' is neither a preset (", all, ") nor a readable spec file"));
 }
 
 }  // namespace fpg::model

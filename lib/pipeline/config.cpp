@@ -21,9 +21,10 @@ DistOpt resolve_dist_opt(std::optional<DistOpt> requested, optim::OptimizerKind 
 
 void validate_config(const PipelineConfig& c) {
   if (c.optimizer == optim::OptimizerKind::muon && c.dist_opt == DistOpt::bucketed)
-    throw UsageError(
+    throw UsageError(Message(
         "muon needs each matrix whole on one rank (Newton-Schulz orthogonalizes the full matrix), but the "
-        "bucketed distributed optimizer cuts params into equal shards across ranks; use --dist-opt layerwise");
+        "bucketed distributed optimizer cuts params into equal shards across ranks; use ",
+        Field{"dist_opt"}, " layerwise"));
   if (!(c.lr > 0) || !std::isfinite(c.lr)) throw UsageError("lr must be a positive finite number");
   if (!(c.beta1 >= 0 && c.beta1 < 1) || !(c.beta2 >= 0 && c.beta2 < 1))
     throw UsageError("betas must lie in [0, 1)");

@@ -59,7 +59,7 @@ TEST_CASE("staged output: a directory is refused when it exists, replaced whole 
   CHECK(TempDir::list_dir(out) == std::set<std::string>{"a", "b", "c"});
   const std::string msg = usage_error([&] { put(out, OutputKind::directory, false, {{"a", "new"}}); });
   CHECK(sttest::contains(msg, out));
-  CHECK(sttest::contains(msg, "--force"));
+  CHECK(sttest::contains(msg, "give force to replace it"));  // the field: the command line says --force
   CHECK(read_text(out + "/a") == "1");
   put(out, OutputKind::directory, true, {{"d", "4"}});
   CHECK(TempDir::list_dir(out) == std::set<std::string>{"d"});  // nothing of the old output stays

@@ -44,12 +44,13 @@ struct Session {
 
 void ensure_root(const std::string& root) {
   if (fs::exists(root, true)) {
-    if (!fs::is_directory(root)) throw UsageError("--save " + root + ": not a directory (a checkpoint root is one)");
+    if (!fs::is_directory(root))
+      throw UsageError(Message(Field{"save"}, " ", root, ": not a directory (a checkpoint root is one)"));
   } else if (mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw UsageError("--save " + root + ": cannot create: " + std::strerror(errno));
+    throw UsageError(Message(Field{"save"}, " ", root, ": cannot create: ", std::strerror(errno)));
   }
   if (access(root.c_str(), W_OK | X_OK) != 0)
-    throw UsageError("--save " + root + ": not writable: " + std::strerror(errno));
+    throw UsageError(Message(Field{"save"}, " ", root, ": not writable: ", std::strerror(errno)));
 }
 
 // The first checkpoint a run from `first` to o.steps would save that `root` already holds (a
@@ -92,10 +93,10 @@ void check_loadable(const std::string& load) {
   if (!fs::exists(load, true)) throw FormatError(load + ": no such file or directory");
   if (!fs::is_directory(load) || fs::exists(join_path(load, index), true) || fs::exists(join_path(load, latest), true))
     return;
-  throw FormatError(load + ": no committed checkpoint to resume from (no " + index + ", no `" + latest +
-                    "`): a run directory holds one only once a save into it has "
-                    "completed (a run stopped during its first save leaves none); start the run again without "
-                    "--load (with --save " + load + ")");
+  throw FormatError(Message(load, ": no committed checkpoint to resume from (no ", index, ", no `", latest,
+                            "`): a run directory holds one only once a save into it has completed (a run stopped "
+                            "during its first save leaves none); start the run again without ", Field{"load"},
+                            " (with ", Field{"save"}, " ", load, ")"));
 }
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
@@ -205,18 +206,19 @@ SavedRun read_saved_run(const std::string& load) {
 
 CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const CheckpointOptions& c,
                                         const std::function<model::ModelSpec()>& spec, const CheckpointedRun& train_run) {
-  if (c.save.empty() && c.save_every > 0) throw UsageError("--save-every needs --save DIR");
-  if (c.save.empty() && c.keep > 0) throw UsageError("--keep needs --save DIR");
+  if (c.save.empty() && c.save_every > 0) throw UsageError(Message(Field{"save_every"}, " needs ", Field{"save"}, " DIR"));
+  if (c.save.empty() && c.keep > 0) throw UsageError(Message(Field{"keep"}, " needs ", Field{"save"}, " DIR"));
   if (!c.init.empty() && !c.load.empty())
-    throw UsageError("--init and --load both set the starting state: give one (--load resumes a checkpoint, "
-                     "--init starts a new run from safetensors weights)");
+    throw UsageError(Message(Field{"init"}, " and ", Field{"load"}, " both set the starting state: give one (",
+                             Field{"load"}, " resumes a checkpoint, ", Field{"init"},
+                             " starts a new run from safetensors weights)"));
   const ckpt::StateStore& store = ckpt::state_store();
   if (!c.init.empty() && fs::is_directory(c.init) &&
       (fs::exists(join_path(c.init, std::string(store.index_file())), true) ||
        fs::exists(join_path(c.init, std::string(store.latest_file())), true)))
-    throw UsageError("--init " + c.init + " is a training checkpoint: resume it with --load " + c.init +
-                     " (--init starts a new run from safetensors weights; `fpgather convert " + c.init +
-                     " OUT.safetensors` exports its weights for one)");
+    throw UsageError(Message(Field{"init"}, " ", c.init, " is a training checkpoint: resume it with ", Field{"load"}, " ",
+                             c.init, " (", Field{"init"}, " starts a new run from safetensors weights; `fpgather convert ",
+                             c.init, " OUT.safetensors` exports its weights for one)"));
   std::unique_ptr<train::SafetensorsInit> init;
   if (!c.init.empty()) init = std::make_unique<train::SafetensorsInit>(c.init, spec());
   if (!c.save.empty()) ensure_root(c.save);
@@ -244,9 +246,10 @@ CheckpointedResult run_with_checkpoints(const train::TrainOptions& o, const Chec
   if (!c.save.empty()) {
     const std::string taken = first_taken_save(c, loaded.next_step, o.steps);
     if (!taken.empty())
-      throw UsageError("--save " + c.save + ": " + join_path(c.save, taken) + " already exists, and this run would save it "
-                       "(a checkpoint is never written over another); resume from it with --load " + c.save +
-                       ", or give another --save DIR");
+      throw UsageError(Message(Field{"save"}, " ", c.save, ": ", join_path(c.save, taken),
+                               " already exists, and this run would save it (a checkpoint is never written over "
+                               "another); resume from it with ", Field{"load"}, " ", c.save, ", or give another ",
+                               Field{"save"}, " DIR"));
   }
 
   CheckpointHooks hooks;

@@ -306,8 +306,8 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   const ckpt::ParamStateMap map = ckpt::ParamStateMap::from_index(reader.index(), dir);
   const std::optional<Fp8Export> fp8r = checkpoint_recipe(reader.index(), dir);
   if (o.weights == ExportWeights::fp8 && !fp8r)
-    throw UsageError(dir + " has no FP8 params (it was trained with --fp8 none): export bf16 or fp32 weights, or "
-                     "quantize an export with `fpgather convert IN OUT --fp8 RECIPE`");
+    throw UsageError(Message(dir, " has no FP8 params (it was trained with ", Field{"fp8"}, " none): export bf16 or fp32 "
+                             "weights, or quantize an export with `fpgather convert IN OUT --fp8 RECIPE`"));
 
   const Planner pl(reader, map);
   std::vector<OutTensor> tensors;

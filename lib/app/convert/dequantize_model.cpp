@@ -58,7 +58,7 @@ void dequantize_one(const TensorFiles& model, const Pair& pair, DType dtype, Ten
 
 ConvertSummary dequantize_model(const std::string& in_path, const std::string& out, const DequantizeModelOptions& opt) {
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F32)
-    throw UsageError("--dequantize writes bf16 or fp32, not " + std::string(dtype_name(opt.dtype)));
+    throw UsageError(Message(Field{"dequantize"}, " writes bf16 or fp32, not ", dtype_name(opt.dtype)));
   ThreadPool& pool = opt.pool ? *opt.pool : ThreadPool::global();
   const std::unique_ptr<TensorFiles> opened = tensor_file_format().open(in_path);
   const TensorFiles& model = *opened;

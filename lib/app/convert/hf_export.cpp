@@ -90,7 +90,7 @@ HfExportSummary export_hf(const std::string& in, const std::string& out, const H
     progress.phase((o.validate ? "validating " : "opening ") + in);
     ckpt = ckpt::open_checkpoint(in);
     if (ckpt->format() != "megatron_torch_dist")
-      throw UsageError(in + ": --to hf exports a Megatron torch_dist checkpoint; this is " + std::string(ckpt->format()));
+      throw UsageError(Message(in, ": ", Field{"to"}, " hf exports a Megatron torch_dist checkpoint; this is ", ckpt->format()));
     const ckpt::CheckpointSummary s = ckpt->summary({});
     if (s.document.contains("training") && s.document["training"].is_object() && s.document["training"].contains("args"))
       args = s.document["training"]["args"];
@@ -130,7 +130,7 @@ HfExportSummary export_hf(const std::string& in, const std::string& out, const H
   }
   // OUT is checked before anything is exported: quantize_model would refuse it only afterwards.
   if (fs::exists(out) && !o.force && !(fs::is_directory(out) && std::filesystem::is_empty(out)))
-    throw UsageError(out + " exists: give --force to replace it");
+    throw UsageError(Message(out, " exists: give ", Field{"force"}, " to replace it"));
   const Intermediate staged(out);
   eo.force = false;
   sum.exported = export_params(view, staged.path(), eo);

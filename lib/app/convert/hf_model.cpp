@@ -140,7 +140,7 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
   s.arch = arch;
 
   if (const nlohmann::json* mt = member(tmpl, "model_type"); mt && (!mt->is_string() || *mt != ai.name))
-    throw UsageError(fmt::format("{}: model_type is {}, not --arch {}", template_name, mt->dump(), ai.name));
+    throw UsageError(Message(fmt::format("{}: model_type is {}, not ", template_name, mt->dump()), Field{"arch"}, " ", ai.name));
 
   // ---- what the tensors say ----
   const ckpt::ParamTensor* emb = t.find("embedding.word_embeddings.weight");
@@ -211,19 +211,21 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
 
   // ---- the architecture's demands ----
   if (ai.moe && !any_moe)
-    throw UsageError(fmt::format("{}: --arch {} is a mixture of experts; this model has no MoE layer", src, ai.name));
+    throw UsageError(Message(src, ": ", Field{"arch"}, " ", ai.name, " is a mixture of experts; this model has no MoE layer"));
   if (!ai.moe && any_moe)
-    throw UsageError(fmt::format("{}: has MoE layers; --arch {} is dense (use mixtral or qwen3_moe)", src, ai.name));
+    throw UsageError(Message(src, ": has MoE layers; ", Field{"arch"}, " ", ai.name, " is dense (use mixtral or qwen3_moe)"));
   if (arch == HfArch::mixtral && !all_moe)
     throw UsageError(src + ": mixtral has experts in every layer; this model has dense layers (use qwen3_moe)");
   if (ai.qk_norm && !s.qk_norm)
-    throw UsageError(fmt::format("{}: --arch {} has q/k norms; this model has no self_attention.q_layernorm", src, ai.name));
+    throw UsageError(Message(src, ": ", Field{"arch"}, " ", ai.name, " has q/k norms; this model has no self_attention.q_layernorm"));
   if (!ai.qk_norm && s.qk_norm)
-    throw UsageError(fmt::format("{}: has q/k norms (self_attention.q_layernorm); --arch {} has none (use qwen3)", src, ai.name));
+    throw UsageError(Message(src, ": has q/k norms (self_attention.q_layernorm); ", Field{"arch"}, " ", ai.name,
+                             " has none (use qwen3)"));
   if (ai.qkv_bias && !s.qkv_bias)
-    throw UsageError(fmt::format("{}: --arch {} has q/k/v biases; this model has no linear_qkv.bias", src, ai.name));
+    throw UsageError(Message(src, ": ", Field{"arch"}, " ", ai.name, " has q/k/v biases; this model has no linear_qkv.bias"));
   if (!ai.qkv_bias && s.qkv_bias)
-    throw UsageError(fmt::format("{}: has q/k/v biases (linear_qkv.bias); --arch {} has none (use qwen2)", src, ai.name));
+    throw UsageError(Message(src, ": has q/k/v biases (linear_qkv.bias); ", Field{"arch"}, " ", ai.name,
+                             " has none (use qwen2)"));
 
   // ---- the saved args: facts the tensors cannot tell, checks of what they can ----
   if (args.is_object()) {
@@ -242,7 +244,7 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
       s.norm_topk_prob = false;
     }
     if (auto v = flag_of(args, "use_rope_scaling"); v && *v && arch != HfArch::llama)
-      throw UsageError(targs + ": use_rope_scaling is True (Llama 3 scaling): only --arch llama has it");
+      throw UsageError(Message(targs, ": use_rope_scaling is True (Llama 3 scaling): only ", Field{"arch"}, " llama has it"));
   }
   std::vector<std::string> missing;
   // A config field from the template, else from the args; sizes checked as sizes.
@@ -273,9 +275,9 @@ HfModel resolve_hf_model(HfArch arch, const MegatronGptTensors& t, const nlohman
   if (!missing.empty()) {
     std::string list;
     for (const auto& f : missing) list += (list.empty() ? "" : ", ") + f;
-    throw UsageError(src + ": the config fields " + list +
-                     " are not in the checkpoint's tensors" + (args.is_object() ? " nor its saved args" : " (it saved no training args)") +
-                     ": give a config.json with them (--hf-config)");
+    throw UsageError(Message(src, ": the config fields ", list, " are not in the checkpoint's tensors",
+                             args.is_object() ? " nor its saved args" : " (it saved no training args)",
+                             ": give a config.json with them (", Field{"hf_config"}, ")"));
   }
   s.heads = heads;
   if (s.heads == 0) throw UsageError(src + ": num_attention_heads is 0");

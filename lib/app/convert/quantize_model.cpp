@@ -23,11 +23,11 @@ namespace {
 
 bool quantizable_dtype(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
-std::regex compile_regex(const std::string& pattern, const char* option) {
+std::regex compile_regex(const std::string& pattern, const char* field) {
   try {
     return std::regex(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw UsageError(std::string(option) + " " + quoted_name(pattern) + " is not a valid regular expression: " + e.what());
+    throw UsageError(Message(Field{field}, " ", quoted_name(pattern), " is not a valid regular expression: ", e.what()));
   }
 }
 
@@ -46,16 +46,16 @@ size_t expert_dims_of(const TensorInfo& t, const std::optional<std::regex>& stac
 
 std::vector<Chosen> choose_tensors(const TensorFiles& model, const QuantizeModelOptions& opt) {
   std::optional<std::regex> include, exclude, stacked;
-  if (opt.include) include = compile_regex(*opt.include, "--include");
-  if (opt.exclude) exclude = compile_regex(*opt.exclude, "--exclude");
-  if (opt.expert_dims) stacked = compile_regex(*opt.expert_dims, "--expert-dims");
+  if (opt.include) include = compile_regex(*opt.include, "include");
+  if (opt.exclude) exclude = compile_regex(*opt.exclude, "exclude");
+  if (opt.expert_dims) stacked = compile_regex(*opt.expert_dims, "expert_dims");
   for (const auto& e : model.tensors()) {
     const auto& t = *e.info;
     if (t.dtype != DType::F8_E4M3 && t.dtype != DType::F8_E5M2) continue;
     if (const auto* scale = find_scale(model, t.name))
-      throw UsageError(model.path() + " is quantized already: tensor " + quoted_name(t.name) + " is " +
-                       std::string(dtype_name(t.dtype)) + " with a '" + scale->info->name +
-                       "' (convert --dequantize first)");
+      throw UsageError(Message(model.path(), " is quantized already: tensor ", quoted_name(t.name), " is ",
+                               dtype_name(t.dtype), " with a '", scale->info->name, "' (convert ", Field{"dequantize"},
+                               " first)"));
   }
   std::vector<Chosen> chosen;
   for (size_t i = 0; i < model.size(); ++i) {
@@ -286,8 +286,8 @@ ConvertSummary quantize_model(const std::string& in_path, const std::string& out
         if (nf.total() == 0) continue;
         // Refused before the output is committed: the files under their temporary names go.
         if (opt.strict)
-          throw FormatError(model.path() + ": tensor " + quoted_name(nf.tensor) + " holds " + nonfinite_text(nf) +
-                            ", which FP8 cannot hold; --strict refuses to quantize it");
+          throw FormatError(Message(model.path(), ": tensor ", quoted_name(nf.tensor), " holds ", nonfinite_text(nf),
+                                    ", which FP8 cannot hold; ", Field{"strict"}, " refuses to quantize it"));
         summary.nonfinite.push_back(nf);
       }
     }

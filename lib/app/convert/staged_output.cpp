@@ -118,12 +118,12 @@ StagedOutput::StagedOutput(const std::string& out, OutputKind kind, bool force, 
     const std::vector<std::string> entries = present ? list_dir(out_) : std::vector<std::string>{};
     if (!entries.empty()) {
       if (!force_)
-        throw UsageError("OUT " + display_out_ + " exists and holds " + std::to_string(entries.size()) +
-                         " file(s): give --force to replace it");
+        throw UsageError(Message("OUT ", display_out_, " exists and holds ", std::to_string(entries.size()),
+                                 " file(s): give ", Field{"force"}, " to replace it"));
       for (const auto& e : entries)
         if (fs::is_directory(out_ + "/" + e))
-          throw UsageError("OUT " + display_out_ + " holds the directory '" + e +
-                           "': --force replaces only a directory of files, as convert writes; remove it yourself");
+          throw UsageError(Message("OUT ", display_out_, " holds the directory '", e, "': ", Field{"force"},
+                                   " replaces only a directory of files, as convert writes; remove it yourself"));
       for (const auto& in : inputs_)
         if (inside(stdfs::path(in), canonical_out))
           throw UsageError("OUT " + display_out_ + " holds the input " + in + ": choose another OUT");
@@ -140,7 +140,7 @@ StagedOutput::StagedOutput(const std::string& out, OutputKind kind, bool force, 
     if (present && is_dir) throw UsageError("OUT " + display_out_ + " is a directory where " + what + " is needed");
     if (present && is_input(canonical_out))
       throw UsageError("OUT " + display_out_ + " is the input file " + canonical_out.string() + ": choose another OUT");
-    if (present && !force_) throw UsageError("OUT " + display_out_ + " exists: give --force to replace it");
+    if (present && !force_) throw UsageError(Message("OUT ", display_out_, " exists: give ", Field{"force"}, " to replace it"));
     if (present && kind_ == OutputKind::index) check_index_force();
   }
 
@@ -182,8 +182,8 @@ void StagedOutput::check_index_force() {
     if (!present || is_dir) continue;
     const std::string c = canonical_or_absolute(path).string();
     if (std::find(inputs_.begin(), inputs_.end(), c) != inputs_.end())
-      throw UsageError("OUT " + display_out_ + " names the shard " + shard +
-                       ", an input file, which --force would remove: choose another OUT");
+      throw UsageError(Message("OUT ", display_out_, " names the shard ", shard, ", an input file, which ", Field{"force"},
+                               " would remove: choose another OUT"));
     old_files_.push_back(path);
   }
 }
@@ -214,7 +214,7 @@ std::string StagedOutput::stage(const std::string& name) {
       throw UsageError("output file " + final_path(name) + " is an input file: choose another OUT");
     if (present && is_dir)
       throw UsageError("output file " + final_path(name) + " is a directory: choose another OUT");
-    if (present && !force_) throw UsageError(final_path(name) + " exists: give --force to replace it");
+    if (present && !force_) throw UsageError(Message(final_path(name), " exists: give ", Field{"force"}, " to replace it"));
   }
   if (kind_ == OutputKind::directory && !fs::exists(staged_dir_, true) && ::mkdir(staged_dir_.c_str(), 0777) != 0)
     throw FormatError("cannot create " + staged_dir_ + ": " + std::strerror(errno));

@@ -90,7 +90,8 @@ model::ModelSpec step_spec(const StepFile& f, const ReplayOptions& o, std::vecto
   try {
     re = std::regex(scalar_params, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw UsageError("--scalar-params: invalid regular expression " + quoted_name(scalar_params) + ": " + e.what());
+    throw UsageError(Message(Field{"scalar_params"}, ": invalid regular expression ", quoted_name(scalar_params), ": ",
+                             e.what()));
   }
   model::ModelSpec spec;
   spec.name = "step";
@@ -114,7 +115,7 @@ model::ModelSpec step_spec(const StepFile& f, const ReplayOptions& o, std::vecto
 }
 
 ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& grads, const ReplayOptions& o) {
-  if (o.dp == 0) throw UsageError("--dp must be at least 1");
+  if (o.dp == 0) throw UsageError(Message(Field{"dp"}, " must be at least 1"));
   if (grads.size() != f.params.size()) throw InternalError("replay: one gradient per parameter expected");
   pipeline::validate_config(o.pipeline);
   std::vector<std::string> warnings;
@@ -203,8 +204,8 @@ ReplayReport replay_step(StepFile& f, const std::vector<std::vector<float>>& gra
 ReplayReport replay_step_files(const std::string& params, const std::string& grads, const std::string& out,
                                const ReplayOptions& o) {
   if (!o.force && fs::exists(out, true))
-    throw UsageError("OUT " + out + " exists" + (out == params || out == grads ? " (it is an input)" : "") +
-                     ": give --force to replace it");
+    throw UsageError(Message("OUT ", out, " exists", out == params || out == grads ? " (it is an input)" : "",
+                             ": give ", Field{"force"}, " to replace it"));
   // One step of a large model reads, steps and writes gigabytes, none of which advances a count.
   Progress progress("step", 0, o.progress && comm::launcher_rank() <= 0);
   progress.phase("reading " + params + " and " + grads);

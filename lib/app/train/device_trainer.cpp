@@ -34,14 +34,15 @@ bool device_training_built() {
 void check_device_options(const train::TrainOptions& o) {
   // What --device cuda refuses everywhere first, then what this build and host lack.
   if (o.comm != "nccl")
-    throw UsageError("--device cuda runs its ranks on the nccl communicator, not --comm " + o.comm);
+    throw UsageError(Message(Field{"device"}, " cuda runs its ranks on the nccl communicator, not ", Field{"comm"}, " ",
+                             o.comm));
   if (!device_training_built())
-    throw UsageError("--device cuda: this fpgather is built without CUDA and NCCL (configure where the CUDA toolkit "
-                     "and NCCL are found, -DFPGATHER_CUDA=AUTO or ON)");
+    throw UsageError(Message(Field{"device"}, " cuda: this fpgather is built without CUDA and NCCL (configure where the "
+                             "CUDA toolkit and NCCL are found, -DFPGATHER_CUDA=AUTO or ON)"));
   const int gpus = cuda::device_count();
   if (static_cast<int64_t>(o.dp) > gpus)
-    throw UsageError("--device cuda: --dp " + std::to_string(o.dp) + " needs " + std::to_string(o.dp) + " GPU" +
-                     (o.dp == 1 ? "" : "s") + ", this host has " + std::to_string(gpus));
+    throw UsageError(Message(Field{"device"}, " cuda: ", Field{"dp"}, " ", std::to_string(o.dp), " needs ",
+                             std::to_string(o.dp), " GPU", o.dp == 1 ? "" : "s", ", this host has ", std::to_string(gpus)));
 }
 
 model::ModelSpec device_training_spec(const train::TrainOptions& o) {

@@ -9,11 +9,11 @@
 namespace fpg::app::train {
 namespace {
 
-std::regex compile(const std::string& option, const std::string& regex) {
+std::regex compile(const std::string& field, const std::string& regex) {
   try {
     return std::regex(regex, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw UsageError(option + ": invalid regular expression " + quoted_name(regex) + ": " + e.what());
+    throw UsageError(Message(Field{field}, ": invalid regular expression ", quoted_name(regex), ": ", e.what()));
   }
 }
 
@@ -27,17 +27,19 @@ std::vector<std::string> apply_fp32_params(model::ModelSpec& spec, const std::st
   if (!keep_fp32.empty()) model::mark_keep_in_fp32(spec, keep_fp32);
   if (!fp32_matrices.empty()) {
     if (c.dist_opt != pipeline::DistOpt::layerwise)
-      throw UsageError("--fp32-matrices needs the layer-wise distributed optimizer (--optimizer muon, or "
-                       "--dist-opt layerwise): the bucketed one gathers no matrix whole");
-    if (!c.fp32_matrices) throw UsageError("--fp32-matrices " + quoted_name(fp32_matrices) + " needs pipeline.fp32_matrices set");
-    const std::regex re = compile("--fp32-matrices", fp32_matrices);
+      throw UsageError(Message(Field{"fp32_matrices"}, " needs the layer-wise distributed optimizer (", Field{"optimizer"},
+                               " muon, or ", Field{"dist_opt"}, " layerwise): the bucketed one gathers no matrix whole"));
+    if (!c.fp32_matrices)
+      throw UsageError(Message(Field{"fp32_matrices"}, " ", quoted_name(fp32_matrices), " needs pipeline.fp32_matrices set"));
+    const std::regex re = compile("fp32_matrices", fp32_matrices);
     // With fp32_matrices every fp32-kept matrix is layer-wise: one that only --keep-fp32 selects
     // would silently stay with Muon instead of going to the scalar optimizer.
     for (const model::Param& p : spec.params)
       if (p.keep_in_fp32 && is_matrix(p) && !std::regex_search(p.name, re))
-        throw UsageError("--keep-fp32 " + quoted_name(keep_fp32) + " selects the matrix " + quoted_name(p.name) + ", which --fp32-matrices '" +
-                         fp32_matrices + "' does not: with --fp32-matrices every fp32 matrix stays with the "
-                         "layer-wise optimizer; select matrices with --fp32-matrices only");
+        throw UsageError(Message(Field{"keep_fp32"}, " ", quoted_name(keep_fp32), " selects the matrix ", quoted_name(p.name),
+                                 ", which ", Field{"fp32_matrices"}, " '", fp32_matrices, "' does not: with ",
+                                 Field{"fp32_matrices"}, " every fp32 matrix stays with the layer-wise optimizer; select "
+                                 "matrices with ", Field{"fp32_matrices"}, " only"));
     size_t matched = 0;
     for (model::Param& p : spec.params) {
       if (!is_matrix(p) || !std::regex_search(p.name, re)) continue;

@@ -14,7 +14,8 @@ namespace fpg::app::train {
 
 void MetricsFile::check(const std::string& path, MetricsMode mode) {
   if (mode == MetricsMode::create && fs::exists(path, true))
-    throw UsageError(path + ": the metrics file exists: give --force to replace it (a resumed run appends to it)");
+    throw UsageError(Message(path, ": the metrics file exists: give ", Field{"force"},
+                             " to replace it (a resumed run appends to it)"));
 }
 
 MetricsFile::MetricsFile(std::string path, MetricsMode mode) : path_(std::move(path)) {

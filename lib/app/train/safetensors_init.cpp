@@ -27,25 +27,26 @@ SafetensorsInit::SafetensorsInit(const std::string& path, const model::ModelSpec
   std::set<std::string> expected;
   for (const model::Param& p : spec_.params) {
     const auto* e = model.find(p.name);
-    if (!e) throw UsageError("--init: model " + quoted_name(spec_.name) + " has a param " + quoted_name(p.name) + " " + shape_string(p.shape) +
-                             " that is not" + where);
+    if (!e)
+      throw UsageError(Message(Field{"init"}, ": model ", quoted_name(spec_.name), " has a param ", quoted_name(p.name), " ",
+                               shape_string(p.shape), " that is not", where));
     const auto& t = *e->info;
     if (t.shape != p.shape)
-      throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " has shape " + shape_string(t.shape) +
-                       "; the param's is " + shape_string(p.shape));
+      throw UsageError(Message(Field{"init"}, ": tensor ", quoted_name(p.name), where, " has shape ", shape_string(t.shape),
+                               "; the param's is ", shape_string(p.shape)));
     const TensorFiles::Entry* scale = nullptr;
     if (is_fp8(t.dtype)) {
       scale = convert::find_scale(model, p.name);
       if (!scale)
-        throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " is " + std::string(dtype_name(t.dtype)) +
-                         " without a " + quoted_name(convert::scale_name(p.name, convert::ScaleNaming::scale_inv)) + " or '" +
-                         convert::scale_name(p.name, convert::ScaleNaming::compressed_tensors) +
-                         "' tensor: its scale is unknown");
+        throw UsageError(Message(Field{"init"}, ": tensor ", quoted_name(p.name), where, " is ", dtype_name(t.dtype),
+                                 " without a ", quoted_name(convert::scale_name(p.name, convert::ScaleNaming::scale_inv)),
+                                 " or '", convert::scale_name(p.name, convert::ScaleNaming::compressed_tensors),
+                                 "' tensor: its scale is unknown"));
       convert::fp8_pair_plan(model, t, *scale->info);  // checks the scale's shape and dtype
       expected.insert(scale->info->name);
     } else if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16) {
-      throw UsageError("--init: tensor " + quoted_name(p.name) + "" + where + " is " + std::string(dtype_name(t.dtype)) +
-                       "; a param initializes from F32, BF16, F16 or FP8 with scales");
+      throw UsageError(Message(Field{"init"}, ": tensor ", quoted_name(p.name), where, " is ", dtype_name(t.dtype),
+                               "; a param initializes from F32, BF16, F16 or FP8 with scales"));
     }
     expected.insert(p.name);
     data_.push_back(e);
@@ -61,8 +62,8 @@ SafetensorsInit::SafetensorsInit(const std::string& path, const model::ModelSpec
         state = true;
     }
     if (!state)
-      throw UsageError("--init: tensor " + quoted_name(n) + "" + where + " is not a param of model '" + spec_.name +
-                       "' (is it another model?)");
+      throw UsageError(Message(Field{"init"}, ": tensor ", quoted_name(n), where, " is not a param of model '", spec_.name,
+                               "' (is it another model?)"));
   }
 }
 

@@ -26,7 +26,8 @@ model::ModelSpec training_spec(const TrainOptions& o) {
                      std::to_string(widest) + ") is more than " + std::to_string(kMaxActivationElements) +
                      " elements an activation; at most " + std::to_string(kMaxActivationElements / widest) + " rows");
   if (o.overlap_grad_reduce || o.overlap_param_gather)  // the CPU pipeline's phases run one after another
-    throw UsageError("train: --overlap-grad-reduce and --overlap-param-gather need --device cuda");
+    throw UsageError(Message("train: ", Field{"overlap_grad_reduce"}, " and ", Field{"overlap_param_gather"}, " need ",
+                             Field{"device"}, " cuda"));
   (void)comm::make_host_group(o.comm, static_cast<int>(o.dp));  // refuses nccl, threads under mpirun, …
   pipeline::validate_config(o.pipeline);
   model::ModelSpec spec = o.spec;

@@ -156,8 +156,8 @@ TrainResult run_training(const TrainOptions& o, const model::ModelSpec& spec, co
     const std::unique_ptr<TrainingRank> rank = make_rank(comm, init ? init : seeded);
     const uint64_t start = rank->resume();
     if (start > o.steps)
-      throw UsageError("train: the loaded state has taken " + std::to_string(start) + " steps, more than --steps " +
-                       std::to_string(o.steps) + " (the step count to reach)");
+      throw UsageError(Message("train: the loaded state has taken ", std::to_string(start), " steps, more than ",
+                               Field{"steps"}, " ", std::to_string(o.steps), " (the step count to reach)"));
     if (rank0) {
       first = start;
       spdlog::info("training steps {} to {} on dp {}", start, o.steps, o.dp);

@@ -1,5 +1,7 @@
 // The one exception the fpgather C++ API throws. Its kind is the exit code the fpgather command ends
-// with for the same failure (fpgather(1), EXIT STATUS), so a program can treat both alike.
+// with for the same failure (fpgather(1), EXIT STATUS), so a program can treat both alike. Its message
+// names an option by the field of the options struct that sets it ("give force to replace it"), where
+// the command says the flag ("give --force …").
 #pragma once
 
 #include <stdexcept>

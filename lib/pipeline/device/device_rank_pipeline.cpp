@@ -361,8 +361,8 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
   Impl& m = *impl_;
   m.overlap = overlap;
   if (comm.memory_space() != comm::MemorySpace::device)
-    throw UsageError("--device cuda needs the nccl communicator (the " + std::string(comm.backend()) +
-                     " communicator takes host buffers)");
+    throw UsageError(Message(Field{"device"}, " cuda needs the nccl communicator (the ", comm.backend(),
+                             " communicator takes host buffers)"));
   m.stream = comm::nccl_compute_stream(comm);
   const uint32_t dp = static_cast<uint32_t>(comm.size());
   pipeline::RankPlan plan = pipeline::plan_rank(m.spec, m.cfg, static_cast<uint32_t>(comm.rank()), dp);
