@@ -50,7 +50,9 @@ std::unique_ptr<ckpt::Checkpoint> open_showing(const std::string& path, const ch
 
 ckpt::CheckpointSummary inspect(const std::string& path, const ckpt::SummaryOptions& options) {
   ckpt::CheckpointSummary s = open_showing(path, "inspect", options.progress)->summary(options);
-  if (s.format == "fpgather") add_training(s);
+  // A run's own checkpoint (the state store's) records the run: `train --load` takes it from there.
+  const ckpt::Format* f = ckpt::builtin_formats().probe(s.path);
+  if (f && f->contents() == ckpt::Contents::training_state) add_training(s);
   return s;
 }
 
