@@ -46,7 +46,7 @@ uint64_t write_params(const ckpt::ParamSource& src, const std::vector<ckpt::Expo
   // given the whole sequence of reads first (plan_reads), so that the disk reads ahead along it.
   DcpWriteOptions wo;
   wo.io_block_bytes = static_cast<size_t>(std::max<uint64_t>(o.slab_bytes / 2, 1));
-  wo.checkpoint_id = o.checkpoint_id;
+  if (!o.checkpoint_id.empty()) wo.checkpoint_id = o.checkpoint_id;
   DcpWriter w(dir, wo);
   for (const ckpt::ExportTensor& t : tensors) {
     const TorchDType* dtype = find_torch_dtype(torch_dtype_name(t.spec.dtype));

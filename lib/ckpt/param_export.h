@@ -25,7 +25,9 @@ struct ExportTensor {
 struct ParamWriteOptions {
   uint64_t slab_bytes = 64ull << 20;  // reads of about this size; memory is a few of them
   bool objects = false;                // the source's non-tensor objects too, as stored
-  std::string checkpoint_id;           // the path the checkpoint will have, where it records one
+  // The path the checkpoint will have once in place, where the format records one and it is written
+  // elsewhere first (a staged output); empty: the directory written.
+  std::string checkpoint_id;
   bool progress = false;               // a progress bar over the bytes written
 };
 
