@@ -23,7 +23,7 @@ constexpr uint64_t kMaxReshardDp = 65536;
 
 struct ReshardArgs {
   std::string src, dst;
-  uint32_t dp = 0, tp = 0, pp = 0;
+  uint32_t dp = 0, tp = 0, pp = 0, ep = 0;
   std::string dist_opt, ckpt_layout, bucket_size, compress;
   bool pad = false, no_pad = false;
   uint64_t accumulation = 0, chunk_bytes = 0;
@@ -37,6 +37,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   t.dp = a.dp;
   t.tp = a.tp;
   t.pp = a.pp;
+  t.ep = a.ep;
   t.dist_opt = a.dist_opt;
   t.state_layout = a.ckpt_layout;
   t.compression = a.compress;
@@ -53,7 +54,7 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
                            {"accumulation", "--accumulation"}, {"compression", "--compress"},
                            {"chunk_bytes", "--chunk-bytes"},   {"megatron_form", "--to"},
                            {"dp", "--dp"},                     {"tp", "--tp"},
-                           {"pp", "--pp"}};
+                           {"pp", "--pp"},                     {"ep", "--ep"}};
   return with_flag_names(flags, [&] {
     if (!t.bucket_size.empty()) ckpt::parse_bucket_size(t.bucket_size);  // before anything is read
     install_interrupt_handlers();
@@ -102,6 +103,9 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
   integer_range(cmd->add_option("--pp", a->pp,
                                 "Megatron torch_dist: the target pipeline-parallel size, written as dp_reshardable "
                                 "(default: the source's)"), 1, 1024);
+  integer_range(cmd->add_option("--ep", a->ep,
+                                "Megatron torch_dist: the target expert-parallel size of a MoE model, written as "
+                                "dp_reshardable (default: the source's)"), 1, 1024);
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan (keys, bytes read and written, files, peak memory) only");
   cmd->callback([a, &global, &run] { run = [a, &global] { return run_reshard(*a, global); }; });
 }

@@ -14,8 +14,8 @@ model and DistributedOptimizer, steps once on other gradients so that the optimi
 (Megatron describes it for loading only then), then dist_checkpointing.load fills both from CKPT
 in the form its content metadata names. Rank 0 assembles every rank's pieces into whole tensors
 (make_megatron_fixtures.assemble) and compares them with TRUTH. Then every rank trains --steps steps
-(forward and backward at PP 1; seeded gradients at PP > 1) and rank 0 records the losses and a SHA-256
-of the whole state after them, so that two checkpoints of one state (fpgather's output and Megatron's
+(forward and backward at PP 1; seeded gradients at PP > 1 and for MoE at TP > 1) and rank 0 records
+the losses and a SHA-256 of the whole state after them, so that two checkpoints of one state (fpgather's output and Megatron's
 own save) loaded alike can be compared. OUT.json: all_equal, the tensors that differ or are missing,
 losses, state_sha256; OUT.after.safetensors: the whole state after the steps (weights, masters,
 states), for measuring how close two runs are.
@@ -58,6 +58,9 @@ def target_cfg(args):
             cfg[k] = getattr(args, k)
     if cfg["pp"] != source_pp:  # the source's uneven stages are its own; a new PP splits evenly
         cfg["first_stage_layers"] = None
+    # Megatron-Core runs MoE at TP > 1 only with sequence parallelism, which its torch norms (no
+    # Transformer Engine or Apex here) refuse: such a model steps on seeded gradients, as at PP > 1.
+    cfg["seeded_grads"] = bool(cfg["experts"]) and cfg["tp"] > 1
     if args.bucket_size is not None:
         cfg["bucket_size"] = None if args.bucket_size == "none" else int(args.bucket_size)
         cfg["overlap_grad_reduce"] = cfg["bucket_size"] is not None
@@ -121,6 +124,8 @@ def worker(args, rank, world, port):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     import gloo_one_gpu
     gloo_one_gpu.install()
+    if os.environ.get("FIXTURES_CPU_DEBUG"):
+        import cpu_debug  # noqa: F401  (development only: pretends the CPU is a GPU)
     torch.cuda.set_device(0)
     from megatron.core import dist_checkpointing, parallel_state as ps
     gloo_one_gpu.patch_megatron()

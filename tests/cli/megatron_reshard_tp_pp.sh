@@ -101,11 +101,11 @@ PY
 expect_exit 2 "${F[@]}" reshard "$M/tp2-dp1-dp_reshardable/ckpt" "$WORK/r1" --tp 3 --dp 1
 expect_in "$WORK/err" "does not split over 3 tensor-parallel ranks"
 expect_exit 2 "${F[@]}" reshard "$M/ep2-moe-dp_reshardable/ckpt" "$WORK/r2" --tp 2 --dp 1
-expect_in "$WORK/err" "MoE"
+expect_in "$WORK/err" "an expert-parallel size 2 needs a data-parallel size that is a multiple of it"
 expect_exit 2 "${F[@]}" reshard "$M/hf-llama-dp_reshardable/ckpt" "$WORK/r3" --tp 2 --dp 1
 expect_in "$WORK/err" "Megatron-LM's saved args"
 expect_exit 2 "${F[@]}" reshard "$M/tp2-dp1-dp_reshardable/ckpt" "$WORK/r4" --tp 1 --dp 1 --to fully_reshardable
-expect_in "$WORK/err" "--tp and --pp set the layout of dp_reshardable targets"
+expect_in "$WORK/err" "--tp, --pp and --ep set the layout of dp_reshardable targets"
 expect_exit 2 "${F[@]}" reshard "$M/tp2-dp1-fully_reshardable/ckpt" "$WORK/r5" --tp 1 --dp 1
 # The bucket size not given where the source's range cuts the target's buckets two ways.
 expect_exit 2 "${F[@]}" reshard "$M/tp2-dp1-dp_reshardable/ckpt" "$WORK/r6" --tp 1 --dp 1

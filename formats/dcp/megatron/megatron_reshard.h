@@ -34,8 +34,8 @@ std::optional<MegatronForm> parse_megatron_form(const std::string& name);
 
 struct MegatronReshardOptions {
   uint32_t dp = 0;
-  // Target tensor- and pipeline-parallel sizes (dp_reshardable targets; unset: the source's).
-  std::optional<uint32_t> tp, pp;
+  // Target tensor-, pipeline- and expert-parallel sizes (dp_reshardable targets; unset: the source's).
+  std::optional<uint32_t> tp, pp, ep;
   // Unset: the source's (recovered) bucket size; set to nullopt: one bucket per buffer.
   std::optional<std::optional<uint64_t>> bucket_size;
   std::optional<bool> pad_for_nccl;        // unset: the source's
