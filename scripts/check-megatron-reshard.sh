@@ -54,8 +54,9 @@ CASES=(
   # parallel: --tp/--pp into dp_reshardable. TP 2 -> 1, back 1 -> 2 (from that output), TP 1 -> 2 from
   # Megatron's own TP 1 save (PP 2), PP 2 -> 1 (also tied embeddings), TP 2 x PP 2 -> TP 1 x PP 2 x DP 2
   # (the fixtures have 2 layers: PP 4 cannot hold them) and -> TP 1 x PP 1, PP 2 (2 + 1 layers) -> PP 3
-  # (the largest PP a fixture's layers allow), TP 2 x DP 2 -> TP 1 x DP 1, TP 2 x DP 1 -> TP 1 x DP 2, and
-  # TP 2 with 1000-element buckets -> TP 1 keeping them.
+  # (the largest PP a fixture's layers allow) and its stages 2 + 1 -> 1 + 2 (uneven, as
+  # num_layers_in_first_pipeline_stage), TP 2 x DP 2 -> TP 1 x DP 1, TP 2 x DP 1 -> TP 1 x DP 2, and TP 2
+  # with 1000-element buckets -> TP 1 keeping them.
   "tp2-tp1|parallel|tp2-dp1|--tp 1 --dp 1 --bucket-size none|--tp 1"
   "tp1-tp2|parallel|@tp2-tp1|--tp 2 --dp 1 --bucket-size none|--tp 2"
   "pp2tp1-tp2|parallel|pp2-dp1|--tp 2 --dp 1|--tp 2"
@@ -64,6 +65,7 @@ CASES=(
   "tp2pp2-tp1pp2dp2|parallel|tp2pp2-dp1|--tp 1 --pp 2 --dp 2 --bucket-size none|--tp 1 --pp 2 --dp 2"
   "tp2pp2-tp1pp1|parallel|tp2pp2-dp1|--tp 1 --pp 1 --dp 1 --bucket-size none|--tp 1 --pp 1"
   "pp2x3-pp3|parallel|pp2-dp1-3layers|--pp 3 --dp 1|--pp 3"
+  "pp2x3-first1|parallel|pp2-dp1-3layers|--pp 2 --first-stage-layers 1 --dp 1|--pp 2 --first-stage-layers 1"
   "tp2dp2-tp1dp1|parallel|tp2-dp2|--tp 1 --dp 1 --bucket-size none|--tp 1 --dp 1"
   "tp2dp1-tp1dp2|parallel|tp2-dp1|--tp 1 --dp 2 --bucket-size none|--tp 1 --dp 2"
   "buckets-tp1|parallel|tp2-dp1-buckets|--tp 1 --dp 1 --bucket-size 1000|--tp 1"

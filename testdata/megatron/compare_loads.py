@@ -51,7 +51,7 @@ def main():
     known = [(x, y) for x, y in zip(la, lb) if x is not None and y is not None]
     loss_diff = max((abs(x - y) for x, y in known), default=0.0)
     if all(x is None for x in la):
-        losses = "losses: none (seeded gradients at PP > 1)"
+        losses = "losses: none (seeded gradients)"
     elif la == lb:
         losses = f"losses {la} identical"
     else:

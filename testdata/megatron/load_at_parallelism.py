@@ -3,12 +3,14 @@ Megatron-Core (megatron-core 0.19.2) at another parallelism, checks the loaded s
 source's ground truth bitwise, and trains a few more steps.
 
   python3 load_at_parallelism.py CKPT CONFIG TRUTH.safetensors OUT.json [--tp N] [--pp N] [--dp N]
-                                 [--ep N] [--bucket-size N|none] [--steps N] [--reduce-chained-common]
+                                 [--ep N] [--bucket-size N|none] [--first-stage-layers N] [--steps N]
+                                 [--reduce-chained-common]
 
 CONFIG names the PAR_CONFIGS entry the checkpoint was made from (the model); --tp/--pp/--dp/--ep the
 parallelism it is loaded at (default: the configuration's; at another PP the layers split evenly),
 --bucket-size the DDP buckets (a number: overlap_grad_reduce with that bucket size; none: one bucket
-per buffer; default: the configuration's). The world (TP x PP x DP ranks) runs as
+per buffer; default: the configuration's), --first-stage-layers the layers of the first of 2 pipeline
+stages (the last holds the rest). The world (TP x PP x DP ranks) runs as
 processes on the one GPU over gloo, as the generator runs (gloo_one_gpu.py). Each rank builds the
 model and DistributedOptimizer, steps once on other gradients so that the optimizer state exists
 (Megatron describes it for loading only then), then dist_checkpointing.load fills both from CKPT
@@ -58,6 +60,8 @@ def target_cfg(args):
             cfg[k] = getattr(args, k)
     if cfg["pp"] != source_pp:  # the source's uneven stages are its own; a new PP splits evenly
         cfg["first_stage_layers"] = None
+    if args.first_stage_layers:  # PP 2: the last stage holds the rest
+        cfg["first_stage_layers"] = args.first_stage_layers
     # Megatron-Core runs MoE at TP > 1 only with sequence parallelism, which its torch norms (no
     # Transformer Engine or Apex here) refuse: such a model steps on seeded gradients, as at PP > 1.
     cfg["seeded_grads"] = bool(cfg["experts"]) and cfg["tp"] > 1
@@ -192,6 +196,7 @@ def main():
     for k in SIZES:
         ap.add_argument("--" + k, type=int, default=0)
     ap.add_argument("--bucket-size", metavar="N|none")
+    ap.add_argument("--first-stage-layers", type=int, default=0)
     ap.add_argument("--reduce-chained-common", action="store_true")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--port", type=int, default=29700)

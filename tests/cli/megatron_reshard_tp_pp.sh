@@ -82,6 +82,31 @@ for c in "tp2pp2-dp1|--pp 1|tp2-dp1" "tp2pp2-dp1|--tp 1|pp2-dp1" "pp2-dp1|--tp 2
     fail "$name $opts: not the groups Megatron laid out at $other's sizes: $(diff "$WORK/g-megatron" "$WORK/g-ours" | head -4)"
 done
 
+# Uneven stages as Megatron's num_layers_in_first/last_pipeline_stage: 3 layers saved as 2 + 1, rewritten
+# 1 + 2 (first or last given alike), valid and equal; back to 2 + 1, Megatron's own groups.
+for opts in "--first-stage-layers 1" "--last-stage-layers 2"; do
+  out="$WORK/uneven$(echo "$opts" | tr -d ' -')"
+  expect_exit 0 "${F[@]}" reshard "$M/pp2-dp1-3layers-dp_reshardable/ckpt" "$out" --pp 2 --dp 1 $opts
+  expect_exit 0 "${F[@]}" validate --data "$out"
+  expect_in "$WORK/out" "; 0 problems"
+  expect_exit 0 "${F[@]}" diff "$out" "$M/pp2-dp1-3layers-fully_reshardable/ckpt"
+  expect_in "$WORK/out" "equal:"
+done
+groups "$WORK/unevenfirststagelayers1" >"$WORK/g-1-2" || fail "inspect of the 1 + 2 stages"
+groups "$WORK/unevenlaststagelayers2" >"$WORK/g-1-2b" || fail "inspect of the 1 + 2 stages (last given)"
+cmp -s "$WORK/g-1-2" "$WORK/g-1-2b" || fail "--first-stage-layers 1 and --last-stage-layers 2 differ at 3 layers"
+groups "$M/pp2-dp1-3layers-dp_reshardable/ckpt" >"$WORK/g-2-1" || fail "inspect of the source"
+cmp -s "$WORK/g-1-2" "$WORK/g-2-1" && fail "1 + 2 stages laid out as 2 + 1"
+expect_exit 0 "${F[@]}" reshard "$WORK/unevenfirststagelayers1" "$WORK/uneven-back" --pp 2 --dp 1 --first-stage-layers 2
+groups "$WORK/uneven-back" >"$WORK/g-back" || fail "inspect of the uneven round trip"
+cmp -s "$WORK/g-2-1" "$WORK/g-back" || fail "1 + 2 back to 2 + 1 is not Megatron's layout: $(diff "$WORK/g-2-1" "$WORK/g-back" | head -4)"
+expect_exit 2 "${F[@]}" reshard "$M/pp2-dp1-3layers-dp_reshardable/ckpt" "$WORK/r9" --pp 2 --dp 1 --first-stage-layers 1 \
+  --last-stage-layers 1
+expect_in "$WORK/err" "the first and last pipeline stages' 1 + 1 layers are not the model's 3"
+expect_exit 2 "${F[@]}" reshard "$M/tp2pp2-dp1-dp_reshardable/ckpt" "$WORK/r10" --pp 1 --dp 1 --first-stage-layers 1
+expect_in "$WORK/err" "are for several pipeline stages, not --pp 1"
+for r in r9 r10; do [ -e "$WORK/$r" ] && fail "a refused reshard wrote $r"; done
+
 # A dry run prints the plan of every new group and writes nothing.
 expect_exit 0 "${F[@]}" reshard "$M/tp2pp2-dp1-dp_reshardable/ckpt" "$WORK/plan" --tp 1 --pp 1 --dp 2 --dry-run \
   --bucket-size none

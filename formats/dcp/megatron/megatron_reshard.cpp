@@ -180,9 +180,10 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   const bool new_tp = opts.tp && *opts.tp != (sizes ? sizes->tp : params.model_tp());
   const bool new_pp = opts.pp && *opts.pp != (sizes ? sizes->pp : 1);
   const bool new_ep = opts.ep && *opts.ep != (sizes ? sizes->ep : 1);
+  const bool new_stages = opts.first_stage_layers || opts.last_stage_layers;
   if ((opts.tp && *opts.tp == 0) || (opts.pp && *opts.pp == 0) || (opts.ep && *opts.ep == 0))
     throw UsageError("tp, pp and ep must be at least 1");
-  if (new_tp || new_pp || new_ep) {
+  if (new_tp || new_pp || new_ep || new_stages) {
     if (to != MegatronForm::dp_reshardable)
       throw UsageError("tp, pp and ep set the layout of dp_reshardable targets; the fully_reshardable form is the "
                        "same at every TP x PP x EP and Megatron-Core loads it at any");
@@ -190,7 +191,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       throw UsageError(src + " is fully_reshardable: it records no bucket layout to carry to another TP x PP x EP; "
                        "Megatron-Core loads it at any TP x PP x EP as it is");
   }
-  if (new_tp || new_pp || new_ep || (buckets_rewrite && !group_rewrite))
+  if (new_tp || new_pp || new_ep || new_stages || (buckets_rewrite && !group_rewrite))
     return reshard_model_parallel(r, params, states, role_of, opts, dst);
   if (group_rewrite) return reshard_groups(r, params, states, opts, dst);
 

@@ -36,6 +36,9 @@ struct MegatronReshardOptions {
   uint32_t dp = 0;
   // Target tensor-, pipeline- and expert-parallel sizes (dp_reshardable targets; unset: the source's).
   std::optional<uint32_t> tp, pp, ep;
+  // The layers of the first and last pipeline stage, as Megatron's num_layers_in_first/last_pipeline_stage
+  // (the others split the rest evenly); unset: the source's stages at its own PP, else an even split.
+  std::optional<uint64_t> first_stage_layers, last_stage_layers;
   // Unset: the source's (recovered) bucket size; set to nullopt: one bucket per buffer.
   std::optional<std::optional<uint64_t>> bucket_size;
   std::optional<bool> pad_for_nccl;        // unset: the source's

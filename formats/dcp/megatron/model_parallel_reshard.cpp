@@ -135,13 +135,44 @@ class LocalStates {
   std::string held_state_;
 };
 
-// The layers of each of `pp` stages: the source's stages at its own PP, else an even split.
-std::vector<uint64_t> target_stages(const ParallelSizes& P, uint64_t layers, uint32_t pp, const std::string& src) {
-  if (pp == P.pp && P.stage_layers.size() == pp) return P.stage_layers;
-  if (layers % pp != 0)
-    throw UsageError(src + ": " + std::to_string(layers) + " layers do not split evenly over " + std::to_string(pp) +
-                     " pipeline stages; uneven first and last stages are not chosen for you");
-  return std::vector<uint64_t>(pp, layers / pp);
+// The layers of each of `pp` stages. With the first and/or last stage's count given, the other stages
+// split the rest evenly, as Megatron's get_num_layers_to_build does with
+// num_layers_in_first/last_pipeline_stage; otherwise the source's stages at its own PP, else an even
+// split.
+std::vector<uint64_t> target_stages(const ParallelSizes& P, uint64_t layers, uint32_t pp,
+                                    const MegatronReshardOptions& opts, const std::string& src) {
+  const std::optional<uint64_t>& first = opts.first_stage_layers;
+  const std::optional<uint64_t>& last = opts.last_stage_layers;
+  if (!first && !last) {
+    if (pp == P.pp && P.stage_layers.size() == pp) return P.stage_layers;
+    if (layers % pp != 0)
+      throw UsageError(src + ": " + std::to_string(layers) + " layers do not split evenly over " + std::to_string(pp) +
+                       " pipeline stages; give first_stage_layers and last_stage_layers as the loading run's "
+                       "num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage");
+    return std::vector<uint64_t>(pp, layers / pp);
+  }
+  if (pp < 2) throw UsageError("first_stage_layers and last_stage_layers are for several pipeline stages, not pp 1");
+  uint64_t rest = layers;
+  uint32_t left = pp;
+  for (const std::optional<uint64_t>& n : {first, last}) {
+    if (!n) continue;
+    if (*n > rest)
+      throw UsageError(src + ": " + std::to_string(layers) + " layers cannot give the first and last pipeline stages " +
+                       std::to_string(first.value_or(0)) + " and " + std::to_string(last.value_or(0)));
+    rest -= *n;
+    --left;
+  }
+  if (left == 0 && rest != 0)
+    throw UsageError(src + ": the first and last pipeline stages' " + std::to_string(*first) + " + " +
+                     std::to_string(*last) + " layers are not the model's " + std::to_string(layers));
+  if (left > 0 && rest % left != 0)
+    throw UsageError(src + ": after the first and last stages' layers, " + std::to_string(rest) + " of the " +
+                     std::to_string(layers) + " layers do not split evenly over the " + std::to_string(left) +
+                     " other pipeline stages");
+  std::vector<uint64_t> stages(pp, left ? rest / left : 0);
+  if (first) stages.front() = *first;
+  if (last) stages.back() = *last;
+  return stages;
 }
 
 // The index of the first parameter of a layer (params.size() without layers): the parameters before
@@ -264,7 +295,7 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
   const std::vector<MegatronParam>& whole = params.megatron_params();
   const std::vector<MegatronParam> cut = tensor_parallel_params(whole, P.tp, TP, P.expert_tp, ETP);
   const ParallelModel target_model(cut);
-  const std::vector<uint64_t> stages = target_stages(P, target_model.layers(), PP, r.dir());
+  const std::vector<uint64_t> stages = target_stages(P, target_model.layers(), PP, opts, r.dir());
   std::vector<TargetGroup> targets;
   uint64_t first = 0;
   for (uint32_t pp = 0; pp < PP; ++pp) {

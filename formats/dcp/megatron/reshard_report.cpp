@@ -24,6 +24,8 @@ MegatronReshardOptions options_of(const std::string& source, const ckpt::Reshard
   if (t.tp) o.tp = t.tp;
   if (t.pp) o.pp = t.pp;
   if (t.ep) o.ep = t.ep;
+  o.first_stage_layers = t.first_stage_layers;
+  o.last_stage_layers = t.last_stage_layers;
   if (!t.bucket_size.empty()) o.bucket_size = ckpt::parse_bucket_size(t.bucket_size);
   o.pad_for_nccl = t.pad_for_nccl;
   o.dry_run = t.dry_run;
