@@ -11,26 +11,6 @@ source "$(dirname "$0")/common.sh"
 M="$TESTDATA/megatron/parallel"
 F=("$FPGATHER" --no-progress)
 
-# The optimizer groups as inspect --json reports them, without paths.
-groups() {
-  "${F[@]}" --json inspect --layouts "$1" >"$WORK/groups.json" || return 1
-  python3 - "$WORK/groups.json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-def find(o):
-    if isinstance(o, dict):
-        if "groups" in o and isinstance(o["groups"], list):
-            return o["groups"]
-        for v in o.values():
-            r = find(v)
-            if r is not None:
-                return r
-    return None
-for g in find(j) or []:
-    print(json.dumps({k: g[k] for k in sorted(g) if k not in ("rank_files",)}, sort_keys=True))
-PY
-}
-
 # source, target options, the layout validate names (one group: none).
 for c in "ep2-moe|--ep 1 --dp 2 --bucket-size none|" \
          "ep2-moe|--ep 1 --dp 1 --bucket-size none|" \
@@ -61,8 +41,8 @@ done
 # There and back: EP 2 -> 1 -> 2 rebuilds Megatron's own groups (dense and expert), bucket for bucket.
 expect_exit 0 "${F[@]}" reshard "$M/ep2-moe-dp_reshardable/ckpt" "$WORK/ep1" --ep 1 --dp 2 --bucket-size none
 expect_exit 0 "${F[@]}" reshard "$WORK/ep1" "$WORK/ep2" --ep 2 --dp 2 --bucket-size none
-groups "$M/ep2-moe-dp_reshardable/ckpt" >"$WORK/g-src" || fail "inspect of the source"
-groups "$WORK/ep2" >"$WORK/g-back" || fail "inspect of the round trip"
+optimizer_groups "$M/ep2-moe-dp_reshardable/ckpt" >"$WORK/g-src" || fail "inspect of the source"
+optimizer_groups "$WORK/ep2" >"$WORK/g-back" || fail "inspect of the round trip"
 [ -s "$WORK/g-src" ] || fail "inspect --json reported no optimizer groups"
 cmp -s "$WORK/g-src" "$WORK/g-back" ||
   fail "--ep 1 then --ep 2 does not give back Megatron's groups: $(diff "$WORK/g-src" "$WORK/g-back" | head -5)"

@@ -11,27 +11,6 @@ source "$(dirname "$0")/common.sh"
 M="$TESTDATA/megatron/parallel"
 F=("$FPGATHER" --no-progress)
 
-# The optimizer groups of a checkpoint as inspect --json reports them, without paths: each group's
-# (tp, pp, dp) and per buffer its dtype and bucket sizes.
-groups() {
-  "${F[@]}" --json inspect --layouts "$1" >"$WORK/groups.json" || return 1
-  python3 - "$WORK/groups.json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-def find(o):
-    if isinstance(o, dict):
-        if "groups" in o and isinstance(o["groups"], list):
-            return o["groups"]
-        for v in o.values():
-            r = find(v)
-            if r is not None:
-                return r
-    return None
-for g in find(j) or []:
-    print(json.dumps({k: g[k] for k in sorted(g) if k not in ("rank_files",)}, sort_keys=True))
-PY
-}
-
 # The fixtures' runs: one bucket per buffer (no overlap_grad_reduce), tp2-dp1-buckets bucket_size
 # 1000; their buckets give only a range of sizes, which at other local shapes can cut differently, so
 # the run's setting is given (without it, refused: below).
@@ -62,8 +41,8 @@ for c in "tp2-dp1|--tp 1|--tp 2|none" "tp2pp2-dp1|--tp 1 --pp 1|--tp 2 --pp 2|no
   IFS='|' read -r name there back bucket <<<"$c"
   expect_exit 0 "${F[@]}" reshard "$M/$name-dp_reshardable/ckpt" "$WORK/$name-there" $there --dp 1 --bucket-size $bucket
   expect_exit 0 "${F[@]}" reshard "$WORK/$name-there" "$WORK/$name-back" $back --dp 1 --bucket-size $bucket
-  groups "$M/$name-dp_reshardable/ckpt" >"$WORK/$name-groups-src" || fail "$name: inspect of the source"
-  groups "$WORK/$name-back" >"$WORK/$name-groups-back" || fail "$name: inspect of the round trip"
+  optimizer_groups "$M/$name-dp_reshardable/ckpt" >"$WORK/$name-groups-src" || fail "$name: inspect of the source"
+  optimizer_groups "$WORK/$name-back" >"$WORK/$name-groups-back" || fail "$name: inspect of the round trip"
   [ -s "$WORK/$name-groups-src" ] || fail "$name: inspect --json reported no optimizer groups"
   cmp -s "$WORK/$name-groups-src" "$WORK/$name-groups-back" ||
     fail "$name: $there then $back does not give back Megatron's groups: $(diff "$WORK/$name-groups-src" "$WORK/$name-groups-back" | head -5)"
@@ -76,8 +55,8 @@ done
 for c in "tp2pp2-dp1|--pp 1|tp2-dp1" "tp2pp2-dp1|--tp 1|pp2-dp1" "pp2-dp1|--tp 2|tp2pp2-dp1"; do
   IFS='|' read -r name opts other <<<"$c"
   expect_exit 0 "${F[@]}" reshard "$M/$name-dp_reshardable/ckpt" "$WORK/$name-as-$other" $opts --dp 1 --bucket-size none
-  groups "$M/$other-dp_reshardable/ckpt" >"$WORK/g-megatron" || fail "inspect of $other"
-  groups "$WORK/$name-as-$other" >"$WORK/g-ours" || fail "inspect of $name $opts"
+  optimizer_groups "$M/$other-dp_reshardable/ckpt" >"$WORK/g-megatron" || fail "inspect of $other"
+  optimizer_groups "$WORK/$name-as-$other" >"$WORK/g-ours" || fail "inspect of $name $opts"
   cmp -s "$WORK/g-megatron" "$WORK/g-ours" ||
     fail "$name $opts: not the groups Megatron laid out at $other's sizes: $(diff "$WORK/g-megatron" "$WORK/g-ours" | head -4)"
 done
@@ -92,13 +71,13 @@ for opts in "--first-stage-layers 1" "--last-stage-layers 2"; do
   expect_exit 0 "${F[@]}" diff "$out" "$M/pp2-dp1-3layers-fully_reshardable/ckpt"
   expect_in "$WORK/out" "equal:"
 done
-groups "$WORK/unevenfirststagelayers1" >"$WORK/g-1-2" || fail "inspect of the 1 + 2 stages"
-groups "$WORK/unevenlaststagelayers2" >"$WORK/g-1-2b" || fail "inspect of the 1 + 2 stages (last given)"
+optimizer_groups "$WORK/unevenfirststagelayers1" >"$WORK/g-1-2" || fail "inspect of the 1 + 2 stages"
+optimizer_groups "$WORK/unevenlaststagelayers2" >"$WORK/g-1-2b" || fail "inspect of the 1 + 2 stages (last given)"
 cmp -s "$WORK/g-1-2" "$WORK/g-1-2b" || fail "--first-stage-layers 1 and --last-stage-layers 2 differ at 3 layers"
-groups "$M/pp2-dp1-3layers-dp_reshardable/ckpt" >"$WORK/g-2-1" || fail "inspect of the source"
+optimizer_groups "$M/pp2-dp1-3layers-dp_reshardable/ckpt" >"$WORK/g-2-1" || fail "inspect of the source"
 cmp -s "$WORK/g-1-2" "$WORK/g-2-1" && fail "1 + 2 stages laid out as 2 + 1"
 expect_exit 0 "${F[@]}" reshard "$WORK/unevenfirststagelayers1" "$WORK/uneven-back" --pp 2 --dp 1 --first-stage-layers 2
-groups "$WORK/uneven-back" >"$WORK/g-back" || fail "inspect of the uneven round trip"
+optimizer_groups "$WORK/uneven-back" >"$WORK/g-back" || fail "inspect of the uneven round trip"
 cmp -s "$WORK/g-2-1" "$WORK/g-back" || fail "1 + 2 back to 2 + 1 is not Megatron's layout: $(diff "$WORK/g-2-1" "$WORK/g-back" | head -4)"
 expect_exit 2 "${F[@]}" reshard "$M/pp2-dp1-3layers-dp_reshardable/ckpt" "$WORK/r9" --pp 2 --dp 1 --first-stage-layers 1 \
   --last-stage-layers 1
@@ -141,8 +120,8 @@ expect_in "$WORK/err" "give --bucket-size N or none as the Megatron run that loa
 expect_exit 0 "${F[@]}" reshard "$M/tp2-dp1-buckets-dp_reshardable/ckpt" "$WORK/buckets-range" --tp 1 --dp 1
 expect_exit 0 "${F[@]}" reshard "$M/tp2-dp1-buckets-dp_reshardable/ckpt" "$WORK/buckets-1000" --tp 1 --dp 1 \
   --bucket-size 1000
-groups "$WORK/buckets-range" | sed 's/"bucket_size": [0-9]*,//' >"$WORK/g-range" || fail "inspect of buckets-range"
-groups "$WORK/buckets-1000" | sed 's/"bucket_size": [0-9]*,//' >"$WORK/g-1000" || fail "inspect of buckets-1000"
+optimizer_groups "$WORK/buckets-range" | sed 's/"bucket_size": [0-9]*,//' >"$WORK/g-range" || fail "inspect of buckets-range"
+optimizer_groups "$WORK/buckets-1000" | sed 's/"bucket_size": [0-9]*,//' >"$WORK/g-1000" || fail "inspect of buckets-1000"
 cmp -s "$WORK/g-range" "$WORK/g-1000" || fail "the bucket-size range and the run's bucket size cut differently"
 expect_exit 2 "${F[@]}" reshard "$M/tp2pp2-dp1-dp_reshardable/ckpt" "$WORK/r7" --pp 3 --dp 1
 expect_in "$WORK/err" "layers do not split evenly over 3 pipeline stages"
