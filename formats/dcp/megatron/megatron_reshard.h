@@ -1,7 +1,7 @@
 // `fpgather reshard SRC DST --dp M` for Megatron-Core torch_dist checkpoints: the distributed
 // optimizer's state moved into the buffer layout Megatron builds for M ranks with the given bucket
 // size and padding (layout/bucketed_layout.h), written as a torch_dist checkpoint Megatron-Core loads;
-// at another TP × PP through model_parallel_reshard.h.
+// at another TP × PP × EP (and any MoE model's) through model_parallel_reshard.h.
 //
 // The source's optimizer state is read per parameter (DcpParams: dp_reshardable buckets through
 // the recovered layout, or fully_reshardable model-space keys). The target is written in either form:
