@@ -94,7 +94,7 @@ class BoxReader {
 
 // A target rank's local parameters' states, each gathered from its pieces of the whole parameter's
 // state once and held while its fragments are written (bucket_writer.h asks for them parameter by
-// parameter).
+// parameter). The buffer is reused and never zero-filled: each gather writes every byte it holds.
 class LocalStates {
  public:
   LocalStates(const DcpParams& params, const std::map<std::string, std::string>& role_of)
@@ -103,7 +103,7 @@ class LocalStates {
   // Elements [a, b) of local parameter `lp`'s state `state` (4-byte elements) into dst.
   void read(const LocalParam& lp, const std::string& state, uint64_t a, uint64_t b, uint8_t* dst) {
     if (held_param_ != &lp || held_state_ != state) gather(lp, state);
-    std::memcpy(dst, local_.data() + a * 4, (b - a) * 4);
+    std::memcpy(dst, local_.get() + a * 4, (b - a) * 4);
   }
 
   // The largest buffers held: a local parameter's state and a block of rows.
@@ -120,9 +120,14 @@ class LocalStates {
     if (boxes_.element_bytes(whole_param.name, role) != 4)
       throw FormatError(params_.describe() + ": parameter " + quoted_name(whole_param.name) + "'s " + state +
                         " is not a 4-byte state");
-    local_.resize(shape_volume(lp.local.shape) * 4);
+    held_param_ = nullptr;
+    const uint64_t bytes = shape_volume(lp.local.shape) * 4;
+    if (bytes > capacity_) {
+      local_.reset(new uint8_t[bytes]);
+      capacity_ = bytes;
+    }
     for (const LocalParam::Piece& p : lp.pieces)
-      boxes_.read(whole_param.name, role, whole_param.shape, p.box, local_.data() + p.local_start * 4);
+      boxes_.read(whole_param.name, role, whole_param.shape, p.box, local_.get() + p.local_start * 4);
     held_param_ = &lp;
     held_state_ = state;
   }
@@ -130,7 +135,8 @@ class LocalStates {
   const DcpParams& params_;
   const std::map<std::string, std::string>& role_of_;
   BoxReader boxes_;
-  std::vector<uint8_t> local_;
+  std::unique_ptr<uint8_t[]> local_;
+  uint64_t capacity_ = 0;
   const LocalParam* held_param_ = nullptr;
   std::string held_state_;
 };
