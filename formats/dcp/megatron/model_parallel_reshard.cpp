@@ -221,18 +221,63 @@ Value expert_param_groups(const Value& stored, const std::string& where) {
   return wrap_object(with_entry(state, "param_groups", Value::sequence(Value::Kind::list, std::move(marked))));
 }
 
-// The common state with its optimizer entry in the target's form: a chained optimizer's
-// {0: dense, 1: expert} or one optimizer's entry (a MoE at EP 1, where the experts join the dense
-// buffers, has one), from the source's own form.
-Value common_for(const Value& stored, bool chained, const std::string& where) {
-  const Value& cs = unwrap_object(stored, where);
-  const Value* optimizer = cs.is(Value::Kind::dict) ? cs.find("optimizer") : nullptr;
-  if (!optimizer || !optimizer->is(Value::Kind::dict)) throw FormatError(where + ": no 'optimizer' entry in the common state");
-  const std::vector<std::pair<Value, Value>>& entries = optimizer->entries();
-  const bool was_chained = !entries.empty() && entries[0].first.is(Value::Kind::integer);
-  if (was_chained == chained) return stored;
-  if (!chained) return wrap_object(with_entry(cs, "optimizer", entries[0].second));
-  return wrap_object(with_entry(cs, "optimizer", Value::dict({{Value::integer(0), *optimizer}, {Value::integer(1), *optimizer}})));
+// The sizes a resumed run has, as Megatron-LM names them in its saved args.
+struct RunSizes {
+  uint32_t tp = 1, pp = 1, dp = 1, ep = 1, etp = 1;
+  bool stages_kept = false;  // the source's stages: its uneven-stage args stand
+  std::optional<uint64_t> first_stage_layers, last_stage_layers;
+};
+
+// Megatron-LM's saved args (an argparse.Namespace) with the parallel sizes of the target run, so that
+// its load (megatron/training/checkpointing.py) finds the checkpoint's TP x PP the run's, as a
+// dp_reshardable optimizer state requires; and no_save_rng set: the source's RNG states are per
+// (PP, TP) rank of its own layout, so the resumed run seeds afresh, as with --no-load-rng. Only the
+// sizes the args hold are rewritten.
+Value with_run_sizes(const Value& args, const RunSizes& run, const std::string& where) {
+  if (!args.is(Value::Kind::object) || args.name() != "argparse.Namespace" || !args.state().is(Value::Kind::dict))
+    throw FormatError(where + ": args is " + args.repr(60) + ", not an argparse.Namespace");
+  auto integer = [](uint64_t v) { return Value::integer(static_cast<int64_t>(v)); };
+  auto maybe = [&](const std::optional<uint64_t>& v) { return v ? integer(*v) : Value(); };
+  const std::vector<std::pair<const char*, Value>> sizes = {
+      {"tensor_model_parallel_size", integer(run.tp)},
+      {"pipeline_model_parallel_size", integer(run.pp)},
+      {"data_parallel_size", integer(run.dp)},
+      {"world_size", integer(uint64_t{run.tp} * run.pp * run.dp)},
+      {"expert_model_parallel_size", integer(run.ep)},
+      {"expert_tensor_parallel_size", integer(run.etp)},
+      {"decoder_first_pipeline_num_layers", maybe(run.first_stage_layers)},
+      {"decoder_last_pipeline_num_layers", maybe(run.last_stage_layers)}};
+  Value state = args.state();
+  for (const auto& [name, value] : sizes) {
+    const std::string n = name;
+    const Value* v = state.find(n);
+    if (!v || (n == "expert_tensor_parallel_size" && v->is_none()) ||
+        (run.stages_kept && n.rfind("decoder_", 0) == 0))
+      continue;
+    state = with_entry(state, n, value);
+  }
+  state = with_entry(state, "no_save_rng", Value::boolean(true));
+  return Value::object(args.name(), args.args(), std::move(state), true);
+}
+
+// The common state for the target: a MoE's optimizer entry in the target's form (a chained
+// optimizer's {0: dense, 1: expert} or one optimizer's, as a MoE at EP 1, whose experts join the dense
+// buffers, has), from the source's own form; Megatron-LM's saved args with the target's sizes.
+Value common_for(const Value& stored, bool moe, bool chained, const RunSizes& run, const std::string& where) {
+  Value cs = unwrap_object(stored, where);
+  if (moe) {
+    const Value* optimizer = cs.is(Value::Kind::dict) ? cs.find("optimizer") : nullptr;
+    if (!optimizer || !optimizer->is(Value::Kind::dict))
+      throw FormatError(where + ": no 'optimizer' entry in the common state");
+    const std::vector<std::pair<Value, Value>>& entries = optimizer->entries();
+    const bool was_chained = !entries.empty() && entries[0].first.is(Value::Kind::integer);
+    if (was_chained && !chained) cs = with_entry(cs, "optimizer", entries[0].second);
+    if (!was_chained && chained)
+      cs = with_entry(cs, "optimizer", Value::dict({{Value::integer(0), *optimizer}, {Value::integer(1), *optimizer}}));
+  }
+  if (const Value* args = cs.is(Value::Kind::dict) ? cs.find("args") : nullptr; args && !args->is_none())
+    cs = with_entry(cs, "args", with_run_sizes(*args, run, where));
+  return wrap_object(std::move(cs));
 }
 
 // Where a parameter's piece lies in its stored key: the stacked layer axis, then the expert axis.
@@ -288,14 +333,8 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
   // At EP 1 (expert TP = TP) Megatron registers the experts as dense parameters: one optimizer, no
   // chained_N. prefix; at EP > 1 a chained dense (chained_0) and expert (chained_1) optimizer.
   const bool chained = moe && EP > 1;
-  if (const std::optional<MegatronCommonState> common = read_common_state(r);
-      common && (common->int_arg("tensor_model_parallel_size") || common->int_arg("pipeline_model_parallel_size")))
-    throw UsageError(r.dir() + " holds Megatron-LM's saved args (TP " +
-                     std::to_string(common->int_arg("tensor_model_parallel_size").value_or(1)) + ", PP " +
-                     std::to_string(common->int_arg("pipeline_model_parallel_size").value_or(1)) +
-                     "): Megatron-LM checks them against the run on a dp_reshardable load and keeps RNG state per "
-                     "model-parallel rank, which reshard --tp/--pp does not rewrite; --to fully_reshardable writes "
-                     "the form Megatron-LM loads at any TP x PP");
+  const std::optional<MegatronCommonState> common_state = read_common_state(r);
+  const bool saved_args = common_state && !common_state->args.empty();
 
   // The target ranks' local parameters.
   const std::vector<MegatronParam>& whole = params.megatron_params();
@@ -487,10 +526,10 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
       sum.chunks += n.chunks;
       sum.bytes_written += n.bytes;
       bar.advance(n.bytes);
-    } else if (moe && e.fqn.rfind(kCommonStatePrefix, 0) == 0) {
-      const Value stored = r.read_object(e);
-      const Value out = common_for(stored, chained, r.dir() + ": " + e.fqn);
-      w.rank(0).write_object(e.fqn, out);
+    } else if ((moe || saved_args) && e.fqn.rfind(kCommonStatePrefix, 0) == 0) {
+      const RunSizes run{TP, PP, DP, EP, ETP, PP == P.pp && stages == P.stage_layers, opts.first_stage_layers,
+                         opts.last_stage_layers};
+      w.rank(0).write_object(e.fqn, common_for(r.read_object(e), moe, chained, run, r.dir() + ": " + e.fqn));
     } else {
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
       w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));

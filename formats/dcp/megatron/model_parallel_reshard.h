@@ -17,10 +17,10 @@
 // their parameter lists on load. The common state's optimizer entry follows the target (chained or
 // one optimizer).
 //
-// Served: models without context parallelism, saved without Megatron-LM's args (Megatron-LM checks
-// the saved TP × PP against the run on a dp_reshardable load and keeps RNG state per model-parallel
-// rank), MoE at expert TP = TP. Memory: one local parameter's state and a block of its rows (at most
-// 64 MiB).
+// Megatron-LM's saved args take the target's sizes (its load refuses a dp_reshardable state saved at
+// another TP × PP than the run's) and no_save_rng (the saved RNG states are the old ranks': the run
+// seeds afresh). Served: models without context parallelism, MoE at expert TP = TP. Memory per
+// writer thread: one local parameter's state and a block of its rows (at most 64 MiB).
 #pragma once
 
 #include <map>
@@ -35,7 +35,7 @@ namespace fpg::dcp {
 
 // `states`: Megatron's names of the states to write ("param", "exp_avg", …), `role_of` each one's
 // role among the DcpParams tensors ("master", "exp_avg", …). UsageError for what this rewrite does
-// not serve, naming the reason (context parallelism, saved args, an axis that does not divide, layers
+// not serve, naming the reason (context parallelism, an axis that does not divide, layers
 // that do not divide over the stages, experts that do not divide over the EP ranks, a DP size EP does
 // not divide).
 MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& params,
