@@ -13,6 +13,7 @@
 #include "core/progress.h"
 #include "core/shape.h"
 #include "core/thread_pool.h"
+#include "formats/dcp/blocks_ahead.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/megatron/box_fill.h"
 #include "formats/dcp/megatron/bucket_writer.h"
@@ -233,32 +234,43 @@ class ModelSectionWriter : public ckpt::MegatronModelWriter {
       w.declare_tensor(k, *find_torch_dtype(torch_dtype_name(d.dtype)), d.shape);
     }
 
-    // Each rank's file is written by one thread, its items in order; ranks in parallel.
+    // Each rank's file is written by one thread, its items in order, their bytes read ahead by another
+    // (blocks_ahead.h); ranks in parallel.
     std::atomic<uint64_t> read{0}, written{0}, chunks{0}, objects{0};
     ThreadPool::global().parallel_for(items.size(), [&](size_t r) {
       if (items[r].empty()) return;
       DcpRankWriter& rw = w.rank(static_cast<uint32_t>(r));
-      uint64_t rank_read = 0;
+      uint64_t rank_read = 0;  // counted by the reading thread, read once it has stopped
+      std::vector<std::pair<uint64_t, FillBytes>> pieces;
       for (const Item& it : items[r]) {
-        check_interrupt();
-        if (it.param == SIZE_MAX) {
-          rw.write_object(it.key, it.object);
-          ++objects;
-          continue;
+        if (it.param == SIZE_MAX) continue;
+        const ckpt::ParamTensor& t = ts[s.params[it.param].tensor];
+        const uint64_t elem = dtype_bytes(t.dtype, 1);
+        pieces.emplace_back(elem * shape_volume(it.box.sizes),
+                            box_fill(*s.source, s.params[it.param].tensor, t.shape, it.box, elem, &rank_read));
+      }
+      {
+        BlocksAhead ahead(std::move(pieces), wo.io_block_bytes);
+        size_t piece = 0;
+        for (const Item& it : items[r]) {
+          check_interrupt();
+          if (it.param == SIZE_MAX) {
+            rw.write_object(it.key, it.object);
+            ++objects;
+            continue;
+          }
+          std::vector<uint64_t> offsets = it.prepended, sizes(it.prepended.size(), 1);
+          offsets.insert(offsets.end(), it.box.offsets.begin(), it.box.offsets.end());
+          sizes.insert(sizes.end(), it.box.sizes.begin(), it.box.sizes.end());
+          const BorrowBytes lend = ahead.item(piece++);
+          rw.write_tensor(it.key, offsets, sizes, [&](uint64_t offset, size_t size) {
+            const BorrowedBlock b = lend(offset, size);
+            bar.advance(size);
+            written += size;
+            return b;
+          });
+          ++chunks;
         }
-        const MegatronModelParam& p = s.params[it.param];
-        const ckpt::ParamTensor& t = ts[p.tensor];
-        const uint64_t elem = dtype_bytes(t.dtype, 1), bytes = elem * shape_volume(it.box.sizes);
-        std::vector<uint64_t> offsets = it.prepended, sizes(it.prepended.size(), 1);
-        offsets.insert(offsets.end(), it.box.offsets.begin(), it.box.offsets.end());
-        sizes.insert(sizes.end(), it.box.sizes.begin(), it.box.sizes.end());
-        const FillBytes fill = box_fill(*s.source, p.tensor, t.shape, it.box, elem, &rank_read);
-        rw.write_tensor(it.key, offsets, sizes, [&](uint64_t offset, void* dst, size_t size) {
-          fill(offset, dst, size);
-          bar.advance(size);
-        });
-        ++chunks;
-        written += bytes;
       }
       read += rank_read;
     });
