@@ -8,48 +8,29 @@
 #include "catch.h"
 #include "core/shape.h"
 #include "formats/dcp/megatron/box_fill.h"
+#include "tools/fake_params.h"
 
 using namespace fpg;
 using namespace fpg::dcp;
 
 namespace {
 
-// One U32 tensor whose element i holds i; counts the reads.
-class Counting : public ckpt::ParamSource {
- public:
-  explicit Counting(std::vector<uint64_t> shape) {
-    ckpt::ParamTensor t;
-    t.name = t.param = "t";
-    t.role = "weight";
-    t.dtype = DType::F32;
-    t.shape = std::move(shape);
-    tensors_.push_back(t);
-  }
-  std::string describe() const override { return "counting"; }
-  const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
-  void read(size_t, uint64_t lo, uint64_t hi, void* out) const override {
-    REQUIRE(hi <= tensors_[0].numel());
-    for (uint64_t i = lo; i < hi; ++i) {
-      const uint32_t v = static_cast<uint32_t>(i);
-      std::memcpy(static_cast<uint8_t*>(out) + 4 * (i - lo), &v, 4);
-    }
-    ++reads;
-  }
-  mutable uint64_t reads = 0;
-
- private:
-  std::vector<ckpt::ParamTensor> tensors_;
-};
+// One F32 tensor ("t", index 0) whose element i holds i.
+test::FakeParams counting(std::vector<uint64_t> shape) {
+  test::FakeParams p;
+  p.add("t", std::move(shape));
+  return p;
+}
 
 // The box's elements, row-major, by index arithmetic.
-std::vector<uint32_t> expected(const std::vector<uint64_t>& shape, const Box& b) {
-  std::vector<uint32_t> out;
+std::vector<float> expected(const std::vector<uint64_t>& shape, const Box& b) {
+  std::vector<float> out;
   std::vector<uint64_t> at(shape.size(), 0);
   const uint64_t n = shape_volume(b.sizes);
   for (uint64_t k = 0; k < n; ++k) {
     uint64_t flat = 0;
     for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + b.offsets[d] + at[d];
-    out.push_back(static_cast<uint32_t>(flat));
+    out.push_back(static_cast<float>(flat));
     for (size_t d = shape.size(); d-- > 0;) {
       if (++at[d] < b.sizes[d]) break;
       at[d] = 0;
@@ -58,10 +39,10 @@ std::vector<uint32_t> expected(const std::vector<uint64_t>& shape, const Box& b)
   return out;
 }
 
-std::vector<uint32_t> filled(const Counting& src, const Box& b, size_t block) {
+std::vector<float> filled(const test::FakeParams& src, const Box& b, size_t block) {
   const FillBytes fill = box_fill(src, 0, src.tensors()[0].shape, b, 4);
   const uint64_t bytes = 4 * shape_volume(b.sizes);
-  std::vector<uint32_t> out(shape_volume(b.sizes));
+  std::vector<float> out(shape_volume(b.sizes));
   for (uint64_t off = 0; off < bytes; off += block)
     fill(off, reinterpret_cast<uint8_t*>(out.data()) + off, static_cast<size_t>(std::min<uint64_t>(block, bytes - off)));
   return out;
@@ -86,11 +67,11 @@ TEST_CASE("box_fill: pieces along any axis, in blocks of any size") {
   for (const Case& c : cases)
     for (size_t block : {4, 12, 40, 4096}) {
       CAPTURE(shape_string(c.shape), shape_string(c.box.offsets), shape_string(c.box.sizes), block);
-      const Counting src(c.shape);
+      const test::FakeParams src = counting(c.shape);
       CHECK(filled(src, c.box, block) == expected(c.shape, c.box));
     }
   // Narrow runs close together are read as enclosing ranges: far fewer reads than runs.
-  const Counting wide({4096, 64});
+  const test::FakeParams wide = counting({4096, 64});
   const Box cols{{0, 16}, {4096, 16}};
   CHECK(filled(wide, cols, 1 << 20) == expected({4096, 64}, cols));
   CHECK(wide.reads < 16);

@@ -19,43 +19,16 @@
 #include "core/error.h"
 #include "core/float_codec.h"
 #include "core/shape.h"
+#include "tools/fake_params.h"
 
 using namespace fpg;
 using namespace fpg::app::convert;
 
 namespace {
 
-// F32 tensors whose element i of tensor t holds t * 100000 + i + 1: every element says where it came
-// from, and none is zero.
-class FakeModel : public ckpt::ParamSource {
- public:
-  void add(const std::string& name, std::vector<uint64_t> shape, DType dtype = DType::F32) {
-    ckpt::ParamTensor t;
-    t.name = t.param = name;
-    t.role = "weight";
-    t.dtype = dtype;
-    t.shape = std::move(shape);
-    tensors_.push_back(t);
-  }
-  std::string describe() const override { return "fake"; }
-  const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
-  void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override {
-    REQUIRE(hi <= tensors_[t].numel());
-    for (uint64_t i = lo; i < hi; ++i) {
-      const float v = value(t, i);
-      if (tensors_[t].dtype == DType::F32) {
-        std::memcpy(static_cast<uint8_t*>(out) + 4 * (i - lo), &v, 4);
-      } else {
-        const uint16_t h = bf16_from_float(v);
-        std::memcpy(static_cast<uint8_t*>(out) + 2 * (i - lo), &h, 2);
-      }
-    }
-  }
-  static float value(size_t t, uint64_t i) { return static_cast<float>(t * 100000 + i + 1); }
-
- private:
-  std::vector<ckpt::ParamTensor> tensors_;
-};
+// Every element nonzero: the padding reads as zeros, nothing else does.
+using FakeModel = test::FakeParams;
+constexpr uint64_t kOffset = 1;
 
 HfModelShape shape_of(HfArch arch) {
   HfModelShape s;
@@ -81,7 +54,7 @@ HfModelShape shape_of(HfArch arch) {
 
 // An HF model of the table's HF tensors.
 FakeModel hf_model(const GptHfTable& t) {
-  FakeModel m;
+  FakeModel m(kOffset);
   for (const HfTensorLink& h : t.hf) m.add(h.name, h.shape);
   return m;
 }
@@ -155,30 +128,30 @@ TEST_CASE("gpt_hf_table: an HF model to Megatron and back is itself; padding zer
         std::vector<float> got(bt.numel());
         back.read(i, 0, bt.numel(), got.data());
         for (uint64_t e = 0; e < got.size(); ++e)
-          if (got[e] != FakeModel::value(i, e)) FAIL(bt.name << " element " << e << ": " << got[e]);
+          if (got[e] != hf.value(i, e)) FAIL(bt.name << " element " << e << ": " << got[e]);
       }
       // The embedding's padding rows are zeros, its real rows the HF embedding's.
       std::vector<float> emb(s.padded_vocab * s.hidden);
       megatron.read(0, 0, emb.size(), emb.data());
-      CHECK(emb[0] == FakeModel::value(0, 0));
+      CHECK(emb[0] == hf.value(0, 0));
       for (uint64_t e = s.vocab * s.hidden; e < emb.size(); ++e) REQUIRE(emb[e] == 0.0f);
     }
   // BF16 HF tensors widen exactly; written BF16 from F32 they round to nearest even.
   const HfModelShape s = shape_of(HfArch::llama);
   const GptHfTable t = gpt_hf_table(s, MegatronLayerSpec::local);
-  FakeModel hf;
+  FakeModel hf(kOffset);
   for (const HfTensorLink& h : t.hf) hf.add(h.name, h.shape, DType::BF16);
   std::vector<std::string> notes;
   const HfMegatronView wide(hf, t, DType::F32, notes);
   std::vector<float> w(8);
   wide.read(1, 0, 8, w.data());  // decoder.layers.0.self_attention.linear_qkv.layer_norm_weight
   CHECK(wide.tensors()[1].name == "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight");
-  CHECK(w[3] == float_from_bf16(bf16_from_float(FakeModel::value(1, 3))));
+  CHECK(w[3] == float_from_bf16(bf16_from_float(hf.value(1, 3))));
   const FakeModel f32 = hf_model(t);
   const HfMegatronView narrow(f32, t, DType::BF16, notes);
   std::vector<uint16_t> b(8);
   narrow.read(1, 0, 8, b.data());
-  CHECK(b[3] == bf16_from_float(FakeModel::value(1, 3)));
+  CHECK(b[3] == bf16_from_float(f32.value(1, 3)));
 }
 
 TEST_CASE("hf_config_shape: transformers' fields and defaults; what does not fit, named") {

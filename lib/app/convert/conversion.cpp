@@ -52,6 +52,8 @@ class Conversion {
   fp8::Recipe quantize_recipe() const;
   pipeline::Fp8Config train_fp8_config() const;
   void require_directory_out(const std::string& writer, const std::string& instead) const;
+  // The architecture named by `arch`: nullopt for auto.
+  std::optional<HfArch> hf_arch_option() const;
 
   ConversionResult run_recompress();
   ConversionResult run_reencode_fp8();
@@ -133,6 +135,13 @@ void Conversion::require_directory_out(const std::string& writer, const std::str
                    (kind == OutputKind::file ? ".safetensors names one safetensors file"
                                              : ".json names a safetensors index") +
                    ": give a directory (e.g. " + dir + "), or " + instead);
+}
+
+std::optional<HfArch> Conversion::hf_arch_option() const {
+  if (a_.arch == "auto") return std::nullopt;
+  const std::optional<HfArch> arch = parse_hf_arch(a_.arch);
+  if (!arch) throw UsageError(opt("arch") + " must be auto or " + hf_arch_names() + not_(a_.arch));
+  return arch;
 }
 
 ConversionResult Conversion::run_recompress() {
@@ -219,10 +228,7 @@ ConversionResult Conversion::run_export() {
 ConversionResult Conversion::run_hf_export() {
   const auto t0 = Clock::now();
   HfExportOptions o;
-  if (a_.arch != "auto") {
-    o.arch = parse_hf_arch(a_.arch);
-    if (!o.arch) throw UsageError(opt("arch") + " must be auto or " + hf_arch_names() + not_(a_.arch));
-  }
+  o.arch = hf_arch_option();
   if (a_.dtype != "bf16" && a_.dtype != "fp32")
     throw UsageError(opt("dtype") + " of " + opt("to", "hf") + " must be bf16 or fp32" + not_(a_.dtype));
   o.fp32 = a_.dtype == "fp32";
@@ -277,10 +283,7 @@ ConversionResult Conversion::run_hf_export() {
 ConversionResult Conversion::run_hf_import() {
   const auto t0 = Clock::now();
   HfImportOptions o;
-  if (a_.arch != "auto") {
-    o.arch = parse_hf_arch(a_.arch);
-    if (!o.arch) throw UsageError(opt("arch") + " must be auto or " + hf_arch_names() + not_(a_.arch));
-  }
+  o.arch = hf_arch_option();
   const std::optional<MegatronLayerSpec> spec = parse_megatron_layer_spec(a_.layer_spec);
   if (!spec) throw UsageError(opt("layer_spec") + " must be te or local" + not_(a_.layer_spec));
   o.spec = *spec;

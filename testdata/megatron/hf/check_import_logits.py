@@ -25,9 +25,7 @@ stage's hidden states reach the last stage through the host. Needs one GPU, torc
 """
 import json
 import os
-import subprocess
 import sys
-import time
 
 import torch
 
@@ -196,27 +194,15 @@ def worker(report_path, tp, pp, ep, case, rank, world, port):
 
 
 def launch(report_path, tp, pp, ep, case, timeout=300):
+    import gloo_one_gpu
     world, port = tp * pp * ep, 29760
     log = os.path.splitext(report_path)[0]
-    procs = []
-    for r in range(world):
-        f = open(f"{log}.rank{r}.log", "w")
-        procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__), report_path, "--worker",
-                                        str(tp), str(pp), str(ep), case, str(r), str(world), str(port)],
-                                       stdout=f, stderr=subprocess.STDOUT, start_new_session=True), f))
-    t0 = time.time()
-    while any(p.poll() is None for p, _ in procs) and time.time() - t0 < timeout:
-        if any(p.poll() not in (None, 0) for p, _ in procs):
-            break
-        time.sleep(0.5)
-    for p, f in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, 9)
-        p.wait()
-        f.close()
+    codes = gloo_one_gpu.run_ranks(
+        lambda r: [sys.executable, os.path.abspath(__file__), report_path, "--worker", str(tp), str(pp), str(ep), case,
+                   str(r), str(world), str(port)], world, log, timeout)
     with open(f"{log}.rank0.log") as f:
         print("".join(l for l in f if l.startswith("rank ")), end="", flush=True)
-    if any(p.returncode != 0 for p, _ in procs) or not os.path.exists(report_path):
+    if any(codes) or not os.path.exists(report_path):
         for r in range(world):
             with open(f"{log}.rank{r}.log") as f:
                 print(f"-- rank {r}:\n" + "\n".join(f.read().splitlines()[-15:]), flush=True)
