@@ -102,6 +102,8 @@ expect_exit 0 "${F[@]}" --json convert "$H/models/qwen3" "$WORK/json" --to megat
 for s in '"operation": "import_hf"' '"padded_vocab_size": 256' '"--qk-layernorm"' '"--kv-channels 16"' '"dtype": "fp32"'; do
   expect_in "$WORK/out" "$s"
 done
+expect_exit 0 "${F[@]}" convert "$H/models/mistral" "$WORK/window" --to megatron
+expect_in "$WORK/out" "note: config.json attends through a sliding window of 4096 tokens"
 expect_exit 0 "${F[@]}" convert "$H/models/mixtral" "$WORK/mixtral-bf16-fp32" --to megatron --dtype fp32
 expect_exit 1 "${F[@]}" diff "$H/models/mixtral/megatron.safetensors" "$WORK/mixtral-bf16-fp32"
 expect_in "$WORK/out" "dtype: BF16 vs F32"

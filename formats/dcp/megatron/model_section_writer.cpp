@@ -51,7 +51,7 @@ std::string joined(const std::vector<uint64_t>& xs) {
 
 class SectionPlan {
  public:
-  SectionPlan(const MegatronModelSection& s) : s_(s) {
+  explicit SectionPlan(const MegatronModelSection& s) : s_(s) {
     if (!s.source) throw InternalError("model section: no source");
     if (s.tp == 0 || s.pp == 0 || s.ep == 0) throw UsageError("tp, pp and ep must be at least 1");
     const auto& ts = s.source->tensors();

@@ -91,6 +91,13 @@ HfImportSummary import_hf(const std::string& in, const std::string& out, const H
   for (const GptExtraState& x : table.extra_states) section.extra_states.push_back({x.layer, x.expert, x.module_key});
   sum.tensors = section.params.size();
   sum.megatron_args = megatron_lm_args(s, config, o.vocab_divisible_by, o.tp, o.pp, o.ep, o.spec == MegatronLayerSpec::te);
+  // Attention windows are a run's setting, not a weight: said, not translated.
+  const auto w = config.find("sliding_window"), use = config.find("use_sliding_window");
+  const bool windowed = use != config.end() && use->is_boolean() ? use->get<bool>()
+                                                                  : sum.arch == HfArch::mistral || sum.arch == HfArch::mixtral;
+  if (w != config.end() && w->is_number_integer() && windowed)
+    sum.notes.push_back(fmt::format("config.json attends through a sliding window of {} tokens; the Megatron-LM "
+                                    "arguments above leave attention windows to the run", w->dump()));
 
   StagedOutput staged(out, OutputKind::directory, o.force, {in, cpath});
   ckpt::MegatronModelWriteOptions wo;

@@ -14,7 +14,7 @@ rows with zeros). The rules, as Megatron-Core lays its tensors out:
   norms: input_layernorm -> self_attention.linear_qkv.layer_norm_weight, post_attention_layernorm ->
   mlp.linear_fc1.layer_norm_weight (the local spec's names);
   experts: decoder.layers.L.mlp.experts.experts.E.linear_fc1/linear_fc2.weight, router mlp.router.weight.
-Models: llama (GQA, untied), mistral (tied), qwen2 (q/k/v biases, tied, MHA), qwen3 (q/k norms,
+Models: llama (GQA, untied), mistral (tied, a sliding window), qwen2 (q/k/v biases, tied, MHA), qwen3 (q/k norms,
 head_dim 16 with hidden 32), mixtral (4 experts, top 2), qwen3_moe (layer 0 dense by mlp_only_layers,
 4 experts). Each has 2 layers, hidden 32, 4 heads, FFN 48, vocabulary 100.
 """
@@ -97,6 +97,8 @@ def make(arch, out):
               "num_attention_heads": HEADS, "num_key_value_heads": kv, "head_dim": d, "vocab_size": VOCAB,
               "intermediate_size": FFN, "tie_word_embeddings": m["tied"], "rms_norm_eps": 1e-6,
               "rope_theta": 10000.0, "max_position_embeddings": 64, "hidden_act": "silu", "torch_dtype": "bfloat16"}
+    if arch == "mistral":
+        config.update(sliding_window=4096)
     if arch == "mixtral":
         config.update(intermediate_size=MOE_FFN, num_local_experts=EXPERTS, num_experts_per_tok=2)
     if arch == "qwen3_moe":
