@@ -69,6 +69,13 @@ roundtrip pp2-dp1-tied-dp_reshardable llama 64 --pp 2
 roundtrip ep2-moe-dp_reshardable mixtral 64 --ep 2
 roundtrip tp2-dp2-dp_reshardable llama 32 --tp 2
 expect_in "$WORK/layout" "0 differ"
+# A sharded HF model (an index and its shards) imports as the single file does.
+F0=hf-qwen3-moe-dp_reshardable
+expect_exit 0 "${F[@]}" convert "$M/$F0/ckpt" "$WORK/sharded-hf" --to hf --arch qwen3_moe --hf-config "$WORK/$F0.json" \
+  --max-shard-size 20000
+[ -f "$WORK/sharded-hf/model.safetensors.index.json" ] || fail "no sharded export"
+expect_exit 0 "${F[@]}" convert "$WORK/sharded-hf" "$WORK/sharded-mg" --to megatron --layer-spec local --ep 2
+expect_exit 0 "${F[@]}" diff "$WORK/$F0-bf16-mg" "$WORK/sharded-mg"
 
 # The small models against their goldens, at TP 1 and TP 2 x PP 2 (x EP 2 with experts).
 for a in llama mistral qwen2 qwen3 mixtral qwen3_moe; do
