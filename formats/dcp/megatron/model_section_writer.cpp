@@ -164,8 +164,8 @@ class SectionPlan {
   const MegatronParam& cut(size_t param) const { return cut_.at(param); }
 
  private:
-  // Each parameter's TP pieces: Megatron's parallel linears cut at TP 1 -> tp; experts alike at expert
-  // TP = TP (tensor_parallel_params leaves expert parameters as they are, so they pass unmarked).
+  // Each parameter's TP pieces: Megatron's parallel linears cut from TP 1 into tp; experts alike, at
+  // expert TP = TP.
   void cut_params() {
     const auto& ts = s_.source->tensors();
     std::vector<MegatronParam> whole;
@@ -176,6 +176,7 @@ class SectionPlan {
       m.shape = ts[p.tensor].shape;
       m.dtype = ts[p.tensor].dtype;
       m.layer = p.layer;
+      m.expert = p.expert;
       Box all{std::vector<uint64_t>(m.shape.size(), 0), m.shape};
       if (p.gated) {
         if (m.shape.empty() || m.shape[0] % 2)
@@ -189,7 +190,7 @@ class SectionPlan {
       }
       whole.push_back(std::move(m));
     }
-    cut_ = tensor_parallel_params(whole, 1, s_.tp);
+    cut_ = tensor_parallel_params(whole, 1, s_.tp, 1, s_.tp);
   }
 
   const MegatronModelSection& s_;
