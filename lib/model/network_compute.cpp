@@ -29,6 +29,27 @@ void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, fl
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
+// Compute::bf16's rounding points (network_compute.h); in fp32 the values pass untouched.
+void round_in_place(bool bf16, float* v, int64_t n) {
+  if (!bf16) return;
+  for (int64_t i = 0; i < n; ++i) v[i] = round_to_bf16(v[i]);
+}
+
+// in, or its rounded copy in `out` under bf16.
+const float* rounded(bool bf16, const float* in, int64_t n, float* out) {
+  if (!bf16) return in;
+  for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
+  return out;
+}
+
+bool bf16_exact(const float* v, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+    const float r = round_to_bf16(v[i]);
+    if (!(r == v[i]) && !(r != r && v[i] != v[i])) return false;  // NaN: any payload is "exact"
+  }
+  return true;
+}
+
 // Param indices in network_params order.
 size_t fc1_index(uint64_t l) { return 2 + 3 * l; }
 size_t fc2_index(uint64_t l) { return 3 + 3 * l; }
@@ -117,24 +138,46 @@ void NetworkCompute::check_params(const std::vector<const float*>& params, int64
   if (batch <= 0) throw UsageError("micro-batch size must be positive");
 }
 
-void NetworkCompute::run_forward(const std::vector<const float*>& params, const float* x, int64_t batch) {
+std::vector<const float*> NetworkCompute::bf16_params(const std::vector<const float*>& params) {
+  std::vector<const float*> out(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const uint64_t n = shapes_numel_[i];
+    if (bf16_exact(params[i], n)) {
+      rounded_[i].clear();
+      out[i] = params[i];
+    } else {
+      rounded_[i].resize(n);
+      out[i] = rounded(true, params[i], int64_t(n), rounded_[i].data());
+    }
+  }
+  return out;
+}
+
+void NetworkCompute::run_forward(const std::vector<const float*>& params_in, const float* x_in, int64_t batch) {
   reserve(batch);
-  const int64_t B = batch, H = int64_t(dims_.hidden), F = int64_t(dims_.ffn);
+  const bool bf16 = compute_ == Compute::bf16;
+  if (bf16) p16_ = bf16_params(params_in);
+  const std::vector<const float*>& params = bf16 ? p16_ : params_in;
+  const int64_t B = batch, H = int64_t(dims_.hidden), F = int64_t(dims_.ffn), I = int64_t(dims_.input);
   const uint64_t L = dims_.layers;
-  gemm_nt(B, H, int64_t(dims_.input), x, params[0], 0.0f, h_.data());
+  x_ = rounded(bf16, x_in, B * I, x16_.data());
+  gemm_nt(B, H, I, x_, params[0], 0.0f, h_.data());
   for (uint64_t l = 0; l < L; ++l) {
     const float* h = h_.data() + l * B * H;
     float* normed = normed_.data() + l * B * H;
     float* scaled = scaled_.data() + l * B * H;
     rmsnorm_forward(h, params[norm_index(l)], B, H, inv_rms_.data() + l * B, normed, scaled);
+    round_in_place(bf16, scaled, B * H);
     float* fc1 = fc1_.data() + l * B * 2 * F;
     gemm_nt(B, 2 * F, H, scaled, params[fc1_index(l)], 0.0f, fc1);
+    round_in_place(bf16, fc1, B * 2 * F);
     float* act = act_.data() + l * B * F;
     for (int64_t b = 0; b < B; ++b) {
       const float* gate = fc1 + b * 2 * F;
       const float* up = gate + F;
       for (int64_t j = 0; j < F; ++j) act[b * F + j] = gate[j] * sigmoid(gate[j]) * up[j];
     }
+    round_in_place(bf16, act, B * F);
     // Residual: h_{l+1} = h_l + act·W_fc2ᵀ (beta = 1 adds onto the copy).
     float* next = h_.data() + (l + 1) * B * H;
     std::copy(h, h + B * H, next);
@@ -143,6 +186,7 @@ void NetworkCompute::run_forward(const std::vector<const float*>& params, const 
   const float* h = h_.data() + L * B * H;
   float* scaled = scaled_.data() + L * B * H;
   rmsnorm_forward(h, params[norm_index(L)], B, H, inv_rms_.data() + L * B, normed_.data() + L * B * H, scaled);
+  round_in_place(bf16, scaled, B * H);
   gemm_nt(B, int64_t(dims_.output), H, scaled, params[2 + 3 * L], 0.0f, y_.data());
 }
 
@@ -161,16 +205,14 @@ float NetworkCompute::mse(const float* target, int64_t batch, float* dy) {
 void NetworkCompute::forward(const std::vector<const float*>& params, const float* x, int64_t batch,
                              float* y) {
   check_params(params, batch);
-  if (compute_ == Compute::bf16) run_forward_bf16(params, x, batch);
-  else run_forward(params, x, batch);
+  run_forward(params, x, batch);
   std::copy(y_.begin(), y_.begin() + batch * int64_t(dims_.output), y);
 }
 
 float NetworkCompute::loss(const std::vector<const float*>& params, const float* x, const float* target,
                            int64_t batch) {
   check_params(params, batch);
-  if (compute_ == Compute::bf16) run_forward_bf16(params, x, batch);
-  else run_forward(params, x, batch);
+  run_forward(params, x, batch);
   return mse(target, batch, nullptr);
 }
 
@@ -185,21 +227,17 @@ void NetworkCompute::grad_done(const std::vector<float*>& grads, size_t i, GradM
   for (uint64_t k = 0, n = shapes_numel_[i]; k < n; ++k) g[k] += d[k];
 }
 
-float NetworkCompute::forward_backward(const std::vector<const float*>& params, const float* x,
+float NetworkCompute::forward_backward(const std::vector<const float*>& params_in, const float* x,
                                        const float* target, int64_t batch, const std::vector<float*>& grads,
                                        GradMode mode) {
-  check_params(params, batch);
-  if (grads.size() != params.size())
-    throw UsageError("the network takes " + std::to_string(params.size()) + " gradient arrays, got " +
+  check_params(params_in, batch);
+  if (grads.size() != params_in.size())
+    throw UsageError("the network takes " + std::to_string(params_in.size()) + " gradient arrays, got " +
                      std::to_string(grads.size()));
-  if (compute_ == Compute::bf16) {
-    run_forward_bf16(params, x, batch);
-    const float loss_value = mse(target, batch, dy_.data());
-    backward_bf16(p16_, batch, grads, mode);
-    return loss_value;
-  }
-  run_forward(params, x, batch);
+  run_forward(params_in, x, batch);
   const float loss_value = mse(target, batch, dy_.data());
+  const bool bf16 = compute_ == Compute::bf16;
+  const std::vector<const float*>& params = bf16 ? p16_ : params_in;  // as the forward read them
 
   const int64_t B = batch, H = int64_t(dims_.hidden), F = int64_t(dims_.ffn), O = int64_t(dims_.output);
   const uint64_t L = dims_.layers;
@@ -210,6 +248,7 @@ float NetworkCompute::forward_backward(const std::vector<const float*>& params, 
   };
 
   // Head: dW_out = dyᵀ·scaled_L, d(scaled_L) = dy·W_out; then the final norm starts dh.
+  round_in_place(bf16, dy_.data(), B * O);  // dy only feeds the two GEMMs
   const size_t out_i = 2 + 3 * L;
   gemm_tn(O, H, B, dy_.data(), scaled_.data() + L * B * H, grad_out(grads, out_i, mode));
   grad_done(grads, out_i, mode);
@@ -223,9 +262,10 @@ float NetworkCompute::forward_backward(const std::vector<const float*>& params, 
     // dh is ∂/∂h_{l+1}; the residual passes it to h_l unchanged and the block adds its share.
     const float* act = act_.data() + l * B * F;
     const float* fc1 = fc1_.data() + l * B * 2 * F;
-    gemm_tn(H, F, B, dh_.data(), act, grad_out(grads, fc2_index(l), mode));
+    const float* dh = rounded(bf16, dh_.data(), B * H, dh16_.data());  // the GEMMs' operand
+    gemm_tn(H, F, B, dh, act, grad_out(grads, fc2_index(l), mode));
     grad_done(grads, fc2_index(l), mode);
-    gemm_nn(B, F, H, dh_.data(), params[fc2_index(l)], dact_.data());
+    gemm_nn(B, F, H, dh, params[fc2_index(l)], dact_.data());
     // act = silu(gate)·up: d gate = d act·up·σ(1 + gate(1 − σ)), d up = d act·silu(gate).
     for (int64_t b = 0; b < B; ++b) {
       const float* gate = fc1 + b * 2 * F;
@@ -239,6 +279,7 @@ float NetworkCompute::forward_backward(const std::vector<const float*>& params, 
         dup[j] = da[j] * (gate[j] * s);
       }
     }
+    round_in_place(bf16, dfc1_.data(), B * 2 * F);
     const float* scaled = scaled_.data() + l * B * H;
     gemm_tn(2 * F, H, B, dfc1_.data(), scaled, grad_out(grads, fc1_index(l), mode));
     grad_done(grads, fc1_index(l), mode);
@@ -248,134 +289,9 @@ float NetworkCompute::forward_backward(const std::vector<const float*>& params, 
     store_norm_grad(norm_index(l));
   }
 
-  gemm_tn(H, int64_t(dims_.input), B, dh_.data(), x, grad_out(grads, 0, mode));
+  gemm_tn(H, int64_t(dims_.input), B, rounded(bf16, dh_.data(), B * H, dh16_.data()), x_, grad_out(grads, 0, mode));
   grad_done(grads, 0, mode);
   return loss_value;
-}
-
-// ---- Compute::bf16 (the rounding points: network_compute.h) ----------------------------------------
-
-namespace {
-
-void round_in_place(float* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) v[i] = round_to_bf16(v[i]);
-}
-
-void round_into(const float* in, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
-}
-
-bool bf16_exact(const float* v, uint64_t n) {
-  for (uint64_t i = 0; i < n; ++i) {
-    const float r = round_to_bf16(v[i]);
-    if (!(r == v[i]) && !(r != r && v[i] != v[i])) return false;  // NaN: any payload is "exact"
-  }
-  return true;
-}
-
-}  // namespace
-
-std::vector<const float*> NetworkCompute::bf16_params(const std::vector<const float*>& params) {
-  std::vector<const float*> out(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const uint64_t n = shapes_numel_[i];
-    if (bf16_exact(params[i], n)) {
-      rounded_[i].clear();
-      out[i] = params[i];
-    } else {
-      rounded_[i].resize(n);
-      round_into(params[i], int64_t(n), rounded_[i].data());
-      out[i] = rounded_[i].data();
-    }
-  }
-  return out;
-}
-
-void NetworkCompute::run_forward_bf16(const std::vector<const float*>& params, const float* x, int64_t batch) {
-  reserve(batch);
-  p16_ = bf16_params(params);
-  const std::vector<const float*>& P = p16_;
-  const int64_t B = batch, H = int64_t(dims_.hidden), F = int64_t(dims_.ffn), I = int64_t(dims_.input);
-  const uint64_t L = dims_.layers;
-  round_into(x, B * I, x16_.data());
-  gemm_nt(B, H, I, x16_.data(), P[0], 0.0f, h_.data());
-  for (uint64_t l = 0; l < L; ++l) {
-    const float* h = h_.data() + l * B * H;
-    float* scaled = scaled_.data() + l * B * H;
-    rmsnorm_forward(h, P[norm_index(l)], B, H, inv_rms_.data() + l * B, normed_.data() + l * B * H, scaled);
-    round_in_place(scaled, B * H);
-    float* fc1 = fc1_.data() + l * B * 2 * F;
-    gemm_nt(B, 2 * F, H, scaled, P[fc1_index(l)], 0.0f, fc1);
-    round_in_place(fc1, B * 2 * F);
-    float* act = act_.data() + l * B * F;
-    for (int64_t b = 0; b < B; ++b) {
-      const float* gate = fc1 + b * 2 * F;
-      const float* up = gate + F;
-      for (int64_t j = 0; j < F; ++j) act[b * F + j] = round_to_bf16(gate[j] * sigmoid(gate[j]) * up[j]);
-    }
-    float* next = h_.data() + (l + 1) * B * H;
-    std::copy(h, h + B * H, next);
-    gemm_nt(B, H, F, act, P[fc2_index(l)], 1.0f, next);
-  }
-  const float* h = h_.data() + L * B * H;
-  float* scaled = scaled_.data() + L * B * H;
-  rmsnorm_forward(h, P[norm_index(L)], B, H, inv_rms_.data() + L * B, normed_.data() + L * B * H, scaled);
-  round_in_place(scaled, B * H);
-  gemm_nt(B, int64_t(dims_.output), H, scaled, P[2 + 3 * L], 0.0f, y_.data());
-}
-
-// After run_forward_bf16 and mse (dy_ holds the fp32 loss gradient); params: the bf16 views.
-void NetworkCompute::backward_bf16(const std::vector<const float*>& params, int64_t batch,
-                                   const std::vector<float*>& grads, GradMode mode) {
-  const int64_t B = batch, H = int64_t(dims_.hidden), F = int64_t(dims_.ffn), O = int64_t(dims_.output);
-  const uint64_t L = dims_.layers;
-  auto store_norm_grad = [&](size_t i) {
-    float* g = grad_out(grads, i, mode);
-    for (int64_t j = 0; j < H; ++j) g[j] = float(dnorm_[j]);
-    grad_done(grads, i, mode);
-  };
-  round_in_place(dy_.data(), B * O);
-
-  const size_t out_i = 2 + 3 * L;
-  gemm_tn(O, H, B, dy_.data(), scaled_.data() + L * B * H, grad_out(grads, out_i, mode));
-  grad_done(grads, out_i, mode);
-  gemm_nn(B, H, O, dy_.data(), params[out_i], da_.data());
-  std::fill(dh_.begin(), dh_.begin() + B * H, 0.0f);
-  rmsnorm_backward(da_.data(), params[norm_index(L)], normed_.data() + L * B * H, inv_rms_.data() + L * B, B, H,
-                   dh_.data(), dnorm_.data());
-  store_norm_grad(norm_index(L));
-
-  for (uint64_t l = L; l-- > 0;) {
-    round_into(dh_.data(), B * H, dh16_.data());
-    const float* act = act_.data() + l * B * F;
-    const float* fc1 = fc1_.data() + l * B * 2 * F;
-    gemm_tn(H, F, B, dh16_.data(), act, grad_out(grads, fc2_index(l), mode));
-    grad_done(grads, fc2_index(l), mode);
-    gemm_nn(B, F, H, dh16_.data(), params[fc2_index(l)], dact_.data());
-    for (int64_t b = 0; b < B; ++b) {
-      const float* gate = fc1 + b * 2 * F;
-      const float* up = gate + F;
-      const float* da = dact_.data() + b * F;
-      float* dgate = dfc1_.data() + b * 2 * F;
-      float* dup = dgate + F;
-      for (int64_t j = 0; j < F; ++j) {
-        const float s = sigmoid(gate[j]);
-        dgate[j] = round_to_bf16(da[j] * up[j] * (s * (1.0f + gate[j] * (1.0f - s))));
-        dup[j] = round_to_bf16(da[j] * (gate[j] * s));
-      }
-    }
-    const float* scaled = scaled_.data() + l * B * H;
-    gemm_tn(2 * F, H, B, dfc1_.data(), scaled, grad_out(grads, fc1_index(l), mode));
-    grad_done(grads, fc1_index(l), mode);
-    gemm_nn(B, H, 2 * F, dfc1_.data(), params[fc1_index(l)], da_.data());
-    rmsnorm_backward(da_.data(), params[norm_index(l)], normed_.data() + l * B * H, inv_rms_.data() + l * B, B, H,
-                     dh_.data(), dnorm_.data());
-    store_norm_grad(norm_index(l));
-  }
-
-  round_into(dh_.data(), B * H, dh16_.data());
-  gemm_tn(H, int64_t(dims_.input), B, dh16_.data(), x16_.data(), grad_out(grads, 0, mode));
-  grad_done(grads, 0, mode);
 }
 
 std::vector<const float*> const_pointers(const std::vector<std::vector<float>>& arrays) {

@@ -65,10 +65,8 @@ class NetworkCompute {
  private:
   void check_params(const std::vector<const float*>& params, int64_t batch) const;
   void reserve(int64_t batch);
+  // Rounds where Compute::bf16 rounds (the header comment); fp32: the reference expressions alone.
   void run_forward(const std::vector<const float*>& params, const float* x, int64_t batch);
-  void run_forward_bf16(const std::vector<const float*>& params, const float* x, int64_t batch);
-  void backward_bf16(const std::vector<const float*>& params, int64_t batch, const std::vector<float*>& grads,
-                     GradMode mode);
   // Compute::bf16: params[i] when every element is bf16-exact, else a rounded copy of it.
   std::vector<const float*> bf16_params(const std::vector<const float*>& params);
   float mse(const float* target, int64_t batch, float* dy);
@@ -97,6 +95,7 @@ class NetworkCompute {
   std::vector<float> x16_, dh16_;
   std::vector<std::vector<float>> rounded_;
   std::vector<const float*> p16_;
+  const float* x_ = nullptr;  // the x the last forward read (x16_ under bf16)
 };
 
 // Pointer lists over per-parameter arrays, for the calls above.

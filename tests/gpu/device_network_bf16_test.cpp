@@ -29,25 +29,16 @@
 #include "model/network_init.h"
 #include "model/presets.h"
 #include "model/teacher_task.h"
-#include "optim_device_util.h"
+#include "device_network_util.h"
 #include "pipeline/device/device_micro_batch.h"
 #include "pipeline/device/device_network_bf16.h"
 
-using fpg_gpu_test::Dev;
-using fpg_gpu_test::mismatches;
+using namespace fpg_gpu_test;
 namespace model = fpg::model;
 
 namespace {
 
 constexpr double kTol = 1e-2;
-
-std::vector<float> normals(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> b(v.size());
@@ -60,32 +51,6 @@ std::vector<float> from_bf16(const std::vector<uint16_t>& b) {
   for (size_t i = 0; i < b.size(); ++i) v[i] = fpg::float_from_bf16(b[i]);
   return v;
 }
-
-// max |a − b| / max |b| (b the reference).
-double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-float read_float(const float* device) {
-  float v = 0;
-  FPG_CUDA_CHECK(cudaMemcpy(&v, device, sizeof(float), cudaMemcpyDeviceToHost));
-  return v;
-}
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { FPG_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-  void sync() const { FPG_CUDA_CHECK(cudaStreamSynchronize(s)); }
-};
-
-void settle() { FPG_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 // ---- LtMatmul ----
 
@@ -201,34 +166,10 @@ struct Case {
   }
 };
 
-struct Grads {
-  std::vector<std::unique_ptr<Dev<float>>> bufs;
-  explicit Grads(const Case& c) {
-    for (const auto& p : c.params) bufs.push_back(std::make_unique<Dev<float>>(std::vector<float>(p.size(), 0.0f)));
-  }
-  std::vector<float*> ptrs() const {
-    std::vector<float*> p;
-    for (const auto& b : bufs) p.push_back(b->get());
-    return p;
-  }
-  std::vector<std::vector<float>> host() const {
-    std::vector<std::vector<float>> h;
-    for (const auto& b : bufs) h.push_back(b->host());
-    return h;
-  }
-};
-
-struct Shape {
-  model::NetworkDims dims;
-  int64_t batch;
-};
-// Odd widths (unaligned rows: cuBLASLt's small-alignment kernels or the fallback), hidden above a
-// block's 256 threads and an MSE over more than the first pass's grid, no blocks at all, and a shape
-// of the real presets' kind (multiples of 64, micro-batch 32).
+// The awkward shapes (odd widths: unaligned rows, cuBLASLt's small-alignment kernels or the
+// fallback) and one of the real presets' kind (multiples of 64, micro-batch 32).
 const Shape kShapes[] = {
-    {{37, 50, 33, 2, 19}, 7},
-    {{70, 300, 130, 1, 1100}, 33},
-    {{13, 24, 9, 0, 5}, 3},
+    kAwkwardShapes[0], kAwkwardShapes[1], kAwkwardShapes[2],
     {{256, 512, 1024, 3, 256}, 32},
 };
 
@@ -271,7 +212,7 @@ TEST_CASE("device bf16 network matches the CPU's bf16 NetworkCompute", "[device-
                                               model::GradMode::overwrite);
     cpu32.forward_backward(cpu_rounded, c.x.data(), c.target.data(), c.batch, model::pointers(g32),
                            model::GradMode::overwrite);
-    Grads g(c);
+    Grads g(c.params);
     settle();
     gpu.forward_backward(c.device_params(), c.dx->get(), c.dtarget->get(), c.batch, g.ptrs(),
                          model::GradMode::overwrite, loss_dev.get() + 1);
@@ -311,7 +252,7 @@ TEST_CASE("device bf16 network: accumulate adds onto the gradient, runs repeat b
     std::vector<std::vector<std::vector<float>>> runs;
     for (int run = 0; run < 2; ++run) {  // a fresh instance each run: nothing carried over
       fpg::device::DeviceNetworkBf16 gpu(c1.dims, stream.s);
-      Grads first(c1), second(c1), acc(c1);
+      Grads first(c1.params), second(c1.params), acc(c1.params);
       settle();
       gpu.forward_backward(c1.device_params(), c1.dx->get(), c1.dtarget->get(), c1.batch, first.ptrs(),
                            model::GradMode::overwrite, nullptr);

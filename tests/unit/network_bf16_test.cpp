@@ -23,26 +23,17 @@
 #include "model/philox.h"
 #include "model/presets.h"
 #include "model/teacher_task.h"
+#include "network_test_util.h"
 
 using namespace fpg::model;
+using fpg::test::const_ptrs;
+using fpg::test::to_double;
 
 namespace {
 
 // Wide enough that a layer sums dozens of bf16 products, small enough for the fp64 reference.
 const NetworkDims kDims{24, 40, 56, 3, 16};
 constexpr int64_t kRows = 8;
-
-std::vector<std::vector<double>> to_double(const std::vector<std::vector<float>>& a) {
-  std::vector<std::vector<double>> d;
-  for (const auto& v : a) d.emplace_back(v.begin(), v.end());
-  return d;
-}
-
-std::vector<const double*> const_ptrs(const std::vector<std::vector<double>>& a) {
-  std::vector<const double*> p;
-  for (const auto& v : a) p.push_back(v.data());
-  return p;
-}
 
 // Student params (fp32 values, not bf16-exact) with the norm weights moved off 1.
 std::vector<std::vector<float>> test_params(const ModelSpec& spec) {
