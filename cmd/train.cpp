@@ -272,10 +272,10 @@ int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& 
                 static_cast<unsigned long long>(s.first_step));
     return 0;
   }
-  std::printf("trained %s (%s params) for %s on dp %u%s: %s, %s, fp8 %s, lr %g, compute %s\n", spec.name.c_str(),
+  std::printf("trained %s (%s params) for %s on dp %u%s: %s, %s, fp8 %s, lr %g%s\n", spec.name.c_str(),
               group_digits(s.params).c_str(), plural(s.steps, "step").c_str(), s.dp,
               cuda ? " (cuda)" : "", a.pipe.optimizer.c_str(), dist, fp8_label(a.pipe).c_str(), o.pipeline.lr,
-              a.compute.c_str());
+              a.compute == "fp32" ? "" : (", compute " + a.compute).c_str());
   std::printf("loss %.6f -> %.6f (%.3fx)%s\n", s.initial_loss, s.final_loss,
               s.initial_loss > 0 ? s.final_loss / s.initial_loss : 0.0,
               s.skipped ? (", " + plural(s.skipped, "skipped step")).c_str() : "");
