@@ -86,11 +86,15 @@ for what in "$@"; do
     gpu-tests-bf16)
       t0=$SECONDS
       timeout "${BF16_TESTS_TIMEOUT:-120}" $B/tests/fpgather_gpu_tests "[bf16]" >"$RES/gpu-tests-bf16.log" 2>&1
-      echo "[bf16] rc=$? ($((SECONDS - t0)) s)"; grep -E "^\[bf16\]|^\[device-train\]|FAILED|failed|passed" "$RES/gpu-tests-bf16.log" | tail -40
+      rc=$?
+      echo "[bf16] rc=$rc ($((SECONDS - t0)) s)"; grep -E "^\[bf16\]|^\[device-train\]|passed|failed" "$RES/gpu-tests-bf16.log" | tail -30
+      [ $rc -eq 0 ] || grep -v -E "^\[bf16\]|^\[device-train\]" "$RES/gpu-tests-bf16.log" | tail -80
       t0=$SECONDS
       timeout "${BF16_OTHER_TIMEOUT:-240}" $B/tests/fpgather_gpu_tests "[device-network],[device-pipeline],[device-train]" \
         >"$RES/gpu-tests-device.log" 2>&1
-      echo "[device-network],[device-pipeline],[device-train] rc=$? ($((SECONDS - t0)) s)"; tail -4 "$RES/gpu-tests-device.log" ;;
+      rc=$?
+      echo "[device-network],[device-pipeline],[device-train] rc=$rc ($((SECONDS - t0)) s)"
+      [ $rc -eq 0 ] && tail -3 "$RES/gpu-tests-device.log" || tail -60 "$RES/gpu-tests-device.log" ;;
     bench-step-bf16)
       STEPS=${STEPS:-30} WARMUP=${WARMUP:-10} RUNS=${RUNS:-amp:eager,amp:compile} COMPUTE=${COMPUTE:-fp32,bf16} \
         PYTHON=${PYTHON:-python3} bash scripts/bench-step-vs-torch.sh $B "$RES/step" ${STEP_PRESETS:-base 1b} 2>&1 |
