@@ -90,7 +90,7 @@ for what in "$@"; do
       echo "[bf16] rc=$rc ($((SECONDS - t0)) s)"; grep -E "^\[bf16\]|^\[device-train\]|passed|failed" "$RES/gpu-tests-bf16.log" | tail -30
       [ $rc -eq 0 ] || grep -v -E "^\[bf16\]|^\[device-train\]" "$RES/gpu-tests-bf16.log" | tail -80
       t0=$SECONDS
-      timeout "${BF16_OTHER_TIMEOUT:-240}" $B/tests/fpgather_gpu_tests "[device-network],[device-pipeline],[device-train]" \
+      timeout "${BF16_OTHER_TIMEOUT:-240}" $B/tests/fpgather_gpu_tests "[device-network]~[bf16],[device-pipeline]~[bf16],[device-train]~[bf16]" \
         >"$RES/gpu-tests-device.log" 2>&1
       rc=$?
       echo "[device-network],[device-pipeline],[device-train] rc=$rc ($((SECONDS - t0)) s)"
