@@ -72,6 +72,7 @@ size_t out_bytes(LtOut o) { return o == LtOut::bf16 ? 2 : 4; }
 
 struct LtMatmul::Impl {
   cudaStream_t stream = nullptr;
+  int algo_rank = 0;
   cublasLtHandle_t lt = nullptr;
   cublasHandle_t blas = nullptr;  // the fallback's, made on first use
   void* workspace = nullptr;
@@ -105,16 +106,25 @@ struct LtMatmul::Impl {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
       st = cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &aligns[i], sizeof aligns[i]);
-    cublasLtMatmulHeuristicResult_t result{};
+    // A split-K reduction must add the partial sums in fp32: never in a bf16 output's own type.
+    const uint32_t schemes = k.out == LtOut::bf16
+                                 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+                                 : uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                sizeof schemes);
+    cublasLtMatmulHeuristicResult_t results[kMaxAlgoRank + 1]{};
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+      st = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->d, p->d, pref, algo_rank + 1, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     // NOT_SUPPORTED: no algorithm for this shape and alignment; anything else is a real failure.
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
       throw_cuda("cublasLtMatmulAlgoGetHeuristic", cublasGetStatusString(st), __FILE__, __LINE__);
-    if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-      p->algo = result.algo;
+    // The heuristic's algo_rank-th choice, or its last one where it offers fewer.
+    const int pick = std::min(algo_rank, found - 1);
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0 && results[pick].state == CUBLAS_STATUS_SUCCESS) {
+      p->algo = results[pick].algo;
       p->lt = true;
     }
     return p;
@@ -137,9 +147,12 @@ struct LtMatmul::Impl {
   }
 };
 
-LtMatmul::LtMatmul(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
+LtMatmul::LtMatmul(cudaStream_t stream, int algo_rank) : impl_(std::make_unique<Impl>()) {
+  if (algo_rank < 0 || algo_rank > kMaxAlgoRank)
+    throw UsageError("LtMatmul: algo_rank must be 0.." + std::to_string(kMaxAlgoRank));
   Impl& m = *impl_;
   m.stream = stream;
+  m.algo_rank = algo_rank;
   FPG_CUBLAS_CHECK(cublasLtCreate(&m.lt));
   FPG_CUDA_CHECK(cudaMalloc(&m.workspace, kWorkspaceBytes));
 }

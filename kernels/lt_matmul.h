@@ -9,8 +9,8 @@
 // column-major [c, r], so each call runs Dᵀ = op(B)ᵀ·op(A)ᵀ with A and B swapped.
 //
 // Plans: the first call of a shape (ops, sizes, leading dimensions, output type, beta ≠ 0 and the
-// pointers' alignments) asks cuBLASLt's heuristic for its best algorithm within a 32 MiB workspace and
-// keeps it; later calls of that shape reuse it, so a run's algorithms, and its bits, never change. A
+// pointers' alignments) asks cuBLASLt's heuristic for its best algorithm within a 32 MiB workspace
+// (a split-K reduction of a bf16 output adding its partial sums in fp32) and keeps it; later calls of that shape reuse it, so a run's algorithms, and its bits, never change. A
 // shape cuBLASLt has no algorithm for runs on cublasGemmEx with the same types (counted in stats()).
 // Every cuBLAS status is checked (InternalError naming the call). One instance per stream user: it
 // owns its handles and workspace on the device current at construction. Plain C++ header.
@@ -33,7 +33,10 @@ struct LtStats {
 
 class LtMatmul {
  public:
-  explicit LtMatmul(cudaStream_t stream);
+  static constexpr int kMaxAlgoRank = 15;
+  // algo_rank: 0, the heuristic's best algorithm (what the network runs); k > 0 its k-th choice
+  // (the last it offers where fewer), for benchmarks that compare them.
+  explicit LtMatmul(cudaStream_t stream, int algo_rank = 0);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;

@@ -97,10 +97,13 @@ struct LionOp {
 // One block per chunk. Element i of the fragment is in its parameter's scalar tail (adam_math.h) when
 // i >= tail; Lion ignores it. float4 loads when every stream of the chunk is 16-byte aligned (a chunk
 // begins at a multiple of 4 elements), else a coalesced scalar loop. kOut16: fragments with out16
-// also get bf16(new param) there (8-byte stores where aligned).
+// also get bf16(new param) there (8-byte stores where aligned). grad_scale != 1: the gradient read is
+// multiplied by it first, as a separate clip pass would have stored it (x * coef, rounded once).
 template <bool kHasV, bool kOut16, typename Op>
 __global__ void __launch_bounds__(kThreads) fused_kernel(const DevFragment* __restrict__ frags,
-                                                         const Chunk* __restrict__ chunks, Op op, int vec_width) {
+                                                         const Chunk* __restrict__ chunks, Op op, int vec_width,
+                                                         float grad_scale) {
+  const bool scaled = grad_scale != 1.0f;
   const Chunk c = chunks[blockIdx.x];
   const DevFragment f = frags[c.item];
   const int64_t tail_begin = optim::adam_tail_begin(f.param_numel, vec_width) - f.param_offset;
@@ -118,7 +121,8 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const DevFragment* __re
     for (int64_t k = threadIdx.x; k < n4; k += kThreads) {
       const int64_t e = c.begin + 4 * k;
       float4 P = *reinterpret_cast<const float4*>(p + e);
-      const float4 G = __ldg(reinterpret_cast<const float4*>(g + e));
+      float4 G = __ldg(reinterpret_cast<const float4*>(g + e));
+      if (scaled) G = make_float4(G.x * grad_scale, G.y * grad_scale, G.z * grad_scale, G.w * grad_scale);
       float4 M = *reinterpret_cast<const float4*>(m + e);
       float4 V = kHasV ? *reinterpret_cast<const float4*>(v + e) : float4{0, 0, 0, 0};
       op(e + 0 >= tail_begin, P.x, G.x, M.x, V.x);
@@ -143,7 +147,7 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const DevFragment* __re
   for (int64_t e = i + threadIdx.x; e < c.end; e += kThreads) {
     float P = p[e], M = m[e];
     float& V = kHasV ? v[e] : dummy;
-    op(e >= tail_begin, P, g[e], M, V);
+    op(e >= tail_begin, P, scaled ? g[e] * grad_scale : g[e], M, V);
     p[e] = P;
     m[e] = M;
     if (kOut16 && out16) out16[e] = bf16_from_float(P);
@@ -151,35 +155,38 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const DevFragment* __re
 }
 
 template <bool kHasV, typename Op>
-void launch(const FragmentTable& t, Op op, int vec_width, cudaStream_t stream) {
+void launch(const FragmentTable& t, Op op, int vec_width, float grad_scale, cudaStream_t stream) {
   const auto& im = t.impl();
   if (im.chunks.size() == 0) return;
   const unsigned blocks = static_cast<unsigned>(im.chunks.size());
   if (im.out16)
-    fused_kernel<kHasV, true><<<blocks, kThreads, 0, stream>>>(im.frags.get(), im.chunks.get(), op, vec_width);
+    fused_kernel<kHasV, true>
+        <<<blocks, kThreads, 0, stream>>>(im.frags.get(), im.chunks.get(), op, vec_width, grad_scale);
   else
-    fused_kernel<kHasV, false><<<blocks, kThreads, 0, stream>>>(im.frags.get(), im.chunks.get(), op, vec_width);
+    fused_kernel<kHasV, false>
+        <<<blocks, kThreads, 0, stream>>>(im.frags.get(), im.chunks.get(), op, vec_width, grad_scale);
   FPG_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void adam_step(const optim::AdamHyper& h, int64_t step, const FragmentTable& table, cudaStream_t stream) {
+void adam_step(const optim::AdamHyper& h, int64_t step, const FragmentTable& table, cudaStream_t stream,
+               float grad_scale) {
   if (step < 1) throw UsageError("cuda::adam_step: step must be >= 1 (got " + std::to_string(step) + ")");
   if (h.torch_vec_width < 1) throw UsageError("cuda::adam_step: torch_vec_width must be >= 1");
   if (!table.has_exp_avg_sq()) throw UsageError("cuda::adam_step: the table was built for Lion (no exp_avg_sq)");
   const optim::AdamScalars s = optim::adam_scalars(h, step);
   if (!s.has_wd) {
-    launch<true>(table, AdamOp<false, false>{s}, h.torch_vec_width, stream);
+    launch<true>(table, AdamOp<false, false>{s}, h.torch_vec_width, grad_scale, stream);
   } else if (s.decoupled) {
-    launch<true>(table, AdamOp<true, true>{s}, h.torch_vec_width, stream);
+    launch<true>(table, AdamOp<true, true>{s}, h.torch_vec_width, grad_scale, stream);
   } else {
-    launch<true>(table, AdamOp<true, false>{s}, h.torch_vec_width, stream);
+    launch<true>(table, AdamOp<true, false>{s}, h.torch_vec_width, grad_scale, stream);
   }
 }
 
-void lion_step(const optim::LionHyper& h, const FragmentTable& table, cudaStream_t stream) {
-  launch<false>(table, LionOp{optim::lion_scalars(h)}, 1, stream);
+void lion_step(const optim::LionHyper& h, const FragmentTable& table, cudaStream_t stream, float grad_scale) {
+  launch<false>(table, LionOp{optim::lion_scalars(h)}, 1, grad_scale, stream);
 }
 
 }  // namespace fpg::cuda

@@ -49,10 +49,13 @@ class FragmentTable {
 };
 
 // One Adam/AdamW step (as optim::adam_step: `step` is the step being taken, >= 1) over the table.
-// Asynchronous on `stream`.
-void adam_step(const optim::AdamHyper& h, int64_t step, const FragmentTable& table, cudaStream_t stream);
+// Asynchronous on `stream`. grad_scale (the clip coefficient): each gradient is read as g * grad_scale,
+// the value a clip pass storing g * grad_scale would leave, so clipping costs no pass of its own; the
+// grads in memory stay unscaled.
+void adam_step(const optim::AdamHyper& h, int64_t step, const FragmentTable& table, cudaStream_t stream,
+               float grad_scale = 1.0f);
 
-// One Lion step (as optim::lion_step) over the table. Asynchronous on `stream`.
-void lion_step(const optim::LionHyper& h, const FragmentTable& table, cudaStream_t stream);
+// One Lion step (as optim::lion_step) over the table, grad_scale as adam_step's. Asynchronous on `stream`.
+void lion_step(const optim::LionHyper& h, const FragmentTable& table, cudaStream_t stream, float grad_scale = 1.0f);
 
 }  // namespace fpg::cuda

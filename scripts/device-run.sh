@@ -12,7 +12,8 @@
 # comm, optim, ...), gpu-tests-bf16 (the `--compute bf16` GPU tests, then the device network,
 # pipeline and train tests of both modes), bench-step-bf16 (scripts/bench-step-vs-torch.sh with
 # COMPUTE=fp32,bf16 against torch AMP eager and compile: STEP_PRESETS, default "base 1b"; STEPS, WARMUP,
-# RUNS), ncu-step (Nsight Compute's per-kernel times of a 2-step `train --device cuda` run, one step
+# RUNS), lt-shapes (each bf16 GEMM shape of a base and a 1b step on cuBLASLt's first eight
+# algorithms: time and bytes per second), ncu-step (Nsight Compute's per-kernel times of a 2-step `train --device cuda` run, one step
 # broken down by scripts/ncu_step_breakdown.py: NCU_MODEL, default 1b; NCU_COMPUTE, default bf16).
 # Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
 #
@@ -95,6 +96,9 @@ for what in "$@"; do
       rc=$?
       echo "[device-network],[device-pipeline],[device-train] rc=$rc ($((SECONDS - t0)) s)"
       [ $rc -eq 0 ] && tail -3 "$RES/gpu-tests-device.log" || tail -60 "$RES/gpu-tests-device.log" ;;
+    lt-shapes)
+      timeout 120 $B/tests/fpgather_gpu_tests "[.lt-shapes]" >"$RES/lt-shapes.log" 2>&1
+      echo "rc=$?"; grep -E "^\[lt-shapes\]" "$RES/lt-shapes.log" ;;
     bench-step-bf16)
       STEPS=${STEPS:-30} WARMUP=${WARMUP:-10} RUNS=${RUNS:-amp:eager,amp:compile} COMPUTE=${COMPUTE:-fp32,bf16} \
         PYTHON=${PYTHON:-python3} bash scripts/bench-step-vs-torch.sh $B "$RES/step" ${STEP_PRESETS:-base 1b} 2>&1 |

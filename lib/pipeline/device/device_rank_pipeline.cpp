@@ -89,6 +89,7 @@ struct DeviceRankPipeline::Impl final : pipeline::StepBackend {
   std::vector<comm::WorkPtr> rs_works;                  // the step's reduce-scatters
   std::vector<std::vector<comm::WorkPtr>> gather_works;  // per bucket, until waited
   ParamHooks hooks;                                      // what a hooked grad_fn calls (param_hooks())
+  float clip_coef = 1.0f;  // the step's clip of the bucketed grads, applied as the optimizer reads them
   ParamReads reads = ParamReads::complete;               // the current step's grad_fn's
 
   Impl(const model::ModelSpec& s, const pipeline::PipelineConfig& c, comm::Communicator& cm)
@@ -579,8 +580,10 @@ void DeviceRankPipeline::Impl::add_squares(pipeline::GradNorm& norm) {
   if (lw) norm.local_sum += lw->scaled_squares(norm.exponent);
 }
 
+// The bucketed grads are multiplied as the optimizer reads them (cuda::adam_step's grad_scale: the
+// same products, no pass of their own); the layer-wise part clips its own.
 void DeviceRankPipeline::Impl::clip(float coef) {
-  cuda::scale(*grads, coef, stream);
+  clip_coef = coef;
   if (lw) lw->clip(coef);
 }
 
@@ -589,8 +592,9 @@ void DeviceRankPipeline::Impl::step_optimizer() {
   pipeline::OptimizerState& st = state.bucketed;
   const pipeline::Hypers h = pipeline::make_hypers(cfg, st.kind);
   ++st.step;
-  if (st.kind == optim::OptimizerKind::lion) cuda::lion_step(h.lion, *optim, stream);
-  else cuda::adam_step(h.adam, st.step, *optim, stream);
+  if (st.kind == optim::OptimizerKind::lion) cuda::lion_step(h.lion, *optim, stream, clip_coef);
+  else cuda::adam_step(h.adam, st.step, *optim, stream, clip_coef);
+  clip_coef = 1.0f;
   if (lw) lw->step_optimizer(pipeline::make_hypers(cfg, state.layer_wise.kind));
 }
 

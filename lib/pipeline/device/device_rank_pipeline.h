@@ -13,7 +13,7 @@
 //   3. /M fused with max|g| (cuda::scale_and_max_abs, one launch); all-reduce MAX of the local max
 //      through a device scalar
 //   4. the fixed-point squares (one launch) -> 128-bit sums exchanged as on the CPU (all_gather_bytes)
-//      -> norm; clip (one launch) when the coefficient is < 1
+//      -> norm; a coefficient < 1 clips the grads as the optimizer reads them (no pass of its own)
 //   5. ONE fused optimizer launch over every owned fragment (adam, adamw, lion)
 //   6. copy-back: per owned fragment a bf16 cast or fp32 copy; FP8 through pipeline/device/device_fp8_params.h
 //      (batched amax, ONE packed all-reduce MAX, batched scales and cast; delayed update)
