@@ -56,12 +56,25 @@ __global__ void rmsnorm_backward_bf16_kernel(const float* __restrict__ dscaled, 
   }
 }
 
+// The products of 8 rows are loaded and formed first, then added in row order: the loads are in
+// flight together (a micro-batch is a few dozen rows, so the column loop is latency-bound), the sum
+// is the sequential one.
 __global__ void rmsnorm_weight_grad_bf16_kernel(const float* __restrict__ dscaled, const float* __restrict__ h,
                                                 const float* __restrict__ inv_rms, int64_t rows, int64_t width,
                                                 bool accumulate, float* __restrict__ dw) {
+  constexpr int kRows = 8;
   for (int64_t j = blockIdx.x * int64_t(kNetThreads) + threadIdx.x; j < width; j += int64_t(gridDim.x) * kNetThreads) {
     double acc = 0.0;
-    for (int64_t b = 0; b < rows; ++b) acc += double(dscaled[b * width + j]) * (h[b * width + j] * inv_rms[b]);
+    int64_t b = 0;
+    for (; b + kRows <= rows; b += kRows) {
+      double v[kRows];
+#pragma unroll
+      for (int k = 0; k < kRows; ++k)
+        v[k] = double(dscaled[(b + k) * width + j]) * (h[(b + k) * width + j] * inv_rms[b + k]);
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) acc += v[k];
+    }
+    for (; b < rows; ++b) acc += double(dscaled[b * width + j]) * (h[b * width + j] * inv_rms[b]);
     dw[j] = accumulate ? dw[j] + float(acc) : float(acc);
   }
 }

@@ -399,3 +399,31 @@ TEST_CASE("LtMatmul timings of the presets' GEMM shapes", "[.lt-shapes]") {
   cudaEventDestroy(e1);
   CHECK(true);
 }
+
+// Draws ahead (DeviceMicroBatches' `next`): the right hint, a wrong one, none; every micro-batch's inputs
+// are the CPU's, bitwise, whichever way they were drawn.
+TEST_CASE("device micro-batches drawn ahead equal the CPU's", "[device-network][bf16]") {
+  Stream stream;
+  const model::NetworkDims dims{37, 50, 33, 2, 19};
+  const model::TeacherTask task(dims, 4321, 9);
+  model::NetworkCompute cpu(dims, model::Compute::bf16);
+  fpg::device::DeviceNetworkBf16 gpu(dims, stream.s);
+  fpg::device::DeviceMicroBatches batches(task, stream.s, model::Compute::bf16);
+  const uint64_t none = fpg::device::DeviceMicroBatches::kNoNext;
+  struct Draw {
+    uint64_t index, next;
+  };
+  for (const Draw d : {Draw{0, 1}, Draw{1, 2}, Draw{2, 7}, Draw{3, 4}, Draw{4, none}, Draw{9, 10}, Draw{10, 11},
+                       Draw{11, none}}) {
+    batches.draw(d.index, gpu, d.next);
+    stream.sync();
+    std::vector<float> x(9 * dims.input), t(9 * dims.output);
+    FPG_CUDA_CHECK(cudaMemcpy(x.data(), batches.x(), x.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    FPG_CUDA_CHECK(cudaMemcpy(t.data(), batches.target(), t.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    model::MicroBatch mb;
+    task.draw(d.index, cpu, mb);
+    INFO("micro-batch " << d.index << " (next " << d.next << ")");
+    CHECK(mismatches(x, mb.x) == 0);
+    CHECK(rel_error(t, mb.target) <= kTol);
+  }
+}

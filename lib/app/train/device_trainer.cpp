@@ -83,14 +83,18 @@ class DeviceTrainingRank final : public train::TrainingRank {
       reads.on_grad_ready = nullptr;
       for (uint64_t a = 0; a < A; ++a) {
         const uint64_t index = model::micro_batch_index(t, N, rank, A, a);
+        // The micro-batch after this one, whose inputs are drawn on the host while this one runs.
+        const uint64_t next = a + 1 < A              ? index + 1
+                              : t + 1 < o_.steps ? model::micro_batch_index(t + 1, N, rank, A, 0)
+                                                 : device::DeviceMicroBatches::kNoNext;
         const model::GradMode mode = a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate;
         const device::ParamHooks* h = a + 1 == A ? &hooks : &reads;
         if (net16_) {  // bf16: the pipeline hands the network its bf16 views (params is empty)
-          batches_->draw(index, *net16_);
+          batches_->draw(index, *net16_, next);
           net16_->forward_backward(pipe_.bf16_params(), batches_->x(), batches_->target(), batches_->rows(), grads,
                                    mode, losses_.as<float>() + a, h);
         } else {
-          batches_->draw(index, *net_);
+          batches_->draw(index, *net_, next);
           net_->forward_backward(params, batches_->x(), batches_->target(), batches_->rows(), grads, mode,
                                  losses_.as<float>() + a, h);
         }

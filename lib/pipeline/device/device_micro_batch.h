@@ -29,12 +29,17 @@ class DeviceMicroBatches {
   DeviceMicroBatches(const DeviceMicroBatches&) = delete;
   DeviceMicroBatches& operator=(const DeviceMicroBatches&) = delete;
 
+  static constexpr uint64_t kNoNext = UINT64_MAX;
+
   // Micro-batch `index` into x() and target(), enqueued on net.stream() (net: this rank's network
   // of the task's dims; its scratch is reused for the teacher's forward). The previous micro-batch's
   // buffers are overwritten in stream order, so work enqueued before on that stream still sees them.
-  void draw(uint64_t index, DeviceNetwork& net);
+  // next: the micro-batch the caller draws after this one, whose inputs a thread of this instance
+  // draws on the host meanwhile (a 1b micro-batch's inputs take about 1.5 ms of one core, which the
+  // device would otherwise wait for); a later draw of another index draws its own. The same values.
+  void draw(uint64_t index, DeviceNetwork& net, uint64_t next = kNoNext);
   // The same for Compute::bf16 (the instance must have been made for it, and the fp32 draw for fp32).
-  void draw(uint64_t index, DeviceNetworkBf16& net);
+  void draw(uint64_t index, DeviceNetworkBf16& net, uint64_t next = kNoNext);
 
   int64_t rows() const;
   const float* x() const;       // device [rows, input]
@@ -42,7 +47,7 @@ class DeviceMicroBatches {
 
  private:
   // The inputs of micro-batch `index` into x(), enqueued on `stream`.
-  void upload_inputs(uint64_t index, const model::NetworkDims& dims, cudaStream_t stream);
+  void upload_inputs(uint64_t index, const model::NetworkDims& dims, cudaStream_t stream, uint64_t next);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
