@@ -106,7 +106,8 @@ struct LtMatmul::Impl {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
       st = cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &aligns[i], sizeof aligns[i]);
-    // A split-K reduction must add the partial sums in fp32: never in a bf16 output's own type.
+    // A split-K reduction adds the partial sums in fp32, never in a bf16 output's own type (which
+    // would round each partial sum).
     const uint32_t schemes = k.out == LtOut::bf16
                                  ? uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
                                  : uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK);
