@@ -9,7 +9,10 @@
 # (scripts/bench-dcp.sh), bench-ckpt-dcp (scripts/bench_ckpt_dcp.py:
 # checkpoint save/load against torch DCP; CKPT_CASES, DCP_THREADS, CKPT_REPS), train-cuda (tiny GPU vs CPU loss
 # curves, 1b --dp 2 step time; needs 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh:
-# comm, optim, ...), gpu-tests-bf16 (the `--compute bf16` GPU tests, then the device network,
+# comm, optim, ...), megatron-reshard (scripts/check-megatron-reshard.sh: Megatron-Core loads fpgather's
+# reshards at new TP/PP/EP/DP; ONLY, JOBS; the fpgather_cli target is enough), bench-megatron
+# (scripts/bench-megatron.sh: RESHARD, ROUNDS, EXPORT_LAYERS, SKIP_INDEX, SKIP_EXPORT),
+# gpu-tests-bf16 (the `--compute bf16` GPU tests, then the device network,
 # pipeline and train tests of both modes), bench-step-bf16 (scripts/bench-step-vs-torch.sh with
 # COMPUTE=fp32,bf16 against torch AMP eager and compile: STEP_PRESETS, default "base 1b"; STEPS, WARMUP,
 # RUNS), lt-shapes (each bf16 GEMM shape of a base and a 1b step on cuBLASLt's first eight
@@ -84,6 +87,11 @@ for what in "$@"; do
         echo "tiny $dev: $(grep -E '"(initial_loss|final_loss|step_time_ms)"' "$RES/train-tiny-$dev.json" | tr -d ' \n')"
       done
       $B/fpgather --no-progress --json train --model 1b --device cuda --dp 2 --steps 5 2>&1 | tee "$RES/train-1b-cuda.json" ;;
+    megatron-reshard)
+      bash scripts/check-megatron-reshard.sh $B/fpgather "$RES/megatron-reshard" 2>&1 | tee "$RES/megatron-reshard.txt" ;;
+    bench-megatron)
+      FPGATHER=$B/fpgather bash scripts/bench-megatron.sh "$(mktemp -u "${BENCH_DIR:-/tmp}/bench-megatron-XXXX")" 2>&1 |
+        tee "$RES/bench-megatron.txt" ;;
     gpu-tests-bf16)
       t0=$SECONDS
       timeout "${BF16_TESTS_TIMEOUT:-120}" $B/tests/fpgather_gpu_tests "[bf16]" >"$RES/gpu-tests-bf16.log" 2>&1
