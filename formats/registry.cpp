@@ -3,9 +3,11 @@
 // new format joins ("Adding a format"): fpgather's own and DCP directories are told by the file that
 // makes them one (index.h5 or latest, .metadata); safetensors comes last, as it takes any file.
 #include "ckpt/format_registry.h"
+#include "ckpt/megatron_model_writer.h"
 #include "ckpt/state_store.h"
 #include "core/tensor_file.h"
 #include "formats/dcp/checkpoint.h"
+#include "formats/dcp/megatron/model_section_writer.h"
 #include "formats/fpckpt/checkpoint.h"
 #include "formats/fpckpt/state_store.h"
 #include "formats/safetensors/checkpoint.h"
@@ -29,6 +31,11 @@ std::unique_ptr<Checkpoint> open_checkpoint(const std::string& path) { return bu
 const StateStore& state_store() {
   static const std::unique_ptr<StateStore> store = fpckpt::make_state_store();
   return *store;
+}
+
+const MegatronModelWriter& megatron_model_writer() {
+  static const std::unique_ptr<MegatronModelWriter> writer = dcp::make_model_section_writer();
+  return *writer;
 }
 
 }  // namespace fpg::ckpt

@@ -1,6 +1,6 @@
 // Which files `fpgather convert` writes for a safetensors model, and which input tensors go to which.
 //
-// IN is a .safetensors file, an index (*.json) or a directory holding one (formats/safetensors/model.h).
+// IN is a .safetensors file, an index (*.json) or a directory holding one (core/tensor_file.h, TensorFileFormat::open).
 // OUT names the output (app/convert/staged_output.h for how it is put in place):
 //   - a path ending in ".safetensors": one file holding every tensor (a sharded IN is consolidated);
 //   - a path ending in ".json": an index; each input shard becomes an output shard of the same file
