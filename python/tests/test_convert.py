@@ -192,7 +192,7 @@ def test_nonfinite_values_warn_or_with_strict_refuse(tmp_path, fpgather_cli):
                               "--include", ".", "--strict")
     with pytest.raises(fpgather.FormatError) as e:
         fpgather.convert(src, tmp_path / "strict.safetensors", fp8="tensorwise", include=".", strict=True)
-    assert rc == 3 and err.strip() == f"fpgather: error: {e.value}"
+    assert rc == 3 and cli_message_as_python(err.strip()) == f"fpgather: error: {e.value}"
     assert not os.path.exists(tmp_path / "strict.safetensors")
 
 
