@@ -57,7 +57,7 @@ class PickleDocument {
   // whatever a consumer builds from the document (shared values each time they are unfolded).
   DecodeBudget& budget() const { return *budget_; }
 
-  Kind kind(Ref r) const { return nodes_[r].kind; }
+  Kind kind(Ref r) const { return node(r).kind; }
   bool as_bool(Ref r) const { return bits(r) != 0; }
   int64_t as_int(Ref r) const { return static_cast<int64_t>(bits(r)); }
   double as_float(Ref r) const {
@@ -67,15 +67,15 @@ class PickleDocument {
     return f;
   }
   // str, bytes and bytearray: the text; global: "module.name"; object: its class or function's name.
-  const std::string& text(Ref r) const { return strings_[nodes_[r].text]; }
+  const std::string& text(Ref r) const { return strings_[node(r).text]; }
   // An id of the text: nodes with equal ids have equal text (objects share their class's), though
   // equal text may come with distinct ids. Lets a decoder recognise a class name once, not per object.
-  uint32_t text_id(Ref r) const { return nodes_[r].text; }
-  GlobalRole role(Ref r) const { return static_cast<GlobalRole>(nodes_[r].role); }
+  uint32_t text_id(Ref r) const { return node(r).text; }
+  GlobalRole role(Ref r) const { return static_cast<GlobalRole>(node(r).role); }
 
   // tuple, list, set, frozenset: element count; dict: entry count.
   size_t size(Ref r) const {
-    const Node& n = nodes_[r];
+    const Node& n = node(r);
     switch (n.kind) {
       case Kind::tuple:
       case Kind::frozenset:
@@ -91,13 +91,13 @@ class PickleDocument {
   // dict: the value of the last entry whose key is the str `key`.
   std::optional<Ref> find(Ref dict, std::string_view key) const;
   // object: its argument tuple; its BUILD state, if any.
-  Ref args(Ref obj) const { return nodes_[obj].a; }
+  Ref args(Ref obj) const { return node(obj).a; }
   std::optional<Ref> state(Ref obj) const {
-    if (!nodes_[obj].has_state) return std::nullopt;
-    return nodes_[obj].b;
+    if (!node(obj).has_state) return std::nullopt;
+    return node(obj).b;
   }
   // persistent_id: the id value.
-  Ref persistent_id(Ref r) const { return nodes_[r].a; }
+  Ref persistent_id(Ref r) const { return node(r).a; }
 
   // The Python type name of a node for messages: "int", "tuple", "torch.Size", ...
   std::string type_name(Ref r) const;
@@ -124,8 +124,22 @@ class PickleDocument {
     Ref a = 0;
     Ref b = 0;
   };
-  uint64_t bits(Ref r) const { return uint64_t{nodes_[r].b} << 32 | nodes_[r].a; }
-  const Ref* kids(Ref r) const { return pool_.data() + nodes_[r].a; }
+  // An int in [0, kImmediateEnd) is not a node: its Ref is kImmediate | value (Python pickles
+  // lengths, offsets and sizes as such ints; a node each would be most of a .metadata's document).
+  static constexpr Ref kImmediate = Ref{1} << 31;
+  static constexpr Ref kImmediateEnd = kImmediate - 1;  // kImmediate | value stays below the machine's "unset"
+  static bool immediate(Ref r) { return r & kImmediate; }
+  // What an immediate int reads as where a node is asked for: an int, no text, no children.
+  static const Node& immediate_node() {
+    static const Node n{Kind::integer, 0, 0, 0, 0, 0};
+    return n;
+  }
+  const Node& node(Ref r) const { return immediate(r) ? immediate_node() : nodes_[r]; }
+  uint64_t bits(Ref r) const {
+    if (immediate(r)) return r & ~kImmediate;
+    return uint64_t{nodes_[r].b} << 32 | nodes_[r].a;
+  }
+  const Ref* kids(Ref r) const { return pool_.data() + node(r).a; }
   std::string file_;
   PickleLimits limits_;
   std::vector<Node> nodes_;
