@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "core/units.h"
 #include "formats/safetensors/format.h"
 
@@ -71,13 +72,24 @@ class Path {
 class StorageIndex {
  public:
   StorageIndex(const std::vector<StorageEntry>& storage, uint64_t* duplicates) : storage_(storage) {
-    // Each group's entries, in file order: chunked (with offsets) and unchunked (bytes items).
+    // Each group's entries, in file order: chunked (with offsets) and unchunked (bytes items). The
+    // entries of one key share its name's allocation (the decoder makes one per name), found by
+    // address before the name is hashed.
     uint32_t group = 0;
+    std::unordered_map<const std::string*, uint32_t> by_name;
+    const std::string* last = nullptr;
     for (size_t i = 0; i < storage.size(); ++i) {
-      const std::string_view fqn = storage[i].fqn;
-      if (i == 0 || storage[i].fqn != storage[i - 1].fqn) {
-        group = by_fqn_.emplace(fqn, static_cast<uint32_t>(groups_.size())).first->second;
-        if (group == groups_.size()) groups_.emplace_back();
+      const std::string* name = &storage[i].fqn.str();
+      if (name != last) {
+        const auto known = by_name.find(name);
+        if (known != by_name.end()) {
+          group = known->second;
+        } else {
+          group = by_fqn_.try_emplace(*name, static_cast<uint32_t>(groups_.size())).first->second;
+          if (group == groups_.size()) groups_.emplace_back();
+          by_name.emplace(name, group);
+        }
+        last = name;
       }
       Group& g = groups_[group];
       (storage[i].chunk_offsets ? g.chunked : g.unchunked).push_back(static_cast<uint32_t>(i));
@@ -121,7 +133,7 @@ class StorageIndex {
         continue;
       }
       const auto it = std::lower_bound(g->chunked.begin(), g->chunked.end(), c.offsets,
-                                       [&](uint32_t a, const std::vector<uint64_t>& o) { return offsets(a) < o; });
+                                       [&](uint32_t a, const DimVector& o) { return offsets(a) < o; });
       if (it != g->chunked.end() && offsets(*it) == c.offsets) {
         c.storage = *it;
         cursor = static_cast<size_t>(it - g->chunked.begin()) + 1;
@@ -134,7 +146,7 @@ class StorageIndex {
     std::vector<uint32_t> chunked;    // sorted by offsets, unique
     std::vector<uint32_t> unchunked;  // file order; the last one counts
   };
-  const std::vector<uint64_t>& offsets(uint32_t i) const { return *storage_[i].chunk_offsets; }
+  const DimVector& offsets(uint32_t i) const { return *storage_[i].chunk_offsets; }
   const Group* group(std::string_view fqn) const {
     const auto it = by_fqn_.find(fqn);
     return it == by_fqn_.end() ? nullptr : &groups_[it->second];
@@ -193,6 +205,42 @@ class Decoder {
         throw err(field, "state has a " + d_.type_name(d_.key(*st, i)) + " key");
     return st;
   }
+  // The fields of a dataclass that the decoder reads, recognised by the key's text id: a pickler
+  // memoizes each field name once, so a name is compared once, not once per object (a million
+  // chunks and storage entries each name their fields).
+  class FieldNames {
+   public:
+    static constexpr int kUnknown = -1;
+    FieldNames(std::initializer_list<std::string_view> names) : names_(names) {}
+    // The index of the str key `k` among the names, or kUnknown.
+    int find(const PickleDocument& d, Ref k) {
+      const uint32_t id = d.text_id(k);
+      for (const auto& [known, index] : seen_)
+        if (known == id) return index;
+      const std::string& name = d.text(k);
+      int index = kUnknown;
+      for (size_t i = 0; i < names_.size(); ++i)
+        if (names_[i] == name) index = static_cast<int>(i);
+      if (seen_.size() < kSeen) seen_.push_back({id, index});
+      return index;
+    }
+
+   private:
+    static constexpr size_t kSeen = 16;
+    std::vector<std::string_view> names_;
+    std::vector<std::pair<uint32_t, int>> seen_;
+  };
+  // Calls on_field(index of the name in `names` or kUnknown, name, value, path of the field) for
+  // each field of a dataclass's state.
+  template <class F>
+  void fields(Ref obj, const Path& field, FieldNames& names, F&& on_field) {
+    if (const auto st = state_dict(obj, field))
+      for (size_t i = 0; i < d_.size(*st); ++i) {
+        const Ref k = d_.key(*st, i);
+        const std::string& name = d_.text(k);
+        on_field(names.find(d_, k), name, d_.value(*st, i), Path(field, std::string_view(name)));
+      }
+  }
   // Calls on_field(name, value, path of the field) for each field of a dataclass's state.
   template <class F>
   void fields(Ref obj, const Path& field, F&& on_field) {
@@ -207,22 +255,28 @@ class Decoder {
     if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
     return d_.text(r);
   }
-  // The string last returned by shared_str: a storage entry's fqn is the previous one's, mostly.
-  struct LastString {
-    uint32_t text_id = UINT32_MAX;
-    SharedString value;
-  };
-  // str(r), shared with `last` where it is the same text (the same memoized pickle string, or equal).
-  SharedString shared_str(Ref r, const Path& field, LastString& last) const {
+  // str(r), one SharedString per distinct text. The storage entries of a key are spread over the
+  // rank files' runs of storage_data and name it through the memo (one text id) or as equal text: a
+  // name is copied and charged once, each text id costs a map entry.
+  SharedString shared_str(Ref r, const Path& field) {
     if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
-    if (d_.text_id(r) != last.text_id) {
-      if (last.text_id == UINT32_MAX || d_.text(r) != last.value.str()) {
-        charge_string(d_.text(r), field);  // a string of its own only where it is not the last one
-        last.value = SharedString(d_.text(r));
+    const uint32_t id = d_.text_id(r);
+    if (id == last_id_) return last_name_;
+    auto it = names_by_id_.find(id);
+    if (it == names_by_id_.end()) {
+      const std::string& text = d_.text(r);
+      auto named = names_by_text_.find(text);
+      charge(kNameEntryBytes, field);
+      if (named == names_by_text_.end()) {
+        charge(kNameEntryBytes + string_heap_bytes(text.size()) + kSharedStringBytes, field);
+        SharedString name(text);
+        named = names_by_text_.emplace(name.str(), name).first;
       }
-      last.text_id = d_.text_id(r);
+      it = names_by_id_.emplace(id, named->second).first;
     }
-    return last.value;
+    last_id_ = id;
+    last_name_ = it->second;
+    return last_name_;
   }
   std::optional<std::string> opt_str(Ref r, const Path& field) const {
     if (d_.kind(r) == PKind::none) return std::nullopt;
@@ -259,6 +313,13 @@ class Decoder {
     for (size_t i = 0; i < v.size(); ++i) v[i] = u64(d_.item(s, i), Path(field, i));
     return v;
   }
+  void dims(Ref r, const Path& field, DimVector& v) const {
+    const Ref s = int_seq(r, field);
+    const size_t n = d_.size(s);
+    if (n > DimVector::kInline) charge(heap_bytes(n * sizeof(uint64_t)), field);
+    v.resize(n);
+    for (size_t i = 0; i < n; ++i) v[i] = u64(d_.item(s, i), Path(field, i));
+  }
   std::vector<int64_t> signed_dims(Ref r, const Path& field) const {
     const Ref s = int_seq(r, field);
     charge(heap_bytes(d_.size(s) * sizeof(int64_t)), field);
@@ -284,7 +345,22 @@ class Decoder {
   static constexpr size_t kKnownClasses = 32;
   const PickleDocument& d_;
   Metadata& m_;
+  enum { kOffsets, kSizes };
+  FieldNames chunk_fields_{"offsets", "sizes"};
+  enum { kProperties, kSize, kChunks };
+  FieldNames tensor_fields_{"properties", "size", "chunks"};
+  enum { kFqn, kIndexOffset, kIndex };
+  FieldNames index_fields_{"fqn", "offset", "index"};
+  enum { kRelativePath, kInfoOffset, kLength, kTransforms };
+  FieldNames info_fields_{"relative_path", "offset", "length", "transform_descriptors"};
   std::set<std::string> noted_;
+  // shared_str's names: by text id, and by text for ids of equal text.
+  static constexpr uint64_t kNameEntryBytes = 64;     // a hash map node and its bucket
+  static constexpr uint64_t kSharedStringBytes = 48;  // make_shared's control block and string
+  std::unordered_map<uint32_t, SharedString> names_by_id_;
+  std::unordered_map<std::string_view, SharedString> names_by_text_;
+  uint32_t last_id_ = UINT32_MAX;
+  SharedString last_name_;
   mutable std::vector<std::pair<const std::string*, uint32_t>> known_classes_;
   mutable DecodeBudget::Meter meter_;
 };
@@ -348,15 +424,15 @@ void Decoder::properties(Ref r, const Path& field, TensorMeta& t) {
 void Decoder::chunk(Ref r, const Path& field, ChunkMeta& c) {
   expect_object(r, kChunkClass, field);
   bool offsets = false, sizes = false;
-  fields(r, field, [&](const std::string& k, Ref v, const Path& f) {
-    if (k == "offsets") {
-      c.offsets = dims(v, f);
+  fields(r, field, chunk_fields_, [&](int k, const std::string& name, Ref v, const Path& f) {
+    if (k == kOffsets) {
+      dims(v, f, c.offsets);
       offsets = true;
-    } else if (k == "sizes") {
-      c.sizes = dims(v, f);
+    } else if (k == kSizes) {
+      dims(v, f, c.sizes);
       sizes = true;
     } else {
-      note("ChunkStorageMetadata", k);
+      note("ChunkStorageMetadata", name);
     }
   });
   if (!offsets || !sizes) throw err(field, std::string("ChunkStorageMetadata without ") + (offsets ? "sizes" : "offsets"));
@@ -364,21 +440,21 @@ void Decoder::chunk(Ref r, const Path& field, ChunkMeta& c) {
 
 void Decoder::tensor(Ref r, const Path& field, TensorMeta& t) {
   bool props = false, size = false, chunks = false;
-  fields(r, field, [&](const std::string& k, Ref v, const Path& f) {
-    if (k == "properties") {
+  fields(r, field, tensor_fields_, [&](int k, const std::string& name, Ref v, const Path& f) {
+    if (k == kProperties) {
       properties(v, f, t);
       props = true;
-    } else if (k == "size") {
+    } else if (k == kSize) {
       t.size = dims(v, f);
       size = true;
-    } else if (k == "chunks") {
+    } else if (k == kChunks) {
       if (d_.kind(v) != PKind::list) throw err(f, "expected list, found " + d_.type_name(v));
       charge(heap_bytes(d_.size(v) * sizeof(ChunkMeta)), f);
       t.chunks.resize(d_.size(v));
       for (size_t i = 0; i < t.chunks.size(); ++i) chunk(d_.item(v, i), Path(f, i), t.chunks[i]);
       chunks = true;
     } else {
-      note("TensorStorageMetadata", k);
+      note("TensorStorageMetadata", name);
     }
   });
   if (!props || !size || !chunks)
@@ -411,7 +487,6 @@ void Decoder::storage_data(Ref r, const Path& field) {
   if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
   charge(heap_bytes(d_.size(r) * sizeof(StorageEntry)), field);
   m_.storage.resize(d_.size(r));
-  LastString last_fqn;
   for (size_t i = 0; i < d_.size(r); ++i) {
     StorageEntry& s = m_.storage[i];
     const Path at(field, i);
@@ -419,13 +494,13 @@ void Decoder::storage_data(Ref r, const Path& field) {
     const Ref k = d_.key(r, i);
     expect_object(k, kIndexClass, kf);
     bool fqn = false;
-    fields(k, kf, [&](const std::string& name, Ref v, const Path& f) {
-      if (name == "fqn") {
-        s.fqn = shared_str(v, f, last_fqn);
+    fields(k, kf, index_fields_, [&](int field_index, const std::string& name, Ref v, const Path& f) {
+      if (field_index == kFqn) {
+        s.fqn = shared_str(v, f);
         fqn = true;
-      } else if (name == "offset") {
-        if (d_.kind(v) != PKind::none) s.chunk_offsets = dims(v, f);
-      } else if (name == "index") {
+      } else if (field_index == kIndexOffset) {
+        if (d_.kind(v) != PKind::none) dims(v, f, s.chunk_offsets.emplace());
+      } else if (field_index == kIndex) {
         if (d_.kind(v) != PKind::none) s.index = integer(v, f);
       } else {
         note("MetadataIndex", name);
@@ -436,18 +511,19 @@ void Decoder::storage_data(Ref r, const Path& field) {
     const Ref v = d_.value(r, i);
     expect_object(v, kStorageInfoClass, vf);
     bool path = false, offset = false, length = false;
-    fields(v, vf, [&](const std::string& name, Ref x, const Path& f) {
-      if (name == "relative_path") {
-        s.relative_path = str(x, f);
+    fields(v, vf, info_fields_, [&](int field_index, const std::string& name, Ref x, const Path& f) {
+      if (field_index == kRelativePath) {
+        if (d_.kind(x) != PKind::str) throw err(f, "expected str, found " + d_.type_name(x));
+        s.relative_path = d_.text(x);
         charge_string(s.relative_path, f);
         path = true;
-      } else if (name == "offset") {
+      } else if (field_index == kInfoOffset) {
         s.offset = u64(x, f);
         offset = true;
-      } else if (name == "length") {
+      } else if (field_index == kLength) {
         s.length = u64(x, f);
         length = true;
-      } else if (name == "transform_descriptors") {
+      } else if (field_index == kTransforms) {
         if (d_.kind(x) == PKind::none) return;
         if (d_.kind(x) != PKind::list && d_.kind(x) != PKind::tuple)
           throw err(f, "expected a list, found " + d_.type_name(x));
@@ -547,9 +623,10 @@ void Decoder::resolve_storage() {
 
 void Decoder::decode_large_fields(std::optional<Ref> sdm, std::optional<Ref> sd) {
   // storage_data on a second thread, with a decoder of its own (its notes and class cache), when both
-  // fields are large enough to pay for it.
+  // fields are large enough to pay for it and the run may use more than one thread.
   constexpr size_t kParallelFrom = 4096;
-  const bool parallel = sdm && sd && d_.kind(*sd) == PKind::dict && d_.size(*sd) >= kParallelFrom;
+  const bool parallel = ThreadPool::global().size() > 1 && sdm && sd && d_.kind(*sd) == PKind::dict &&
+                        d_.size(*sd) >= kParallelFrom;
   if (!parallel) {
     if (sdm) state_dict_metadata(*sdm, Path("state_dict_metadata"));
     if (sd) storage_data(*sd, Path("storage_data"));
