@@ -278,10 +278,16 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
   // largest candidate the offsets fit, with a bucket spanning more than one shard, whose layout the
   // model keys and the stored chunks confirm, is taken.
   std::set<uint64_t> files;
-  for (const GroupKeys::Key& k : gk.keys)
-    for (const ChunkMeta& ch : md.entries[k.entry].tensor.chunks)
-      if (ch.storage != kNoStorage)
-        if (const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)]) files.insert(*rank);
+  {
+    std::vector<uint64_t> ranks;  // of every chunk, then made distinct: a set insert per chunk costs more
+    for (const GroupKeys::Key& k : gk.keys)
+      for (const ChunkMeta& ch : md.entries[k.entry].tensor.chunks)
+        if (ch.storage != kNoStorage)
+          if (const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)])
+            if (ranks.empty() || ranks.back() != *rank) ranks.push_back(*rank);
+    std::sort(ranks.begin(), ranks.end());
+    files.insert(ranks.begin(), std::unique(ranks.begin(), ranks.end()));
+  }
   const uint32_t ranks_stored = static_cast<uint32_t>(std::clamp<size_t>(files.size(), 1, ckpt::kMaxRanks));
   const uint64_t r0 = files.empty() ? 0 : *files.begin();
   const uint64_t step = files.size() > 1 ? *std::next(files.begin()) - r0 : 1;
@@ -301,6 +307,7 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
     KeyChunks kc;
     kc.padded = stored[k.gbuf].numel[k.bucket];
     kc.unpadded = stored[k.gbuf].numel_unpadded[k.bucket];
+    kc.chunks.reserve(e.tensor.chunks.size());
     std::map<uint64_t, uint64_t> first;  // DP rank -> the lowest offset its file stores of this key
     for (const ChunkMeta& ch : e.tensor.chunks) {
       if (ch.offsets.size() != 1 || ch.sizes.size() != 1 || ch.sizes[0] > UINT64_MAX - ch.offsets[0]) continue;
@@ -309,7 +316,7 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
       const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)];
       const std::optional<uint64_t> dr = rank ? dp_rank(*rank) : std::nullopt;
       if (!dr || *dr == 0) continue;
-      auto [it, added] = first.emplace(*dr, ch.offsets[0]);
+      auto [it, added] = first.try_emplace(*dr, ch.offsets[0]);
       if (!added) it->second = std::min(it->second, ch.offsets[0]);
     }
     for (const auto& [rank, start] : first) {
