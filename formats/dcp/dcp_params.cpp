@@ -833,6 +833,45 @@ std::string DcpParams::object_text(size_t object) const {
   return r_.read_object(r_.metadata().entries.at(object_entries_.at(object))).repr(SIZE_MAX);
 }
 
+const std::vector<std::pair<size_t, size_t>>& DcpParams::read_order(size_t t) const {
+  if (read_order_.size() != sources_.size()) {
+    read_order_.assign(sources_.size(), {});
+    read_order_known_.assign(sources_.size(), false);
+  }
+  if (read_order_known_[t]) return read_order_[t];
+  const Metadata& md = r_.metadata();
+  std::vector<std::pair<size_t, size_t>>& out = read_order_[t];
+  // The chunks of `entry` holding elements [lo, hi) of its flat extent, in chunk order.
+  auto add = [&](size_t entry, uint64_t lo, uint64_t hi) {
+    const Entry& e = md.entries[entry];
+    const size_t n = e.tensor.size.size();
+    std::vector<uint64_t> stride(n, 1);
+    for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * e.tensor.size[d];
+    for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+      const ChunkMeta& ch = e.tensor.chunks[c];
+      if (ch.offsets.size() != n || ch.sizes.size() != n) continue;  // validate reports the arity
+      uint64_t first = 0, last = 0;
+      bool empty = false;
+      for (size_t d = 0; d < n; ++d) {
+        empty = empty || ch.sizes[d] == 0;
+        first += ch.offsets[d] * stride[d];
+        last += (ch.offsets[d] + (ch.sizes[d] ? ch.sizes[d] - 1 : 0)) * stride[d];
+      }
+      if (!empty && first < hi && last >= lo) out.emplace_back(entry, c);
+    }
+  };
+  const Source& s = sources_[t];
+  if (s.pieces.empty()) {
+    const uint32_t eb = t < byte_view_.size() ? byte_view_[t] : 0;
+    const uint64_t numel = tensors_[t].numel();
+    add(s.entry, s.base, s.base + (eb > 1 ? (numel + eb - 1) / eb : numel));
+  } else {
+    for (const Piece& pc : s.pieces) add(pc.entry, pc.base, pc.base + shape_volume(pc.box.sizes));
+  }
+  read_order_known_[t] = true;
+  return out;
+}
+
 void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const {
   // Past the chunks being read, 512 MiB stay asked for (page cache, not the reader's memory): the
   // disk keeps a deep queue while the reader copies, checksums and writes, and the keys of a
@@ -842,32 +881,37 @@ void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now,
   constexpr uint64_t kWindow = uint64_t{512} << 20;
   constexpr size_t kMaxChunks = 256;
   const Metadata& md = r_.metadata();
-  const Position start{t, now.empty() ? chunk : now.front()};
-  if (last_read_ && start < *last_read_) asked_.reset();
-  last_read_ = start;
+  // Each stored item is asked for once per pass: asking again for what the page cache holds or the
+  // disk is reading walks the cache for nothing (a pass over a checkpoint asked for its bytes 22
+  // times over when the reads of a tensor's pieces, out of order, restarted the asking). A read of
+  // the first tensor after later ones starts a new pass.
+  if (asked_.size() != md.storage.size()) asked_.assign(md.storage.size(), 0);
+  if (t == 0 && furthest_read_ > 0) std::fill(asked_.begin(), asked_.end(), 0);
+  furthest_read_ = std::max(furthest_read_, t);
   std::vector<std::pair<size_t, size_t>> ask;  // (entry, chunk)
   // Small chunks too: a norm's state is a small read at a distant offset, which waits on the disk as
   // long as a large one.
-  auto want = [&](size_t tt, size_t e, size_t c) {
-    const Position p{tt, c};
-    if (asked_ && !(*asked_ < p)) return;
-    asked_ = p;
+  auto want = [&](size_t e, size_t c) {
+    const int64_t item = md.entries[e].tensor.chunks[c].storage;
+    if (item == kNoStorage || asked_[static_cast<size_t>(item)]) return;
+    asked_[static_cast<size_t>(item)] = 1;
     ask.emplace_back(e, c);
   };
-  for (size_t c : now) want(t, entry, c);
+  for (size_t c : now) want(entry, c);
+  // Then the chunks the following reads will want, in the order they will read them: this tensor's
+  // after `chunk` of `entry`, then the next tensors' (every piece of each).
+  const std::vector<std::pair<size_t, size_t>>& here = read_order(t);
+  size_t i = 0;
+  while (i < here.size() && here[i] != std::make_pair(entry, chunk)) ++i;
+  i = i < here.size() ? i + 1 : 0;
   uint64_t window = 0;
-  for (size_t n = 0; n < kMaxChunks && window < kWindow; ++n) {
-    while (++chunk >= md.entries[entry].tensor.chunks.size()) {
-      // The key's chunks are done: go on with the next tensor's key.
-      while (++t < sources_.size() && sources_[t].entry == entry) {
-      }
-      if (t >= sources_.size()) break;
-      entry = sources_[t].entry;
-      chunk = SIZE_MAX;  // wraps to chunk 0
+  size_t walked = 0;
+  for (size_t tt = t; tt < sources_.size() && walked < kMaxChunks && window < kWindow; ++tt, i = 0) {
+    const std::vector<std::pair<size_t, size_t>>& order = read_order(tt);
+    for (; i < order.size() && walked < kMaxChunks && window < kWindow; ++i, ++walked) {
+      window += r_.chunk_bytes(md.entries[order[i].first], order[i].second);
+      want(order[i].first, order[i].second);
     }
-    if (t >= sources_.size()) break;
-    window += r_.chunk_bytes(md.entries[entry], chunk);
-    want(t, entry, chunk);
   }
   if (ask.empty()) return;
   // Finished askers go; a few may still wait on the disk's queue, more than that wait here.
