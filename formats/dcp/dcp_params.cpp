@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ckpt/index.h"
+#include "core/byte_buffer.h"
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/shape.h"
@@ -985,7 +986,6 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   const std::vector<uint64_t>& shape = tensors_.at(t).shape;
   const uint64_t elem = r_.metadata().entries[s.entry].tensor.dtype->element_bytes;
   auto* dst = static_cast<uint8_t*>(out);
-  std::vector<uint8_t> run;
   // The pieces live in distinct keys (one per TP rank's bucket): read at once, each on its own thread
   // but the first, so the disk sees all of them (a cold TP 2 export: 0.75 GB/s read one after the
   // other, 0.91 at once).
@@ -996,7 +996,8 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       read_flat(t, pc.entry, pc.base, a, b, dst + (box_to_flat(pc.box, shape, a) - lo) * elem);
       return;
     }
-    std::vector<uint8_t> run((b - a) * elem);
+    ByteBuffer run;  // filled whole by the read
+    run.resize((b - a) * elem);
     read_flat(t, pc.entry, pc.base, a, b, run.data());
     const uint64_t row = shape.empty() ? 1 : pc.box.sizes.back();
     for (uint64_t i = a; i < b;) {
