@@ -280,14 +280,21 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
   // model keys and the stored chunks confirm, is taken.
   std::set<uint64_t> files;
   {
-    std::vector<uint64_t> ranks;  // of every chunk, then made distinct: a set insert per chunk costs more
+    // A group's chunks name a few files (its DP ranks'), over and over: kept distinct in a sorted
+    // vector as they come, past a few thousand (a hostile index) collected and made distinct at the end.
+    constexpr size_t kSorted = 4096;
+    std::vector<uint64_t> distinct, more;
     for (const GroupKeys::Key& k : gk.keys)
       for (const ChunkMeta& ch : md.entries[k.entry].tensor.chunks)
         if (ch.storage != kNoStorage)
-          if (const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)])
-            if (ranks.empty() || ranks.back() != *rank) ranks.push_back(*rank);
-    std::sort(ranks.begin(), ranks.end());
-    files.insert(ranks.begin(), std::unique(ranks.begin(), ranks.end()));
+          if (const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)]) {
+            const auto at = std::lower_bound(distinct.begin(), distinct.end(), *rank);
+            if (at != distinct.end() && *at == *rank) continue;
+            if (distinct.size() < kSorted) distinct.insert(at, *rank);
+            else more.push_back(*rank);
+          }
+    files.insert(distinct.begin(), distinct.end());
+    files.insert(more.begin(), more.end());
   }
   const uint32_t ranks_stored = static_cast<uint32_t>(std::clamp<size_t>(files.size(), 1, ckpt::kMaxRanks));
   const uint64_t r0 = files.empty() ? 0 : *files.begin();
@@ -309,7 +316,7 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
     kc.padded = stored[k.gbuf].numel[k.bucket];
     kc.unpadded = stored[k.gbuf].numel_unpadded[k.bucket];
     kc.chunks.reserve(e.tensor.chunks.size());
-    std::map<uint64_t, uint64_t> first;  // DP rank -> the lowest offset its file stores of this key
+    std::vector<std::pair<uint64_t, uint64_t>> firsts;  // (DP rank, an offset its file stores of this key)
     for (const ChunkMeta& ch : e.tensor.chunks) {
       if (ch.offsets.size() != 1 || ch.sizes.size() != 1 || ch.sizes[0] > UINT64_MAX - ch.offsets[0]) continue;
       kc.chunks.emplace_back(ch.offsets[0], ch.offsets[0] + ch.sizes[0]);
@@ -317,10 +324,13 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
       const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)];
       const std::optional<uint64_t> dr = rank ? dp_rank(*rank) : std::nullopt;
       if (!dr || *dr == 0) continue;
-      auto [it, added] = first.try_emplace(*dr, ch.offsets[0]);
-      if (!added) it->second = std::min(it->second, ch.offsets[0]);
+      firsts.emplace_back(*dr, ch.offsets[0]);
     }
-    for (const auto& [rank, start] : first) {
+    // Per DP rank, the lowest offset its file stores of this key.
+    std::sort(firsts.begin(), firsts.end());
+    for (size_t i = 0; i < firsts.size(); ++i) {
+      if (i > 0 && firsts[i].first == firsts[i - 1].first) continue;
+      const auto [rank, start] = firsts[i];
       const uint64_t shard = start / rank;
       if (start % rank == 0 && shard > 0 && kc.padded % shard == 0 && kc.padded / shard <= ckpt::kMaxRanks)
         candidates.insert(kc.padded / shard);

@@ -121,7 +121,11 @@ class PickleMachine {
   uint64_t le(int bytes, const char* what) {
     const uint8_t* q = take(static_cast<uint64_t>(bytes), what);
     uint64_t v = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(&v, q, static_cast<size_t>(bytes));  // one load for the constant sizes of the opcodes
+#else
     for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | q[i];
+#endif
     return v;
   }
   std::string line(const char* what) {
