@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "core/units.h"
+#include "formats/dcp/huge_pages.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -31,6 +32,9 @@ const std::string kStorageMetaClass = std::string(kMetaModule) + "StorageMeta";
 const std::string kMemFormatClass = std::string(kMetaModule) + "_MEM_FORMAT_ENCODING";
 const std::string kStorageInfoClass = "torch.distributed.checkpoint.filesystem._StorageInfo";
 const std::string kSizeClass = "torch.Size";
+const std::string* const kClassNames[] = {&kMetadataClass,     &kTensorClass, &kBytesClass,        &kChunkClass,
+                                          &kPropertiesClass,   &kIndexClass,  &kStorageMetaClass,  &kMemFormatClass,
+                                          &kStorageInfoClass,  &kSizeClass};
 
 std::string key_field(const std::string& parent, const std::string& key) {
   return parent + "[" + safetensors::quote_name(key) + "]";
@@ -180,17 +184,22 @@ class Decoder {
     }
   }
 
-  // `cls` is one of the class name constants above.
-  bool is_object(Ref r, const std::string& cls) const {
-    if (d_.kind(r) != PKind::object) return false;
-    // The objects of a class share its name's text id: compare the name once per id.
-    const uint32_t id = d_.text_id(r);
-    for (const auto& [name, known] : known_classes_)
-      if (known == id) return name == &cls;
-    if (d_.text(r) != cls) return false;
-    if (known_classes_.size() < kKnownClasses) known_classes_.push_back({&cls, id});
-    return true;
+  // Which of the class name constants above an object's name is (nullptr: none). The objects of a
+  // class share its name's text id: the name is compared with the constants once per id (a slot
+  // the ids share keeps the last one's answer).
+  const std::string* class_of(Ref obj) const {
+    const uint32_t id = d_.text_id(obj);
+    ClassSlot& slot = class_slots_[id % kClassSlots];
+    if (slot.id == id) return slot.cls;
+    const std::string& name = d_.text(obj);
+    const std::string* found = nullptr;
+    for (const std::string* c : kClassNames)
+      if (*c == name) found = c;
+    slot = {id, found};
+    return found;
   }
+  // `cls` is one of the class name constants above.
+  bool is_object(Ref r, const std::string& cls) const { return d_.kind(r) == PKind::object && class_of(r) == &cls; }
   void expect_object(Ref r, const std::string& cls, const Path& field) const {
     if (!is_object(r, cls)) throw err(field, "expected " + cls + ", found " + d_.type_name(r));
     if (d_.size(d_.args(r)) != 0) throw err(field, cls + " built with constructor arguments");
@@ -216,7 +225,7 @@ class Decoder {
     int find(const PickleDocument& d, Ref k) {
       const uint32_t id = d.text_id(k);
       for (const auto& [known, index] : seen_)
-        if (known == id) return index;
+        if (known == id) return index;  // a few ids: one per field name, in the order they came
       const std::string& name = d.text(k);
       int index = kUnknown;
       for (size_t i = 0; i < names_.size(); ++i)
@@ -258,25 +267,26 @@ class Decoder {
   // str(r), one SharedString per distinct text. The storage entries of a key are spread over the
   // rank files' runs of storage_data and name it through the memo (one text id) or as equal text: a
   // name is copied and charged once, each text id costs a map entry.
-  SharedString shared_str(Ref r, const Path& field) {
+  const SharedString& shared_str(Ref r, const Path& field) {
     if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
-    const uint32_t id = d_.text_id(r);
-    if (id == last_id_) return last_name_;
-    auto it = names_by_id_.find(id);
-    if (it == names_by_id_.end()) {
+    const uint32_t id = d_.text_id(r);  // text ids count the pickle's strings from 0
+    if (id >= names_by_id_.size()) {
+      const size_t grown = std::max<size_t>(id + 1, 2 * names_by_id_.size());
+      charge((grown - names_by_id_.size()) * sizeof(SharedString), field);
+      names_by_id_.resize(grown);
+    }
+    SharedString& name = names_by_id_[id];
+    if (name.str().empty() && !d_.text(r).empty()) {
       const std::string& text = d_.text(r);
       auto named = names_by_text_.find(text);
-      charge(kNameEntryBytes, field);
       if (named == names_by_text_.end()) {
         charge(kNameEntryBytes + string_heap_bytes(text.size()) + kSharedStringBytes, field);
-        SharedString name(text);
-        named = names_by_text_.emplace(name.str(), name).first;
+        SharedString made(text);
+        named = names_by_text_.emplace(made.str(), made).first;
       }
-      it = names_by_id_.emplace(id, named->second).first;
+      name = named->second;
     }
-    last_id_ = id;
-    last_name_ = it->second;
-    return last_name_;
+    return name;
   }
   std::optional<std::string> opt_str(Ref r, const Path& field) const {
     if (d_.kind(r) == PKind::none) return std::nullopt;
@@ -318,7 +328,11 @@ class Decoder {
     const size_t n = d_.size(s);
     if (n > DimVector::kInline) charge(heap_bytes(n * sizeof(uint64_t)), field);
     v.resize(n);
-    for (size_t i = 0; i < n; ++i) v[i] = u64(d_.item(s, i), Path(field, i));
+    for (size_t i = 0; i < n; ++i) {
+      const Ref x = d_.item(s, i);
+      // The element's path is made only for the message (a million chunks have a few each).
+      v[i] = d_.kind(x) == PKind::integer && d_.as_int(x) >= 0 ? static_cast<uint64_t>(d_.as_int(x)) : u64(x, Path(field, i));
+    }
   }
   std::vector<int64_t> signed_dims(Ref r, const Path& field) const {
     const Ref s = int_seq(r, field);
@@ -342,7 +356,11 @@ class Decoder {
   void resolve_storage();
   void decode_large_fields(std::optional<Ref> sdm, std::optional<Ref> sd);
 
-  static constexpr size_t kKnownClasses = 32;
+  static constexpr size_t kClassSlots = 16;
+  struct ClassSlot {
+    uint32_t id = UINT32_MAX;
+    const std::string* cls = nullptr;
+  };
   const PickleDocument& d_;
   Metadata& m_;
   enum { kOffsets, kSizes };
@@ -357,11 +375,9 @@ class Decoder {
   // shared_str's names: by text id, and by text for ids of equal text.
   static constexpr uint64_t kNameEntryBytes = 64;     // a hash map node and its bucket
   static constexpr uint64_t kSharedStringBytes = 48;  // make_shared's control block and string
-  std::unordered_map<uint32_t, SharedString> names_by_id_;
+  std::vector<SharedString> names_by_id_;
   std::unordered_map<std::string_view, SharedString> names_by_text_;
-  uint32_t last_id_ = UINT32_MAX;
-  SharedString last_name_;
-  mutable std::vector<std::pair<const std::string*, uint32_t>> known_classes_;
+  mutable ClassSlot class_slots_[kClassSlots];
   mutable DecodeBudget::Meter meter_;
 };
 
@@ -486,6 +502,9 @@ void Decoder::storage_data(Ref r, const Path& field) {
   if (d_.kind(r) == PKind::none) return;
   if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
   charge(heap_bytes(d_.size(r) * sizeof(StorageEntry)), field);
+  // A million entries: 150 MB filled front to back, in huge pages where the kernel allows.
+  m_.storage.reserve(d_.size(r));
+  prefer_huge_pages(m_.storage.data(), m_.storage.capacity() * sizeof(StorageEntry));
   m_.storage.resize(d_.size(r));
   for (size_t i = 0; i < d_.size(r); ++i) {
     StorageEntry& s = m_.storage[i];
@@ -715,12 +734,23 @@ Metadata decode_metadata(const PickleDocument& doc) {
   return m;
 }
 
-Metadata parse_metadata(const std::string& file, const uint8_t* data, size_t size, const PickleLimits& limits) {
-  const PickleDocument doc = read_pickle(file, data, size, AllowList::dcp_metadata(), limits);
+namespace {
+
+Metadata decode_logged(const PickleDocument& doc) {
   Metadata m = decode_metadata(doc);
-  spdlog::debug("{}: decoding took {} of the {} its size allows", file, byte_size(doc.budget().used()),
+  spdlog::debug("{}: decoding took {} of the {} its size allows", doc.file(), byte_size(doc.budget().used()),
                 byte_size(doc.budget().limit()));
   return m;
+}
+
+}  // namespace
+
+Metadata parse_metadata(const std::string& file, const uint8_t* data, size_t size, const PickleLimits& limits) {
+  return decode_logged(read_pickle(file, data, size, AllowList::dcp_metadata(), limits));
+}
+
+Metadata parse_metadata(const std::string& file, size_t size, const PickleSource& source, const PickleLimits& limits) {
+  return decode_logged(read_pickle(file, size, source, AllowList::dcp_metadata(), limits));
 }
 
 }  // namespace fpg::dcp

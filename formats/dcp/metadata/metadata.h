@@ -103,5 +103,8 @@ Metadata decode_metadata(const PickleDocument& doc);
 // Reads and decodes a .metadata image; `file` names it in messages.
 Metadata parse_metadata(const std::string& file, const uint8_t* data, size_t size,
                         const PickleLimits& limits = {});
+// The same, its `size` bytes read through `source` as the decoding goes (read_pickle's window).
+Metadata parse_metadata(const std::string& file, size_t size, const PickleSource& source,
+                        const PickleLimits& limits = {});
 
 }  // namespace fpg::dcp

@@ -84,8 +84,13 @@ std::string opcode_name(uint8_t c) {
 // Runs the pickle machine over one input into a document.
 class PickleMachine {
  public:
+  // The whole input in memory.
   PickleMachine(PickleDocument& doc, const uint8_t* data, size_t size, const AllowList& allow)
-      : doc_(doc), p_(data), n_(size), allow_(allow) {}
+      : doc_(doc), p_(data), n_(size), allow_(allow), hi_(size) {}
+  // The input read through `source` into a window as the machine goes: nothing but the window (and a
+  // string longer than it, while it is read) is held.
+  PickleMachine(PickleDocument& doc, const PickleSource& source, size_t size, const AllowList& allow)
+      : doc_(doc), p_(nullptr), n_(size), allow_(allow), source_(&source) {}
 
   // Reserves the memo for `entries` (address space, faulted in as it is used, never copied).
   void reserve_memo(size_t entries) {
@@ -101,6 +106,9 @@ class PickleMachine {
   }
 
   void run();
+  template <class Input>
+  static PickleDocument decode(const std::string& file, size_t size, const Input& input, const AllowList& allow,
+                               const PickleLimits& limits);
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
@@ -108,13 +116,33 @@ class PickleMachine {
   }
 
   size_t remaining() const { return n_ - pos_; }
+  // Streaming: makes bytes [pos_, pos_ + k) of the input available at p_ + (pos_ - lo_), k at most
+  // remaining(). The unread rest of the window moves to its start and the source fills the rest.
+  static constexpr size_t kWindow = size_t{1} << 20;
+  [[gnu::noinline]] void refill(size_t k) {
+    const size_t keep = hi_ - pos_;
+    const size_t want = std::min(std::max(k, kWindow), remaining());
+    if (window_.size() < want) {
+      std::vector<uint8_t> grown(want);
+      if (keep) std::memcpy(grown.data(), window_.data() + (pos_ - lo_), keep);
+      window_.swap(grown);
+    } else if (keep) {
+      std::memmove(window_.data(), window_.data() + (pos_ - lo_), keep);
+    }
+    (*source_)(hi_, window_.data() + keep, want - keep);
+    lo_ = pos_;
+    hi_ = pos_ + want;
+    p_ = window_.data();
+  }
+  const uint8_t* at(size_t pos) const { return p_ + (pos - lo_); }
   [[noreturn, gnu::noinline, gnu::cold]] void overrun(uint64_t k, const char* what) const {
     fail(std::string(what) + " of " + std::to_string(k) + " bytes runs past the end (" + std::to_string(remaining()) +
          " left)");
   }
   const uint8_t* take(uint64_t k, const char* what) {
     if (k > remaining()) overrun(k, what);
-    const uint8_t* q = p_ + pos_;
+    if (k > hi_ - pos_) refill(static_cast<size_t>(k));
+    const uint8_t* q = at(pos_);
     pos_ += static_cast<size_t>(k);
     return q;
   }
@@ -129,10 +157,12 @@ class PickleMachine {
     return v;
   }
   std::string line(const char* what) {
-    const void* nl = std::memchr(p_ + pos_, '\n', std::min<size_t>(remaining(), 4096));
+    const size_t span = std::min<size_t>(remaining(), 4096);
+    if (span > hi_ - pos_) refill(span);
+    const void* nl = std::memchr(at(pos_), '\n', span);
     if (!nl) fail(std::string(what) + " has no end of line within 4096 bytes");
-    const size_t len = static_cast<const uint8_t*>(nl) - (p_ + pos_);
-    std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
+    const size_t len = static_cast<const uint8_t*>(nl) - at(pos_);
+    std::string s(reinterpret_cast<const char*>(at(pos_)), len);
     pos_ += len + 1;
     if (!valid_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size()))
       fail(std::string(what) + " is not valid UTF-8");
@@ -430,11 +460,14 @@ class PickleMachine {
   void newobj(bool ex);
 
   PickleDocument& doc_;
-  const uint8_t* p_;
+  const uint8_t* p_;  // input bytes [lo_, hi_)
   size_t n_;
   const AllowList& allow_;
   size_t pos_ = 0;
   size_t op_pos_ = 0;
+  const PickleSource* source_ = nullptr;  // streaming: fills window_
+  std::vector<uint8_t> window_;
+  size_t lo_ = 0, hi_ = 0;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // the stack size at the last mark (0 without one): what pop() may not go below
@@ -562,12 +595,15 @@ void PickleMachine::newobj(bool ex) {
 }
 
 void PickleMachine::run() {
-  if (remaining() != 0 && p_[0] != op::PROTO) fail("does not start with PROTO: protocols 0 and 1 are not supported");
+  if (remaining() != 0 && *take(1, "PROTO") != op::PROTO)
+    fail("does not start with PROTO: protocols 0 and 1 are not supported");
+  pos_ = 0;
   stack_.reserve(1024);
   while (true) {
     op_pos_ = pos_;
     if (remaining() == 0) fail("ends without STOP (truncated)");
-    const uint8_t c = p_[pos_++];
+    if (pos_ == hi_) refill(1);
+    const uint8_t c = *at(pos_++);
     switch (c) {
       case op::PROTO: {
         const uint64_t v = le(1, "PROTO");
@@ -888,8 +924,10 @@ Value PickleDocument::to_value(Ref r, const ObjectHook& object_hook) const {
   return Unfolder(*this, object_hook, limits_.max_value_nodes).run(r, 0);
 }
 
-PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t size,
-                           const AllowList& allow, const PickleLimits& limits) {
+// The input (`size` bytes, in memory or read through a source) into a document.
+template <class Input>
+PickleDocument PickleMachine::decode(const std::string& file, size_t size, const Input& input, const AllowList& allow,
+                      const PickleLimits& limits) {
   PickleDocument doc;
   doc.file_ = file;
   doc.limits_ = limits;
@@ -903,7 +941,7 @@ PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t 
   doc.pool_.reserve(size / 5 + 16);
   prefer_huge_pages(doc.nodes_.data(), doc.nodes_.capacity() * sizeof(PickleDocument::Node));
   prefer_huge_pages(doc.pool_.data(), doc.pool_.capacity() * sizeof(Ref));
-  PickleMachine machine(doc, data, size, allow);
+  PickleMachine machine(doc, input, size, allow);
   machine.reserve_memo(std::min<size_t>(size / 8 + 16, limits.max_nodes));
   // Large pickles only (a helper thread costs more than the faults of a small one), and only where
   // the run may use a second thread: on one the helper's faults are the decoder's.
@@ -916,6 +954,16 @@ PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t 
   machine.run();
   prefaulter.stop();
   return doc;
+}
+
+PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t size, const AllowList& allow,
+                           const PickleLimits& limits) {
+  return PickleMachine::decode(file, size, data, allow, limits);
+}
+
+PickleDocument read_pickle(const std::string& file, size_t size, const PickleSource& source, const AllowList& allow,
+                           const PickleLimits& limits) {
+  return PickleMachine::decode(file, size, source, allow, limits);
 }
 
 }  // namespace fpg::dcp

@@ -111,8 +111,6 @@ class PickleDocument {
 
  private:
   friend class PickleMachine;
-  friend PickleDocument read_pickle(const std::string&, const uint8_t*, size_t, const AllowList&,
-                                    const PickleLimits&);
   // 16 bytes. Children of every container (tuple, list, dict as k0, v0, k1, v1, ..., set,
   // frozenset) are pool_[a, a + b); an object's are a = args and b = BUILD state (when has_state); a
   // persistent id's is a; a bool's, int's or float's 64 bits are b:a.
@@ -152,6 +150,15 @@ class PickleDocument {
 // Decodes `data` (`size` bytes, the whole pickle) under `allow`. `file` names the input in messages,
 // e.g. "ckpt/.metadata" or "ckpt/__0_0.distcp [4096, 5673) archive/data.pkl".
 PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t size,
+                           const AllowList& allow, const PickleLimits& limits = {});
+
+// Fills `dst` with `size` bytes of the pickle from `offset` (throwing, e.g. fpg::FormatError, when it
+// cannot).
+using PickleSource = std::function<void(uint64_t offset, uint8_t* dst, size_t size)>;
+// The same, reading the `size` bytes of the pickle through `source` as the decoding goes, front to
+// back, into a window of about a megabyte: a large pickle (a .metadata of a million chunks) is never
+// held whole.
+PickleDocument read_pickle(const std::string& file, size_t size, const PickleSource& source,
                            const AllowList& allow, const PickleLimits& limits = {});
 
 }  // namespace fpg::dcp
