@@ -37,7 +37,7 @@ namespace fpg::dcp {
 // The checkpoint's commit file. A checkpoint saved without collectives has instead one
 // `__<rank>.metadata` per rank (metadata/rank_local_metadata.h), read as one.
 constexpr const char* kMetadataFileName = ".metadata";
-// The largest .metadata read (it is read whole, and decoding may take DecodeBudget's multiple of it).
+// The largest .metadata read (decoding may take DecodeBudget's multiple of it).
 // torch writes about 184 bytes per chunk, so this is some 5 million chunks; the unpickler's limit of
 // 64 Mi values (PickleLimits::max_nodes) is reached first, near 4.4 million, so a larger cap would not
 // open a larger checkpoint and none is offered.
