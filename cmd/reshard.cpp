@@ -23,7 +23,8 @@ constexpr uint64_t kMaxReshardDp = 65536;
 
 struct ReshardArgs {
   std::string src, dst;
-  uint32_t dp = 0, tp = 0, pp = 0;
+  uint32_t dp = 0, tp = 0, pp = 0, ep = 0;
+  uint64_t first_stage_layers = 0, last_stage_layers = 0;  // 0: not given
   std::string dist_opt, ckpt_layout, bucket_size, compress;
   bool pad = false, no_pad = false;
   uint64_t accumulation = 0, chunk_bytes = 0;
@@ -37,6 +38,9 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
   t.dp = a.dp;
   t.tp = a.tp;
   t.pp = a.pp;
+  t.ep = a.ep;
+  if (a.first_stage_layers) t.first_stage_layers = a.first_stage_layers;
+  if (a.last_stage_layers) t.last_stage_layers = a.last_stage_layers;
   t.dist_opt = a.dist_opt;
   t.state_layout = a.ckpt_layout;
   t.compression = a.compress;
@@ -53,7 +57,9 @@ int run_reshard(const ReshardArgs& a, const GlobalOptions& g) {
                            {"accumulation", "--accumulation"}, {"compression", "--compress"},
                            {"chunk_bytes", "--chunk-bytes"},   {"megatron_form", "--to"},
                            {"dp", "--dp"},                     {"tp", "--tp"},
-                           {"pp", "--pp"}};
+                           {"pp", "--pp"},                     {"ep", "--ep"},
+                           {"first_stage_layers", "--first-stage-layers"},
+                           {"last_stage_layers", "--last-stage-layers"}};
   return with_flag_names(flags, [&] {
     if (!t.bucket_size.empty()) ckpt::parse_bucket_size(t.bucket_size);  // before anything is read
     install_interrupt_handlers();
@@ -102,6 +108,15 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
   integer_range(cmd->add_option("--pp", a->pp,
                                 "Megatron torch_dist: the target pipeline-parallel size, written as dp_reshardable "
                                 "(default: the source's)"), 1, 1024);
+  integer_range(cmd->add_option("--ep", a->ep,
+                                "Megatron torch_dist: the target expert-parallel size of a MoE model, written as "
+                                "dp_reshardable (default: the source's)"), 1, 1024);
+  integer_range(cmd->add_option("--first-stage-layers", a->first_stage_layers,
+                                "Megatron torch_dist: layers of the first pipeline stage, as the loading run's "
+                                "num_layers_in_first_pipeline_stage (default: an even split)"), 1, 100000);
+  integer_range(cmd->add_option("--last-stage-layers", a->last_stage_layers,
+                                "Megatron torch_dist: layers of the last pipeline stage, as the loading run's "
+                                "num_layers_in_last_pipeline_stage (default: an even split)"), 1, 100000);
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan (keys, bytes read and written, files, peak memory) only");
   cmd->callback([a, &global, &run] { run = [a, &global] { return run_reshard(*a, global); }; });
 }

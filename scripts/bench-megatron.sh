@@ -21,8 +21,10 @@
 #
 # Usage: scripts/bench-megatron.sh [WORK_DIR]   (default /tmp/fpgather-bench-megatron, removed at the end)
 # Environment: FPGATHER (default build/fpgather), LAYERS (416), REPS (5), EXPORT_LAYERS (24), ROUNDS (3),
-# EXPORT_OUT (/dev/shm), RESHARD ("dp tp full"; "" skips part 3), SKIP_INDEX=1 skips part 1, KEEP=1 keeps WORK_DIR. Dropping the page cache needs root; otherwise each
-# file is evicted with `dd iflag=nocache`.
+# EXPORT_OUT (/dev/shm), RESHARD ("dp tp full"; "" skips part 3), BEFORE (another fpgather build timed
+# beside FPGATHER in each reshard round), SKIP_INDEX=1 / SKIP_EXPORT=1 skip part 1 / part 2's timing,
+# KEEP=1 keeps WORK_DIR. Dropping the page cache needs root; otherwise each file is evicted with `dd
+# iflag=nocache`.
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +81,7 @@ bytes=$(du -sb "$WORK/exp" | cut -f1)
 : >"$WORK/export.rates"
 : >"$WORK/copy.rates"
 for ((i = 0; i < ROUNDS; i++)); do
+  [ "${SKIP_EXPORT:-0}" = 1 ] && break
   drop_cache "$WORK/exp"
   t0=$(date +%s.%N)
   for f in "$WORK"/exp/.metadata "$WORK"/exp/*; do dd if="$f" of=/dev/null bs=16M status=none; done
@@ -99,6 +102,7 @@ for ((i = 0; i < ROUNDS; i++)); do
   echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/export.rates"
   echo "export peak RSS $((rss / 1024)) MiB" >"$WORK/export.rss"
 done
+if [ "${SKIP_EXPORT:-0}" != 1 ]; then
 plain=$(median <"$WORK/plain.rates")
 copy=$(median <"$WORK/copy.rates")
 export_rate=$(median <"$WORK/export.rates")
@@ -107,6 +111,7 @@ printf 'export of %.2f GB (cold, to %s), median of %d: plain read %.3f GB/s, pla
   "$(echo "$export_rate $plain" | awk '{print $1 / $2}')" "$(echo "$export_rate $copy" | awk '{print $1 / $2}')" \
   "$(cat "$WORK/export.rss")"
 echo "rounds: read $(tr '\n' ' ' <"$WORK/plain.rates"); copy $(tr '\n' ' ' <"$WORK/copy.rates"); export $(tr '\n' ' ' <"$WORK/export.rates")"
+fi
 
 # 3. reshard into the same disk, against a synced copy of the same files
 RESHARD=${RESHARD-"dp tp full"}
@@ -119,7 +124,11 @@ if [ -n "$RESHARD" ]; then
     esac
   }
   : >"$WORK/dup.rates"
-  for c in $RESHARD; do : >"$WORK/reshard-$c.rates"; done
+  # BEFORE: another build timed beside FPGATHER in every round (the same cases, the cache dropped alike).
+  builds=(now)
+  [ -n "${BEFORE:-}" ] && builds=(before now)
+  bin_of() { [ "$1" = before ] && echo "$BEFORE" || echo "$FPGATHER"; }
+  for c in $RESHARD; do for b in "${builds[@]}"; do : >"$WORK/reshard-$c-$b.rates"; : >"$WORK/reshard-$c-$b.rss"; done; done
   for ((i = 0; i < ROUNDS; i++)); do
     drop_cache "$WORK/exp"
     t0=$(date +%s.%N)
@@ -128,22 +137,26 @@ if [ -n "$RESHARD" ]; then
     rm -rf "$WORK/dup"
     echo "$bytes $t0 $t1" | awk '{print $1 / ($3 - $2) / 1e9}' >>"$WORK/dup.rates"
     for c in $RESHARD; do
-      drop_cache "$WORK/exp"
-      /usr/bin/time -f "%e %M" -o "$WORK/reshard.time" "$FPGATHER" --no-progress reshard "$WORK/exp" "$WORK/out-$c" \
-        $(reshard_opts "$c") >/dev/null
-      rm -rf "$WORK/out-$c"
-      read -r wall rss <"$WORK/reshard.time"
-      echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/reshard-$c.rates"
-      echo "$((rss / 1024))" >>"$WORK/reshard-$c.rss"
+      for b in "${builds[@]}"; do
+        drop_cache "$WORK/exp"
+        /usr/bin/time -f "%e %M" -o "$WORK/reshard.time" "$(bin_of "$b")" --no-progress reshard "$WORK/exp" "$WORK/out-$c" \
+          $(reshard_opts "$c") >/dev/null
+        rm -rf "$WORK/out-$c"
+        read -r wall rss <"$WORK/reshard.time"
+        echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/reshard-$c-$b.rates"
+        echo "$((rss / 1024))" >>"$WORK/reshard-$c-$b.rss"
+      done
     done
   done
   dup=$(median <"$WORK/dup.rates")
   printf 'reshard of %.2f GB (cold, into %s), median of %d: synced copy %.3f GB/s (rounds: %s)\n' \
     "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$WORK" "$ROUNDS" "$dup" "$(tr '\n' ' ' <"$WORK/dup.rates")"
   for c in $RESHARD; do
-    rate=$(median <"$WORK/reshard-$c.rates")
-    printf '  reshard %-44s %.3f GB/s = %.2f of the copy, peak RSS %s MiB (rounds: %s)\n' "$(reshard_opts "$c")" \
-      "$rate" "$(echo "$rate $dup" | awk '{print $1 / $2}')" "$(sort -g "$WORK/reshard-$c.rss" | tail -1)" \
-      "$(tr '\n' ' ' <"$WORK/reshard-$c.rates")"
+    for b in "${builds[@]}"; do
+      rate=$(median <"$WORK/reshard-$c-$b.rates")
+      printf '  %-6s reshard %-44s %.3f GB/s = %.2f of the copy, peak RSS %s MiB (rounds: %s)\n' "$b" "$(reshard_opts "$c")" \
+        "$rate" "$(echo "$rate $dup" | awk '{print $1 / $2}')" "$(sort -g "$WORK/reshard-$c-$b.rss" | tail -1)" \
+        "$(tr '\n' ' ' <"$WORK/reshard-$c-$b.rates")"
+    done
   done
 fi

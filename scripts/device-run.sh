@@ -9,7 +9,9 @@
 # (scripts/bench-dcp.sh), bench-ckpt-dcp (scripts/bench_ckpt_dcp.py:
 # checkpoint save/load against torch DCP; CKPT_CASES, DCP_THREADS, CKPT_REPS), train-cuda (tiny GPU vs CPU loss
 # curves, 1b --dp 2 step time; needs 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh:
-# comm, optim, ...).
+# comm, optim, ...), megatron-reshard (scripts/check-megatron-reshard.sh: Megatron-Core loads fpgather's
+# reshards at new TP/PP/EP/DP; ONLY, JOBS; the fpgather_cli target is enough), bench-megatron
+# (scripts/bench-megatron.sh: RESHARD, ROUNDS, EXPORT_LAYERS, SKIP_INDEX, SKIP_EXPORT).
 # Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
 #
 # Carry .carry/ (xxHash headers unpacked from Debian's libxxhash-dev: see BENCHMARKS.md) with the
@@ -79,6 +81,11 @@ for what in "$@"; do
         echo "tiny $dev: $(grep -E '"(initial_loss|final_loss|step_time_ms)"' "$RES/train-tiny-$dev.json" | tr -d ' \n')"
       done
       $B/fpgather --no-progress --json train --model 1b --device cuda --dp 2 --steps 5 2>&1 | tee "$RES/train-1b-cuda.json" ;;
+    megatron-reshard)
+      bash scripts/check-megatron-reshard.sh $B/fpgather "$RES/megatron-reshard" 2>&1 | tee "$RES/megatron-reshard.txt" ;;
+    bench-megatron)
+      FPGATHER=$B/fpgather bash scripts/bench-megatron.sh "$(mktemp -u "${BENCH_DIR:-/tmp}/bench-megatron-XXXX")" 2>&1 |
+        tee "$RES/bench-megatron.txt" ;;
     gpu-bench-*)
       bash scripts/gpu-bench.sh $B "$RES/gpu" "${what#gpu-bench-}" 2>&1 | tee "$RES/gpu-bench-${what#gpu-bench-}.txt" ;;
     *) echo "device-run: unknown step $what" >&2 ;;

@@ -522,8 +522,14 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
                                                "expert (chained_1) ones"
                                              : " is a chained optimizer's second child, but the model has no MoE experts"));
   }
-  if (model.has_experts() && expert.empty())
+  // MoE without a chained optimizer: a run at EP 1 registers its experts in the dense buffers.
+  const bool experts_in_dense = model.has_experts() && expert.empty() &&
+                                std::none_of(dense.begin(), dense.end(), [](const GroupKeys* g) { return g->name.chained; });
+  if (model.has_experts() && expert.empty() && !experts_in_dense)
     throw FormatError(r_.dir() + ": the model has MoE experts but the dp_reshardable state no expert optimizer (chained_1)");
+  // The expert orders a dense group is tried in: with its experts, both registrations; else none.
+  std::vector<std::optional<ExpertOrder>> dense_orders{std::nullopt};
+  if (experts_in_dense) dense_orders = {ExpertOrder::sequential, ExpertOrder::grouped};
   auto by_index = [](const GroupKeys* a, const GroupKeys* b) { return a->name.dp_group < b->name.dp_group; };
   std::sort(dense.begin(), dense.end(), by_index);
   std::sort(expert.begin(), expert.end(), by_index);
@@ -572,8 +578,10 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
                              "from the model keys: no split of " + std::to_string(L) + " layers over " +
                       std::to_string(PP) + " pipeline stages reproduces the stored bucket sizes within " +
                       std::to_string(kMaxStageTries) + " tries");
+    // (The expert order does not change how much each buffer holds.)
     std::vector<MegatronParam> local;
-    for (const LocalParam& lp : model.dense_rank(0, first, count, s == 0, s + 1 == PP)) local.push_back(lp.local);
+    for (const LocalParam& lp : model.dense_rank(0, first, count, s == 0, s + 1 == PP, dense_orders.front()))
+      local.push_back(lp.local);
     return matches_unpadded(local, dense[uint64_t{s} * sizes.tp]->stored, why);
   };
   if (PP == 1) {
@@ -623,9 +631,19 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
     g.index = gk->name.dp_group;
     g.tp = g.index % sizes.tp;
     g.pp = g.index / sizes.tp;
-    g.params = model.dense_rank(g.tp, first_layer[g.pp], sizes.stage_layers[g.pp], g.pp == 0, g.pp + 1 == PP);
     std::string why;
-    if (!recover_group(*gk, g, why)) refuse(*gk, g, why);
+    bool ok = false;
+    for (const std::optional<ExpertOrder>& order : dense_orders) {
+      g.params = model.dense_rank(g.tp, first_layer[g.pp], sizes.stage_layers[g.pp], g.pp == 0, g.pp + 1 == PP, order);
+      std::string w;
+      ok = recover_group(*gk, g, w);
+      if (ok) {
+        if (order) sizes.expert_order = *order;
+        break;
+      }
+      if (why.empty()) why = w;
+    }
+    if (!ok) refuse(*gk, g, why);
     sizes.dp = std::max(sizes.dp, g.dp);
     groups_.push_back(std::move(g));
     keys_of.push_back(gk);
@@ -644,7 +662,10 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
       g.params = model.expert_rank(g.tp, g.ep, sizes.ep, first_layer[g.pp], sizes.stage_layers[g.pp], order);
       std::string w;
       ok = recover_group(*gk, g, w);
-      if (ok) break;
+      if (ok) {
+        sizes.expert_order = order;
+        break;
+      }
       if (why.empty()) why = w;
     }
     if (!ok) refuse(*gk, g, why);
@@ -653,6 +674,7 @@ void DcpParams::map_buckets(const std::vector<MegatronParam>& params, const std:
     keys_of.push_back(gk);
   }
   if (expert.empty()) sizes.expert_dp = sizes.dp;
+  sizes.experts_in_dense = experts_in_dense;
   if (common) check_saved_args(*common, sizes, model.has_experts());
 
   // Per parameter, the (group, local parameter) pairs holding it.

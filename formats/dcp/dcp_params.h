@@ -93,6 +93,10 @@ struct ParallelSizes {
   // optimizer shards over DP × CP ranks, so `dp` is that product and the data-parallel size dp / cp.
   uint32_t cp = 1;
   std::vector<uint64_t> stage_layers; // per pipeline stage, its number of layers
+  // MoE: how each layer's experts are registered, as the stored bucket sizes confirm it; whether
+  // they sit in the dense groups (a run at EP 1 whose expert TP is its TP: no chained optimizer).
+  ExpertOrder expert_order = ExpertOrder::sequential;
+  bool experts_in_dense = false;
 };
 
 class DcpParams : public ckpt::ParamSource {

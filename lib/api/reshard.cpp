@@ -35,6 +35,9 @@ ReshardReport reshard(const Checkpoint& source, const std::string& target, const
       t.megatron_form = options.megatron_form;
       t.tp = options.tp;
       t.pp = options.pp;
+      t.ep = options.ep;
+      t.first_stage_layers = options.first_stage_layers;
+      t.last_stage_layers = options.last_stage_layers;
       t.dry_run = options.dry_run;
       const fpg::ckpt::ReshardReport r = fpg::app::reshard::reshard(source.path(), target, t);
       ReshardReport out;

@@ -338,7 +338,7 @@ def _bucket_size(v: Union[None, int, str]) -> Optional[int]:
 
 
 def _size(v: Optional[int], name: str) -> int:
-    """A target TP or PP size: None keeps the source's (0 to the library), else 1 to 1024 as the CLI takes."""
+    """A target TP, PP or EP size: None keeps the source's (0 to the library), else 1 to 1024 as the CLI takes."""
     if v is None:
         return 0
     if not 1 <= int(v) <= 1024:
@@ -346,21 +346,35 @@ def _size(v: Optional[int], name: str) -> int:
     return int(v)
 
 
+def _layers(v: Optional[int], name: str) -> Optional[int]:
+    """A pipeline stage's layer count: None for an even split, else 1 to 100000 as the CLI takes."""
+    if v is None:
+        return None
+    if not 1 <= int(v) <= 100000:
+        raise UsageError(f"reshard: {name} must be from 1 to 100000, not {v}")
+    return int(v)
+
+
 def reshard(src: Union[PathLike, Checkpoint], dst: PathLike, *, dp: int, dist_opt: Optional[str] = None,
             ckpt_layout: Optional[str] = None, bucket_size: Union[None, int, str] = None,
             pad_for_nccl: Optional[bool] = None, accumulation: Optional[int] = None,
             compress: Optional[str] = None, to: Optional[str] = None, tp: Optional[int] = None,
-            pp: Optional[int] = None, dry_run: bool = False,
+            pp: Optional[int] = None, ep: Optional[int] = None, first_stage_layers: Optional[int] = None,
+            last_stage_layers: Optional[int] = None, dry_run: bool = False,
             progress: Optional[ProgressCallback] = None) -> ReshardReport:
     """``fpgather reshard SRC DST``, the options named as the command's (``--no-pad-for-nccl`` is
     pad_for_nccl=False; bucket_size='none' is one bucket per buffer; ``to`` is a Megatron
-    checkpoint's optimizer form, dp_reshardable or fully_reshardable; ``tp`` and ``pp`` a Megatron
-    dp_reshardable target's tensor- and pipeline-parallel sizes). None keeps the source's.
+    checkpoint's optimizer form, dp_reshardable or fully_reshardable; ``tp``, ``pp`` and ``ep`` a
+    Megatron dp_reshardable target's tensor-, pipeline- and expert-parallel sizes;
+    ``first_stage_layers`` and ``last_stage_layers`` its uneven first and last pipeline stages). None
+    keeps the source's.
     DST must not exist; it is committed whole. `progress` is called with (done, total) bytes
     written as the work advances; what it raises stops the reshard, leaves no DST, and propagates."""
     return _fpgather._reshard(_checkpoint(src), _os.fspath(dst), int(dp), _bucket_size(bucket_size), pad_for_nccl,
                               dist_opt or "", ckpt_layout or "", accumulation, compress or "", to or "",
-                              _size(tp, "tp"), _size(pp, "pp"), bool(dry_run), progress)
+                              _size(tp, "tp"), _size(pp, "pp"), _size(ep, "ep"),
+                              _layers(first_stage_layers, "first_stage_layers"),
+                              _layers(last_stage_layers, "last_stage_layers"), bool(dry_run), progress)
 
 
 def convert(src: Union[PathLike, Checkpoint], dst: PathLike, *, to: str = "safetensors", dtype: str = "bf16",

@@ -333,7 +333,8 @@ NB_MODULE(_fpgather, m) {
       [](const fpgather::Checkpoint& src, const std::string& dst, uint32_t dp, std::optional<uint64_t> bucket_size,
          std::optional<bool> pad_for_nccl, const std::string& dist_opt, const std::string& state_layout,
          std::optional<uint64_t> accumulation, const std::string& compression, const std::string& megatron_form,
-         uint32_t tp, uint32_t pp, bool dry_run, nb::handle progress) {
+         uint32_t tp, uint32_t pp, uint32_t ep, std::optional<uint64_t> first_stage_layers,
+         std::optional<uint64_t> last_stage_layers, bool dry_run, nb::handle progress) {
         fpgather::ReshardOptions o;
         o.dp = dp;
         o.bucket_size = bucket_size;
@@ -345,13 +346,17 @@ NB_MODULE(_fpgather, m) {
         o.megatron_form = megatron_form;
         o.tp = tp;
         o.pp = pp;
+        o.ep = ep;
+        o.first_stage_layers = first_stage_layers;
+        o.last_stage_layers = last_stage_layers;
         o.dry_run = dry_run;
         o.progress = progress_of(progress);
         nb::gil_scoped_release release;
         return fpgather::reshard(src, dst, o);
       },
       "src"_a, "dst"_a, "dp"_a, "bucket_size"_a.none(), "pad_for_nccl"_a.none(), "dist_opt"_a, "state_layout"_a,
-      "accumulation"_a.none(), "compression"_a, "megatron_form"_a, "tp"_a, "pp"_a, "dry_run"_a,
+      "accumulation"_a.none(), "compression"_a, "megatron_form"_a, "tp"_a, "pp"_a, "ep"_a, "first_stage_layers"_a.none(),
+      "last_stage_layers"_a.none(), "dry_run"_a,
       "progress"_a.none());
 
   nb::class_<fpgather::ConvertOptions>(m, "_ConvertOptions")

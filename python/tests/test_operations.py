@@ -115,6 +115,23 @@ def test_reshard_megatron_to_another_tp_pp(tmp_path, fpgather_cli):
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
+def test_reshard_megatron_to_another_ep_and_stages(tmp_path):
+    par = data("megatron", "parallel")
+    out = tmp_path / "ep1"
+    fpgather.reshard(f"{par}/ep2-moe-dp_reshardable/ckpt", out, dp=2, ep=1, bucket_size="none")
+    assert fpgather.validate(out, data=True).ok
+    assert fpgather.diff(out, f"{par}/ep2-moe-fully_reshardable/ckpt").equal
+    uneven = tmp_path / "uneven"
+    fpgather.reshard(f"{par}/pp2-dp1-3layers-dp_reshardable/ckpt", uneven, dp=1, pp=2, first_stage_layers=1)
+    assert fpgather.diff(uneven, f"{par}/pp2-dp1-3layers-fully_reshardable/ckpt").equal
+    with pytest.raises(fpgather.UsageError) as e:
+        fpgather.reshard(f"{par}/ep2-moe-dp_reshardable/ckpt", tmp_path / "x", dp=3, ep=3)
+    assert "do not divide over 3 expert-parallel ranks" in str(e.value)
+    with pytest.raises(fpgather.UsageError):
+        fpgather.reshard(f"{par}/ep2-moe-dp_reshardable/ckpt", tmp_path / "y", dp=2, ep=1, first_stage_layers=0)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 def test_reshard_errors_are_the_commands(tmp_path, fpgather_cli):
     src = data("dcp", "small")
     rc, _, err = fpgather_cli("reshard", "--dp", "2", src, str(tmp_path / "x"))

@@ -537,7 +537,7 @@ def par_train(cfg, model, ddp, opt, placements):
         tokens = tokens[dp_rank * mb:(dp_rank + 1) * mb].to(dev)
         ddp.zero_grad_buffer()
         opt.zero_grad()
-        if cfg["pp"] > 1:
+        if cfg["pp"] > 1 or cfg.get("seeded_grads"):
             seeded_grads(model, placements, cfg["seed"], step)
             losses.append(None)
         else:

@@ -77,4 +77,19 @@ expect_exit 0 "${F[@]}" validate --data "$WORK/lm1-fully"
 expect_exit 0 "${F[@]}" inspect "$WORK/lm1-fully"
 expect_in "$WORK/out" "training state: iteration 3, checkpoint_version 3.0; 40 saved args"
 
+# reshard --tp/--pp of a Megatron-LM checkpoint: its args (saved at TP 2 x PP 2 x DP 1) take the
+# target's sizes, which validate checks against the layout written, and no_save_rng.
+expect_exit 0 "$MAKE_DCP" copy "$M/parallel/tp2pp2-dp1-dp_reshardable/ckpt" "$WORK/lm-tp2pp2" --replace $CS "$C/megatron_lm.pt"
+expect_exit 0 "${F[@]}" validate "$WORK/lm-tp2pp2"
+expect_exit 0 "${F[@]}" reshard "$WORK/lm-tp2pp2" "$WORK/lm-tp1" --tp 1 --pp 1 --dp 2 --bucket-size none
+expect_exit 0 "${F[@]}" validate --data "$WORK/lm-tp1"
+expect_in "$WORK/out" "; 0 problems"
+expect_exit 0 "${F[@]}" inspect "$WORK/lm-tp1"
+expect_in "$WORK/out" "41 saved args: tensor_model_parallel_size 1, pipeline_model_parallel_size 1,"
+expect_exit 0 "${F[@]}" --json inspect "$WORK/lm-tp1"
+expect_in "$WORK/out" '"no_save_rng": true'
+expect_in "$WORK/out" '"data_parallel_size": 2'
+expect_exit 0 "${F[@]}" diff "$WORK/lm-tp1" "$M/parallel/tp2pp2-dp1-fully_reshardable/ckpt"
+expect_in "$WORK/out" "equal:"
+
 finish

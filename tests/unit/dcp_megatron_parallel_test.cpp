@@ -144,8 +144,9 @@ TEST_CASE("ParallelModel: experts per expert-parallel rank, sequential or groupe
   keys.push_back({"module.embedding.word_embeddings.weight", DType::BF16, {16, 4}, split({16, 4}, 0, 1)});
   keys.push_back({"module.decoder.layers.mlp.router.weight", DType::F32, {1, 4, 4}, split_layers({1, 4, 4}, 0, 1)});
   std::vector<Box> fc1, fc2;
-  for (uint64_t e = 0; e < 4; ++e) {
-    fc1.push_back({{0, e, 0, 0}, {1, 1, 8, 4}});
+  for (uint64_t e = 0; e < 4; ++e) {  // each expert's gated fc1 as its w and v halves
+    fc1.push_back({{0, e, 0, 0}, {1, 1, 4, 4}});
+    fc1.push_back({{0, e, 4, 0}, {1, 1, 4, 4}});
     fc2.push_back({{0, e, 0, 0}, {1, 1, 4, 4}});
   }
   keys.push_back({"module.decoder.layers.mlp.experts.experts.linear_fc1.weight", DType::BF16, {1, 4, 8, 4}, fc1});
@@ -165,6 +166,30 @@ TEST_CASE("ParallelModel: experts per expert-parallel rank, sequential or groupe
         std::vector<std::string>{p + "2.linear_fc1.weight", p + "3.linear_fc1.weight", p + "2.linear_fc2.weight",
                                  p + "3.linear_fc2.weight"});
   CHECK_THROWS_AS(model.expert_rank(0, 0, 3, 0, 1, ExpertOrder::sequential), FormatError);
+  // At EP 1 the experts are dense parameters, registered after the router in either order.
+  CHECK(names(model.dense_rank(0, 0, 1, true, true, ExpertOrder::sequential)) ==
+        std::vector<std::string>{"embedding.word_embeddings.weight", "decoder.layers.0.mlp.router.weight",
+                                 p + "0.linear_fc1.weight", p + "0.linear_fc2.weight", p + "1.linear_fc1.weight",
+                                 p + "1.linear_fc2.weight", p + "2.linear_fc1.weight", p + "2.linear_fc2.weight",
+                                 p + "3.linear_fc1.weight", p + "3.linear_fc2.weight"});
+  CHECK(names(model.dense_rank(0, 0, 1, true, true, ExpertOrder::grouped))[2] == p + "0.linear_fc1.weight");
+  CHECK(names(model.dense_rank(0, 0, 1, true, true, ExpertOrder::grouped))[3] == p + "1.linear_fc1.weight");
+
+  // Cut for expert TP 2: each expert's gated fc1 into [w_0, w_1, v_0, v_1] along its rows, fc2 along
+  // its columns; the router stays whole.
+  const std::vector<MegatronParam> cut = tensor_parallel_params(params, 1, 2, 1, 2);
+  const ParallelModel cut_model(cut);
+  CHECK(cut_model.expert_tp() == 2);
+  const std::vector<LocalParam> rank1 = cut_model.expert_rank(1, 0, 1, 0, 1, ExpertOrder::sequential);
+  const LocalParam& fc1_0 = find(rank1, p + "0.linear_fc1.weight");
+  CHECK(fc1_0.local.shape == std::vector<uint64_t>{4, 4});
+  REQUIRE(fc1_0.pieces.size() == 2);
+  CHECK(fc1_0.pieces[0].box.offsets == std::vector<uint64_t>{2, 0});  // w_1
+  CHECK(fc1_0.pieces[1].box.offsets == std::vector<uint64_t>{6, 0});  // v_1
+  const LocalParam& fc2_0 = find(rank1, p + "0.linear_fc2.weight");
+  CHECK(fc2_0.pieces.at(0).box.offsets == std::vector<uint64_t>{0, 2});
+  CHECK(fc2_0.local.shape == std::vector<uint64_t>{4, 2});
+  CHECK(find(cut_model.dense_rank(1, 0, 1, true, true), "decoder.layers.0.mlp.router.weight").whole());
 }
 
 TEST_CASE("ParallelModel: chunks no tensor-parallel split explains are a format error", "[dcp][megatron]") {

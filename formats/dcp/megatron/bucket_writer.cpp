@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
 #include "formats/dcp/checkpoint_dir.h"
 
 #include "formats/dcp/megatron/megatron_keys.h"
@@ -50,6 +51,22 @@ Value int_list(const std::vector<uint64_t>& xs) {
 
 Value wrap_object(Value v) { return Value::sequence(Kind::list, {std::move(v)}); }
 
+const Value& unwrap_object(const Value& v, const std::string& where) {
+  if (!v.is(Kind::list) || v.items().size() != 1) throw FormatError(where + ": expected [object], found " + v.repr(80));
+  return v.items()[0];
+}
+
+Value with_entry(const Value& dict, const std::string& key, Value value) {
+  std::vector<std::pair<Value, Value>> entries = dict.entries();
+  for (auto& [k, v] : entries)
+    if (k.is(Kind::str) && k.as_str() == key) {
+      v = std::move(value);
+      return Value::dict(std::move(entries));
+    }
+  entries.emplace_back(Value::str(key), std::move(value));
+  return Value::dict(std::move(entries));
+}
+
 Value bucket_sizes_value(const layout::BucketedLayout& L, bool padded) {
   std::vector<Value> bufs;
   for (const layout::Buffer& b : L.buffers) {
@@ -76,10 +93,13 @@ void declare_group_buckets(DcpWriter& w, const std::string& group, const layout:
 
 GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
                                     const std::vector<std::string>& states, uint32_t object_rank,
-                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill) {
+                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill,
+                                    std::optional<uint32_t> dp_rank) {
   GroupWriteCount n;
-  w.rank(object_rank).write_object(group_object_key(group, kPerBucketNumel), bucket_sizes_value(L, true));
-  w.rank(object_rank).write_object(group_object_key(group, kPerBucketNumelUnpadded), bucket_sizes_value(L, false));
+  if (!dp_rank || *dp_rank == 0) {
+    w.rank(object_rank).write_object(group_object_key(group, kPerBucketNumel), bucket_sizes_value(L, true));
+    w.rank(object_rank).write_object(group_object_key(group, kPerBucketNumelUnpadded), bucket_sizes_value(L, false));
+  }
   struct Piece {
     uint64_t lo, hi;
     const layout::Fragment* frag;
@@ -92,6 +112,7 @@ GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, cons
       for (const std::string& state : states) {
         const std::string key = bucket_key_name(group, b, buf.key.param_dtype, buf.key.grad_dtype, k, state);
         for (const layout::Shard& shard : bucket.shards) {
+          if (dp_rank && shard.rank != *dp_rank) continue;
           const uint64_t lo0 = shard.world.begin - bucket.world.begin;
           const uint64_t hi0 = std::min(shard.world.end - bucket.world.begin, bucket.numel_unpadded);
           pieces.clear();

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ namespace fpg::dcp {
 
 // Megatron stores a ShardedObject (and the common state) as a list of the one object saved.
 Value wrap_object(Value v);
+// The one object of such a list; FormatError naming `where` otherwise.
+const Value& unwrap_object(const Value& v, const std::string& where);
+// A dict value with `key` set to `value` (replaced in place, or appended).
+Value with_entry(const Value& dict, const std::string& key, Value value);
 
 // per_bucket_numel (padded) or per_bucket_numel_unpadded of a layout, as stored:
 // [[{(torch.P, torch.G): [sizes]} per buffer]].
@@ -53,9 +58,11 @@ void declare_group_buckets(DcpWriter& w, const std::string& group, const layout:
                            const std::vector<std::string>& states);
 
 // Writes what declare_group_buckets declared: the objects on rank file `object_rank`, DP rank d's
-// shard chunks on rank file rank_file(d).
+// shard chunks on rank file rank_file(d). With `dp_rank`, only that DP rank's chunks (and the objects
+// with DP rank 0): each DP rank's file then written by a thread of its own.
 GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
                                     const std::vector<std::string>& states, uint32_t object_rank,
-                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill);
+                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill,
+                                    std::optional<uint32_t> dp_rank = std::nullopt);
 
 }  // namespace fpg::dcp

@@ -4,9 +4,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/thread_pool.h"
 #include "core/printable.h"
 #include "formats/dcp/checkpoint_dir.h"
 #include "formats/dcp/dcp_writer.h"
@@ -74,7 +76,7 @@ class GroupSource {
 }  // namespace
 
 bool is_replaced_optimizer_entry(const Entry& e, const std::vector<OptimizerGroup>& groups) {
-  if (e.is_tensor) return e.fqn.rfind("optimizer.", 0) == 0;
+  if (e.is_tensor) return e.fqn.rfind("optimizer.", 0) == 0 || (is_chained_key(e.fqn) && parse_bucket_key(e.fqn));
   return std::any_of(groups.begin(), groups.end(), [&](const OptimizerGroup& g) {
     return is_group_object(e.fqn, g.prefix, kPerBucketNumel) || is_group_object(e.fqn, g.prefix, kPerBucketNumelUnpadded) ||
            is_group_object(e.fqn, g.prefix, kParamGroups);
@@ -112,6 +114,26 @@ const Entry& group_param_groups(const Reader& r, const std::string& group) {
     throw FormatError(r.dir() + ": no '" + group_object_key(group, kParamGroups) +
                       "' object holding the group's param_groups");
   return *pg;
+}
+
+size_t shard_writer_threads(size_t jobs, uint64_t per_job, uint64_t memory) {
+  constexpr size_t kMostThreads = 8;
+  const uint64_t fit = per_job ? memory / per_job : kMostThreads;
+  return static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>({jobs, kMostThreads, fit})));
+}
+
+void for_each_group_shard(const std::vector<uint32_t>& dp_sizes,
+                          const std::function<uint32_t(size_t group, uint32_t dp_rank)>& rank_file, size_t threads,
+                          const std::function<void(size_t group, uint32_t dp_rank)>& job) {
+  std::map<uint32_t, std::vector<std::pair<size_t, uint32_t>>> by_file;
+  for (size_t g = 0; g < dp_sizes.size(); ++g)
+    for (uint32_t d = 0; d < dp_sizes[g]; ++d) by_file[rank_file(g, d)].emplace_back(g, d);
+  std::vector<const std::vector<std::pair<size_t, uint32_t>>*> files;
+  for (const auto& [file, parts] : by_file) files.push_back(&parts);
+  ThreadPool pool(std::max<size_t>(1, std::min(threads, files.size())));
+  pool.parallel_for(files.size(), [&](size_t i) {
+    for (const auto& [g, d] : *files[i]) job(g, d);
+  });
 }
 
 MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, const std::vector<std::string>& states,
@@ -185,15 +207,22 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
     }
   }
 
+  // Each DP rank of each group on a thread of its own: its file is its alone.
   PartCrcLedger crcs;
-  for (size_t i = 0; i < targets.size(); ++i) {
+  std::mutex sum_mu;
+  const std::vector<uint32_t> dps(targets.size(), DP);
+  for_each_group_shard(
+      dps, [&](size_t i, uint32_t d) { return target_rank(params.groups()[i], d); },
+      shard_writer_threads(targets.size() * DP, wo.io_block_bytes), [&](size_t i, uint32_t d) {
     const OptimizerGroup& g = params.groups()[i];
-    const std::string pg_key = group_object_key(g.prefix, kParamGroups);
-    auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(group_param_groups(r, g.prefix)));
-    w.rank(target_rank(g, 0)).write_bytes(pg_key, pg_bytes->size(), from_buffer(pg_bytes));
+    if (d == 0) {
+      auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(group_param_groups(r, g.prefix)));
+      w.rank(target_rank(g, 0)).write_bytes(group_object_key(g.prefix, kParamGroups), pg_bytes->size(),
+                                            from_buffer(pg_bytes));
+    }
     const GroupSource source(r, g, crcs);
     const GroupWriteCount n = write_group_buckets(
-        w, g.prefix, targets[i], states, target_rank(g, 0), [&](uint32_t d) { return target_rank(g, d); },
+        w, g.prefix, targets[i], states, target_rank(g, 0), [&](uint32_t dd) { return target_rank(g, dd); },
         [&source, &bar](uint32_t param, const std::string& state, uint64_t begin) {
           return element_fill(
               [&source, &bar, param, state](uint64_t a, uint64_t b, uint8_t* dst) {
@@ -201,10 +230,12 @@ MegatronReshardSummary reshard_groups(const Reader& r, const DcpParams& params, 
                 bar.advance((b - a) * 4);
               },
               begin);
-        });
+        },
+        d);
+    const std::lock_guard<std::mutex> lock(sum_mu);
     sum.chunks += n.chunks;
     sum.bytes_written += n.bytes;
-  }
+  });
   // The CRCs of the source records read in parts: their unread bytes (padding) read for it.
   for (const PartCrcLedger::Gap& gap : crcs.gaps())
     crcs.fill(gap, r.open_chunk(md.entries[gap.item.first], gap.item.second).record_crc(gap.offset, gap.size));

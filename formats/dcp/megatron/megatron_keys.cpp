@@ -69,7 +69,10 @@ std::string model_space_state_key(const std::string& state, const std::string& m
   return std::string(kModelSpacePrefix) + "." + state + "." + model_key;
 }
 
-std::string group_name(uint32_t dp_group) { return "optimizer.distributed.dp_group_idx_" + std::to_string(dp_group); }
+std::string group_name(uint32_t dp_group, std::optional<uint32_t> chained) {
+  return (chained ? "chained_" + std::to_string(*chained) + "." : std::string()) + "optimizer.distributed.dp_group_idx_" +
+         std::to_string(dp_group);
+}
 
 std::string group_object_key(const std::string& group, const std::string& name) { return group + "." + name + "/shard_0_1"; }
 

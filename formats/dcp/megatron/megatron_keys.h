@@ -39,8 +39,9 @@ struct GroupName {
   uint32_t dp_group = 0;
 };
 std::optional<GroupName> parse_group_name(const std::string& group);
-// "optimizer.distributed.dp_group_idx_G" (a dense distributed optimizer's group, not chained).
-std::string group_name(uint32_t dp_group);
+// "[chained_N.]optimizer.distributed.dp_group_idx_G" (without `chained`: a distributed optimizer's
+// group, not chained).
+std::string group_name(uint32_t dp_group, std::optional<uint32_t> chained = std::nullopt);
 
 // "[chained_N.]optimizer.state.STATE.MODEL_KEY"
 struct ModelSpaceStateKey {

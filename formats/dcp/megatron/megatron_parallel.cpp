@@ -61,11 +61,12 @@ size_t parallel_linear_axis(const std::string& name) {
 
 }  // namespace
 
-std::vector<MegatronParam> tensor_parallel_params(const std::vector<MegatronParam>& params, uint32_t from_tp,
-                                                  uint32_t tp) {
+std::vector<MegatronParam> tensor_parallel_params(const std::vector<MegatronParam>& params, uint32_t dense_from,
+                                                  uint32_t dense_to, uint32_t expert_from, uint32_t expert_to) {
   std::vector<MegatronParam> out = params;
   for (MegatronParam& p : out) {
-    if (p.expert || p.shape.empty()) continue;
+    if (p.shape.empty()) continue;
+    const uint32_t from_tp = p.expert ? expert_from : dense_from, tp = p.expert ? expert_to : dense_to;
     const std::string what = "parameter " + quoted_name(p.name) + " " + shape_string(p.shape);
     // How the parameter is split: the axis its stored chunks are cut along, gated or not.
     size_t axis = SIZE_MAX;
@@ -184,14 +185,21 @@ LocalParam ParallelModel::local_of(size_t p, uint32_t rank, uint32_t T) const {
 }
 
 std::vector<LocalParam> ParallelModel::dense_rank(uint32_t tp, uint64_t first, uint64_t count, bool first_stage,
-                                                  bool last_stage) const {
+                                                  bool last_stage, std::optional<ExpertOrder> experts) const {
   std::vector<LocalParam> out;
+  std::optional<uint64_t> experts_added;  // the last layer whose experts are in
   for (size_t p = 0; p < params_.size(); ++p) {
     const MegatronParam& mp = params_[p];
-    if (mp.expert) continue;
     const bool held = mp.layer ? *mp.layer >= first && *mp.layer - first < count
                                : (p < first_layered_ ? first_stage : last_stage);
     if (!held) continue;
+    if (mp.expert) {
+      if (experts && experts_added != mp.layer) {
+        for (LocalParam& lp : expert_rank(tp, 0, 1, *mp.layer, 1, *experts)) out.push_back(std::move(lp));
+        experts_added = mp.layer;
+      }
+      continue;
+    }
     out.push_back(local_of(p, tp, tp_));
     // At PP > 1 a tied embedding is Megatron's shared embedding on the first stage.
     if (tied_output() && embedding_ == p && !last_stage) out.back().local.own_bucket = true;

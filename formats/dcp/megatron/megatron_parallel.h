@@ -60,9 +60,12 @@ class ParallelModel {
 
   // The dense (non-expert) local parameters of TP rank `tp` on the stage holding layers
   // [first, first + count), in registration order; the first stage holds the parameters registered
-  // before the layers (embedding), the last those after them (final norm, output layer).
+  // before the layers (embedding), the last those after them (final norm, output layer). With
+  // `experts` every expert of each held layer too, registered in that order where the layer's first
+  // expert key stands: a run at EP 1 whose expert TP is its TP registers its experts as parameters of
+  // the dense buffers (Megatron marks them expert-parallel only at EP > 1 or another expert TP).
   std::vector<LocalParam> dense_rank(uint32_t tp, uint64_t first, uint64_t count, bool first_stage,
-                                     bool last_stage) const;
+                                     bool last_stage, std::optional<ExpertOrder> experts = std::nullopt) const;
   // The expert local parameters of expert TP rank `etp`, expert-parallel rank `ep` of `eps`, on the
   // stage holding layers [first, first + count). FormatError when the experts do not divide by eps.
   std::vector<LocalParam> expert_rank(uint32_t etp, uint32_t ep, uint32_t eps, uint64_t first, uint64_t count,
@@ -85,8 +88,9 @@ class ParallelModel {
 // from Megatron's parallel linears: column-parallel (axis 0) linear_qkv, linear_fc1, the word
 // embeddings and the output layer; row-parallel (axis 1) linear_proj and linear_fc2 weights; the
 // rest (norms, the row-parallel biases) replicated. UsageError naming the parameter when its axis does
-// not divide by `tp`; expert parameters are left as they are.
+// not divide by `tp`. Expert parameters are cut alike from `from_expert_tp` into `expert_tp` pieces
+// (each expert's linear_fc1 gated, linear_fc2 row-parallel).
 std::vector<MegatronParam> tensor_parallel_params(const std::vector<MegatronParam>& params, uint32_t from_tp,
-                                                  uint32_t tp);
+                                                  uint32_t tp, uint32_t from_expert_tp, uint32_t expert_tp);
 
 }  // namespace fpg::dcp

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "core/printable.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/shape.h"
+#include "core/thread_pool.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/megatron/bucket_writer.h"
@@ -41,28 +44,10 @@ const char* form_name(MegatronForm f) {
 }
 
 
-// A dict value with `key` set to `value` (replaced in place, or appended).
-Value with_entry(const Value& dict, const std::string& key, Value value) {
-  std::vector<std::pair<Value, Value>> entries = dict.entries();
-  for (auto& [k, v] : entries)
-    if (k.is(Kind::str) && k.as_str() == key) {
-      v = std::move(value);
-      return Value::dict(std::move(entries));
-    }
-  entries.emplace_back(Value::str(key), std::move(value));
-  return Value::dict(std::move(entries));
-}
-
 const Value& field(const Value& dict, const std::string& key, const std::string& where) {
   const Value* v = dict.is(Kind::dict) ? dict.find(key) : nullptr;
   if (!v) throw FormatError(where + ": no " + quoted_name(key) + " in " + dict.repr(120));
   return *v;
-}
-
-// ShardedObjects and the common state are stored as a list of the one object saved.
-const Value& unwrap(const Value& v, const std::string& where) {
-  if (!v.is(Kind::list) || v.items().size() != 1) throw FormatError(where + ": expected [object], found " + v.repr(80));
-  return v.items()[0];
 }
 
 struct Source {
@@ -148,10 +133,11 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   // TP = PP = EP = 1, which does not re-slice them for model-parallel ranks.
   const bool model_parallel = (params.groups().size() > 1 && params.parallel()) || params.experts() > 0;
   // Into dp_reshardable at model parallelism: each group's buckets rewritten for the new DP size at
-  // the same TP × PP (group_reshard.h); a MoE model, or a source stored in model space, is refused.
-  const bool group_rewrite = model_parallel && to == MegatronForm::dp_reshardable &&
-                             from == MegatronForm::dp_reshardable && params.experts() == 0;
-  if (model_parallel && to == MegatronForm::dp_reshardable && !group_rewrite)
+  // the same TP × PP (group_reshard.h), a MoE model's groups laid out again as at another TP × PP × EP
+  // (model_parallel_reshard.h); a source stored in model space is refused.
+  const bool buckets_rewrite = model_parallel && to == MegatronForm::dp_reshardable && from == MegatronForm::dp_reshardable;
+  const bool group_rewrite = buckets_rewrite && params.experts() == 0;
+  if (model_parallel && to == MegatronForm::dp_reshardable && !buckets_rewrite)
     throw UsageError(src +
                      (params.parallel() ? " was saved at " + parallel_sizes_string(*params.parallel()) + " (" +
                                               std::to_string(params.groups().size()) +
@@ -160,8 +146,8 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
                      (params.experts() > 0 ? std::string(params.parallel() ? " and" : "") + " holds a MoE model (" +
                                                  std::to_string(params.experts()) + " experts per MoE layer)"
                                            : std::string()) +
-                     "; reshard writes dp_reshardable buckets for dense models (at their own TP × PP) only: "
-                     "--to fully_reshardable writes the model-space form Megatron-Core loads at any parallelism");
+                     " in model space; reshard writes dp_reshardable buckets from dp_reshardable sources only: "
+                     "Megatron-Core loads the model-space form at any parallelism as it is");
   // Model keys in tensor-parallel pieces: the source ran at TP > 1 (pipeline stages and expert ranks
   // leave no trace in the model space: their chunks split stacked layers and experts as at PP = EP = 1).
   if (from == MegatronForm::fully_reshardable && to == MegatronForm::dp_reshardable &&
@@ -193,16 +179,20 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
   const std::optional<ParallelSizes>& sizes = params.parallel();
   const bool new_tp = opts.tp && *opts.tp != (sizes ? sizes->tp : params.model_tp());
   const bool new_pp = opts.pp && *opts.pp != (sizes ? sizes->pp : 1);
-  if ((opts.tp && *opts.tp == 0) || (opts.pp && *opts.pp == 0)) throw UsageError("tp and pp must be at least 1");
-  if (new_tp || new_pp) {
+  const bool new_ep = opts.ep && *opts.ep != (sizes ? sizes->ep : 1);
+  const bool new_stages = opts.first_stage_layers || opts.last_stage_layers;
+  if ((opts.tp && *opts.tp == 0) || (opts.pp && *opts.pp == 0) || (opts.ep && *opts.ep == 0))
+    throw UsageError("tp, pp and ep must be at least 1");
+  if (new_tp || new_pp || new_ep || new_stages) {
     if (to != MegatronForm::dp_reshardable)
-      throw UsageError("tp and pp set the layout of dp_reshardable targets; the fully_reshardable form is the same "
-                       "at every TP x PP and Megatron-Core loads it at any");
+      throw UsageError("tp, pp and ep set the layout of dp_reshardable targets; the fully_reshardable form is the "
+                       "same at every TP x PP x EP and Megatron-Core loads it at any");
     if (from != MegatronForm::dp_reshardable)
-      throw UsageError(src + " is fully_reshardable: it records no bucket layout to carry to another TP x PP; "
-                       "Megatron-Core loads it at any TP x PP as it is");
-    return reshard_model_parallel(r, params, states, role_of, opts, dst);
+      throw UsageError(src + " is fully_reshardable: it records no bucket layout to carry to another TP x PP x EP; "
+                       "Megatron-Core loads it at any TP x PP x EP as it is");
   }
+  if (new_tp || new_pp || new_ep || new_stages || (buckets_rewrite && !group_rewrite))
+    return reshard_model_parallel(r, params, states, role_of, opts, dst);
   if (group_rewrite) return reshard_groups(r, params, states, opts, dst);
 
   // The target buffer layout.
@@ -318,7 +308,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     } else if (&e == common && to != from) {
       const std::string where = r.dir() + ": " + e.fqn;
       const Value stored = r.read_object(e);
-      const Value& cs = unwrap(stored, where);
+      const Value& cs = unwrap_object(stored, where);
       // dist_checkpointing.save called directly may store no content_metadata: one is written.
       const Value* stored_content = cs.is(Kind::dict) ? cs.find("content_metadata") : nullptr;
       const Value content = stored_content && stored_content->is(Kind::dict) ? *stored_content : Value::dict({});
@@ -327,7 +317,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
         if (to == MegatronForm::dp_reshardable)
           return Value::dict({{Value::str("param_state_sharding_type"), Value::str("dp_reshardable")}});
         if (!pg_entry) throw FormatError(src + ": no '" + pg_group + ".optimizer' object holding param_groups");
-        const Value pg = unwrap(r.read_object(*pg_entry), r.dir() + ": " + pg_entry->fqn);
+        const Value pg = unwrap_object(r.read_object(*pg_entry), r.dir() + ": " + pg_entry->fqn);
         return Value::dict({{Value::str("optimizer"), pg},
                             {Value::str("param_state_sharding_type"), Value::str("fully_reshardable")}});
       };
@@ -368,87 +358,118 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
       w.rank(0).write_bytes(group_object_key(group, kParamGroups), buf->size(), from_buffer(buf));
     } else {
       const Value stored = r.read_object(*common);
-      const Value& cs = unwrap(stored, r.dir() + ": " + common->fqn);
+      const Value& cs = unwrap_object(stored, r.dir() + ": " + common->fqn);
       const Value& pg = field(field(cs, "optimizer", common->fqn), "optimizer", common->fqn);
       w.rank(0).write_object(group_object_key(group, kParamGroups), wrap_object(pg));
     }
-    const GroupWriteCount n = write_group_buckets(
-        w, group, sum.target, states, 0, [](uint32_t d) { return d; },
-        [&](uint32_t param, const std::string& state, uint64_t begin) {
-          return state_fill(source, bar, spec.params[param].name, role_of.at(state), begin);
-        });
-    sum.chunks += n.chunks;
-    sum.bytes_written += n.bytes;
+    // Each DP rank's file on a thread of its own.
+    std::mutex sum_mu;
+    for_each_group_shard({opts.dp}, [](size_t, uint32_t d) { return d; }, shard_writer_threads(opts.dp, wo.io_block_bytes),
+                         [&](size_t, uint32_t d) {
+      const GroupWriteCount n = write_group_buckets(
+          w, group, sum.target, states, 0, [](uint32_t dd) { return dd; },
+          [&](uint32_t param, const std::string& state, uint64_t begin) {
+            return state_fill(source, bar, spec.params[param].name, role_of.at(state), begin);
+          },
+          d);
+      const std::lock_guard<std::mutex> lock(sum_mu);
+      sum.chunks += n.chunks;
+      sum.bytes_written += n.bytes;
+    });
   } else {
     // Model space: each state in its model key's shape and chunks; a stacked key's flat extent is its
-    // layers' parameters one after another.
+    // layers' parameters one after another. At model parallelism each state chunk goes to the rank
+    // file that stores its model chunk; each rank file's chunks are written by a thread of their own.
+    struct StateChunk {
+      const std::string* key;
+      const std::string* role;
+      size_t chunk;
+    };
+    std::map<uint32_t, std::vector<StateChunk>> by_rank;
+    uint64_t largest_chunk = 0;
     for (const std::string& key : model_keys) {
       const Entry& e = r.entry(key);
-      std::vector<const MegatronParam*> layers;
-      for (const MegatronParam& p : mparams)
-        if (p.key == key) layers.push_back(&p);
-      const uint64_t per = e.tensor.numel() / layers.size();
-      const size_t n = e.tensor.size.size();
-      std::vector<uint64_t> stride(n, 1);
-      for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * e.tensor.size[d];
       for (const std::string& role : roles)
-        for (const ChunkMeta& c : e.tensor.chunks) {
-          uint64_t vol = 1;
-          for (uint64_t s : c.sizes) vol *= s;
-          auto buf = std::make_shared<std::vector<uint8_t>>(vol * 4);
-          const uint64_t run = n ? c.sizes[n - 1] : 1, rows = run ? vol / run : 0;
-          // Each row's start in the key's flat extent.
-          std::vector<uint64_t> starts(rows);
-          std::vector<uint64_t> idx(n ? n - 1 : 0, 0);
-          for (uint64_t row = 0; row < rows; ++row) {
-            uint64_t g = n ? c.offsets[n - 1] : 0;
-            for (size_t d = 0; d + 1 < n; ++d) g += (c.offsets[d] + idx[d]) * stride[d];
-            starts[row] = g;
-            for (size_t d = idx.size(); d-- > 0;) {
-              if (++idx[d] < c.sizes[d]) break;
-              idx[d] = 0;
-            }
+        for (size_t ci = 0; ci < e.tensor.chunks.size(); ++ci) {
+          const uint32_t rank =
+              model_parallel ? static_cast<uint32_t>(storage_file_rank(r.storage(e, ci).relative_path).value_or(0)) : 0;
+          by_rank[rank].push_back({&key, &role, ci});
+          largest_chunk = std::max(largest_chunk, shape_volume(e.tensor.chunks[ci].sizes) * 4);
+        }
+    }
+    std::vector<std::pair<uint32_t, const std::vector<StateChunk>*>> jobs;
+    for (const auto& [rank, chunks] : by_rank) jobs.emplace_back(rank, &chunks);
+    constexpr uint64_t kRowBlockBytes = 64ull << 20;
+    std::mutex sum_mu;
+    ThreadPool pool(shard_writer_threads(jobs.size(), largest_chunk + kRowBlockBytes));
+    pool.parallel_for(jobs.size(), [&](size_t j) {
+      const uint32_t rank = jobs[j].first;
+      std::vector<uint8_t> block;
+      for (const StateChunk& sc : *jobs[j].second) {
+        const std::string& key = *sc.key;
+        const std::string& role = *sc.role;
+        const Entry& e = r.entry(key);
+        const ChunkMeta& c = e.tensor.chunks[sc.chunk];
+        std::vector<const MegatronParam*> layers;
+        for (const MegatronParam& p : mparams)
+          if (p.key == key) layers.push_back(&p);
+        const uint64_t per = e.tensor.numel() / layers.size();
+        const size_t n = e.tensor.size.size();
+        std::vector<uint64_t> stride(n, 1);
+        for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * e.tensor.size[d];
+        const uint64_t vol = shape_volume(c.sizes);
+        auto buf = std::make_shared<std::vector<uint8_t>>(vol * 4);
+        const uint64_t run = n ? c.sizes[n - 1] : 1, rows = run ? vol / run : 0;
+        // Each row's start in the key's flat extent.
+        std::vector<uint64_t> starts(rows);
+        std::vector<uint64_t> idx(n ? n - 1 : 0, 0);
+        for (uint64_t row = 0; row < rows; ++row) {
+          uint64_t g = n ? c.offsets[n - 1] : 0;
+          for (size_t d = 0; d + 1 < n; ++d) g += (c.offsets[d] + idx[d]) * stride[d];
+          starts[row] = g;
+          for (size_t d = idx.size(); d-- > 0;) {
+            if (++idx[d] < c.sizes[d]) break;
+            idx[d] = 0;
           }
-          // Rows are read in blocks: the range enclosing consecutive rows of one layer's parameter,
-          // up to kRowBlockBytes, in one read (a chunk cut along a later axis skips the other ranks'
-          // parts of each row: read and dropped, far cheaper than a read per row).
-          constexpr uint64_t kRowBlockBytes = 64ull << 20;
-          std::vector<uint8_t> block;
-          for (uint64_t row = 0; row < rows;) {
-            const uint64_t layer = starts[row] / per, at = starts[row] % per;
-            if (at + run > per) {  // a row crossing from one layer's parameter into the next: in parts
-              for (uint64_t done = 0; done < run;) {
-                const uint64_t l = (starts[row] + done) / per, a = (starts[row] + done) % per;
-                const uint64_t len = std::min(run - done, per - a);
-                source.read(layers.at(l)->name, role, a, a + len, buf->data() + (row * run + done) * 4);
-                done += len;
-              }
-              ++row;
-              continue;
+        }
+        // Rows are read in blocks: the range enclosing consecutive rows of one layer's parameter, up
+        // to kRowBlockBytes, in one read (a chunk cut along a later axis skips the other ranks' parts
+        // of each row: read and dropped, far cheaper than a read per row).
+        for (uint64_t row = 0; row < rows;) {
+          const uint64_t layer = starts[row] / per, at = starts[row] % per;
+          if (at + run > per) {  // a row crossing from one layer's parameter into the next: in parts
+            for (uint64_t done = 0; done < run;) {
+              const uint64_t l = (starts[row] + done) / per, a = (starts[row] + done) % per;
+              const uint64_t len = std::min(run - done, per - a);
+              source.read(layers.at(l)->name, role, a, a + len, buf->data() + (row * run + done) * 4);
+              done += len;
             }
-            uint64_t last = row;
-            while (last + 1 < rows && starts[last + 1] / per == layer && starts[last + 1] % per + run <= per &&
-                   (starts[last + 1] + run - starts[row]) * 4 <= kRowBlockBytes)
-              ++last;
-            const uint64_t end = starts[last] % per + run;
+            ++row;
+            continue;
+          }
+          uint64_t last = row;
+          while (last + 1 < rows && starts[last + 1] / per == layer && starts[last + 1] % per + run <= per &&
+                 (starts[last + 1] + run - starts[row]) * 4 <= kRowBlockBytes)
+            ++last;
+          const uint64_t end = starts[last] % per + run;
+          if (last == row || end - at == (last - row + 1) * run) {  // the rows are one contiguous range
+            source.read(layers.at(layer)->name, role, at, end, buf->data() + row * run * 4);
+          } else {
             block.resize((end - at) * 4);
             source.read(layers.at(layer)->name, role, at, end, block.data());
             for (uint64_t k = row; k <= last; ++k)
               std::memcpy(buf->data() + k * run * 4, block.data() + (starts[k] % per - at) * 4, run * 4);
-            row = last + 1;
           }
-          // At model parallelism each state chunk goes to the rank that stores its model chunk.
-          const size_t ci = static_cast<size_t>(&c - e.tensor.chunks.data());
-          const uint32_t rank = model_parallel
-                                    ? static_cast<uint32_t>(storage_file_rank(r.storage(e, ci).relative_path).value_or(0))
-                                    : 0;
-          w.rank(rank).write_tensor(model_space_state_key(megatron_state_name(role), key), c.offsets, c.sizes,
-                                    from_buffer(buf));
-          ++sum.chunks;
-          sum.bytes_written += buf->size();
-          bar.advance(buf->size());
+          row = last + 1;
         }
-    }
+        w.rank(rank).write_tensor(model_space_state_key(megatron_state_name(role), key), c.offsets, c.sizes,
+                                  from_buffer(buf));
+        bar.advance(buf->size());
+        const std::lock_guard<std::mutex> lock(sum_mu);
+        ++sum.chunks;
+        sum.bytes_written += buf->size();
+      }
+    });
   }
   const Metadata written = w.commit();
   sum.keys = written.entries.size();

@@ -1,7 +1,7 @@
 // `fpgather reshard SRC DST --dp M` for Megatron-Core torch_dist checkpoints: the distributed
 // optimizer's state moved into the buffer layout Megatron builds for M ranks with the given bucket
 // size and padding (layout/bucketed_layout.h), written as a torch_dist checkpoint Megatron-Core loads;
-// at another TP × PP through model_parallel_reshard.h.
+// at another TP × PP × EP (and any MoE model's) through model_parallel_reshard.h.
 //
 // The source's optimizer state is read per parameter (DcpParams: dp_reshardable buckets through
 // the recovered layout, or fully_reshardable model-space keys). The target is written in either form:
@@ -34,8 +34,11 @@ std::optional<MegatronForm> parse_megatron_form(const std::string& name);
 
 struct MegatronReshardOptions {
   uint32_t dp = 0;
-  // Target tensor- and pipeline-parallel sizes (dp_reshardable targets; unset: the source's).
-  std::optional<uint32_t> tp, pp;
+  // Target tensor-, pipeline- and expert-parallel sizes (dp_reshardable targets; unset: the source's).
+  std::optional<uint32_t> tp, pp, ep;
+  // The layers of the first and last pipeline stage, as Megatron's num_layers_in_first/last_pipeline_stage
+  // (the others split the rest evenly); unset: the source's stages at its own PP, else an even split.
+  std::optional<uint64_t> first_stage_layers, last_stage_layers;
   // Unset: the source's (recovered) bucket size; set to nullopt: one bucket per buffer.
   std::optional<std::optional<uint64_t>> bucket_size;
   std::optional<bool> pad_for_nccl;        // unset: the source's

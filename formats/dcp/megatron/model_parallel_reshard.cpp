@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "core/error.h"
@@ -93,7 +94,7 @@ class BoxReader {
 
 // A target rank's local parameters' states, each gathered from its pieces of the whole parameter's
 // state once and held while its fragments are written (bucket_writer.h asks for them parameter by
-// parameter).
+// parameter). The buffer is reused and never zero-filled: each gather writes every byte it holds.
 class LocalStates {
  public:
   LocalStates(const DcpParams& params, const std::map<std::string, std::string>& role_of)
@@ -102,7 +103,7 @@ class LocalStates {
   // Elements [a, b) of local parameter `lp`'s state `state` (4-byte elements) into dst.
   void read(const LocalParam& lp, const std::string& state, uint64_t a, uint64_t b, uint8_t* dst) {
     if (held_param_ != &lp || held_state_ != state) gather(lp, state);
-    std::memcpy(dst, local_.data() + a * 4, (b - a) * 4);
+    std::memcpy(dst, local_.get() + a * 4, (b - a) * 4);
   }
 
   // The largest buffers held: a local parameter's state and a block of rows.
@@ -119,9 +120,14 @@ class LocalStates {
     if (boxes_.element_bytes(whole_param.name, role) != 4)
       throw FormatError(params_.describe() + ": parameter " + quoted_name(whole_param.name) + "'s " + state +
                         " is not a 4-byte state");
-    local_.resize(shape_volume(lp.local.shape) * 4);
+    held_param_ = nullptr;
+    const uint64_t bytes = shape_volume(lp.local.shape) * 4;
+    if (bytes > capacity_) {
+      local_.reset(new uint8_t[bytes]);
+      capacity_ = bytes;
+    }
     for (const LocalParam::Piece& p : lp.pieces)
-      boxes_.read(whole_param.name, role, whole_param.shape, p.box, local_.data() + p.local_start * 4);
+      boxes_.read(whole_param.name, role, whole_param.shape, p.box, local_.get() + p.local_start * 4);
     held_param_ = &lp;
     held_state_ = state;
   }
@@ -129,18 +135,50 @@ class LocalStates {
   const DcpParams& params_;
   const std::map<std::string, std::string>& role_of_;
   BoxReader boxes_;
-  std::vector<uint8_t> local_;
+  std::unique_ptr<uint8_t[]> local_;
+  uint64_t capacity_ = 0;
   const LocalParam* held_param_ = nullptr;
   std::string held_state_;
 };
 
-// The layers of each of `pp` stages: the source's stages at its own PP, else an even split.
-std::vector<uint64_t> target_stages(const ParallelSizes& P, uint64_t layers, uint32_t pp, const std::string& src) {
-  if (pp == P.pp && P.stage_layers.size() == pp) return P.stage_layers;
-  if (layers % pp != 0)
-    throw UsageError(src + ": " + std::to_string(layers) + " layers do not split evenly over " + std::to_string(pp) +
-                     " pipeline stages; uneven first and last stages are not chosen for you");
-  return std::vector<uint64_t>(pp, layers / pp);
+// The layers of each of `pp` stages. With the first and/or last stage's count given, the other stages
+// split the rest evenly, as Megatron's get_num_layers_to_build does with
+// num_layers_in_first/last_pipeline_stage; otherwise the source's stages at its own PP, else an even
+// split.
+std::vector<uint64_t> target_stages(const ParallelSizes& P, uint64_t layers, uint32_t pp,
+                                    const MegatronReshardOptions& opts, const std::string& src) {
+  const std::optional<uint64_t>& first = opts.first_stage_layers;
+  const std::optional<uint64_t>& last = opts.last_stage_layers;
+  if (!first && !last) {
+    if (pp == P.pp && P.stage_layers.size() == pp) return P.stage_layers;
+    if (layers % pp != 0)
+      throw UsageError(src + ": " + std::to_string(layers) + " layers do not split evenly over " + std::to_string(pp) +
+                       " pipeline stages; give first_stage_layers and last_stage_layers as the loading run's "
+                       "num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage");
+    return std::vector<uint64_t>(pp, layers / pp);
+  }
+  if (pp < 2) throw UsageError("first_stage_layers and last_stage_layers are for several pipeline stages, not pp 1");
+  uint64_t rest = layers;
+  uint32_t left = pp;
+  for (const std::optional<uint64_t>& n : {first, last}) {
+    if (!n) continue;
+    if (*n > rest)
+      throw UsageError(src + ": " + std::to_string(layers) + " layers cannot give the first and last pipeline stages " +
+                       std::to_string(first.value_or(0)) + " and " + std::to_string(last.value_or(0)));
+    rest -= *n;
+    --left;
+  }
+  if (left == 0 && rest != 0)
+    throw UsageError(src + ": the first and last pipeline stages' " + std::to_string(*first) + " + " +
+                     std::to_string(*last) + " layers are not the model's " + std::to_string(layers));
+  if (left > 0 && rest % left != 0)
+    throw UsageError(src + ": after the first and last stages' layers, " + std::to_string(rest) + " of the " +
+                     std::to_string(layers) + " layers do not split evenly over the " + std::to_string(left) +
+                     " other pipeline stages");
+  std::vector<uint64_t> stages(pp, left ? rest / left : 0);
+  if (first) stages.front() = *first;
+  if (last) stages.back() = *last;
+  return stages;
 }
 
 // The index of the first parameter of a layer (params.size() without layers): the parameters before
@@ -152,12 +190,103 @@ size_t first_layered(const std::vector<MegatronParam>& params) {
 }
 
 struct TargetGroup {
-  uint32_t tp = 0, pp = 0;
+  bool expert = false;
+  uint32_t tp = 0, pp = 0, ep = 0;  // tp: the expert TP rank of an expert group
+  uint32_t dp = 1;                  // its data-parallel size (expert DP for an expert group)
   std::string prefix;
   const OptimizerGroup* source = nullptr;  // whose padding, grad dtype and param_groups it takes
+  // An expert group whose source holds its experts in the dense groups: param_groups made from the
+  // dense ones, marked expert-parallel.
+  bool expert_groups_from_dense = false;
   std::vector<LocalParam> locals;
   layout::BucketedLayout layout;
+  // The rank file of DP rank d: Megatron's rank order, tp-dp-pp for dense groups and
+  // tp-ep-dp-pp for expert groups (the expert ranks taken from the data-parallel ones).
+  uint32_t TP = 1, EP = 1;
+  uint32_t rank_file(uint32_t d) const { return tp + TP * (expert ? ep + EP * (d + dp * pp) : d + dp * pp); }
 };
+
+// A source group's param_groups as an expert optimizer's: every group marked is_expert_parallel
+// (Megatron matches saved groups to its own by such flags; the values are the dense optimizer's).
+Value expert_param_groups(const Value& stored, const std::string& where) {
+  const Value& state = unwrap_object(stored, where);
+  const Value* groups = state.is(Value::Kind::dict) ? state.find("param_groups") : nullptr;
+  if (!groups || !groups->is(Value::Kind::list))
+    throw FormatError(where + ": no 'param_groups' list in " + state.repr(120));
+  std::vector<Value> marked;
+  for (const Value& g : groups->items()) {
+    if (!g.is(Value::Kind::dict)) throw FormatError(where + ": a param group that is not a dict: " + g.repr(80));
+    marked.push_back(with_entry(g, "is_expert_parallel", Value::boolean(true)));
+  }
+  return wrap_object(with_entry(state, "param_groups", Value::sequence(Value::Kind::list, std::move(marked))));
+}
+
+// The sizes a resumed run has, as Megatron-LM names them in its saved args.
+struct RunSizes {
+  uint32_t tp = 1, pp = 1, dp = 1, ep = 1, etp = 1;
+  bool stages_kept = false;  // the source's stages: its uneven-stage args stand
+  std::optional<uint64_t> first_stage_layers, last_stage_layers;
+};
+
+// Megatron-LM's saved args (an argparse.Namespace) with the parallel sizes of the target run, so that
+// its load (megatron/training/checkpointing.py) finds the checkpoint's TP x PP the run's, as a
+// dp_reshardable optimizer state requires; and no_save_rng set: the source's RNG states are per
+// (PP, TP) rank of its own layout, so the resumed run seeds afresh, as with --no-load-rng. Only the
+// sizes the args hold are rewritten.
+Value with_run_sizes(const Value& args, const RunSizes& run, const std::string& where) {
+  if (!args.is(Value::Kind::object) || args.name() != "argparse.Namespace" || !args.state().is(Value::Kind::dict))
+    throw FormatError(where + ": args is " + args.repr(60) + ", not an argparse.Namespace");
+  auto integer = [](uint64_t v) { return Value::integer(static_cast<int64_t>(v)); };
+  auto maybe = [&](const std::optional<uint64_t>& v) { return v ? integer(*v) : Value(); };
+  const std::vector<std::pair<const char*, Value>> sizes = {
+      {"tensor_model_parallel_size", integer(run.tp)},
+      {"pipeline_model_parallel_size", integer(run.pp)},
+      {"data_parallel_size", integer(run.dp)},
+      {"world_size", integer(uint64_t{run.tp} * run.pp * run.dp)},
+      {"expert_model_parallel_size", integer(run.ep)},
+      {"expert_tensor_parallel_size", integer(run.etp)},
+      {"decoder_first_pipeline_num_layers", maybe(run.first_stage_layers)},
+      {"decoder_last_pipeline_num_layers", maybe(run.last_stage_layers)}};
+  Value state = args.state();
+  for (const auto& [name, value] : sizes) {
+    const std::string n = name;
+    const Value* v = state.find(n);
+    if (!v || (n == "expert_tensor_parallel_size" && v->is_none()) ||
+        (run.stages_kept && n.rfind("decoder_", 0) == 0))
+      continue;
+    state = with_entry(state, n, value);
+  }
+  state = with_entry(state, "no_save_rng", Value::boolean(true));
+  return Value::object(args.name(), args.args(), std::move(state), true);
+}
+
+// The common state for the target: a MoE's optimizer entry in the target's form (a chained
+// optimizer's {0: dense, 1: expert} or one optimizer's, as a MoE at EP 1, whose experts join the dense
+// buffers, has), from the source's own form; Megatron-LM's saved args with the target's sizes.
+Value common_for(const Value& stored, bool moe, bool chained, const RunSizes& run, const std::string& where) {
+  Value cs = unwrap_object(stored, where);
+  if (moe) {
+    const Value* optimizer = cs.is(Value::Kind::dict) ? cs.find("optimizer") : nullptr;
+    if (!optimizer || !optimizer->is(Value::Kind::dict))
+      throw FormatError(where + ": no 'optimizer' entry in the common state");
+    const std::vector<std::pair<Value, Value>>& entries = optimizer->entries();
+    const bool was_chained = !entries.empty() && entries[0].first.is(Value::Kind::integer);
+    if (was_chained && !chained) cs = with_entry(cs, "optimizer", entries[0].second);
+    if (!was_chained && chained)
+      cs = with_entry(cs, "optimizer", Value::dict({{Value::integer(0), *optimizer}, {Value::integer(1), *optimizer}}));
+  }
+  if (const Value* args = cs.is(Value::Kind::dict) ? cs.find("args") : nullptr; args && !args->is_none())
+    cs = with_entry(cs, "args", with_run_sizes(*args, run, where));
+  return wrap_object(std::move(cs));
+}
+
+// Where a parameter's piece lies in its stored key: the stacked layer axis, then the expert axis.
+std::vector<uint64_t> key_prefix(const MegatronParam& p) {
+  std::vector<uint64_t> prefix;
+  if (p.layer && is_stacked_key(p.key)) prefix.push_back(*p.layer);
+  if (p.expert) prefix.push_back(*p.expert);
+  return prefix;
+}
 
 // The bucket numel of every buffer of every group: where the buckets are cut.
 std::vector<std::vector<uint64_t>> bucket_cuts(const std::vector<layout::BucketedLayout>& layouts) {
@@ -178,26 +307,40 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
                                               const MegatronReshardOptions& opts, const std::string& dst) {
   if (!params.parallel()) throw UsageError(r.dir() + ": the optimizer groups give no parallel sizes to reshard from");
   const ParallelSizes& P = *params.parallel();
+  const bool moe = params.experts() > 0;
   const uint32_t TP = opts.tp.value_or(P.tp), PP = opts.pp.value_or(P.pp), DP = opts.dp;
-  if (params.experts() > 0 || P.cp > 1)
+  const uint32_t EP = opts.ep.value_or(P.ep);
+  if (P.cp > 1)
     throw UsageError(r.dir() + " was saved at " + parallel_sizes_string(P) +
-                     (params.experts() > 0 ? " with a MoE model" : "") +
-                     "; reshard --tp/--pp rewrites the buckets of dense models without context parallelism "
+                     "; reshard --tp/--pp/--ep rewrites the buckets of runs without context parallelism "
                      "(--to fully_reshardable writes the model-space form Megatron-Core loads at any parallelism)");
-  if (const std::optional<MegatronCommonState> common = read_common_state(r);
-      common && (common->int_arg("tensor_model_parallel_size") || common->int_arg("pipeline_model_parallel_size")))
-    throw UsageError(r.dir() + " holds Megatron-LM's saved args (TP " +
-                     std::to_string(common->int_arg("tensor_model_parallel_size").value_or(1)) + ", PP " +
-                     std::to_string(common->int_arg("pipeline_model_parallel_size").value_or(1)) +
-                     "): Megatron-LM checks them against the run on a dp_reshardable load and keeps RNG state per "
-                     "model-parallel rank, which reshard --tp/--pp does not rewrite; --to fully_reshardable writes "
-                     "the form Megatron-LM loads at any TP x PP");
+  if (!moe && EP != 1)
+    throw UsageError(r.dir() + " holds no MoE experts: ep sets the expert-parallel size of a MoE model");
+  if (moe && P.expert_tp != P.tp)
+    throw UsageError(r.dir() + " was saved at expert TP " + std::to_string(P.expert_tp) + " and TP " +
+                     std::to_string(P.tp) + "; reshard writes MoE models at expert TP = TP (Megatron's default)");
+  // Megatron's expert TP defaults to the TP; its expert-parallel ranks are taken from the
+  // data-parallel ones (expert DP = TP x DP / (expert TP x EP)).
+  const uint32_t ETP = TP;
+  if (moe && params.experts() % EP != 0)
+    throw UsageError(r.dir() + ": " + std::to_string(params.experts()) + " experts per MoE layer do not divide over " +
+                     std::to_string(EP) + " expert-parallel ranks");
+  if (moe && DP % EP != 0)
+    throw UsageError("an expert-parallel size " + std::to_string(EP) + " needs a data-parallel size that is a multiple "
+                     "of it (Megatron takes the expert-parallel ranks from the data-parallel ones), not " +
+                     std::to_string(DP));
+  const uint32_t EDP = moe ? DP / EP : 1;
+  // At EP 1 (expert TP = TP) Megatron registers the experts as dense parameters: one optimizer, no
+  // chained_N. prefix; at EP > 1 a chained dense (chained_0) and expert (chained_1) optimizer.
+  const bool chained = moe && EP > 1;
+  const std::optional<MegatronCommonState> common_state = read_common_state(r);
+  const bool saved_args = common_state && !common_state->args.empty();
 
   // The target ranks' local parameters.
   const std::vector<MegatronParam>& whole = params.megatron_params();
-  const std::vector<MegatronParam> cut = tensor_parallel_params(whole, P.tp, TP);
+  const std::vector<MegatronParam> cut = tensor_parallel_params(whole, P.tp, TP, P.expert_tp, ETP);
   const ParallelModel target_model(cut);
-  const std::vector<uint64_t> stages = target_stages(P, target_model.layers(), PP, r.dir());
+  const std::vector<uint64_t> stages = target_stages(P, target_model.layers(), PP, opts, r.dir());
   std::vector<TargetGroup> targets;
   uint64_t first = 0;
   for (uint32_t pp = 0; pp < PP; ++pp) {
@@ -211,19 +354,46 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
         lo += P.stage_layers[s];
       }
     }
-    const OptimizerGroup* source = nullptr;
-    for (const OptimizerGroup& g : params.groups())
-      if (!g.expert && g.tp == 0 && g.pp == source_pp) source = &g;
-    if (!source) throw InternalError(r.dir() + ": no optimizer group at TP rank 0, PP rank " + std::to_string(source_pp));
+    const OptimizerGroup* dense_source = nullptr;
+    const OptimizerGroup* expert_source = nullptr;
+    for (const OptimizerGroup& g : params.groups()) {
+      if (!g.expert && g.tp == 0 && g.pp == source_pp) dense_source = &g;
+      if (g.expert && g.tp == 0 && g.ep == 0 && g.pp == source_pp) expert_source = &g;
+    }
+    if (!dense_source)
+      throw InternalError(r.dir() + ": no optimizer group at TP rank 0, PP rank " + std::to_string(source_pp));
     for (uint32_t tp = 0; tp < TP; ++tp) {
       TargetGroup t;
       t.tp = tp;
       t.pp = pp;
-      t.prefix = group_name(tp + TP * pp);
-      t.source = source;
-      t.locals = target_model.dense_rank(tp, first, stages[pp], pp == 0, pp + 1 == PP);
+      t.dp = DP;
+      t.TP = TP;
+      t.source = dense_source;
+      t.locals = target_model.dense_rank(tp, first, stages[pp], pp == 0, pp + 1 == PP,
+                                         moe && !chained ? std::optional<ExpertOrder>(P.expert_order) : std::nullopt);
+      t.prefix = group_name(tp + TP * pp, chained ? std::optional<uint32_t>(0) : std::nullopt);
       targets.push_back(std::move(t));
     }
+    for (uint32_t ep = 0; chained && ep < EP; ++ep)
+      for (uint32_t etp = 0; etp < ETP; ++etp) {
+        TargetGroup t;
+        t.expert = true;
+        t.tp = etp;
+        t.ep = ep;
+        t.pp = pp;
+        t.dp = EDP;
+        t.TP = ETP;
+        t.EP = EP;
+        t.source = expert_source ? expert_source : dense_source;
+        t.expert_groups_from_dense = !expert_source;
+        t.locals = target_model.expert_rank(etp, ep, EP, first, stages[pp], P.expert_order);
+        if (t.locals.empty())
+          throw UsageError(r.dir() + ": pipeline stage " + std::to_string(pp) + " of " + std::to_string(PP) +
+                           " holds no MoE layer; reshard writes a chained dense and expert optimizer (EP > 1) only "
+                           "where every stage has experts");
+        t.prefix = group_name(etp + ETP * (ep + EP * pp), 1);
+        targets.push_back(std::move(t));
+      }
     first += stages[pp];
   }
 
@@ -233,7 +403,7 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
     for (const TargetGroup& t : targets) {
       const layout::BucketedLayout& S = t.source->layout.layout;
       layout::BucketedOptions lo;
-      lo.dp = DP;
+      lo.dp = t.dp;
       lo.bucket_size = bucket_size;
       lo.pad_for_nccl = opts.pad_for_nccl.value_or(S.pad_for_nccl);
       lo.grad_reduce_in_fp32 = std::all_of(S.buffers.begin(), S.buffers.end(),
@@ -282,13 +452,16 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
   sum.target = targets.front().layout;
   sum.groups = static_cast<uint32_t>(targets.size());
 
-  auto target_rank = [&](const TargetGroup& g, uint32_t d) { return g.tp + TP * (d + DP * g.pp); };
   const Metadata& md = r.metadata();
   auto is_optimizer = [&](const Entry& e) { return is_replaced_optimizer_entry(e, params.groups()); };
   uint64_t optimizer_bytes = 0;
   for (const TargetGroup& t : targets) optimizer_bytes += bucket_state_bytes(t.layout, states.size());
   add_plan_figures(r, is_optimizer, optimizer_bytes, sum);
-  sum.plan_peak = std::max(sum.plan_peak, LocalStates::peak_bytes(whole));
+  size_t jobs = 0;
+  for (const TargetGroup& t : targets) jobs += t.dp;
+  const uint64_t per_job = LocalStates::peak_bytes(whole);
+  const size_t threads = shard_writer_threads(jobs, per_job);
+  sum.plan_peak = std::max(sum.plan_peak, per_job * threads);
   if (opts.dry_run) return sum;
 
   // The bar counts the planned bytes as each is read for its write.
@@ -304,28 +477,32 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
   }
 
   // The model keys in the target's pieces, as Megatron at the target sizes stores them: per layer
-  // (a stacked key's layer axis first) the main replica of each TP piece, on the file of the rank
-  // holding it (TP rank, DP rank 0, its stage).
+  // (and expert) the main replica of each TP piece, on the file of the rank holding it (its TP rank,
+  // DP rank 0, its stage; an expert's EP rank at EP > 1).
   std::vector<uint32_t> stage_of_layer;
   for (uint32_t pp = 0; pp < PP; ++pp) stage_of_layer.insert(stage_of_layer.end(), stages[pp], pp);
+  const uint64_t experts_per_rank = moe ? params.experts() / EP : 1;
   std::set<std::string> model_keys;
   BoxReader weights(params);
   for (size_t i = 0; i < cut.size(); ++i) {
     const MegatronParam& p = cut[i];
     model_keys.insert(p.key);
     const uint32_t pp = p.layer ? stage_of_layer.at(*p.layer) : (i < first_layered(cut) ? 0 : PP - 1);
+    const uint32_t T = p.expert ? ETP : TP;
+    const std::vector<uint64_t> prefix = key_prefix(p);
     for (size_t c = 0; c < p.chunks.size(); ++c) {
       const Box& box = p.chunks[c];
-      const uint32_t tp = static_cast<uint32_t>(c % TP);  // a gated fc1: [w_0 … w_{TP-1}, v_0 … v_{TP-1}]
+      const uint32_t tp = static_cast<uint32_t>(c % T);  // a gated fc1: [w_0 … w_{T-1}, v_0 … v_{T-1}]
+      const uint32_t rank = p.expert && chained
+                                ? tp + ETP * (static_cast<uint32_t>(*p.expert / experts_per_rank) + EP * EDP * pp)
+                                : tp + TP * DP * pp;
       const uint64_t elem = weights.element_bytes(whole[i].name, "weight");
       auto piece = std::make_shared<std::vector<uint8_t>>(shape_volume(box.sizes) * elem);
       weights.read(whole[i].name, "weight", p.shape, box, piece->data());
-      std::vector<uint64_t> offsets = box.offsets, sizes = box.sizes;
-      if (p.layer) {
-        offsets.insert(offsets.begin(), *p.layer);
-        sizes.insert(sizes.begin(), 1);
-      }
-      w.rank(tp + TP * DP * pp).write_tensor(p.key, offsets, sizes, from_buffer(piece));
+      std::vector<uint64_t> offsets = prefix, sizes(prefix.size(), 1);
+      offsets.insert(offsets.end(), box.offsets.begin(), box.offsets.end());
+      sizes.insert(sizes.end(), box.sizes.begin(), box.sizes.end());
+      w.rank(rank).write_tensor(p.key, offsets, sizes, from_buffer(piece));
       ++sum.chunks;
       sum.bytes_written += piece->size();
       bar.advance(piece->size());
@@ -333,10 +510,11 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
   }
 
   // Carried entries: any other tensor's chunk moves from the source rank (tp, dp, pp) to a target
-  // rank's file.
+  // rank's file; the common state's optimizer entry takes the target's form (chained or not).
   const uint32_t TP0 = P.tp, PP0 = P.pp;
   uint32_t DP0 = 1;
-  for (const OptimizerGroup& g : params.groups()) DP0 = std::max(DP0, g.dp);
+  for (const OptimizerGroup& g : params.groups())
+    if (!g.expert) DP0 = std::max(DP0, g.dp);
   for (const Entry& e : md.entries) {
     if (is_optimizer(e) || model_keys.count(e.fqn)) continue;
     if (e.is_tensor) {
@@ -348,6 +526,10 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
       sum.chunks += n.chunks;
       sum.bytes_written += n.bytes;
       bar.advance(n.bytes);
+    } else if ((moe || saved_args) && e.fqn.rfind(kCommonStatePrefix, 0) == 0) {
+      const RunSizes run{TP, PP, DP, EP, ETP, PP == P.pp && stages == P.stage_layers, opts.first_stage_layers,
+                         opts.last_stage_layers};
+      w.rank(0).write_object(e.fqn, common_for(r.read_object(e), moe, chained, run, r.dir() + ": " + e.fqn));
     } else {
       auto buf = std::make_shared<std::vector<uint8_t>>(r.read_bytes(e));
       w.rank(0).write_bytes(e.fqn, buf->size(), from_buffer(buf));
@@ -356,13 +538,27 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
     }
   }
 
-  LocalStates local_states(params, role_of);
-  for (const TargetGroup& t : targets) {
-    auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(group_param_groups(r, t.source->prefix)));
-    w.rank(target_rank(t, 0))
-        .write_bytes(group_object_key(t.prefix, kParamGroups), pg_bytes->size(), from_buffer(pg_bytes));
+  // Each DP rank of each group on a thread of its own (its file is its alone), gathering its local
+  // parameters' states itself.
+  std::mutex sum_mu;
+  std::vector<uint32_t> dps;
+  for (const TargetGroup& t : targets) dps.push_back(t.dp);
+  for_each_group_shard(dps, [&](size_t i, uint32_t d) { return targets[i].rank_file(d); }, threads, [&](size_t i, uint32_t d) {
+    const TargetGroup& t = targets[i];
+    if (d == 0) {
+      const Entry& pg = group_param_groups(r, t.source->prefix);
+      if (t.expert_groups_from_dense) {
+        w.rank(t.rank_file(0)).write_object(group_object_key(t.prefix, kParamGroups),
+                                            expert_param_groups(r.read_object(pg), r.dir() + ": " + pg.fqn));
+      } else {
+        auto pg_bytes = std::make_shared<std::vector<uint8_t>>(r.read_bytes(pg));
+        w.rank(t.rank_file(0)).write_bytes(group_object_key(t.prefix, kParamGroups), pg_bytes->size(),
+                                           from_buffer(pg_bytes));
+      }
+    }
+    LocalStates local_states(params, role_of);
     const GroupWriteCount n = write_group_buckets(
-        w, t.prefix, t.layout, states, target_rank(t, 0), [&](uint32_t d) { return target_rank(t, d); },
+        w, t.prefix, t.layout, states, t.rank_file(0), [&](uint32_t dd) { return t.rank_file(dd); },
         [&](uint32_t param, const std::string& state, uint64_t begin) {
           const LocalParam* lp = &t.locals.at(param);
           return element_fill(
@@ -371,10 +567,12 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
                 bar.advance((b - a) * 4);
               },
               begin);
-        });
+        },
+        d);
+    const std::lock_guard<std::mutex> lock(sum_mu);
     sum.chunks += n.chunks;
     sum.bytes_written += n.bytes;
-  }
+  });
   params.finish_reads();
   const Metadata written = w.commit();
   sum.keys = written.entries.size();

@@ -23,6 +23,9 @@ MegatronReshardOptions options_of(const std::string& source, const ckpt::Reshard
   o.dp = t.dp;
   if (t.tp) o.tp = t.tp;
   if (t.pp) o.pp = t.pp;
+  if (t.ep) o.ep = t.ep;
+  o.first_stage_layers = t.first_stage_layers;
+  o.last_stage_layers = t.last_stage_layers;
   if (!t.bucket_size.empty()) o.bucket_size = ckpt::parse_bucket_size(t.bucket_size);
   o.pad_for_nccl = t.pad_for_nccl;
   o.dry_run = t.dry_run;
@@ -60,7 +63,8 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
   j = {{"source", source}, {"target", target}, {"dry_run", t.dry_run}, {"from", s.source_form},
        {"to", s.target_form}, {"dp", o.dp},
        {"tp", o.tp ? nlohmann::json(*o.tp) : nlohmann::json(nullptr)},
-       {"pp", o.pp ? nlohmann::json(*o.pp) : nlohmann::json(nullptr)}, {"groups", s.groups}, {"plan", {{"bytes_read", s.plan_read}, {"bytes_written", s.plan_written}, {"peak_bytes", s.plan_peak}}}, {"keys", s.keys}, {"chunks", s.chunks},
+       {"pp", o.pp ? nlohmann::json(*o.pp) : nlohmann::json(nullptr)},
+       {"ep", o.ep ? nlohmann::json(*o.ep) : nlohmann::json(nullptr)}, {"groups", s.groups}, {"plan", {{"bytes_read", s.plan_read}, {"bytes_written", s.plan_written}, {"peak_bytes", s.plan_peak}}}, {"keys", s.keys}, {"chunks", s.chunks},
        {"bytes_written", s.bytes_written}, {"grad_dtype_assumed", s.grad_dtype_assumed},
        {"first_padding_only_rank", s.first_padding_only_rank ? nlohmann::json(*s.first_padding_only_rank)
                                                             : nlohmann::json(nullptr)},
@@ -83,6 +87,7 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
   std::string sizes;
   if (o.tp) sizes += fmt::sprintf("tp %u, ", *o.tp);
   if (o.pp) sizes += fmt::sprintf("pp %u, ", *o.pp);
+  if (o.ep) sizes += fmt::sprintf("ep %u, ", *o.ep);
   text.push_back(fmt::sprintf("%s %s (%s) -> %s (%s, %sdp %u)", t.dry_run ? "reshard plan (dry run):" : "resharded",
                               source, s.source_form, target, s.target_form, sizes, o.dp));
   if (s.groups > 1)

@@ -25,9 +25,12 @@ struct ReshardOptions {
   std::string compression;   // zstd[:LEVEL][+shuffle] or none; "": the source's filters
   // Megatron torch_dist checkpoints only: dp_reshardable or fully_reshardable; "" keeps the source's.
   std::string megatron_form;
-  // Megatron torch_dist checkpoints only: the target tensor- and pipeline-parallel sizes of a
-  // dp_reshardable target; 0 keeps the source's.
-  uint32_t tp = 0, pp = 0;
+  // Megatron torch_dist checkpoints only: the target tensor-, pipeline- and expert-parallel sizes of
+  // a dp_reshardable target; 0 keeps the source's.
+  uint32_t tp = 0, pp = 0, ep = 0;
+  // Megatron: the layers of the first and last pipeline stage at a new PP, as the loading run's
+  // num_layers_in_first/last_pipeline_stage; unset: the layers split evenly.
+  std::optional<uint64_t> first_stage_layers, last_stage_layers;
   bool dry_run = false;  // plan only: nothing is written
   ProgressCallback progress;  // the bytes written
 };
