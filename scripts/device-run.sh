@@ -12,6 +12,7 @@
 # comm, optim, ...), megatron-reshard (scripts/check-megatron-reshard.sh: Megatron-Core loads fpgather's
 # reshards at new TP/PP/EP/DP; ONLY, JOBS; the fpgather_cli target is enough), bench-megatron
 # (scripts/bench-megatron.sh: RESHARD, ROUNDS, EXPORT_LAYERS, SKIP_INDEX, SKIP_EXPORT).
+# BEFORE_SRC=TARBALL also builds another tree's CLI, timed beside this one where a step compares builds.
 # Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
 #
 # Carry .carry/ (xxHash headers unpacked from Debian's libxxhash-dev: see BENCHMARKS.md) with the
@@ -40,6 +41,17 @@ targets=()
 for t in ${TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build $B -j"$jobs" "${targets[@]}" -- -k >>"$RES/build.log" 2>&1 || { grep -E "error" -A5 "$RES/build.log" | head -60; exit 1; }
 echo "built"
+# BEFORE_SRC: a tarball of another tree (`git archive -o .carry/before.tar.gz REV`), built too (the CLI
+# alone) and timed beside this one by the steps that take BEFORE (bench-megatron).
+if [ -n "${BEFORE_SRC:-}" ]; then
+  before=$(mktemp -d)
+  tar -xzf "$BEFORE_SRC" -C "$before" &&
+    cmake -S "$before" -B "$before/$B" -DCMAKE_BUILD_TYPE=Release "${xx[@]}" ${FPGATHER_CMAKE_ARGS:-} >"$RES/build-before.log" 2>&1 &&
+    cmake --build "$before/$B" -j"$jobs" --target fpgather_cli -- -k >>"$RES/build-before.log" 2>&1 ||
+    { grep -E "error" -A5 "$RES/build-before.log" | head -40; exit 1; }
+  export BEFORE="$before/$B/fpgather"
+  echo "built before ($BEFORE_SRC)"
+fi
 for what in "$@"; do
   echo "== $what"
   case "$what" in
