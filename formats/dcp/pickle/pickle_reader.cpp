@@ -86,7 +86,7 @@ class PickleMachine {
  public:
   // The whole input in memory.
   PickleMachine(PickleDocument& doc, const uint8_t* data, size_t size, const AllowList& allow)
-      : doc_(doc), p_(data), n_(size), allow_(allow), hi_(size) {}
+      : doc_(doc), p_(data), n_(size), allow_(allow), end_(size) {}
   // The input read through `source` into a window as the machine goes: nothing but the window (and a
   // string longer than it, while it is read) is held.
   PickleMachine(PickleDocument& doc, const PickleSource& source, size_t size, const AllowList& allow)
@@ -112,37 +112,45 @@ class PickleMachine {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw FormatError(doc_.file_ + ": pickle " + what + " (at byte " + std::to_string(op_pos_) + ")");
+    throw FormatError(doc_.file_ + ": pickle " + what + " (at byte " + std::to_string(op_pos()) + ")");
   }
 
-  size_t remaining() const { return n_ - pos_; }
-  // Streaming: makes bytes [pos_, pos_ + k) of the input available at p_ + (pos_ - lo_), k at most
-  // remaining(). The unread rest of the window moves to its start and the source fills the rest.
+  // The input's bytes [base_, base_ + end_) are at p_ (all of them for an input in memory); p_[pos_] is
+  // the next one to read, p_[op_at_] the current opcode (both counted modulo 2^64 from p_).
+  size_t remaining() const { return n_ - (base_ + pos_); }
+  size_t op_pos() const { return base_ + op_at_; }
+  // Streaming: makes k more bytes (at most remaining()) available at p_ + pos_. The unread rest of the
+  // window moves to its start and the source fills the rest.
   static constexpr size_t kWindow = size_t{1} << 20;
   [[gnu::noinline]] void refill(size_t k) {
-    const size_t keep = hi_ - pos_;
+    const size_t keep = end_ - pos_;
     const size_t want = std::min(std::max(k, kWindow), remaining());
     if (window_.size() < want) {
       std::vector<uint8_t> grown(want);
-      if (keep) std::memcpy(grown.data(), window_.data() + (pos_ - lo_), keep);
+      if (keep) std::memcpy(grown.data(), window_.data() + pos_, keep);
       window_.swap(grown);
     } else if (keep) {
-      std::memmove(window_.data(), window_.data() + (pos_ - lo_), keep);
+      std::memmove(window_.data(), window_.data() + pos_, keep);
     }
-    (*source_)(hi_, window_.data() + keep, want - keep);
-    lo_ = pos_;
-    hi_ = pos_ + want;
+    (*source_)(base_ + end_, window_.data() + keep, want - keep);
+    base_ += pos_;
+    op_at_ -= pos_;
+    pos_ = 0;
+    end_ = want;
     p_ = window_.data();
   }
-  const uint8_t* at(size_t pos) const { return p_ + (pos - lo_); }
+  // k bytes past the window: past the input's end, or (streaming) still to be read.
+  [[gnu::noinline]] void more(uint64_t k, const char* what) {
+    if (k > remaining() || !source_) overrun(k, what);
+    refill(static_cast<size_t>(k));
+  }
   [[noreturn, gnu::noinline, gnu::cold]] void overrun(uint64_t k, const char* what) const {
     fail(std::string(what) + " of " + std::to_string(k) + " bytes runs past the end (" + std::to_string(remaining()) +
          " left)");
   }
   const uint8_t* take(uint64_t k, const char* what) {
-    if (k > remaining()) overrun(k, what);
-    if (k > hi_ - pos_) refill(static_cast<size_t>(k));
-    const uint8_t* q = at(pos_);
+    if (k > end_ - pos_) more(k, what);
+    const uint8_t* q = p_ + pos_;
     pos_ += static_cast<size_t>(k);
     return q;
   }
@@ -158,11 +166,11 @@ class PickleMachine {
   }
   std::string line(const char* what) {
     const size_t span = std::min<size_t>(remaining(), 4096);
-    if (span > hi_ - pos_) refill(span);
-    const void* nl = std::memchr(at(pos_), '\n', span);
+    if (span > end_ - pos_) refill(span);
+    const void* nl = std::memchr(p_ + pos_, '\n', span);
     if (!nl) fail(std::string(what) + " has no end of line within 4096 bytes");
-    const size_t len = static_cast<const uint8_t*>(nl) - at(pos_);
-    std::string s(reinterpret_cast<const char*>(at(pos_)), len);
+    const size_t len = static_cast<const uint8_t*>(nl) - (p_ + pos_);
+    std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
     pos_ += len + 1;
     if (!valid_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size()))
       fail(std::string(what) + " is not valid UTF-8");
@@ -206,7 +214,7 @@ class PickleMachine {
   [[gnu::noinline]] void charge_document(uint64_t more_nodes, uint64_t more_items, uint64_t memo_need) {
     const uint64_t now = document_bytes(more_nodes, more_items, memo_need);
     if (now <= charged_) return;
-    if (!doc_.budget_->add(now - charged_)) doc_.budget_->exceeded("pickle at byte " + std::to_string(op_pos_));
+    if (!doc_.budget_->add(now - charged_)) doc_.budget_->exceeded("pickle at byte " + std::to_string(op_pos()));
     charged_ = now;
   }
   Ref new_node(Kind k) {
@@ -460,14 +468,13 @@ class PickleMachine {
   void newobj(bool ex);
 
   PickleDocument& doc_;
-  const uint8_t* p_;  // input bytes [lo_, hi_)
+  const uint8_t* p_;
   size_t n_;
   const AllowList& allow_;
-  size_t pos_ = 0;
-  size_t op_pos_ = 0;
+  size_t pos_ = 0, op_at_ = 0, end_ = 0;
+  size_t base_ = 0;
   const PickleSource* source_ = nullptr;  // streaming: fills window_
   std::vector<uint8_t> window_;
-  size_t lo_ = 0, hi_ = 0;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // the stack size at the last mark (0 without one): what pop() may not go below
@@ -600,10 +607,12 @@ void PickleMachine::run() {
   pos_ = 0;
   stack_.reserve(1024);
   while (true) {
-    op_pos_ = pos_;
-    if (remaining() == 0) fail("ends without STOP (truncated)");
-    if (pos_ == hi_) refill(1);
-    const uint8_t c = *at(pos_++);
+    op_at_ = pos_;
+    if (pos_ == end_) {
+      if (remaining() == 0) fail("ends without STOP (truncated)");
+      refill(1);
+    }
+    const uint8_t c = p_[pos_++];
     switch (c) {
       case op::PROTO: {
         const uint64_t v = le(1, "PROTO");
