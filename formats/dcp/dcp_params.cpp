@@ -60,6 +60,27 @@ DType dtype_of(const Entry& e, const std::string& file) {
   return *e.tensor.dtype->dtype;
 }
 
+// Row-major strides of a key of shape `size`, in elements.
+std::vector<uint64_t> key_strides(const std::vector<uint64_t>& size) {
+  std::vector<uint64_t> stride(size.size(), 1);
+  for (size_t d = size.size(); d-- > 1;) stride[d - 1] = stride[d] * size[d];
+  return stride;
+}
+
+// A chunk's first and last element in its key's flat extent (`stride`: key_strides of the key);
+// false for a chunk of another arity (validate reports it) or of no elements.
+bool chunk_extent(const ChunkMeta& ch, const std::vector<uint64_t>& stride, uint64_t& first, uint64_t& last) {
+  const size_t n = stride.size();
+  if (ch.offsets.size() != n || ch.sizes.size() != n) return false;
+  first = last = 0;
+  for (size_t d = 0; d < n; ++d) {
+    if (ch.sizes[d] == 0) return false;
+    first += ch.offsets[d] * stride[d];
+    last += (ch.offsets[d] + ch.sizes[d] - 1) * stride[d];
+  }
+  return true;
+}
+
 std::string master_or(const std::string& state) {
   return state == "param" || state == "fp32_param" ? "master" : state;
 }
@@ -877,20 +898,10 @@ const std::vector<std::pair<size_t, size_t>>& DcpParams::read_order(size_t t) co
   // The chunks of `entry` holding elements [lo, hi) of its flat extent, in chunk order.
   auto add = [&](size_t entry, uint64_t lo, uint64_t hi) {
     const Entry& e = md.entries[entry];
-    const size_t n = e.tensor.size.size();
-    std::vector<uint64_t> stride(n, 1);
-    for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * e.tensor.size[d];
+    const std::vector<uint64_t> stride = key_strides(e.tensor.size);
     for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
-      const ChunkMeta& ch = e.tensor.chunks[c];
-      if (ch.offsets.size() != n || ch.sizes.size() != n) continue;  // validate reports the arity
       uint64_t first = 0, last = 0;
-      bool empty = false;
-      for (size_t d = 0; d < n; ++d) {
-        empty = empty || ch.sizes[d] == 0;
-        first += ch.offsets[d] * stride[d];
-        last += (ch.offsets[d] + (ch.sizes[d] ? ch.sizes[d] - 1 : 0)) * stride[d];
-      }
-      if (!empty && first < hi && last >= lo) out.emplace_back(entry, c);
+      if (chunk_extent(e.tensor.chunks[c], stride, first, last) && first < hi && last >= lo) out.emplace_back(entry, c);
     }
   };
   const Source& s = sources_[t];
@@ -1072,8 +1083,7 @@ void DcpParams::read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, ui
   const uint64_t elem = e.tensor.dtype->element_bytes;
   const uint64_t A = s.base + lo, B = s.base + hi;
   const size_t n = size.size();
-  std::vector<uint64_t> stride(n, 1);
-  for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * size[d];
+  const std::vector<uint64_t> stride = key_strides(size);
   auto* dst = static_cast<uint8_t*>(out);
   uint64_t copied = 0;
   // Chunks that are one run of the key and wanted whole are read straight into `out`, several at
@@ -1094,15 +1104,8 @@ void DcpParams::read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, ui
   size_t last_chunk = SIZE_MAX;
   for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
     const ChunkMeta& ch = e.tensor.chunks[c];
-    if (ch.offsets.size() != n || ch.sizes.size() != n) continue;  // validate reports the arity
     uint64_t first = 0, last = 0;
-    bool empty = false;
-    for (size_t d = 0; d < n; ++d) {
-      empty = empty || ch.sizes[d] == 0;
-      first += ch.offsets[d] * stride[d];
-      last += (ch.offsets[d] + (ch.sizes[d] ? ch.sizes[d] - 1 : 0)) * stride[d];
-    }
-    if (empty || first >= B || last + 1 <= A) continue;
+    if (!chunk_extent(ch, stride, first, last) || first >= B || last + 1 <= A) continue;
     last_chunk = c;
     const bool one_run = is_row_major_run(size, ch.offsets.data(), ch.sizes.data());
     if (A <= first && last < B && one_run) {
