@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "app/train/device_trainer.h"
 #include "layout/layout_json.h"
+#include "model/compute_mode.h"
 #include "model/spec_json.h"
 #include "option_range.h"
 #include "pipeline_args.h"
@@ -37,6 +38,7 @@ struct TrainArgs {
   std::string metrics;
   bool force = false;  // replace an existing --metrics FILE
   std::string device = "cpu";
+  std::string compute = "fp32";  // the network's arithmetic (model/compute_mode.h)
   bool comm_given = false;  // --comm on the command line (cuda implies nccl)
   bool overlap_grad_reduce = false, overlap_param_gather = false;  // --device cuda only
   bool print_layout = false;
@@ -153,6 +155,9 @@ int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& 
   o.comm = cuda ? "nccl" : a.pipe.comm;
   o.overlap_grad_reduce = a.overlap_grad_reduce;
   o.overlap_param_gather = a.overlap_param_gather;
+  if (a.compute != "fp32" && a.compute != "bf16")
+    throw UsageError("--compute must be fp32 or bf16, not '" + a.compute + "'");
+  o.compute = model::parse_compute(a.compute);
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;
   if (saved) {
@@ -239,6 +244,7 @@ int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& 
     j["optimizer"] = a.pipe.optimizer;
     j["dist_opt"] = dist;
     j["device"] = a.device;
+    j["compute"] = a.compute;
     j["fp8"] = fp8_json(a.pipe);
     j["lr"] = o.pipeline.lr;
     j["micro_batch"] = a.micro_batch;
@@ -266,9 +272,10 @@ int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& 
                 static_cast<unsigned long long>(s.first_step));
     return 0;
   }
-  std::printf("trained %s (%s params) for %s on dp %u%s: %s, %s, fp8 %s, lr %g\n", spec.name.c_str(),
+  std::printf("trained %s (%s params) for %s on dp %u%s: %s, %s, fp8 %s, lr %g%s\n", spec.name.c_str(),
               group_digits(s.params).c_str(), plural(s.steps, "step").c_str(), s.dp,
-              cuda ? " (cuda)" : "", a.pipe.optimizer.c_str(), dist, fp8_label(a.pipe).c_str(), o.pipeline.lr);
+              cuda ? " (cuda)" : "", a.pipe.optimizer.c_str(), dist, fp8_label(a.pipe).c_str(), o.pipeline.lr,
+              a.compute == "fp32" ? "" : (", compute " + a.compute).c_str());
   std::printf("loss %.6f -> %.6f (%.3fx)%s\n", s.initial_loss, s.final_loss,
               s.initial_loss > 0 ? s.final_loss / s.initial_loss : 0.0,
               s.skipped ? (", " + plural(s.skipped, "skipped step")).c_str() : "");
@@ -300,6 +307,12 @@ void register_train(CLI::App& app, const GlobalOptions& global, Runner& run) {
   with_values(cmd->add_option("--device", args->device,
                   "cpu, or cuda: one rank per GPU (--dp GPUs), the whole step on the device over --comm nccl "
                   "(checkpoints are the CPU's format and bytes)"), {"cpu", "cuda"})
+      ->capture_default_str();
+  with_values(cmd->add_option("--compute", args->compute,
+                              "The network's arithmetic: fp32 (the bit-exact reference), or bf16 (bf16 GEMM operands "
+                              "on tensor cores with fp32 accumulation, as mixed-precision training runs; the "
+                              "optimizer, masters and stored params unchanged)"),
+              {"fp32", "bf16"})
       ->capture_default_str();
   cmd->add_flag("--overlap-grad-reduce", args->overlap_grad_reduce,
                 "--device cuda: start each bucket's grad reduce-scatter as soon as the backward has produced its "

@@ -22,10 +22,15 @@ namespace fpg::cuda {
 // and no host-to-device traffic. Checks the fragments as the CPU reference does (UsageError).
 class FragmentTable {
  public:
-  // needs_exp_avg_sq: Adam (true) or Lion (false).
-  FragmentTable(const optim::Fragment* fragments, size_t count, bool needs_exp_avg_sq);
-  FragmentTable(const std::vector<optim::Fragment>& f, bool needs_exp_avg_sq)
-      : FragmentTable(f.data(), f.size(), needs_exp_avg_sq) {}
+  // needs_exp_avg_sq: Adam (true) or Lion (false). bf16_out: empty, or one device pointer per
+  // fragment, null or an array of the fragment's numel where the step also writes bf16(new param)
+  // (core/float_codec.h's bf16_from_float, as cuda::cast_f32_to_bf16 writes it): the copy-back of a
+  // bf16-stored param fused into the optimizer's pass.
+  FragmentTable(const optim::Fragment* fragments, size_t count, bool needs_exp_avg_sq,
+                const std::vector<uint16_t*>& bf16_out = {});
+  FragmentTable(const std::vector<optim::Fragment>& f, bool needs_exp_avg_sq,
+                const std::vector<uint16_t*>& bf16_out = {})
+      : FragmentTable(f.data(), f.size(), needs_exp_avg_sq, bf16_out) {}
   ~FragmentTable();
   FragmentTable(FragmentTable&&) noexcept;
   FragmentTable& operator=(FragmentTable&&) noexcept;
@@ -34,6 +39,7 @@ class FragmentTable {
   size_t chunks() const;  // blocks per launch
   int64_t elements() const;
   bool has_exp_avg_sq() const;
+  bool writes_bf16() const;  // some fragment has a bf16 output
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
@@ -43,10 +49,13 @@ class FragmentTable {
 };
 
 // One Adam/AdamW step (as optim::adam_step: `step` is the step being taken, >= 1) over the table.
-// Asynchronous on `stream`.
-void adam_step(const optim::AdamHyper& h, int64_t step, const FragmentTable& table, cudaStream_t stream);
+// Asynchronous on `stream`. grad_scale (the clip coefficient): each gradient is read as g * grad_scale,
+// the value a clip pass storing g * grad_scale would leave, so clipping costs no pass of its own; the
+// grads in memory stay unscaled.
+void adam_step(const optim::AdamHyper& h, int64_t step, const FragmentTable& table, cudaStream_t stream,
+               float grad_scale = 1.0f);
 
-// One Lion step (as optim::lion_step) over the table. Asynchronous on `stream`.
-void lion_step(const optim::LionHyper& h, const FragmentTable& table, cudaStream_t stream);
+// One Lion step (as optim::lion_step) over the table, grad_scale as adam_step's. Asynchronous on `stream`.
+void lion_step(const optim::LionHyper& h, const FragmentTable& table, cudaStream_t stream, float grad_scale = 1.0f);
 
 }  // namespace fpg::cuda

@@ -11,7 +11,13 @@
 # curves, 1b --dp 2 step time; needs 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh:
 # comm, optim, ...), megatron-reshard (scripts/check-megatron-reshard.sh: Megatron-Core loads fpgather's
 # reshards at new TP/PP/EP/DP; ONLY, JOBS; the fpgather_cli target is enough), bench-megatron
-# (scripts/bench-megatron.sh: RESHARD, ROUNDS, EXPORT_LAYERS, SKIP_INDEX, SKIP_EXPORT).
+# (scripts/bench-megatron.sh: RESHARD, ROUNDS, EXPORT_LAYERS, SKIP_INDEX, SKIP_EXPORT),
+# gpu-tests-bf16 (the `--compute bf16` GPU tests, then the device network,
+# pipeline and train tests of both modes), bench-step-bf16 (scripts/bench-step-vs-torch.sh with
+# COMPUTE=fp32,bf16 against torch AMP eager and compile: STEP_PRESETS, default "base 1b"; STEPS, WARMUP,
+# RUNS), lt-shapes (each bf16 GEMM shape of a base and a 1b step on cuBLASLt's first eight
+# algorithms: time and bytes per second), ncu-step (Nsight Compute's per-kernel times of a 2-step `train --device cuda` run, one step
+# broken down by scripts/ncu_step_breakdown.py: NCU_MODEL, default 1b; NCU_COMPUTE, default bf16).
 # BEFORE_SRC=TARBALL also builds another tree's CLI, timed beside this one where a step compares builds.
 # Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
 #
@@ -40,7 +46,7 @@ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release "${xx[@]}" ${FPGATHER_CMAKE_ARGS:-} 
 targets=()
 for t in ${TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build $B -j"$jobs" "${targets[@]}" -- -k >>"$RES/build.log" 2>&1 || { grep -E "error" -A5 "$RES/build.log" | head -60; exit 1; }
-echo "built"
+echo "built ($SECONDS s)"
 # BEFORE_SRC: a tarball of another tree (`git archive -o .carry/before.tar.gz REV`), built too (the CLI
 # alone) and timed beside this one by the steps that take BEFORE (bench-megatron).
 if [ -n "${BEFORE_SRC:-}" ]; then
@@ -50,10 +56,10 @@ if [ -n "${BEFORE_SRC:-}" ]; then
     cmake --build "$before/$B" -j"$jobs" --target fpgather_cli -- -k >>"$RES/build-before.log" 2>&1 ||
     { grep -E "error" -A5 "$RES/build-before.log" | head -40; exit 1; }
   export BEFORE="$before/$B/fpgather"
-  echo "built before ($BEFORE_SRC)"
+  echo "built before ($BEFORE_SRC, at $SECONDS s)"
 fi
 for what in "$@"; do
-  echo "== $what"
+  echo "== $what (at $SECONDS s)"
   case "$what" in
     tests)
       timeout "${TESTS_TIMEOUT:-600}" ctest --test-dir $B -j"$jobs" >"$RES/ctest.log" 2>&1
@@ -98,6 +104,36 @@ for what in "$@"; do
     bench-megatron)
       FPGATHER=$B/fpgather bash scripts/bench-megatron.sh "$(mktemp -u "${BENCH_DIR:-/tmp}/bench-megatron-XXXX")" 2>&1 |
         tee "$RES/bench-megatron.txt" ;;
+    gpu-tests-bf16)
+      t0=$SECONDS
+      timeout "${BF16_TESTS_TIMEOUT:-120}" $B/tests/fpgather_gpu_tests "[bf16]" >"$RES/gpu-tests-bf16.log" 2>&1
+      rc=$?
+      echo "[bf16] rc=$rc ($((SECONDS - t0)) s)"; grep -E "^\[bf16\]|^\[device-train\]|passed|failed" "$RES/gpu-tests-bf16.log" | tail -30
+      [ $rc -eq 0 ] || grep -v -E "^\[bf16\]|^\[device-train\]" "$RES/gpu-tests-bf16.log" | tail -80
+      t0=$SECONDS
+      timeout "${BF16_OTHER_TIMEOUT:-240}" $B/tests/fpgather_gpu_tests "[device-network]~[bf16],[device-pipeline]~[bf16],[device-train]~[bf16]" \
+        >"$RES/gpu-tests-device.log" 2>&1
+      rc=$?
+      echo "[device-network],[device-pipeline],[device-train] rc=$rc ($((SECONDS - t0)) s)"
+      [ $rc -eq 0 ] && tail -3 "$RES/gpu-tests-device.log" || tail -60 "$RES/gpu-tests-device.log" ;;
+    lt-shapes)
+      timeout 120 $B/tests/fpgather_gpu_tests "[.lt-shapes]" >"$RES/lt-shapes.log" 2>&1
+      echo "rc=$?"; grep -E "^\[lt-shapes\]" "$RES/lt-shapes.log" ;;
+    bench-step-bf16)
+      STEPS=${STEPS:-30} WARMUP=${WARMUP:-10} RUNS=${RUNS:-amp:eager,amp:compile} COMPUTE=${COMPUTE:-fp32,bf16} \
+        PYTHON=${PYTHON:-python3} bash scripts/bench-step-vs-torch.sh $B "$RES/step" ${STEP_PRESETS:-base 1b} 2>&1 |
+        tee "$RES/bench-step-bf16.txt" ;;
+    ncu-step)
+      m=${NCU_MODEL:-1b} c=${NCU_COMPUTE:-bf16}
+      if command -v ncu >/dev/null; then
+        timeout "${NCU_TIMEOUT:-240}" ncu --metrics gpu__time_duration.sum --csv --log-file "$RES/ncu-$m-$c.csv" \
+          $B/fpgather --no-progress train --model "$m" --device cuda --dp 1 --compute "$c" --steps 2 >"$RES/ncu-$m-$c.out" 2>&1
+        echo "ncu rc=$?"
+        ${PYTHON:-python3} scripts/ncu_step_breakdown.py "$RES/ncu-$m-$c.csv" --json "$RES/ncu-$m-$c.json" 2>&1 |
+          tee "$RES/ncu-$m-$c.txt"
+      else
+        echo "ncu-step: no ncu on this machine"
+      fi ;;
     gpu-bench-*)
       bash scripts/gpu-bench.sh $B "$RES/gpu" "${what#gpu-bench-}" 2>&1 | tee "$RES/gpu-bench-${what#gpu-bench-}.txt" ;;
     *) echo "device-run: unknown step $what" >&2 ;;

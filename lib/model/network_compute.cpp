@@ -29,6 +29,27 @@ void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, fl
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
+// Compute::bf16's rounding points (network_compute.h); in fp32 the values pass untouched.
+void round_in_place(bool bf16, float* v, int64_t n) {
+  if (!bf16) return;
+  for (int64_t i = 0; i < n; ++i) v[i] = round_to_bf16(v[i]);
+}
+
+// in, or its rounded copy in `out` under bf16.
+const float* rounded(bool bf16, const float* in, int64_t n, float* out) {
+  if (!bf16) return in;
+  for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
+  return out;
+}
+
+bool bf16_exact(const float* v, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+    const float r = round_to_bf16(v[i]);
+    if (!(r == v[i]) && !(r != r && v[i] != v[i])) return false;  // NaN: any payload is "exact"
+  }
+  return true;
+}
+
 // Param indices in network_params order.
 size_t fc1_index(uint64_t l) { return 2 + 3 * l; }
 size_t fc2_index(uint64_t l) { return 3 + 3 * l; }
@@ -74,7 +95,7 @@ void rmsnorm_backward(const float* dscaled, const float* w, const float* normed,
 
 }  // namespace
 
-NetworkCompute::NetworkCompute(const NetworkDims& dims) : dims_(dims) {
+NetworkCompute::NetworkCompute(const NetworkDims& dims, Compute compute) : dims_(dims), compute_(compute) {
   if (dims.input == 0 || dims.hidden == 0 || dims.ffn == 0 || dims.output == 0)
     throw UsageError("network dims must be positive (input, hidden, ffn, output)");
   use_single_threaded_blas();
@@ -85,6 +106,7 @@ NetworkCompute::NetworkCompute(const NetworkDims& dims) : dims_(dims) {
   }
   grad_tmp_.resize(largest);
   dnorm_.resize(dims.hidden);
+  if (compute_ == Compute::bf16) rounded_.resize(shapes_numel_.size());
 }
 
 void NetworkCompute::reserve(int64_t batch) {
@@ -102,6 +124,10 @@ void NetworkCompute::reserve(int64_t batch) {
   da_.resize(B * H);
   dact_.resize(B * F);
   dfc1_.resize(B * 2 * F);
+  if (compute_ == Compute::bf16) {
+    x16_.resize(B * dims_.input);
+    dh16_.resize(B * H);
+  }
   capacity_ = batch;
 }
 
@@ -112,24 +138,46 @@ void NetworkCompute::check_params(const std::vector<const float*>& params, int64
   if (batch <= 0) throw UsageError("micro-batch size must be positive");
 }
 
-void NetworkCompute::run_forward(const std::vector<const float*>& params, const float* x, int64_t batch) {
+std::vector<const float*> NetworkCompute::bf16_params(const std::vector<const float*>& params) {
+  std::vector<const float*> out(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const uint64_t n = shapes_numel_[i];
+    if (bf16_exact(params[i], n)) {
+      rounded_[i].clear();
+      out[i] = params[i];
+    } else {
+      rounded_[i].resize(n);
+      out[i] = rounded(true, params[i], int64_t(n), rounded_[i].data());
+    }
+  }
+  return out;
+}
+
+void NetworkCompute::run_forward(const std::vector<const float*>& params_in, const float* x_in, int64_t batch) {
   reserve(batch);
-  const int64_t B = batch, H = int64_t(dims_.hidden), F = int64_t(dims_.ffn);
+  const bool bf16 = compute_ == Compute::bf16;
+  if (bf16) p16_ = bf16_params(params_in);
+  const std::vector<const float*>& params = bf16 ? p16_ : params_in;
+  const int64_t B = batch, H = int64_t(dims_.hidden), F = int64_t(dims_.ffn), I = int64_t(dims_.input);
   const uint64_t L = dims_.layers;
-  gemm_nt(B, H, int64_t(dims_.input), x, params[0], 0.0f, h_.data());
+  x_ = rounded(bf16, x_in, B * I, x16_.data());
+  gemm_nt(B, H, I, x_, params[0], 0.0f, h_.data());
   for (uint64_t l = 0; l < L; ++l) {
     const float* h = h_.data() + l * B * H;
     float* normed = normed_.data() + l * B * H;
     float* scaled = scaled_.data() + l * B * H;
     rmsnorm_forward(h, params[norm_index(l)], B, H, inv_rms_.data() + l * B, normed, scaled);
+    round_in_place(bf16, scaled, B * H);
     float* fc1 = fc1_.data() + l * B * 2 * F;
     gemm_nt(B, 2 * F, H, scaled, params[fc1_index(l)], 0.0f, fc1);
+    round_in_place(bf16, fc1, B * 2 * F);
     float* act = act_.data() + l * B * F;
     for (int64_t b = 0; b < B; ++b) {
       const float* gate = fc1 + b * 2 * F;
       const float* up = gate + F;
       for (int64_t j = 0; j < F; ++j) act[b * F + j] = gate[j] * sigmoid(gate[j]) * up[j];
     }
+    round_in_place(bf16, act, B * F);
     // Residual: h_{l+1} = h_l + act·W_fc2ᵀ (beta = 1 adds onto the copy).
     float* next = h_.data() + (l + 1) * B * H;
     std::copy(h, h + B * H, next);
@@ -138,6 +186,7 @@ void NetworkCompute::run_forward(const std::vector<const float*>& params, const 
   const float* h = h_.data() + L * B * H;
   float* scaled = scaled_.data() + L * B * H;
   rmsnorm_forward(h, params[norm_index(L)], B, H, inv_rms_.data() + L * B, normed_.data() + L * B * H, scaled);
+  round_in_place(bf16, scaled, B * H);
   gemm_nt(B, int64_t(dims_.output), H, scaled, params[2 + 3 * L], 0.0f, y_.data());
 }
 
@@ -178,15 +227,17 @@ void NetworkCompute::grad_done(const std::vector<float*>& grads, size_t i, GradM
   for (uint64_t k = 0, n = shapes_numel_[i]; k < n; ++k) g[k] += d[k];
 }
 
-float NetworkCompute::forward_backward(const std::vector<const float*>& params, const float* x,
+float NetworkCompute::forward_backward(const std::vector<const float*>& params_in, const float* x,
                                        const float* target, int64_t batch, const std::vector<float*>& grads,
                                        GradMode mode) {
-  check_params(params, batch);
-  if (grads.size() != params.size())
-    throw UsageError("the network takes " + std::to_string(params.size()) + " gradient arrays, got " +
+  check_params(params_in, batch);
+  if (grads.size() != params_in.size())
+    throw UsageError("the network takes " + std::to_string(params_in.size()) + " gradient arrays, got " +
                      std::to_string(grads.size()));
-  run_forward(params, x, batch);
+  run_forward(params_in, x, batch);
   const float loss_value = mse(target, batch, dy_.data());
+  const bool bf16 = compute_ == Compute::bf16;
+  const std::vector<const float*>& params = bf16 ? p16_ : params_in;  // as the forward read them
 
   const int64_t B = batch, H = int64_t(dims_.hidden), F = int64_t(dims_.ffn), O = int64_t(dims_.output);
   const uint64_t L = dims_.layers;
@@ -197,6 +248,7 @@ float NetworkCompute::forward_backward(const std::vector<const float*>& params, 
   };
 
   // Head: dW_out = dyᵀ·scaled_L, d(scaled_L) = dy·W_out; then the final norm starts dh.
+  round_in_place(bf16, dy_.data(), B * O);  // dy only feeds the two GEMMs
   const size_t out_i = 2 + 3 * L;
   gemm_tn(O, H, B, dy_.data(), scaled_.data() + L * B * H, grad_out(grads, out_i, mode));
   grad_done(grads, out_i, mode);
@@ -210,9 +262,10 @@ float NetworkCompute::forward_backward(const std::vector<const float*>& params, 
     // dh is ∂/∂h_{l+1}; the residual passes it to h_l unchanged and the block adds its share.
     const float* act = act_.data() + l * B * F;
     const float* fc1 = fc1_.data() + l * B * 2 * F;
-    gemm_tn(H, F, B, dh_.data(), act, grad_out(grads, fc2_index(l), mode));
+    const float* dh = rounded(bf16, dh_.data(), B * H, dh16_.data());  // the GEMMs' operand
+    gemm_tn(H, F, B, dh, act, grad_out(grads, fc2_index(l), mode));
     grad_done(grads, fc2_index(l), mode);
-    gemm_nn(B, F, H, dh_.data(), params[fc2_index(l)], dact_.data());
+    gemm_nn(B, F, H, dh, params[fc2_index(l)], dact_.data());
     // act = silu(gate)·up: d gate = d act·up·σ(1 + gate(1 − σ)), d up = d act·silu(gate).
     for (int64_t b = 0; b < B; ++b) {
       const float* gate = fc1 + b * 2 * F;
@@ -226,6 +279,7 @@ float NetworkCompute::forward_backward(const std::vector<const float*>& params, 
         dup[j] = da[j] * (gate[j] * s);
       }
     }
+    round_in_place(bf16, dfc1_.data(), B * 2 * F);
     const float* scaled = scaled_.data() + l * B * H;
     gemm_tn(2 * F, H, B, dfc1_.data(), scaled, grad_out(grads, fc1_index(l), mode));
     grad_done(grads, fc1_index(l), mode);
@@ -235,7 +289,7 @@ float NetworkCompute::forward_backward(const std::vector<const float*>& params, 
     store_norm_grad(norm_index(l));
   }
 
-  gemm_tn(H, int64_t(dims_.input), B, dh_.data(), x, grad_out(grads, 0, mode));
+  gemm_tn(H, int64_t(dims_.input), B, rounded(bf16, dh_.data(), B * H, dh16_.data()), x_, grad_out(grads, 0, mode));
   grad_done(grads, 0, mode);
   return loss_value;
 }

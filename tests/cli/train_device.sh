@@ -12,6 +12,14 @@ expect_in "$WORK/out" '"device": "cpu"'
 expect_exit 2 "${F[@]}" train --device gpu --steps 1
 expect_in "$WORK/err" "--device must be cpu or cuda, not 'gpu'"
 
+# --compute bf16 trains on the CPU too (the reference of the GPU's tensor-core mode).
+expect_exit 0 "${F[@]}" --json train --device cpu --steps 2 --dp 1 --compute bf16
+expect_in "$WORK/out" '"compute": "bf16"'
+expect_exit 0 "${F[@]}" train --device cpu --steps 2 --dp 1 --compute bf16
+expect_in "$WORK/out" "compute bf16"
+expect_exit 2 "${F[@]}" train --compute fp16 --steps 1
+expect_in "$WORK/err" "--compute must be fp32 or bf16, not 'fp16'"
+
 # Refused everywhere, GPU or not.
 expect_exit 2 "${F[@]}" train --device cuda --comm threads --steps 1
 expect_in "$WORK/err" "--device cuda runs its ranks on the nccl communicator, not --comm threads"
@@ -32,6 +40,11 @@ if [ "$rc" -eq 0 ]; then
   expect_exit 0 "${F[@]}" train --device cuda --steps 2 --save "$WORK/whole"
   expect_exit 0 "${F[@]}" diff --rtol 0 --atol 0 "$WORK/whole" "$WORK/ckpt"
   expect_exit 0 "${F[@]}" validate --data "$WORK/whole"
+  # --compute bf16 on the device saves the same format; the CPU resumes it in either mode.
+  expect_exit 0 "${F[@]}" train --device cuda --compute bf16 --steps 1 --save "$WORK/bf16"
+  expect_exit 0 "${F[@]}" validate --data "$WORK/bf16"
+  expect_exit 0 "${F[@]}" train --device cpu --compute bf16 --steps 2 --load "$WORK/bf16"
+  expect_exit 0 "${F[@]}" train --device cuda --compute bf16 --steps 2 --load "$WORK/bf16" --save "$WORK/bf16"
 else
   [ "$rc" -eq 2 ] || fail "--device cuda --save: exit $rc, want 0 or 2"
   grep -qE -- "built without CUDA and NCCL|--dp [0-9]+ needs [0-9]+ GPUs?, this host has 0" "$WORK/err" ||

@@ -183,6 +183,23 @@ TEST_CASE("device layer-wise pipeline equals the CPU bit for bit: adamw", "[devi
   check_cases(cases);
 }
 
+// `--compute bf16`: the matrices decoded (bf16 / FP8 / fp32 transports) and rounded into bf16 views,
+// the scalar layout's bf16 params read in place with the copy-back fused into the optimizer.
+TEST_CASE("device layer-wise pipeline with bf16 param views equals the CPU bit for bit", "[device-layerwise][bf16]") {
+  std::vector<Case> cases;
+  for (const char* m : {"none", "tensorwise", "mxfp8"}) cases.push_back(layer_wise_case(OptimizerKind::adamw, m));
+  Case f32 = layer_wise_case(OptimizerKind::adamw, "none", true);
+  f32.name += "/fp32-matrices";
+  f32.cfg.fp32_matrices = true;
+  cases.push_back(f32);
+  cases.push_back(layer_wise_case(OptimizerKind::muon, "blockwise"));
+  for (Case& c : cases) {
+    c.bf16_view = true;
+    c.name += "/bf16-view";
+  }
+  check_cases(cases);
+}
+
 TEST_CASE("device layer-wise Muon equals the CPU within the Muon tolerance", "[device-layerwise]") {
   std::vector<Case> cases;
   for (const char* m : {"none", "tensorwise", "blockwise", "mxfp8", "mxfp8-row"})

@@ -23,34 +23,14 @@
 #include "model/network_init.h"
 #include "model/presets.h"
 #include "model/teacher_task.h"
-#include "optim_device_util.h"
+#include "device_network_util.h"
 
-using fpg_gpu_test::Dev;
-using fpg_gpu_test::mismatches;
+using namespace fpg_gpu_test;
 namespace model = fpg::model;
 
 namespace {
 
 constexpr double kRelTol = 1e-4;
-
-std::vector<float> normals(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
-// max |a − b| / max |b| (b the CPU reference), 0 for an all-zero reference equal to a.
-double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
 
 // A network's params and a batch, on the host and on the device.
 struct Case {
@@ -70,9 +50,6 @@ struct Case {
     dtarget = std::make_unique<Dev<float>>(target);
     settle();
   }
-  // cudaMemcpy from pageable memory may return before its DMA lands; the tests' streams are
-  // non-blocking, so wait for the device before they read.
-  static void settle() { FPG_CUDA_CHECK(cudaDeviceSynchronize()); }
   std::vector<const float*> device_params() const {
     std::vector<const float*> p;
     for (const auto& d : dparams) p.push_back(d->get());
@@ -80,54 +57,11 @@ struct Case {
   }
 };
 
-// Zeroed device gradient arrays of the network's shapes.
-struct Grads {
-  std::vector<std::unique_ptr<Dev<float>>> bufs;
-  explicit Grads(const Case& c) {
-    for (const auto& p : c.params) bufs.push_back(std::make_unique<Dev<float>>(std::vector<float>(p.size(), 0.0f)));
-  }
-  std::vector<float*> ptrs() const {
-    std::vector<float*> p;
-    for (const auto& b : bufs) p.push_back(b->get());
-    return p;
-  }
-  std::vector<std::vector<float>> host() const {
-    std::vector<std::vector<float>> h;
-    for (const auto& b : bufs) h.push_back(b->host());
-    return h;
-  }
-};
-
-float read_float(const float* device) {
-  float v = 0;
-  FPG_CUDA_CHECK(cudaMemcpy(&v, device, sizeof(float), cudaMemcpyDeviceToHost));
-  return v;
-}
-
-// Awkward shapes: odd widths, hidden above a block's 256 threads, an MSE over more elements than its
-// first pass's grid covers at once (128 × 256), no blocks at all.
-struct Shape {
-  model::NetworkDims dims;
-  int64_t batch;
-};
-const Shape kShapes[] = {
-    {{37, 50, 33, 2, 19}, 7},
-    {{70, 300, 130, 1, 1100}, 33},
-    {{13, 24, 9, 0, 5}, 3},
-};
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { FPG_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-  void sync() const { FPG_CUDA_CHECK(cudaStreamSynchronize(s)); }
-};
-
 }  // namespace
 
 TEST_CASE("device network forward, loss and gradients match NetworkCompute", "[device-network]") {
   Stream stream;
-  for (const Shape& shape : kShapes) {
+  for (const Shape& shape : kAwkwardShapes) {
     Case c(shape.dims, shape.batch, 7);
     model::NetworkCompute cpu(c.dims);
     fpg::device::DeviceNetwork gpu(c.dims, stream.s);
@@ -139,7 +73,7 @@ TEST_CASE("device network forward, loss and gradients match NetworkCompute", "[d
     Dev<float> y_dev(std::vector<float>(y_cpu.size(), 0.0f));
     gpu.forward(c.device_params(), c.dx->get(), c.batch, y_dev.get());
     Dev<float> loss_dev(std::vector<float>(2, 0.0f));
-    Case::settle();
+    settle();
     gpu.loss(c.device_params(), c.dx->get(), c.dtarget->get(), c.batch, loss_dev.get());
     stream.sync();
     CHECK(rel_error(y_dev.host(), y_cpu) <= kRelTol);
@@ -150,8 +84,8 @@ TEST_CASE("device network forward, loss and gradients match NetworkCompute", "[d
     for (const auto& p : c.params) g_cpu.emplace_back(p.size(), 0.0f);
     const float fb_cpu = cpu.forward_backward(cpu_params, c.x.data(), c.target.data(), c.batch,
                                               model::pointers(g_cpu), model::GradMode::overwrite);
-    Grads g(c);
-    Case::settle();
+    Grads g(c.params);
+    settle();
     gpu.forward_backward(c.device_params(), c.dx->get(), c.dtarget->get(), c.batch, g.ptrs(),
                          model::GradMode::overwrite, loss_dev.get() + 1);
     stream.sync();
@@ -166,18 +100,18 @@ TEST_CASE("device network forward, loss and gradients match NetworkCompute", "[d
 
 TEST_CASE("device network accumulate equals overwrite plus an elementwise add, bitwise", "[device-network]") {
   Stream stream;
-  for (const Shape& shape : kShapes) {
+  for (const Shape& shape : kAwkwardShapes) {
     Case c1(shape.dims, shape.batch, 11);
     Case c2(shape.dims, shape.batch, 11);  // same params, other batch below
     c2.x = normals(c2.x.size(), 99);
     c2.target = normals(c2.target.size(), 98);
     c2.dx = std::make_unique<Dev<float>>(c2.x);
     c2.dtarget = std::make_unique<Dev<float>>(c2.target);
-    Case::settle();
+    settle();
     fpg::device::DeviceNetwork gpu(c1.dims, stream.s);
 
-    Grads first(c1), second(c1), acc(c1);
-    Case::settle();
+    Grads first(c1.params), second(c1.params), acc(c1.params);
+    settle();
     gpu.forward_backward(c1.device_params(), c1.dx->get(), c1.dtarget->get(), c1.batch, first.ptrs(),
                          model::GradMode::overwrite, nullptr);
     gpu.forward_backward(c1.device_params(), c2.dx->get(), c2.dtarget->get(), c1.batch, second.ptrs(),
@@ -199,15 +133,15 @@ TEST_CASE("device network accumulate equals overwrite plus an elementwise add, b
 
 TEST_CASE("device network runs are bitwise reproducible", "[device-network]") {
   Stream stream;
-  for (const Shape& shape : kShapes) {
+  for (const Shape& shape : kAwkwardShapes) {
     Case c(shape.dims, shape.batch, 5);
     std::vector<std::vector<std::vector<float>>> grads;
     std::vector<float> losses;
     for (int run = 0; run < 2; ++run) {  // a fresh instance each run: nothing carried over
       fpg::device::DeviceNetwork gpu(c.dims, stream.s);
-      Grads g(c);
+      Grads g(c.params);
       Dev<float> loss(std::vector<float>(1, 0.0f));
-      Case::settle();
+      settle();
       gpu.forward_backward(c.device_params(), c.dx->get(), c.dtarget->get(), c.batch, g.ptrs(),
                            model::GradMode::overwrite, loss.get());
       stream.sync();

@@ -21,6 +21,7 @@
 
 #include "catch.h"
 #include "comm/group.h"
+#include "core/float_codec.h"
 #include "comm/nccl_backend.h"
 #include "pipeline/device/bucket_sync.h"
 #include "pipeline/device/device_micro_batch.h"
@@ -100,7 +101,16 @@ Run train(fpg::app::train::TrainOptions o, DeviceOverlap ov) {
     e.state = pipe.download_state();
     for (uint32_t p = 0; p < pipe.spec().params.size(); ++p) {
       e.stored.push_back(pipe.stored_bytes(p));
-      e.params.push_back(fpg::device::download(pipe.params()[p], pipe.spec().params[p].numel(), pipe.stream()));
+      const uint64_t n = pipe.spec().params[p].numel();
+      if (pipe.param_view() == fpg::device::ParamView::fp32) {
+        e.params.push_back(fpg::device::download(pipe.params()[p], n, pipe.stream()));
+        continue;
+      }
+      pipe.finish_param_sync();  // --compute bf16: the bf16 views, as floats
+      const std::vector<uint16_t> bits = fpg::device::download(pipe.bf16_params()[p], n, pipe.stream());
+      std::vector<float> v(n);
+      for (uint64_t i = 0; i < n; ++i) v[i] = fpg::float_from_bf16(bits[i]);
+      e.params.push_back(std::move(v));
     }
   });
   return r;
@@ -261,6 +271,23 @@ TEST_CASE("overlap on or off gives bitwise identical training", "[device-overlap
       check_identical(off, param, "param-gather overlap, fp8 " + fp8 + ", dp " + std::to_string(dp));
       const Run both = train(o, {true, true});
       check_identical(off, both, "both overlaps, fp8 " + fp8 + ", dp " + std::to_string(dp));
+      check_reduce_scatter_order(both, true);
+    }
+  }
+}
+
+// --compute bf16: the network reads the gathered bf16 buffers themselves, so the waits guard the very
+// bytes the GEMMs read (no decoded copy in between).
+TEST_CASE("overlap on or off gives bitwise identical training under --compute bf16", "[device-overlap][bf16]") {
+  if (skip_without_nccl()) return;
+  const uint32_t max_dp = fpg::cuda::device_count() >= 2 ? 2 : 1;
+  for (const std::string fp8 : {"none", "tensorwise"}) {
+    for (uint32_t dp = 1; dp <= max_dp; ++dp) {
+      fpg::app::train::TrainOptions o = options(dp, fp8);
+      o.compute = fpg::model::Compute::bf16;
+      const Run off = train(o, {false, false});
+      const Run both = train(o, {true, true});
+      check_identical(off, both, "bf16, both overlaps, fp8 " + fp8 + ", dp " + std::to_string(dp));
       check_reduce_scatter_order(both, true);
     }
   }

@@ -70,6 +70,22 @@ TEST_CASE("device pipeline equals the CPU pipeline bit for bit: lion", "[device-
   check_optimizer(fpg::optim::OptimizerKind::lion);
 }
 
+// `--compute bf16`'s pipeline: bf16 params read where the gather leaves them, their copy-back fused
+// into the optimizer's pass, fp32-kept and FP8 params decoded to bf16. Same state and bytes as the CPU.
+TEST_CASE("device pipeline with bf16 param views equals the CPU pipeline bit for bit", "[device-pipeline][bf16]") {
+  std::vector<Case> cases;
+  for (const auto kind : {fpg::optim::OptimizerKind::adamw, fpg::optim::OptimizerKind::lion}) {
+    for (const char* m : kFp8Modes) cases.push_back(make_case(kind, m, false));
+    cases.push_back(make_case(kind, "none", true));
+  }
+  cases.push_back(make_case(fpg::optim::OptimizerKind::adam, "tensorwise", true));
+  for (Case& c : cases) {
+    c.bf16_view = true;
+    c.name += "/bf16-view";
+  }
+  check_cases(cases);
+}
+
 TEST_CASE("device pipeline skips a non-finite step as the CPU does", "[device-pipeline]") {
   std::vector<Case> cases;
   Case a = make_case(fpg::optim::OptimizerKind::adamw, "none", false);

@@ -5,7 +5,10 @@
 //
 // The gradient is a host function of (step, param, element, rank) plus (Case::coupled) a multiple of
 // the param's decoded value, so params() is checked too: the GPU grad_fn downloads params, computes on
-// the host with the same code and uploads the grads.
+// the host with the same code and uploads the grads. Case::bf16_view runs the device pipeline with
+// ParamView::bf16 (`--compute bf16`: bf16 params read in place, the copy-back fused into the
+// optimizer) and couples the gradient to bf16(decoded value) on both sides, so bf16_params() is
+// checked against the CPU's decode rounded to bf16, and the state and stored bytes bitwise as ever.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,10 +16,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "comm/group.h"
+#include "core/float_codec.h"
 #include "comm/nccl_backend.h"
 #include "pipeline/device/device_rank_pipeline.h"
 #include "kernels/cuda_check.h"
@@ -75,6 +80,7 @@ struct Case {
   // The gradient adds 0.25 x the param's decoded value (so params() is checked). Off for Muon, whose
   // update is only within tolerance of the CPU's: the gradients then stay identical step after step.
   bool coupled = true;
+  bool bf16_view = false;  // the device pipeline reads ParamView::bf16 (see above)
 };
 
 inline Case make_case(fpg::optim::OptimizerKind kind, const std::string& fp8, bool keep_fp32) {
@@ -143,7 +149,16 @@ inline Runs run_cpu(const std::vector<Case>& cases, int dp) {
       for (int s = 0; s < kSteps; ++s) {
         out.reports.push_back(pipe.step(
             [&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
-              for (uint32_t p = 0; p < params.size(); ++p) fill_grad(c, s, r, p, params[p], grads[p]);
+              std::vector<float> rounded;
+              for (uint32_t p = 0; p < params.size(); ++p) {
+                const float* v = params[p];
+                if (c.bf16_view) {
+                  rounded.resize(c.spec.params[p].numel());
+                  for (size_t e = 0; e < rounded.size(); ++e) rounded[e] = fpg::float_from_bf16(fpg::bf16_from_float(v[e]));
+                  v = rounded.data();
+                }
+                fill_grad(c, s, r, p, v, grads[p]);
+              }
             },
             3 * static_cast<uint64_t>(dp)));
         out.snaps.push_back(snap_of(pipe, pipe.state()));
@@ -160,23 +175,35 @@ inline Runs run_gpu(const std::vector<Case>& cases, int dp) {
     for (size_t k = 0; k < cases.size(); ++k) {
       const Case& c = cases[k];
       RankRun& out = runs[k][r];
-      fpg::device::DeviceRankPipeline pipe(c.spec, c.cfg, comm, [&](uint32_t p, float* v) {
-        init_values(p, v, c.spec.params[p].numel());
-      });
+      fpg::device::DeviceRankPipeline pipe(
+          c.spec, c.cfg, comm, [&](uint32_t p, float* v) { init_values(p, v, c.spec.params[p].numel()); }, {},
+          c.bf16_view ? fpg::device::ParamView::bf16 : fpg::device::ParamView::fp32);
       out.snaps.push_back(snap_of(pipe, pipe.download_state()));
       for (int s = 0; s < kSteps; ++s) {
         out.reports.push_back(pipe.step(
             [&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
               const cudaStream_t stream = pipe.stream();
+              const size_t count = c.spec.params.size();
+              if (params.size() != (c.bf16_view ? 0 : count))  // a bf16 grad_fn reads bf16_params()
+                throw std::runtime_error("grad_fn got " + std::to_string(params.size()) + " fp32 params");
               // Copies on the rank's (non-blocking) stream, so the step's work is ordered after them.
-              std::vector<std::vector<float>> g(params.size());
+              std::vector<std::vector<float>> g(count);
               std::vector<float> v;
-              for (uint32_t p = 0; p < params.size(); ++p) {
+              std::vector<uint16_t> bits;
+              for (uint32_t p = 0; p < count; ++p) {
                 const uint64_t n = c.spec.params[p].numel();
                 v.resize(n);
                 g[p].resize(n);
-                FPG_CUDA_CHECK(cudaMemcpyAsync(v.data(), params[p], n * 4, cudaMemcpyDeviceToHost, stream));
-                FPG_CUDA_CHECK(cudaStreamSynchronize(stream));
+                if (c.bf16_view) {
+                  bits.resize(n);
+                  FPG_CUDA_CHECK(cudaMemcpyAsync(bits.data(), pipe.bf16_params()[p], n * 2, cudaMemcpyDeviceToHost,
+                                                 stream));
+                  FPG_CUDA_CHECK(cudaStreamSynchronize(stream));
+                  for (uint64_t e = 0; e < n; ++e) v[e] = fpg::float_from_bf16(bits[e]);
+                } else {
+                  FPG_CUDA_CHECK(cudaMemcpyAsync(v.data(), params[p], n * 4, cudaMemcpyDeviceToHost, stream));
+                  FPG_CUDA_CHECK(cudaStreamSynchronize(stream));
+                }
                 fill_grad(c, s, r, p, v.data(), g[p].data());
                 FPG_CUDA_CHECK(cudaMemcpyAsync(grads[p], g[p].data(), n * 4, cudaMemcpyHostToDevice, stream));
               }

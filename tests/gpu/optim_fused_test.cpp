@@ -7,6 +7,7 @@
 #include <random>
 
 #include "catch.h"
+#include "core/float_codec.h"
 #include "kernels/optim_fused.h"
 #include "optim/adam.h"
 #include "optim/lion.h"
@@ -72,8 +73,11 @@ std::vector<optim::Fragment> fragments(const Layout& l, float* p, const float* g
 }
 
 // Runs `steps` steps on the CPU and on the GPU from the same state and compares every buffer after each.
+// grad_scale: the CPU steps on g * grad_scale (a clip pass), the GPU step gets grad_scale. bf16_out:
+// every third fragment has a bf16 output on the GPU, compared with the CPU's params cast to bf16.
 template <typename CpuStep, typename GpuStep>
-void compare_steps(bool adam, bool specials, uint64_t seed, CpuStep cpu_step, GpuStep gpu_step) {
+void compare_steps(bool adam, bool specials, uint64_t seed, CpuStep cpu_step, GpuStep gpu_step,
+                   float grad_scale = 1.0f, bool bf16_out = false) {
   std::mt19937_64 rng(seed);
   const Layout l = make_layout(rng);
   REQUIRE(l.total > 100000);
@@ -84,19 +88,40 @@ void compare_steps(bool adam, bool specials, uint64_t seed, CpuStep cpu_step, Gp
   const std::vector<float> g0 = make_grads(l.total, rng, false);
   Dev<float> dg(g0);
   const auto gpu_frags = fragments(l, dp.get(), dg.get(), dm.get(), adam ? dv.get() : nullptr);
-  const fpg::cuda::FragmentTable table(gpu_frags, adam);
+  Dev<uint16_t> d16(std::vector<uint16_t>(size_t(l.total), 0));
+  std::vector<uint16_t*> outs;
+  if (bf16_out)
+    for (size_t i = 0; i < gpu_frags.size(); ++i) outs.push_back(i % 3 == 0 ? d16.get() + l.offset[i] : nullptr);
+  const fpg::cuda::FragmentTable table(gpu_frags, adam, outs);
+  CHECK(table.writes_bf16() == bf16_out);
   CHECK(table.fragments() == 130);
   CHECK(table.elements() == l.total);
   for (int step = 1; step <= 5; ++step) {
     const std::vector<float> g = make_grads(l.total, rng, specials && step == 3);
     FPG_CUDA_CHECK(cudaMemcpy(dg.get(), g.data(), g.size() * 4, cudaMemcpyHostToDevice));
-    cpu_step(step, fragments(l, p.data(), g.data(), m.data(), adam ? v.data() : nullptr));
-    gpu_step(step, table);
+    std::vector<float> clipped = g;
+    for (float& x : clipped) x = x * grad_scale;
+    cpu_step(step, fragments(l, p.data(), grad_scale != 1.0f ? clipped.data() : g.data(), m.data(),
+                             adam ? v.data() : nullptr));
+    gpu_step(step, table, grad_scale);
     FPG_CUDA_CHECK(cudaDeviceSynchronize());
-    INFO("step " << step);
+    INFO("step " << step << " grad scale " << grad_scale << (bf16_out ? ", bf16 outputs" : ""));
     CHECK(mismatches(dp.host(), p) == 0);
     CHECK(mismatches(dm.host(), m) == 0);
     if (adam) CHECK(mismatches(dv.host(), v) == 0);
+    CHECK(mismatches(dg.host(), g) == 0);  // the grads themselves stay as they were
+    if (bf16_out) {
+      const std::vector<uint16_t> got = d16.host();
+      size_t bad = 0, written = 0;
+      for (size_t i = 0; i < l.numel.size(); ++i)
+        for (int64_t e = l.offset[i]; e < l.offset[i] + l.numel[i]; ++e) {
+          const uint16_t want = i % 3 == 0 ? fpg::bf16_from_float(p[size_t(e)]) : uint16_t{0};
+          bad += got[size_t(e)] != want;
+          written += i % 3 == 0;
+        }
+      CHECK(written > 0);
+      CHECK(bad == 0);
+    }
   }
   if (specials) {  // the inf/NaN did reach the state (the checks above covered them); Lion's p stays
     size_t nonfinite = 0;  // finite (sign(±inf) = ±1, sign(NaN) = 0), its momentum does not
@@ -135,7 +160,7 @@ TEST_CASE("GPU fused Adam, Adam-L2 and AdamW equal the CPU reference bit for bit
       compare_steps(
           true, specials, seed++,
           [&](int step, const std::vector<optim::Fragment>& f) { optim::adam_step(c.h, step, f); },
-          [&](int step, const fpg::cuda::FragmentTable& t) { fpg::cuda::adam_step(c.h, step, t, nullptr); });
+          [&](int step, const fpg::cuda::FragmentTable& t, float gs) { fpg::cuda::adam_step(c.h, step, t, nullptr, gs); });
     }
   }
 }
@@ -150,7 +175,30 @@ TEST_CASE("GPU fused Lion equals the CPU reference bit for bit", "[gpu][optim]")
       compare_steps(
           false, specials, 100 + uint64_t(wd * 10) + specials,
           [&](int, const std::vector<optim::Fragment>& f) { optim::lion_step(h, f); },
-          [&](int, const fpg::cuda::FragmentTable& t) { fpg::cuda::lion_step(h, t, nullptr); });
+          [&](int, const fpg::cuda::FragmentTable& t, float gs) { fpg::cuda::lion_step(h, t, nullptr, gs); });
+    }
+  }
+}
+
+// The clip folded into the optimizer's read of the grads, and the copy-back of bf16 params into its
+// stores (`--compute bf16`): the same bits as a clip pass, the CPU step and a bf16 cast.
+TEST_CASE("GPU fused optimizers with a grad scale and bf16 outputs equal clip + step + cast", "[gpu][optim][bf16]") {
+  uint64_t seed = 101;
+  for (const float coef : {1.0f, 0.37f}) {
+    for (const bool out16 : {false, true}) {
+      if (coef == 1.0f && !out16) continue;  // the cases above
+      const optim::AdamHyper h = optim::AdamHyper::adamw();
+      compare_steps(
+          true, true, seed++, [&](int step, const std::vector<optim::Fragment>& f) { optim::adam_step(h, step, f); },
+          [&](int step, const fpg::cuda::FragmentTable& t, float gs) { fpg::cuda::adam_step(h, step, t, nullptr, gs); },
+          coef, out16);
+      optim::LionHyper lh;
+      lh.lr = 1e-3;
+      lh.weight_decay = 0.1;
+      compare_steps(
+          false, false, seed++, [&](int, const std::vector<optim::Fragment>& f) { optim::lion_step(lh, f); },
+          [&](int, const fpg::cuda::FragmentTable& t, float gs) { fpg::cuda::lion_step(lh, t, nullptr, gs); }, coef,
+          out16);
     }
   }
 }

@@ -11,24 +11,15 @@
 #include "model/philox.h"
 #include "model/presets.h"
 #include "model/teacher_task.h"
+#include "network_test_util.h"
 
 using namespace fpg::model;
+using fpg::test::const_ptrs;
+using fpg::test::to_double;
 
 namespace {
 
 const NetworkDims kSmallDims{5, 8, 6, 2, 3};
-
-std::vector<std::vector<double>> to_double(const std::vector<std::vector<float>>& a) {
-  std::vector<std::vector<double>> d;
-  for (const auto& v : a) d.emplace_back(v.begin(), v.end());
-  return d;
-}
-
-std::vector<const double*> const_ptrs(const std::vector<std::vector<double>>& a) {
-  std::vector<const double*> p;
-  for (const auto& v : a) p.push_back(v.data());
-  return p;
-}
 
 // Student params with the norm weights moved off 1, so their gradients and their effect on the
 // others are exercised too.

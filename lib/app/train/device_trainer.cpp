@@ -15,6 +15,7 @@
 #include "comm/nccl_backend.h"
 #include "pipeline/device/device_micro_batch.h"
 #include "pipeline/device/device_network.h"
+#include "pipeline/device/device_network_bf16.h"
 #include "pipeline/device/device_rank_pipeline.h"
 #include "pipeline/device/device_buffer.h"
 #include "app/checkpoint/device_state_mirror.h"
@@ -56,22 +57,24 @@ model::ModelSpec device_training_spec(const train::TrainOptions& o) {
 
 namespace {
 
-// A rank of train_on_device: a DeviceRankPipeline on the rank's GPU, the network on cuBLAS, the
-// micro-batches made on the device. Checkpoints read and write it through its host mirror.
+// A rank of train_on_device: a DeviceRankPipeline on the rank's GPU, the network on cuBLAS (fp32) or
+// cuBLASLt (bf16, reading the pipeline's bf16 param views), the micro-batches made on the device.
+// Checkpoints read and write it through its host mirror.
 class DeviceTrainingRank final : public train::TrainingRank {
  public:
   DeviceTrainingRank(const train::TrainOptions& o, const model::ModelSpec& spec, const model::TeacherTask& task,
                      comm::Communicator& comm, const pipeline::InitFn& init, const DeviceRankObserver& observer,
                      const checkpoint::CheckpointHooks& hooks)
       : o_(o), task_(task), comm_(comm), observer_(observer), hooks_(hooks),
-        pipe_(spec, o.pipeline, comm, init, device::DeviceOverlap{o.overlap_grad_reduce, o.overlap_param_gather}) {
+        pipe_(spec, o.pipeline, comm, init, device::DeviceOverlap{o.overlap_grad_reduce, o.overlap_param_gather},
+              o.compute == model::Compute::bf16 ? device::ParamView::bf16 : device::ParamView::fp32) {
     if (hooks_.resume || hooks_.after_step) mirror_.emplace(pipe_);  // only a checkpointed run holds one
   }
 
   uint64_t resume() override { return hooks_.resume ? hooks_.resume(*mirror_, comm_) : 0; }
 
   pipeline::StepReport step(uint64_t t, std::vector<float>& all_losses) override {
-    if (!net_) start_network();
+    if (!batches_) start_network();
     const uint64_t A = o_.accumulation, N = o_.dp, rank = static_cast<uint64_t>(comm_.rank());
     comm::WorkPtr loss_gather;
     const pipeline::GradFn grad_fn = [&](const std::vector<const float*>& params, const std::vector<float*>& grads) {
@@ -79,10 +82,22 @@ class DeviceTrainingRank final : public train::TrainingRank {
       device::ParamHooks reads = hooks;  // grads are complete on the last micro-batch only
       reads.on_grad_ready = nullptr;
       for (uint64_t a = 0; a < A; ++a) {
-        batches_->draw(model::micro_batch_index(t, N, rank, A, a), *net_);
-        net_->forward_backward(params, batches_->x(), batches_->target(), batches_->rows(), grads,
-                               a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate,
-                               losses_.as<float>() + a, a + 1 == A ? &hooks : &reads);
+        const uint64_t index = model::micro_batch_index(t, N, rank, A, a);
+        // The micro-batch after this one, whose inputs are drawn on the host while this one runs.
+        const uint64_t next = a + 1 < A              ? index + 1
+                              : t + 1 < o_.steps ? model::micro_batch_index(t + 1, N, rank, A, 0)
+                                                 : device::DeviceMicroBatches::kNoNext;
+        const model::GradMode mode = a == 0 ? model::GradMode::overwrite : model::GradMode::accumulate;
+        const device::ParamHooks* h = a + 1 == A ? &hooks : &reads;
+        if (net16_) {  // bf16: the pipeline hands the network its bf16 views (params is empty)
+          batches_->draw(index, *net16_, next);
+          net16_->forward_backward(pipe_.bf16_params(), batches_->x(), batches_->target(), batches_->rows(), grads,
+                                   mode, losses_.as<float>() + a, h);
+        } else {
+          batches_->draw(index, *net_, next);
+          net_->forward_backward(params, batches_->x(), batches_->target(), batches_->rows(), grads, mode,
+                                 losses_.as<float>() + a, h);
+        }
       }
       // The losses are all enqueued on the compute stream, which the collective waits for. Issued
       // here, before the step's param all-gathers, so that waiting it does not wait them too.
@@ -109,8 +124,9 @@ class DeviceTrainingRank final : public train::TrainingRank {
   // resume and the first observation.
   void start_network() {
     const uint64_t A = o_.accumulation, N = o_.dp;
-    net_.emplace(task_.dims(), pipe_.stream());
-    batches_.emplace(task_, pipe_.stream());
+    if (o_.compute == model::Compute::bf16) net16_.emplace(task_.dims(), pipe_.stream());
+    else net_.emplace(task_.dims(), pipe_.stream());
+    batches_.emplace(task_, pipe_.stream(), o_.compute);
     losses_ = device::DeviceBuffer(A * sizeof(float), pipe_.stream());
     all_losses_ = device::DeviceBuffer(A * N * sizeof(float), pipe_.stream());
   }
@@ -122,7 +138,8 @@ class DeviceTrainingRank final : public train::TrainingRank {
   const checkpoint::CheckpointHooks& hooks_;
   DeviceRankPipeline pipe_;
   std::optional<checkpoint::DeviceStateMirror> mirror_;
-  std::optional<device::DeviceNetwork> net_;
+  std::optional<device::DeviceNetwork> net_;        // --compute fp32
+  std::optional<device::DeviceNetworkBf16> net16_;  // --compute bf16
   std::optional<device::DeviceMicroBatches> batches_;
   device::DeviceBuffer losses_, all_losses_;  // one float per micro-batch: this rank's, every rank's
 };

@@ -1,7 +1,9 @@
 // `fpgather train --device cuda` as a library: train::run_training's loop (app/train/trainer.h) with one
 // rank per GPU of an nccl group, each running a DeviceRankPipeline (pipeline/device/device_rank_pipeline.h): params,
 // grads, masters and optimizer states stay on the device, the network runs on cuBLAS
-// (pipeline/device/device_network.h) and micro-batches are made on the device (pipeline/device/device_micro_batch.h).
+// (pipeline/device/device_network.h; with TrainOptions::compute bf16 on cuBLASLt's tensor cores,
+// pipeline/device/device_network_bf16.h, reading the gathered bf16 params in place) and micro-batches
+// are made on the device (pipeline/device/device_micro_batch.h).
 //
 // Same data order, scaling convention, loss reduction, StepMetrics/TrainSummary and JSON as the CPU
 // trainer, so a GPU run and a CPU run from the same seed give loss curves equal within the network's

@@ -99,7 +99,7 @@ class HostTrainingRank final : public TrainingRank {
                    comm::Communicator& comm, const pipeline::InitFn& init, const RankObserver& observer,
                    const TrainHooks& hooks)
       : o_(o), task_(task), comm_(comm), observer_(observer), hooks_(hooks),
-        pipe_(spec, o.pipeline, comm, init, o.threads_per_rank), net_(*spec.network),
+        pipe_(spec, o.pipeline, comm, init, o.threads_per_rank), net_(*spec.network, o.compute),
         losses_(o.accumulation) {}
 
   uint64_t resume() override { return hooks_.resume ? hooks_.resume(pipe_, comm_) : 0; }

@@ -18,6 +18,7 @@
 
 #include "comm/communicator.h"
 #include "comm/group.h"
+#include "model/compute_mode.h"
 #include "model/model_spec.h"
 #include "pipeline/config.h"
 #include "pipeline/rank_pipeline.h"
@@ -56,6 +57,9 @@ struct TrainOptions {
   // CPU pipeline's phases are synchronous). Results do not depend on them.
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
+  // `--compute`: the network's arithmetic (model/compute_mode.h), the teacher's targets included.
+  // The optimizer, the masters and the stored params are the same in every mode.
+  model::Compute compute = model::Compute::fp32;
 };
 
 // What a resumed run needs besides the rank states: where the data stream stands. The data is a

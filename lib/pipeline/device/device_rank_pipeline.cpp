@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -68,6 +69,12 @@ struct DeviceRankPipeline::Impl final : pipeline::StepBackend {
   DeviceBuffer scalar;                           // the grad-norm max's all-reduce
   std::vector<DeviceBuffer> values;              // decoded fp32 params (not for fp32-kept ones)
   std::vector<const float*> param_ptrs;
+  // ParamView::bf16: bf16 arrays of the params not read in place, their pointers, and an fp32 scratch
+  // of the largest param decoded through fp32 first (FP8, layer-wise matrices).
+  ParamView view = ParamView::fp32;
+  std::vector<DeviceBuffer> values16;
+  std::vector<const uint16_t*> param16_ptrs;
+  DeviceBuffer scratch32;
   std::vector<float*> grad_ptrs;
   // Overlap (pipeline/device/bucket_sync.h): buckets as flat ids, in (buffer, bucket) order.
   DeviceOverlap overlap;
@@ -82,6 +89,7 @@ struct DeviceRankPipeline::Impl final : pipeline::StepBackend {
   std::vector<comm::WorkPtr> rs_works;                  // the step's reduce-scatters
   std::vector<std::vector<comm::WorkPtr>> gather_works;  // per bucket, until waited
   ParamHooks hooks;                                      // what a hooked grad_fn calls (param_hooks())
+  float clip_coef = 1.0f;  // the step's clip of the bucketed grads, applied as the optimizer reads them
   ParamReads reads = ParamReads::complete;               // the current step's grad_fn's
 
   Impl(const model::ModelSpec& s, const pipeline::PipelineConfig& c, comm::Communicator& cm)
@@ -97,6 +105,10 @@ struct DeviceRankPipeline::Impl final : pipeline::StepBackend {
   void issue_gathers();
   void wait_gather(uint32_t bucket);
   void decode_param(uint32_t p);
+  void decode_param_bf16(uint32_t p);
+  void build_views();
+  // Masters -> stored bytes; fused: the bf16 buffers' fragments were written by the optimizer.
+  void copy_back_parts(bool fused);
   void before_read(uint32_t p);
   void finish_param_sync();
 
@@ -112,7 +124,7 @@ struct DeviceRankPipeline::Impl final : pipeline::StepBackend {
   void clip(float coef) override;
   void step_optimizer() override;
   int64_t optimizer_steps() const override { return state.bucketed.step; }
-  void copy_back() override;
+  void copy_back() override { copy_back_parts(view == ParamView::bf16); }
   void gather() override;
   void requantize() override {}  // the layer-wise matrices re-quantize when their gather is waited
   bool decode() override;
@@ -191,6 +203,7 @@ void DeviceRankPipeline::Impl::build_tables() {
   const pipeline::OptimizerState& st = state.bucketed;
   std::vector<cuda::GradSpan> spans;
   std::vector<optim::Fragment> frags;
+  std::vector<uint16_t*> bf16_out;  // ParamView::bf16: the copy-back of bf16 buffers, fused
   std::vector<Fp8Fragment> fp8_frags;
   for (size_t i = 0; i < st.fragments.size(); ++i) {
     const StateFragment& f = st.fragments[i];
@@ -205,6 +218,10 @@ void DeviceRankPipeline::Impl::build_tables() {
     o.param_offset = static_cast<int64_t>(f.param_range.begin);
     o.param_numel = static_cast<int64_t>(f.param_numel);
     frags.push_back(o);
+    if (view == ParamView::bf16) {
+      const DeviceStorage& s = bufs[frag_buffer[i]];
+      bf16_out.push_back(s.dtype == DType::BF16 ? s.data.as<uint16_t>() + frag_world[i] : nullptr);
+    }
     if (fp8_index[f.param] >= 0) {
       const uint32_t t = static_cast<uint32_t>(fp8_index[f.param]);
       const DeviceStorage& s = bufs[frag_buffer[i]];
@@ -220,7 +237,7 @@ void DeviceRankPipeline::Impl::build_tables() {
     }
   }
   grads = std::make_unique<cuda::GradSpanTable>(spans);
-  optim = std::make_unique<cuda::FragmentTable>(frags, has_exp_avg_sq);
+  optim = std::make_unique<cuda::FragmentTable>(frags, has_exp_avg_sq, bf16_out);
   fp8_dev = std::make_unique<DeviceFp8Params>(cfg, fp8, state.fp8, stream);
   fp8_dev->build(fp8_frags);
   // The tables went up by cudaMemcpy on the legacy stream, which the non-blocking compute stream does
@@ -228,7 +245,7 @@ void DeviceRankPipeline::Impl::build_tables() {
   FPG_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void DeviceRankPipeline::Impl::copy_back() {
+void DeviceRankPipeline::Impl::copy_back_parts(bool fused) {
   const pipeline::OptimizerState& st = state.bucketed;
   for (size_t i = 0; i < st.fragments.size(); ++i) {
     const StateFragment& f = st.fragments[i];
@@ -237,7 +254,9 @@ void DeviceRankPipeline::Impl::copy_back() {
     const DeviceStorage& s = bufs[frag_buffer[i]];
     const uint64_t at = frag_world[i];
     switch (s.dtype) {
-      case DType::BF16: cuda::cast_f32_to_bf16(m, n, s.data.as<uint16_t>() + at, stream); break;
+      case DType::BF16:
+        if (!fused) cuda::cast_f32_to_bf16(m, n, s.data.as<uint16_t>() + at, stream);
+        break;
       case DType::F32:
         FPG_CUDA_CHECK(cudaMemcpyAsync(s.data.as<float>() + at, m, n * 4, cudaMemcpyDeviceToDevice, stream));
         break;
@@ -308,6 +327,10 @@ void DeviceRankPipeline::Impl::wait_gather(uint32_t id) {
 
 // Param p to fp32 (bf16 -> fp32 cast; FP8 dequantized; fp32-kept params are read in place).
 void DeviceRankPipeline::Impl::decode_param(uint32_t p) {
+  if (view == ParamView::bf16) {
+    decode_param_bf16(p);
+    return;
+  }
   if (lw && lw->holds(p)) {
     lw->decode(p, values[p].as<float>());
     bsync.mark_decoded(p);
@@ -326,6 +349,38 @@ void DeviceRankPipeline::Impl::decode_param(uint32_t p) {
       const bool row = plan.has_rowwise();
       cuda::fp8::dequantize_fragment(plan, fp8_dev->view(t), 0, n,
                                      (row ? s.data.as<uint8_t>() : s.col.as<uint8_t>()) + w.begin, out, !row, stream);
+      break;
+    }
+    default: break;
+  }
+  bsync.mark_decoded(p);
+}
+
+// Param p to bf16 (ParamView::bf16): bf16-stored params are read in place; the others are rounded from
+// the fp32 the fp32 view decodes (fp32-kept: their bytes; FP8 and layer-wise: through scratch32).
+void DeviceRankPipeline::Impl::decode_param_bf16(uint32_t p) {
+  const uint64_t n = spec.params[p].numel();
+  uint16_t* out = values16[p].as<uint16_t>();
+  if (lw && lw->holds(p)) {
+    const float* in_place = lw->in_place(p);
+    if (!in_place) lw->decode(p, scratch32.as<float>());
+    cuda::cast_f32_to_bf16(in_place ? in_place : scratch32.as<float>(), n, out, stream);
+    bsync.mark_decoded(p);
+    return;
+  }
+  const Where& w = where[p];
+  const DeviceStorage& s = bufs[static_cast<size_t>(w.buffer)];
+  switch (s.dtype) {
+    case DType::BF16: break;  // read in place
+    case DType::F32: cuda::cast_f32_to_bf16(s.data.as<float>() + w.begin, n, out, stream); break;
+    case DType::U8: {
+      const uint32_t t = static_cast<uint32_t>(fp8_index[p]);
+      const fp8::Plan& plan = fp8[t].from_master;
+      const bool row = plan.has_rowwise();
+      cuda::fp8::dequantize_fragment(plan, fp8_dev->view(t), 0, n,
+                                     (row ? s.data.as<uint8_t>() : s.col.as<uint8_t>()) + w.begin,
+                                     scratch32.as<float>(), !row, stream);
+      cuda::cast_f32_to_bf16(scratch32.as<float>(), n, out, stream);
       break;
     }
     default: break;
@@ -356,10 +411,12 @@ float DeviceRankPipeline::Impl::all_reduce_max(float local) {
 }
 
 DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipeline::PipelineConfig& cfg,
-                                       comm::Communicator& comm, const pipeline::InitFn& init, DeviceOverlap overlap)
+                                       comm::Communicator& comm, const pipeline::InitFn& init, DeviceOverlap overlap,
+                                       ParamView view)
     : impl_(std::make_unique<Impl>(spec, cfg, comm)) {
   Impl& m = *impl_;
   m.overlap = overlap;
+  m.view = view;
   if (comm.memory_space() != comm::MemorySpace::device)
     throw UsageError("--device cuda needs the nccl communicator (the " + std::string(comm.backend()) +
                      " communicator takes host buffers)");
@@ -387,9 +444,46 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
     if (self->bsync.grad_ready(p) && self->overlap.grad_reduce) self->issue_reduce_scatter(self->bsync.bucket_of(p));
   };
 
+  m.build_views();
+  m.copy_back_parts(false);
+  m.issue_gathers();
+  m.finish_param_sync();
+  m.sync();
+}
+
+// The grad pointers, and where the network reads each param: values / param_ptrs (fp32 view) or
+// values16 / param16_ptrs and scratch32 (bf16 view).
+void DeviceRankPipeline::Impl::build_views() {
+  Impl& m = *this;
+  m.grad_ptrs.resize(m.spec.params.size());
+  if (m.view == ParamView::bf16) {
+    m.values16.resize(m.spec.params.size());
+    m.param16_ptrs.resize(m.spec.params.size());
+    uint64_t scratch = 0;
+    for (uint32_t p = 0; p < m.spec.params.size(); ++p) {
+      const uint64_t n = m.spec.params[p].numel();
+      if (m.lw && m.lw->holds(p)) {
+        m.grad_ptrs[p] = m.lw->grad_of(p);
+        if (!m.lw->in_place(p)) scratch = std::max(scratch, n);
+      } else {
+        const Where& w = m.where[p];
+        if (w.buffer < 0) throw InternalError("pipeline: no layout holds param " + m.spec.params[p].name);
+        DeviceStorage& s = m.bufs[static_cast<size_t>(w.buffer)];
+        m.grad_ptrs[p] = s.grad.as<float>() + w.begin;
+        if (s.dtype == DType::BF16) {
+          m.param16_ptrs[p] = s.data.as<uint16_t>() + w.begin;
+          continue;
+        }
+        if (s.dtype == DType::U8) scratch = std::max(scratch, n);
+      }
+      m.values16[p] = DeviceBuffer(n * 2, m.stream);
+      m.param16_ptrs[p] = m.values16[p].as<uint16_t>();
+    }
+    if (scratch) m.scratch32 = DeviceBuffer(scratch * 4, m.stream);
+    return;
+  }
   m.values.resize(m.spec.params.size());
   m.param_ptrs.resize(m.spec.params.size());
-  m.grad_ptrs.resize(m.spec.params.size());
   for (uint32_t p = 0; p < m.spec.params.size(); ++p) {
     if (m.lw && m.lw->holds(p)) {
       m.grad_ptrs[p] = m.lw->grad_of(p);
@@ -412,10 +506,6 @@ DeviceRankPipeline::DeviceRankPipeline(const model::ModelSpec& spec, const pipel
       m.param_ptrs[p] = m.values[p].as<float>();
     }
   }
-  m.copy_back();
-  m.issue_gathers();
-  m.finish_param_sync();
-  m.sync();
 }
 
 DeviceRankPipeline::~DeviceRankPipeline() {
@@ -424,9 +514,17 @@ DeviceRankPipeline::~DeviceRankPipeline() {
 }
 
 const std::vector<const float*>& DeviceRankPipeline::params() const {
+  if (impl_->view != ParamView::fp32)
+    throw InternalError("device pipeline: params() of a pipeline built with bf16 param views (read bf16_params())");
   finish_param_sync();
   return impl_->param_ptrs;
 }
+const std::vector<const uint16_t*>& DeviceRankPipeline::bf16_params() const {
+  if (impl_->view != ParamView::bf16)
+    throw InternalError("device pipeline: bf16_params() of a pipeline built with fp32 param views (read params())");
+  return impl_->param16_ptrs;
+}
+ParamView DeviceRankPipeline::param_view() const { return impl_->view; }
 void DeviceRankPipeline::finish_param_sync() const { impl_->finish_param_sync(); }
 const DeviceOverlap& DeviceRankPipeline::overlap() const { return impl_->overlap; }
 const BucketSync& DeviceRankPipeline::bucket_sync() const { return impl_->bsync; }
@@ -447,7 +545,8 @@ void DeviceRankPipeline::Impl::forward_backward(const pipeline::GradFn& grad_fn)
   bsync.begin_step();
   rs_works.clear();
   if (reads == ParamReads::complete) finish_param_sync();  // grad_fn reads params without before_read
-  grad_fn(param_ptrs, grad_ptrs);
+  static const std::vector<const float*> none;
+  grad_fn(view == ParamView::fp32 ? param_ptrs : none, grad_ptrs);  // bf16: it reads bf16_params()
   bsync.mark_grad_fn_returned();
   finish_param_sync();  // params a forward did not read: before the copy-back rewrites the buffers
 }
@@ -481,8 +580,10 @@ void DeviceRankPipeline::Impl::add_squares(pipeline::GradNorm& norm) {
   if (lw) norm.local_sum += lw->scaled_squares(norm.exponent);
 }
 
+// The bucketed grads are multiplied as the optimizer reads them (cuda::adam_step's grad_scale: the
+// same products, no pass of their own); the layer-wise part clips its own.
 void DeviceRankPipeline::Impl::clip(float coef) {
-  cuda::scale(*grads, coef, stream);
+  clip_coef = coef;
   if (lw) lw->clip(coef);
 }
 
@@ -491,8 +592,9 @@ void DeviceRankPipeline::Impl::step_optimizer() {
   pipeline::OptimizerState& st = state.bucketed;
   const pipeline::Hypers h = pipeline::make_hypers(cfg, st.kind);
   ++st.step;
-  if (st.kind == optim::OptimizerKind::lion) cuda::lion_step(h.lion, *optim, stream);
-  else cuda::adam_step(h.adam, st.step, *optim, stream);
+  if (st.kind == optim::OptimizerKind::lion) cuda::lion_step(h.lion, *optim, stream, clip_coef);
+  else cuda::adam_step(h.adam, st.step, *optim, stream, clip_coef);
+  clip_coef = 1.0f;
   if (lw) lw->step_optimizer(pipeline::make_hypers(cfg, state.layer_wise.kind));
 }
 

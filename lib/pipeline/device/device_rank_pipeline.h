@@ -13,7 +13,7 @@
 //   3. /M fused with max|g| (cuda::scale_and_max_abs, one launch); all-reduce MAX of the local max
 //      through a device scalar
 //   4. the fixed-point squares (one launch) -> 128-bit sums exchanged as on the CPU (all_gather_bytes)
-//      -> norm; clip (one launch) when the coefficient is < 1
+//      -> norm; a coefficient < 1 clips the grads as the optimizer reads them (no pass of its own)
 //   5. ONE fused optimizer launch over every owned fragment (adam, adamw, lion)
 //   6. copy-back: per owned fragment a bf16 cast or fp32 copy; FP8 through pipeline/device/device_fp8_params.h
 //      (batched amax, ONE packed all-reduce MAX, batched scales and cast; delayed update)
@@ -37,6 +37,14 @@
 // PhaseTimes: the host synchronizes the compute stream at each phase boundary (StepBackend::
 // end_phase) and times the phases with a host clock (simple and exact per phase; it costs the
 // overlap of consecutive phases).
+//
+// ParamView::bf16 (`train --compute bf16`, pipeline/device/device_network_bf16.h): the network reads
+// bf16 params. bf16-stored params of the bucketed layout are read where the gather leaves them, so
+// nothing decodes them, and the optimizer writes their bf16 bytes from the new masters in its own pass
+// (cuda::FragmentTable's bf16 outputs), so their copy-back pass is gone too: the same bytes, fewer
+// passes. fp32-kept params are cast to bf16, FP8 ones dequantized then rounded (bf16 of the fp32 a
+// fp32 view decodes), layer-wise matrices decoded as in fp32 then rounded, each into a bf16 array of
+// its own. The state and stored bytes equal the fp32 view's bit for bit.
 //
 // --dist-opt layerwise chains pipeline/device/device_layer_wise_part.h (the matrices: all-reduce, Muon or the
 // elementwise optimizer on whole owned matrices, uneven gathers, batched FP8 re-quantization) with the
@@ -78,12 +86,18 @@ struct DeviceOverlap {
   bool param_gather = false;  // --overlap-param-gather
 };
 
+// What the network reads the params as (the decode's target).
+enum class ParamView : uint8_t {
+  fp32,  // params(): every param decoded to fp32 (fp32-kept ones read in place)
+  bf16,  // bf16_params(): bf16 bits, bf16-stored params read in place, copy-back fused into the optimizer
+};
+
 class DeviceRankPipeline {
  public:
   // comm: an nccl communicator (MemorySpace::device; UsageError otherwise), used from the thread that
   // has its device current; init fills host fp32 values.
   DeviceRankPipeline(const model::ModelSpec& spec, const pipeline::PipelineConfig& cfg, comm::Communicator& comm,
-                     const pipeline::InitFn& init, DeviceOverlap overlap = {});
+                     const pipeline::InitFn& init, DeviceOverlap overlap = {}, ParamView view = ParamView::fp32);
   ~DeviceRankPipeline();
   DeviceRankPipeline(const DeviceRankPipeline&) = delete;
   DeviceRankPipeline& operator=(const DeviceRankPipeline&) = delete;
@@ -95,8 +109,14 @@ class DeviceRankPipeline {
                             ParamReads reads = ParamReads::complete);
   // The hooks a ParamReads::hooked grad_fn calls (the same object for the pipeline's lifetime).
   const ParamHooks& param_hooks() const;
-  // Device, fp32 decoded (pending gathers finished first).
+  // Device, fp32 decoded (pending gathers finished first). ParamView::fp32 only (InternalError otherwise).
   const std::vector<const float*>& params() const;
+  // ParamView::bf16 only: every param as bf16 bits on the device. The pointers stay fixed for the
+  // pipeline's life; their values are the last gather's once the param went through
+  // param_hooks().before_read in a hooked step, in a ParamReads::complete step's grad_fn, or after
+  // finish_param_sync(). A step's grad_fn gets an empty fp32 list and reads these.
+  const std::vector<const uint16_t*>& bf16_params() const;
+  ParamView param_view() const;
   // Make the compute stream wait every pending param all-gather and decode what is not decoded yet.
   // Logically const: the values it completes are those the last step already produced.
   void finish_param_sync() const;
