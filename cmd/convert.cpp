@@ -1,5 +1,5 @@
 // fpgather convert: safetensors -> safetensors FP8 quantization and dequantization; a checkpoint
-// exported to safetensors or rewritten with other compression. The conversion, its checks and its
+// exported to safetensors or rewritten with other compression; Megatron <-> Hugging Face. The conversion, its checks and its
 // summary are app/convert/conversion.h's; this parses the flags and prints.
 #include <cstdio>
 
@@ -49,7 +49,8 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto args = std::make_shared<ConvertArgs>();
   auto* cmd = app.add_subcommand("convert",
                                  "Quantize a safetensors model to FP8 or dequantize it; export a checkpoint to "
-                                 "safetensors, recompress it or change its FP8 recipe");
+                                 "safetensors, recompress it or change its FP8 recipe; export a Megatron checkpoint to "
+                                 "Hugging Face and import one back");
   cmd->add_option("IN", args->in,
                   "Input: a .safetensors file, an index .json, or a directory holding one; or a checkpoint (or a "
                   "root holding `latest`)")
@@ -88,26 +89,50 @@ void register_convert(CLI::App& app, const GlobalOptions& global, Runner& run) {
       ->capture_default_str();
   with_values(cmd->add_option("--dtype", args->o.dtype,
                   "--dequantize output: bf16 or fp32; checkpoint export weights: bf16 (as held), fp32 (the masters) "
-                  "or fp8 (the checkpoint's FP8 bytes and scales)"), {"bf16", "fp32", "fp8"})
+                  "or fp8 (the checkpoint's FP8 bytes and scales); --to hf and --to megatron: bf16 or fp32"),
+              {"bf16", "fp32", "fp8"})
       ->capture_default_str();
   with_values(cmd->add_option("--to", args->o.to,
                   "Checkpoint export format: safetensors (default) or dcp (a PyTorch DCP directory OUT with "
                   "model.NAME and optimizer.state.NAME.STATE keys, which torch.distributed.checkpoint.load reads) "
-                  "or hf (a Megatron GPT checkpoint as a Hugging Face model directory: --arch, --hf-config, --tokenizer)"),
-              {"safetensors", "dcp", "hf"})
+                  "or hf (a Megatron GPT checkpoint as a Hugging Face model directory: --arch, --hf-config, --tokenizer) "
+                  "or megatron (a Hugging Face model directory as a Megatron-Core torch_dist checkpoint's model "
+                  "section: --arch, --tp, --pp, --ep, --layer-spec, --make-vocab-size-divisible-by)"),
+              {"safetensors", "dcp", "hf", "megatron"})
       ->capture_default_str();
   with_values(cmd->add_option("--arch", args->o.arch,
                   "--to hf: the Hugging Face architecture, auto (default: the --hf-config's model_type, else what the "
-                  "tensors show) or llama, mistral, qwen2, qwen3, mixtral, qwen3_moe"),
+                  "tensors show) or llama, mistral, qwen2, qwen3, mixtral, qwen3_moe; --to megatron: auto (IN's "
+                  "config.json model_type) or the one IN must be"),
               {"auto", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"})
       ->capture_default_str();
   cmd->add_option("--hf-config", args->o.hf_config,
                   "--to hf: a config.json to start from (its fields kept, its shapes checked against the tensors); "
-                  "needed where the checkpoint saved no training args");
+                  "needed where the checkpoint saved no training args. --to megatron: the config.json to read "
+                  "instead of IN's");
   cmd->add_option("--tokenizer", args->o.tokenizer,
                   "--to hf: a directory whose tokenizer and generation_config files are copied into OUT");
   cmd->add_flag("--from-masters", args->o.from_masters,
                 "--to hf: export the fp32 masters (rounded once to --dtype) instead of the weights as held");
+  integer_range(cmd->add_option("--tp", args->o.tp, "--to megatron: the tensor-parallel size whose pieces are written "
+                                "(expert TP is the same)"), 1, 1 << 16)
+      ->capture_default_str();
+  integer_range(cmd->add_option("--pp", args->o.pp, "--to megatron: the pipeline stages the layers are split over (evenly)"),
+                1, 1 << 16)
+      ->capture_default_str();
+  integer_range(cmd->add_option("--ep", args->o.ep, "--to megatron: the expert-parallel size the experts are split over"),
+                1, 1 << 16)
+      ->capture_default_str();
+  integer_range(cmd->add_option("--make-vocab-size-divisible-by", args->o.make_vocab_size_divisible_by,
+                                "--to megatron: the vocabulary is padded to a multiple of this times --tp, as Megatron-LM "
+                                "pads it (its flag of the same name)"),
+                1, 1 << 20)
+      ->capture_default_str();
+  with_values(cmd->add_option("--layer-spec", args->o.layer_spec,
+                  "--to megatron: the Megatron-Core layer spec the model is built with: te (Transformer Engine, "
+                  "Megatron-LM's default) or local (--transformer-impl local)"),
+              {"te", "local"})
+      ->capture_default_str();
   cmd->add_flag("--states", args->o.states, "Checkpoint export: add NAME.master and NAME.<state> (fp32) per param");
   cmd->add_flag("--no-validate", args->o.no_validate,
                 "Checkpoint export: export even a checkpoint that fails validation's index checks (salvage; "

@@ -6,7 +6,10 @@
 #
 # Steps: tests (all of ctest), gpu-tests, bench-quantize, bench-io, bench-validate, bench-step,
 # bench-reshard, bench-export, bench-export-rounds (scripts/bench-export-rounds.sh; ROUNDS), bench-dcp
-# (scripts/bench-dcp.sh), bench-ckpt-dcp (scripts/bench_ckpt_dcp.py:
+# (scripts/bench-dcp.sh), megatron-hf (scripts/check-megatron-hf.sh: transformers and Megatron-Core
+# load fpgather's Hugging Face exports and imports; HF_PARTS "export", "import" or both),
+# bench-megatron-hf (scripts/bench-megatron-hf.sh: convert --to hf and --to megatron against a copy;
+# LAYERS_A, LAYERS_B, ROUNDS), bench-ckpt-dcp (scripts/bench_ckpt_dcp.py:
 # checkpoint save/load against torch DCP; CKPT_CASES, DCP_THREADS, CKPT_REPS), train-cuda (tiny GPU vs CPU loss
 # curves, 1b --dp 2 step time; needs 2 GPUs), gpu-bench-SECTION (a section of scripts/gpu-bench.sh:
 # comm, optim, ...), megatron-reshard (scripts/check-megatron-reshard.sh: Megatron-Core loads fpgather's
@@ -99,6 +102,11 @@ for what in "$@"; do
         echo "tiny $dev: $(grep -E '"(initial_loss|final_loss|step_time_ms)"' "$RES/train-tiny-$dev.json" | tr -d ' \n')"
       done
       $B/fpgather --no-progress --json train --model 1b --device cuda --dp 2 --steps 5 2>&1 | tee "$RES/train-1b-cuda.json" ;;
+    bench-megatron-hf)
+      FPGATHER="$PWD/$B/fpgather" LAYERS_A=${LAYERS_A:-8} LAYERS_B=${LAYERS_B:-16} ROUNDS=${ROUNDS:-3} \
+        bash scripts/bench-megatron-hf.sh "$(mktemp -u "${BENCH_DIR:-/tmp}/bench-hf-XXXX")" | tee "$RES/bench-megatron-hf.txt" ;;
+    megatron-hf)
+      bash scripts/check-megatron-hf.sh "$PWD/$B/fpgather" "$RES/megatron-hf" ${HF_PARTS:-} 2>&1 | tee "$RES/megatron-hf.txt" ;;
     megatron-reshard)
       bash scripts/check-megatron-reshard.sh $B/fpgather "$RES/megatron-reshard" 2>&1 | tee "$RES/megatron-reshard.txt" ;;
     bench-megatron)

@@ -1,6 +1,7 @@
 #include "formats/safetensors/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,7 +26,26 @@ bool exists(const std::string& path, bool want_dir) {
   return stat(path.c_str(), &st) == 0 && (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
 }
 
-// The tensors of a model as parameters: each a weight of its own name.
+// The whole pages of [p, p + n) of a file's map dropped from the process: what a streaming reader has
+// copied out stays in the page cache but not in its resident set, which so stays a few reads, not the
+// model (a page another thread still reads faults back in from the cache).
+void release_pages(const uint8_t* p, uint64_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
+// The pages of [p, p + n) asked of the disk at once, so that a cold read of a large range keeps the
+// disk busy instead of faulting one read-ahead window at a time.
+void ask_pages(const uint8_t* p, uint64_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page;
+  ::madvise(reinterpret_cast<void*>(lo), reinterpret_cast<uintptr_t>(p) + n - lo, MADV_WILLNEED);
+}
+
+// The tensors of a model as parameters: each a weight of its own name. The model is mapped from its
+// files (Model::open): reads copy out of the map and release it.
 class ModelParams : public ckpt::ParamSource {
  public:
   explicit ModelParams(std::shared_ptr<const Model> model) : model_(std::move(model)) {
@@ -40,7 +60,11 @@ class ModelParams : public ckpt::ParamSource {
       throw FormatError(model_->reader(e).path() + ": " + e.info->name + ": elements [" + std::to_string(lo) + ", " +
                         std::to_string(hi) + ") outside its " + std::to_string(e.info->numel));
     const uint64_t at = dtype_bytes(e.info->dtype, lo), n = dtype_bytes(e.info->dtype, hi) - at;
-    if (n) std::memcpy(out, model_->data(e) + at, n);
+    if (!n) return;
+    const uint8_t* from = model_->data(e) + at;
+    ask_pages(from, n);
+    std::memcpy(out, from, n);
+    release_pages(from, n);
   }
   bool concurrent_reads() const override { return true; }
 

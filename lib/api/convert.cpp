@@ -33,6 +33,11 @@ ConvertReport convert(const std::string& source, const std::string& out, const C
       o.hf_config = options.hf_config;
       o.tokenizer = options.tokenizer;
       o.from_masters = options.from_masters;
+      o.tp = options.tp;
+      o.pp = options.pp;
+      o.ep = options.ep;
+      o.make_vocab_size_divisible_by = options.make_vocab_size_divisible_by;
+      o.layer_spec = options.layer_spec;
       const fpg::app::convert::ConversionResult s = fpg::app::convert::convert_any(source, out, o);
       ConvertReport r;
       r.operation = s.operation;

@@ -384,6 +384,7 @@ def convert(src: Union[PathLike, Checkpoint], dst: PathLike, *, to: str = "safet
             mx_scale: str = "rceil", strict: bool = False, amax_history: int = 1, amax_algo: str = "most_recent",
             dequantize: bool = False, compress: Optional[str] = None, arch: str = "auto",
             hf_config: Optional[PathLike] = None, tokenizer: Optional[PathLike] = None, from_masters: bool = False,
+            tp: int = 1, pp: int = 1, ep: int = 1, make_vocab_size_divisible_by: int = 128, layer_spec: str = "te",
             progress: Optional[ProgressCallback] = None) -> ConvertReport:
     """``fpgather convert SRC DST`` with every option of the command, named as its flags (underscores
     for dashes; ``--pow2-scales`` / ``--no-pow2-scales`` are pow2_scales=True / False). What SRC
@@ -399,7 +400,9 @@ def convert(src: Union[PathLike, Checkpoint], dst: PathLike, *, to: str = "safet
       checkpoint with ``compress`` (zstd[:LEVEL][+shuffle], none) or ``fp8`` (also delayed, none;
       amax_history, amax_algo) rewritten as a new checkpoint;
     - a Megatron GPT checkpoint with to='hf': a Hugging Face model directory (arch, hf_config,
-      tokenizer, from_masters, dtype, max_shard_size; fp8 quantizes the export).
+      tokenizer, from_masters, dtype, max_shard_size; fp8 quantizes the export);
+    - a Hugging Face model directory with to='megatron': a Megatron-Core torch_dist model section at
+      tp x pp x ep (arch, hf_config, make_vocab_size_divisible_by, layer_spec te or local, dtype).
 
     DST is never written over unless force, and is put in place only when complete. Options that
     contradict each other or do not apply raise UsageError with the command's message, naming the
@@ -431,6 +434,11 @@ def convert(src: Union[PathLike, Checkpoint], dst: PathLike, *, to: str = "safet
     o.hf_config = _os.fspath(hf_config) if hf_config is not None else ""
     o.tokenizer = _os.fspath(tokenizer) if tokenizer is not None else ""
     o.from_masters = bool(from_masters)
+    o.tp = int(tp)
+    o.pp = int(pp)
+    o.ep = int(ep)
+    o.make_vocab_size_divisible_by = int(make_vocab_size_divisible_by)
+    o.layer_spec = layer_spec
     source = src.path if isinstance(src, Checkpoint) else _os.fspath(src)
     report = _fpgather._convert(source, _os.fspath(dst), o, progress)
     for line in report.warnings:

@@ -313,7 +313,9 @@ class ConvertReport:
 
     @property
     def operation(self) -> str:
-        """quantize, dequantize, export, export_hf, recompress or reencode_fp8."""
+        """
+        quantize, dequantize, export, export_hf, import_hf, recompress or reencode_fp8.
+        """
 
     @property
     def source(self) -> str:

@@ -382,7 +382,12 @@ NB_MODULE(_fpgather, m) {
       .def_rw("arch", &fpgather::ConvertOptions::arch)
       .def_rw("hf_config", &fpgather::ConvertOptions::hf_config)
       .def_rw("tokenizer", &fpgather::ConvertOptions::tokenizer)
-      .def_rw("from_masters", &fpgather::ConvertOptions::from_masters);
+      .def_rw("from_masters", &fpgather::ConvertOptions::from_masters)
+      .def_rw("tp", &fpgather::ConvertOptions::tp)
+      .def_rw("pp", &fpgather::ConvertOptions::pp)
+      .def_rw("ep", &fpgather::ConvertOptions::ep)
+      .def_rw("make_vocab_size_divisible_by", &fpgather::ConvertOptions::make_vocab_size_divisible_by)
+      .def_rw("layer_spec", &fpgather::ConvertOptions::layer_spec);
   nb::class_<fpgather::NonFiniteTensor>(m, "NonFiniteTensor", "A tensor quantized although it holds NaN or +-Inf.")
       .def_prop_ro("tensor", name_of(&fpgather::NonFiniteTensor::tensor))
       .def_ro("nan", &fpgather::NonFiniteTensor::nan)
@@ -394,7 +399,7 @@ NB_MODULE(_fpgather, m) {
       });
   nb::class_<fpgather::ConvertReport>(m, "ConvertReport", "What `fpgather convert` did and wrote.")
       .def_ro("operation", &fpgather::ConvertReport::operation,
-              "quantize, dequantize, export, export_hf, recompress or reencode_fp8.")
+              "quantize, dequantize, export, export_hf, import_hf, recompress or reencode_fp8.")
       .def_prop_ro("source", name_of(&fpgather::ConvertReport::source), "The checkpoint or model read.")
       .def_ro("tensors", &fpgather::ConvertReport::tensors,
               "Tensors quantized, dequantized or exported; keys recompressed; FP8 params re-encoded.")

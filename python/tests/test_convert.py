@@ -17,6 +17,7 @@ MODEL = data("models", "tiny-llama.safetensors")
 SHARDED = data("models", "tiny-llama-sharded")
 MEGATRON = data("megatron", "dp1-one-bucket", "ckpt")
 HF_MEGATRON = data("megatron", "parallel", "hf-llama-dp_reshardable", "ckpt")
+HF_QWEN3_MOE = data("megatron", "hf", "models", "qwen3_moe")
 CKPT = data("ckpt", "valid", "dp2-bucket")
 
 
@@ -137,13 +138,17 @@ def cases(hf_model_dir, fp8_model, tokenizer_dir, trained):
                                    ["--to", "hf", "--from-masters", "--max-shard-size", "10kB"], HF_MEGATRON, "hf"),
         "hf-fp8": ({"to": "hf", "fp8": "blockwise", "exclude": "lm_head"},
                    ["--to", "hf", "--fp8", "blockwise", "--exclude", "lm_head"], HF_MEGATRON, "hf"),
+        "megatron": ({"to": "megatron", "tp": 2, "ep": 2, "make_vocab_size_divisible_by": 64, "layer_spec": "local",
+                      "dtype": "fp32"},
+                     ["--to", "megatron", "--tp", "2", "--ep", "2", "--make-vocab-size-divisible-by", "64",
+                      "--layer-spec", "local", "--dtype", "fp32"], HF_QWEN3_MOE, "mg"),
     }
 
 
 CASES = ["fp8-blockwise-exact", "fp8-tensorwise-pow2-e5m2", "fp8-mxfp8-floor-include", "fp8-1x128-expert-dims",
          "fp8-sharded-to-index", "fp8-model-dir", "dequantize-fp32", "dequantize-bf16", "compress-none",
          "reencode-mxfp8", "reencode-delayed", "export-fp32-states", "export-shards", "export-dcp", "hf",
-         "hf-arch-fp32-tokenizer", "hf-from-masters-shards", "hf-fp8"]
+         "hf-arch-fp32-tokenizer", "hf-from-masters-shards", "hf-fp8", "megatron"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -159,7 +164,8 @@ def test_convert_writes_what_the_command_writes(case, hf_model_dir, fp8_model, t
     py_root = tmp_path / "py" / name.split("/")[0]
     assert_same_output(str(cli_root), str(py_root))
     assert without_seconds(report.summary(), py_root) == without_seconds(want, cli_root)
-    assert report.operation in ("quantize", "dequantize", "export", "export_hf", "recompress", "reencode_fp8")
+    assert report.operation in ("quantize", "dequantize", "export", "export_hf", "import_hf", "recompress",
+                                "reencode_fp8")
     assert report.files
     with pytest.raises(fpgather.UsageError):  # exists, no force
         fpgather.convert(src, py_out, **options)

@@ -262,3 +262,28 @@ def patch_megatron():
         for n, fn in names.items():
             if hasattr(mod, n):
                 setattr(mod, n, fn)
+
+
+def run_ranks(argv_of_rank, world, log_prefix, timeout=300):
+    """Runs `world` processes, rank r as argv_of_rank(r) with its output in LOG_PREFIX.rankR.log, until
+    every one exits, one fails, or `timeout` seconds pass; the others are then killed (each runs in a
+    session of its own, so its children go too). Returns the exit codes by rank."""
+    import os
+    import subprocess
+    import time
+    procs = []
+    for r in range(world):
+        f = open(f"{log_prefix}.rank{r}.log", "w")
+        procs.append((subprocess.Popen(argv_of_rank(r), stdout=f, stderr=subprocess.STDOUT,
+                                       start_new_session=True), f))
+    t0 = time.time()
+    while any(p.poll() is None for p, _ in procs) and time.time() - t0 < timeout:
+        if any(p.poll() not in (None, 0) for p, _ in procs):
+            break
+        time.sleep(0.5)
+    for p, f in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+        p.wait()
+        f.close()
+    return [p.returncode for p, _ in procs]

@@ -39,9 +39,7 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import time
 
 import torch
 
@@ -208,23 +206,11 @@ def main():
         return 0
     world = fx.par_world(target_cfg(args))
     log = os.path.splitext(args.out)[0]
-    procs = []
-    for r in range(world):
-        f = open(f"{log}.rank{r}.log", "w")
-        procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__)] + sys.argv[1:] +
-                                       ["--worker", str(r), str(world)], stdout=f, stderr=subprocess.STDOUT,
-                                       start_new_session=True), f))
-    t0 = time.time()
-    while any(p.poll() is None for p, _ in procs) and time.time() - t0 < args.timeout:
-        if any(p.poll() not in (None, 0) for p, _ in procs):
-            break
-        time.sleep(0.5)
-    for p, f in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, 9)
-        p.wait()
-        f.close()
-    if any(p.returncode != 0 for p, _ in procs):
+    import gloo_one_gpu
+    codes = gloo_one_gpu.run_ranks(
+        lambda r: [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--worker", str(r), str(world)], world,
+        log, args.timeout)
+    if any(codes):
         for r in range(world):
             with open(f"{log}.rank{r}.log") as f:
                 print(f"-- rank {r}:\n" + "\n".join(f.read().splitlines()[-15:]), flush=True)

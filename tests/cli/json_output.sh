@@ -102,6 +102,7 @@ json 0 convert convert run run-none --compress none
 json 0 convert convert run run-fp8 --fp8 tensorwise
 python3 "$TESTDATA/megatron/hf/hf_reference.py" template "$TESTDATA/megatron/parallel/tp2-dp1-dp_reshardable" llama hf.json
 json 0 convert convert "$TESTDATA/megatron/parallel/tp2-dp1-dp_reshardable/ckpt" hf-out --to hf --hf-config hf.json
+json 0 convert convert "$TESTDATA/megatron/hf/models/qwen3_moe" mg-out --to megatron --tp 2 --ep 2
 
 # diff
 json 0 diff diff run run1

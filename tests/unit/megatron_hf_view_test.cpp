@@ -13,40 +13,14 @@
 #include "app/convert/megatron_hf_view.h"
 #include "catch.h"
 #include "core/error.h"
+#include "tools/fake_params.h"
 
 using namespace fpg;
 using namespace fpg::app::convert;
 
 namespace {
 
-// F32 tensors whose element i of tensor t holds t * 100000 + i: every element says where it came from.
-class FakeMegatron : public ckpt::ParamSource {
- public:
-  void add(const std::string& name, std::vector<uint64_t> shape) {
-    ckpt::ParamTensor t;
-    t.name = t.param = name;
-    t.role = "weight";
-    t.dtype = DType::F32;
-    t.shape = std::move(shape);
-    tensors_.push_back(t);
-  }
-  std::string describe() const override { return "fake"; }
-  const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
-  void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override {
-    REQUIRE(hi <= tensors_[t].numel());
-    auto* f = static_cast<float*>(out);
-    for (uint64_t i = lo; i < hi; ++i) f[i - lo] = static_cast<float>(t * 100000 + i);
-  }
-  size_t index(const std::string& name) const {
-    for (size_t i = 0; i < tensors_.size(); ++i)
-      if (tensors_[i].name == name) return i;
-    FAIL("no " << name);
-    return 0;
-  }
-
- private:
-  std::vector<ckpt::ParamTensor> tensors_;
-};
+using FakeMegatron = test::FakeParams;
 
 // hidden 8, 4 heads of 2 in 2 query groups, FFN 6, vocab 10 padded to 16, 2 layers.
 FakeMegatron llama(bool tied = false, bool bias = false) {

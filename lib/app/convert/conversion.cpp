@@ -9,6 +9,7 @@
 #include "app/convert/export_any.h"
 #include "app/convert/fp8_reencode.h"
 #include "app/convert/hf_export.h"
+#include "app/convert/hf_import.h"
 #include "app/convert/quantize_model.h"
 #include "app/convert/staged_output.h"
 #include "ckpt/chunk_codec.h"
@@ -29,6 +30,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Bounds of the import's sizes, checked before they shape anything.
+constexpr int64_t kMaxParallelSize = 1 << 16;
+constexpr int64_t kMaxVocabDivisor = 1 << 20;
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 class Conversion {
@@ -47,11 +52,14 @@ class Conversion {
   fp8::Recipe quantize_recipe() const;
   pipeline::Fp8Config train_fp8_config() const;
   void require_directory_out(const std::string& writer, const std::string& instead) const;
+  // The architecture named by `arch`: nullopt for auto.
+  std::optional<HfArch> hf_arch_option() const;
 
   ConversionResult run_recompress();
   ConversionResult run_reencode_fp8();
   ConversionResult run_export();
   ConversionResult run_hf_export();
+  ConversionResult run_hf_import();
   ConversionResult run_model();
 
   const std::string& in_;
@@ -127,6 +135,13 @@ void Conversion::require_directory_out(const std::string& writer, const std::str
                    (kind == OutputKind::file ? ".safetensors names one safetensors file"
                                              : ".json names a safetensors index") +
                    ": give a directory (e.g. " + dir + "), or " + instead);
+}
+
+std::optional<HfArch> Conversion::hf_arch_option() const {
+  if (a_.arch == "auto") return std::nullopt;
+  const std::optional<HfArch> arch = parse_hf_arch(a_.arch);
+  if (!arch) throw UsageError(opt("arch") + " must be auto or " + hf_arch_names() + not_(a_.arch));
+  return arch;
 }
 
 ConversionResult Conversion::run_recompress() {
@@ -213,10 +228,7 @@ ConversionResult Conversion::run_export() {
 ConversionResult Conversion::run_hf_export() {
   const auto t0 = Clock::now();
   HfExportOptions o;
-  if (a_.arch != "auto") {
-    o.arch = parse_hf_arch(a_.arch);
-    if (!o.arch) throw UsageError(opt("arch") + " must be auto or " + hf_arch_names() + not_(a_.arch));
-  }
+  o.arch = hf_arch_option();
   if (a_.dtype != "bf16" && a_.dtype != "fp32")
     throw UsageError(opt("dtype") + " of " + opt("to", "hf") + " must be bf16 or fp32" + not_(a_.dtype));
   o.fp32 = a_.dtype == "fp32";
@@ -265,6 +277,64 @@ ConversionResult Conversion::run_hf_export() {
     r.text.push_back("wrote " + out_ + "/config.json");
     for (const auto& f : s.copied) r.text.push_back("copied " + out_ + "/" + f);
   }
+  return r;
+}
+
+ConversionResult Conversion::run_hf_import() {
+  const auto t0 = Clock::now();
+  HfImportOptions o;
+  o.arch = hf_arch_option();
+  const std::optional<MegatronLayerSpec> spec = parse_megatron_layer_spec(a_.layer_spec);
+  if (!spec) throw UsageError(opt("layer_spec") + " must be te or local" + not_(a_.layer_spec));
+  o.spec = *spec;
+  if (a_.dtype != "bf16" && a_.dtype != "fp32")
+    throw UsageError(opt("dtype") + " of " + opt("to", "megatron") + " must be bf16 or fp32" + not_(a_.dtype));
+  o.dtype = a_.dtype == "fp32" ? DType::F32 : DType::BF16;
+  for (const auto& [field, value] : {std::pair<const char*, int64_t>{"tp", a_.tp}, {"pp", a_.pp}, {"ep", a_.ep}})
+    if (value < 1 || value > kMaxParallelSize)
+      throw UsageError(opt(field) + " must be an integer from 1 to " + std::to_string(kMaxParallelSize) +
+                       not_(std::to_string(value)));
+  if (a_.make_vocab_size_divisible_by < 1 || a_.make_vocab_size_divisible_by > kMaxVocabDivisor)
+    throw UsageError(opt("make_vocab_size_divisible_by") + " must be an integer from 1 to " +
+                     std::to_string(kMaxVocabDivisor) + not_(std::to_string(a_.make_vocab_size_divisible_by)));
+  o.tp = static_cast<uint32_t>(a_.tp);
+  o.pp = static_cast<uint32_t>(a_.pp);
+  o.ep = static_cast<uint32_t>(a_.ep);
+  o.vocab_divisible_by = static_cast<uint64_t>(a_.make_vocab_size_divisible_by);
+  o.config = a_.hf_config;
+  o.force = a_.force;
+  o.progress = a_.progress;
+  const HfImportSummary s = import_hf(in_, out_, o);
+  const double secs = seconds_since(t0);
+  const auto& m = s.shape;
+  const auto& w = s.written;
+  ConversionResult r;
+  r.operation = "import_hf";
+  r.source = s.source;
+  r.tensors = s.tensors;
+  r.bytes_read = w.bytes_read;
+  r.bytes_written = w.bytes_written;
+  r.files = {out_};
+  r.document = {{"input", s.source}, {"output", out_}, {"operation", "import_hf"},
+                {"arch", hf_arch_name(s.arch)}, {"arch_from", s.arch_from},
+                {"layer_spec", a_.layer_spec}, {"dtype", a_.dtype},
+                {"tp", a_.tp}, {"pp", a_.pp}, {"ep", a_.ep},
+                {"vocab_size", m.vocab}, {"padded_vocab_size", m.padded_vocab},
+                {"stacked_layers", w.stacked_layers}, {"tensors", s.tensors}, {"keys", w.keys},
+                {"chunks", w.chunks}, {"objects", w.objects}, {"data_files", w.files},
+                {"bytes_read", w.bytes_read}, {"bytes_written", w.bytes_written},
+                {"megatron_args", s.megatron_args}, {"notes", s.notes}, {"seconds", secs}};
+  r.text.push_back(fmt::format("imported a Hugging Face {} model ({}; {}{}) from {} as a Megatron-Core torch_dist "
+                               "checkpoint at TP {} x PP {}{} ({} spec, {}): {} parameters in {} keys, {} in {:.2f} s",
+                               hf_arch_name(s.arch), s.arch_from, plural(m.layers, "layer"),
+                               m.experts ? ", " + std::to_string(m.experts) + " experts" : std::string(), s.source, a_.tp,
+                               a_.pp, a_.ep > 1 ? " x EP " + std::to_string(a_.ep) : std::string(), a_.layer_spec,
+                               a_.dtype, s.tensors, w.keys, byte_size(w.bytes_written), secs));
+  for (const auto& n : s.notes) r.text.push_back("note: " + n);
+  std::string args;
+  for (const auto& x : s.megatron_args) args += (args.empty() ? "" : " ") + x;
+  r.text.push_back("Megatron-LM arguments of this model: " + args);
+  r.text.push_back("wrote " + out_);
   return r;
 }
 
@@ -331,9 +401,22 @@ ConversionResult Conversion::run_model() {
 
 ConversionResult Conversion::run() {
   const ConversionOptions& a = a_;
-  if (a.to != "hf" && !parse_export_format(a.to))
-    throw UsageError(opt("to") + " must be safetensors, dcp or hf" + not_(a.to));
+  if (a.to != "hf" && a.to != "megatron" && !parse_export_format(a.to))
+    throw UsageError(opt("to") + " must be safetensors, dcp, hf or megatron" + not_(a.to));
   check_values();
+  const std::string to_megatron = opt("to", "megatron");
+  if (a.to != "megatron" && (a.tp != 1 || a.pp != 1 || a.ep != 1 || a.make_vocab_size_divisible_by != 128 ||
+                             a.layer_spec != "te"))
+    throw UsageError(opt("tp") + ", " + opt("pp") + ", " + opt("ep") + ", " + opt("make_vocab_size_divisible_by") +
+                     " and " + opt("layer_spec") + " belong to " + to_megatron);
+  if (a.to == "megatron") {
+    if (!a.tokenizer.empty() || a.from_masters || !a.fp8.empty() || !a.compress.empty() || a.dequantize || a.states ||
+        a.no_validate)
+      throw UsageError(to_megatron + " imports a Hugging Face model's weights: " + opt("tokenizer") + ", " +
+                       opt("from_masters") + ", " + opt("fp8") + ", " + opt("compress") + ", " + opt("dequantize") +
+                       ", " + opt("states") + " and " + opt("no_validate") + " do not apply");
+    return run_hf_import();
+  }
   if (a.to != "hf" && (a.arch != "auto" || !a.hf_config.empty() || !a.tokenizer.empty() || a.from_masters))
     throw UsageError(opt("arch") + ", " + opt("hf_config") + ", " + opt("tokenizer") + " and " + opt("from_masters") +
                      " belong to " + opt("to", "hf"));

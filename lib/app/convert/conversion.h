@@ -2,7 +2,7 @@
 // given choose the conversion — quantize a safetensors model to FP8 or dequantize it
 // (quantize_model.h); export a checkpoint to safetensors or DCP (export_any.h), recompress it
 // (checkpoint_recompress.h) or re-encode its FP8 params (fp8_reencode.h); export a Megatron checkpoint
-// as a Hugging Face model directory (hf_export.h). The options are checked against each other and
+// as a Hugging Face model directory (hf_export.h), or import one into Megatron (hf_import.h). The options are checked against each other and
 // against IN before anything is read or written. The command line and the public API both run this,
 // so they take the same options, refuse the same combinations with the same messages and report the
 // same summary.
@@ -24,7 +24,7 @@ namespace fpg::app::convert {
 
 // Each field is named as the option it stands for; "" (or false) where it is not given.
 struct ConversionOptions {
-  std::string to = "safetensors";  // safetensors, dcp or hf
+  std::string to = "safetensors";  // safetensors, dcp, hf or megatron
   // A safetensors model: tensorwise, blockwise, blockwise-1x128 or mxfp8; a checkpoint: its params
   // re-encoded as a run with this recipe (also delayed or none) would hold them.
   std::string fp8;
@@ -34,7 +34,7 @@ struct ConversionOptions {
   bool pow2_scales = false, no_pow2_scales = false;
   bool strict = false;
   std::string mx_scale = "rceil";
-  // --dequantize: bf16 or fp32; a checkpoint export: bf16, fp32 or fp8; to hf: bf16 or fp32.
+  // --dequantize: bf16 or fp32; a checkpoint export: bf16, fp32 or fp8; to hf or megatron: bf16 or fp32.
   std::string dtype = "bf16";
   bool states = false;
   std::string max_shard_size = "5GB";
@@ -44,6 +44,10 @@ struct ConversionOptions {
   bool no_validate = false;
   std::string arch = "auto", hf_config, tokenizer;
   bool from_masters = false;
+  // to megatron: the target's parallel sizes, its vocabulary padding and the layer spec whose names it takes.
+  int64_t tp = 1, pp = 1, ep = 1;
+  int64_t make_vocab_size_divisible_by = 128;
+  std::string layer_spec = "te";
   bool force = false;
   bool progress = false;  // the terminal's progress line (core/progress.h)
 };
@@ -55,7 +59,7 @@ using OptionNamer = std::function<std::string(const std::string& field, const st
 std::string field_option_name(const std::string& field, const std::string& value);
 
 struct ConversionResult {
-  // What ran: quantize, dequantize, export, export_hf, recompress or reencode_fp8 (the JSON's
+  // What ran: quantize, dequantize, export, export_hf, import_hf, recompress or reencode_fp8 (the JSON's
   // "operation": "quantized" and "dequantized" for the first two).
   std::string operation;
   std::string source;  // the checkpoint or model read

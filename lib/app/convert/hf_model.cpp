@@ -103,6 +103,8 @@ std::string hf_arch_names() {
 }
 
 bool hf_arch_is_moe(HfArch a) { return info(a).moe; }
+bool hf_arch_has_qk_norm(HfArch a) { return info(a).qk_norm; }
+bool hf_arch_has_qkv_bias(HfArch a) { return info(a).qkv_bias; }
 
 const ckpt::ParamTensor* MegatronGptTensors::find(const std::string& name) const {
   auto it = std::lower_bound(by_name.begin(), by_name.end(), name,

@@ -32,6 +32,8 @@ const char* hf_arch_name(HfArch a);
 // "llama|mistral|qwen2|qwen3|mixtral|qwen3_moe", for messages.
 std::string hf_arch_names();
 bool hf_arch_is_moe(HfArch a);
+bool hf_arch_has_qk_norm(HfArch a);   // q/k RMSNorms: qwen3, qwen3_moe
+bool hf_arch_has_qkv_bias(HfArch a);  // q/k/v biases: qwen2
 
 // The Megatron GPT tensors of a checkpoint, by name (ParamSource indices of one role: the weights,
 // or the fp32 masters).

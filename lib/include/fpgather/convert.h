@@ -2,7 +2,7 @@
 // dashes): what IN holds and the options given choose the conversion — a safetensors model quantized
 // to FP8 or dequantized; a checkpoint exported to safetensors or PyTorch DCP, recompressed or
 // re-encoded with another FP8 recipe; a Megatron checkpoint exported as a Hugging Face model
-// directory. Streaming in bounded memory; the whole output put in place when complete, never over an
+// directory, and a Hugging Face model imported as a Megatron torch_dist model section. Streaming in bounded memory; the whole output put in place when complete, never over an
 // existing OUT unless `force`.
 #pragma once
 
@@ -21,10 +21,12 @@ struct ConvertOptions {
   // safetensors: OUT ending in ".safetensors" is one file, in ".json" an index with shards beside it,
   // anything else a directory; dcp: OUT is a DCP directory torch.distributed.checkpoint.load reads;
   // hf: a Megatron GPT checkpoint as a Hugging Face model directory (arch, hf_config, tokenizer,
-  // from_masters).
+  // from_masters); megatron: a Hugging Face model as a Megatron-Core torch_dist model section (arch,
+  // hf_config, tp, pp, ep, make_vocab_size_divisible_by, layer_spec).
   std::string to = "safetensors";
   // A checkpoint export: bf16 (as held; FP8 params rounded from their masters), fp32 (the masters) or
-  // fp8 (an fpgather checkpoint's FP8 bytes with their scales); dequantize and to hf: bf16 or fp32.
+  // fp8 (an fpgather checkpoint's FP8 bytes with their scales); dequantize, to hf and to megatron: bf16
+  // or fp32.
   std::string dtype = "bf16";
   bool states = false;  // a checkpoint export: also NAME.master and NAME.<state> (fp32) per parameter
   std::string max_shard_size = "5GB";  // directories and indexes: shard above this (5GB, 500MB, 2GiB)
@@ -57,6 +59,13 @@ struct ConvertOptions {
   std::string arch = "auto", hf_config, tokenizer;
   bool from_masters = false;
 
+  // to megatron: the tensor-parallel, pipeline and expert-parallel sizes whose pieces are written, the
+  // vocabulary padded to a multiple of make_vocab_size_divisible_by x tp, the layer spec's names (te or
+  // local); hf_config: a config.json read instead of the model's.
+  int64_t tp = 1, pp = 1, ep = 1;
+  int64_t make_vocab_size_divisible_by = 128;
+  std::string layer_spec = "te";
+
   ProgressCallback progress;  // the bytes converted
 };
 
@@ -67,7 +76,7 @@ struct NonFiniteTensor {
 };
 
 struct ConvertReport {
-  // What ran: quantize, dequantize, export, export_hf, recompress or reencode_fp8.
+  // What ran: quantize, dequantize, export, export_hf, import_hf, recompress or reencode_fp8.
   std::string operation;
   std::string source;  // the checkpoint or model read
   // Written: quantized, dequantized or exported tensors; recompressed keys; re-encoded FP8 params.

@@ -12,7 +12,11 @@ of the logits over the real vocabulary, the largest logit, and how many greedy n
 Needs one GPU, torch, transformers and megatron-core (scripts/megatron-site.sh). Exit 1 when a load
 reports keys, or the bf16 logits differ by more than 2 % of the largest logit, or fewer than 95 % of
 the greedy tokens agree. An HF_DIR whose name holds "fp8" is an FP8 export, loaded through
-transformers' own FP8 support in bf16 only, within 10 % and 90 %.
+transformers' own FP8 support in bf16 only (DeepSeek-V3 blockwise, quant_method fp8; MXFP8 as
+compressed-tensors, which needs the compressed-tensors package), as quantized where transformers runs it,
+else through its own dequantizing load (fp8_fallback, recorded as fp8_path), within 10 % of the largest
+logit and 90 % greedy agreement: the error of E4M3 weights (3 mantissa bits, a relative step of up to
+2^-3 per weight, averaging out over a dot product) on this small model.
 """
 import json
 import os
@@ -52,6 +56,27 @@ def hf_logits(hf_dir, tokens, dtype, **kwargs):
     return logits, keys
 
 
+def fp8_quant_method(hf_dir):
+    return json.load(open(os.path.join(hf_dir, "config.json")))["quantization_config"]["quant_method"]
+
+
+def fp8_fallback_name(hf_dir):
+    return ("CompressedTensorsConfig(dequantize=True)" if fp8_quant_method(hf_dir) == "compressed-tensors"
+            else "FineGrainedFP8Config(dequantize=True)")
+
+
+def fp8_fallback(hf_dir):
+    """transformers' own path that dequantizes an FP8 checkpoint's weights with its scales on load, where
+    its FP8 execution is not available here: no FP8 kernel (transformers fetches them with `kernels`) for
+    DeepSeek-V3 blockwise, no compressed execution of the format for compressed-tensors (which then
+    decompresses into the model)."""
+    if fp8_quant_method(hf_dir) == "compressed-tensors":
+        from transformers import CompressedTensorsConfig
+        return CompressedTensorsConfig(dequantize=True)
+    from transformers import FineGrainedFP8Config
+    return FineGrainedFP8Config(dequantize=True)
+
+
 def main():
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29533")
@@ -73,14 +98,13 @@ def main():
             try:
                 try:
                     got, keys = hf_logits(hf_dir, tokens, dtype)
-                except ImportError as e:
+                    if fp8:
+                        entry["fp8_path"] = "as quantized"
+                except Exception as e:
                     if not fp8:
                         raise
-                    # No FP8 kernel on this machine (transformers fetches them with `kernels`): its
-                    # FineGrainedFP8 path dequantizes the checkpoint's FP8 weights and scales instead.
-                    from transformers import FineGrainedFP8Config
-                    entry["fp8_path"] = f"dequantize=True ({type(e).__name__}: {str(e)[:120]})"
-                    got, keys = hf_logits(hf_dir, tokens, dtype, quantization_config=FineGrainedFP8Config(dequantize=True))
+                    entry["fp8_path"] = f"{fp8_fallback_name(hf_dir)} ({type(e).__name__}: {str(e)[:160]})"
+                    got, keys = hf_logits(hf_dir, tokens, dtype, quantization_config=fp8_fallback(hf_dir))
             except Exception as e:  # recorded, and the other cases still run
                 entry[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
                 print(f"{entry['fixture']} ({os.path.basename(hf_dir)}) {name}: {entry[name]['error']}", flush=True)
