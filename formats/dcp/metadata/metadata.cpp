@@ -644,8 +644,8 @@ void Decoder::decode_large_fields(std::optional<Ref> sdm, std::optional<Ref> sd)
   // storage_data on a second thread, with a decoder of its own (its notes and class cache), when both
   // fields are large enough to pay for it and the run may use more than one thread.
   constexpr size_t kParallelFrom = 4096;
-  const bool parallel = ThreadPool::global().size() > 1 && sdm && sd && d_.kind(*sd) == PKind::dict &&
-                        d_.size(*sd) >= kParallelFrom;
+  const bool parallel = sdm && sd && d_.kind(*sd) == PKind::dict && d_.size(*sd) >= kParallelFrom &&
+                        ThreadPool::global().size() > 1;
   if (!parallel) {
     if (sdm) state_dict_metadata(*sdm, Path("state_dict_metadata"));
     if (sd) storage_data(*sd, Path("storage_data"));
