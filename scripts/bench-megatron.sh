@@ -12,6 +12,8 @@
 #     `convert --states --dtype fp32` to
 #     $EXPORT_OUT (tmpfs by default, so that the disk only reads). The export's read rate is the
 #     checkpoint's bytes over its wall time; medians and its ratios to both.
+# With BEFORE (another fpgather build), every timing of parts 1-3 is taken of it too, in turn with
+# FPGATHER's in each repetition or round (before, now, before, now, …), each with its own medians.
 #  3. reshard: the same checkpoint, $ROUNDS rounds, each: the page cache dropped, its files copied into
 #     a directory on the same disk and synced (cp + sync: the disk's duplex rate, these bytes read and
 #     as many written); then per case of $RESHARD (the page cache dropped before each) `reshard` into
@@ -22,7 +24,7 @@
 # Usage: scripts/bench-megatron.sh [WORK_DIR]   (default /tmp/fpgather-bench-megatron, removed at the end)
 # Environment: FPGATHER (default build/fpgather), LAYERS (416), REPS (5), EXPORT_LAYERS (24), ROUNDS (3),
 # EXPORT_OUT (/dev/shm), RESHARD ("dp tp full"; "" skips part 3), BEFORE (another fpgather build timed
-# beside FPGATHER in each reshard round), SKIP_INDEX=1 / SKIP_EXPORT=1 skip part 1 / part 2's timing,
+# beside FPGATHER in each repetition and round), SKIP_INDEX=1 / SKIP_EXPORT=1 skip part 1 / part 2's timing,
 # KEEP=1 keeps WORK_DIR. Dropping the page cache needs root; otherwise each file is evicted with `dd
 # iflag=nocache`.
 set -euo pipefail
@@ -36,6 +38,11 @@ ROUNDS=${ROUNDS:-3}
 EXPORT_OUT=${EXPORT_OUT:-/dev/shm}
 WORK=${1:-/tmp/fpgather-bench-megatron}
 [ -x "$FPGATHER" ] || { echo "no fpgather binary at $FPGATHER (set FPGATHER)" >&2; exit 2; }
+[ -z "${BEFORE:-}" ] || [ -x "$BEFORE" ] || { echo "no fpgather binary at $BEFORE (BEFORE)" >&2; exit 2; }
+# The builds timed: FPGATHER ("now") and, with BEFORE, that one ("before") ahead of it every time.
+builds=(now)
+[ -n "${BEFORE:-}" ] && builds=(before now)
+bin_of() { [ "$1" = before ] && echo "$BEFORE" || echo "$FPGATHER"; }
 [ -e "$WORK" ] && { echo "$WORK exists; give another WORK_DIR" >&2; exit 2; }
 mkdir -p "$WORK"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
@@ -53,22 +60,27 @@ core=(taskset -c 0)
 command -v taskset >/dev/null || core=()
 
 echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$FPGATHER" --version | head -1
+for b in "${builds[@]}"; do echo "$b: $("$(bin_of "$b")" --version | head -1)"; done
 
 # 1. index work
 if [ "${SKIP_INDEX:-0}" != 1 ]; then
 "$FPGATHER" --no-progress bench megatron-make "$WORK/idx" --tp 8 --pp 8 --dp 32 --layers "$LAYERS" --hidden 128 \
   --ffn 256 --heads 8 --query-groups 8 --vocab 4096 --bucket-size 4000
 for cmd in inspect validate; do
-  : >"$WORK/$cmd.times"
+  for b in "${builds[@]}"; do : >"$WORK/$cmd-$b.times"; done
   for ((i = 0; i < REPS; i++)); do
-    /usr/bin/time -f "%e %U %S %M" -a -o "$WORK/$cmd.times" "${core[@]}" "$FPGATHER" --threads 1 --no-progress $cmd "$WORK/idx" >"$WORK/$cmd.out"
+    for b in "${builds[@]}"; do
+      /usr/bin/time -f "%e %U %S %M" -a -o "$WORK/$cmd-$b.times" "${core[@]}" "$(bin_of "$b")" --threads 1 --no-progress $cmd \
+        "$WORK/idx" >"$WORK/$cmd.out"
+    done
   done
   tail -1 "$WORK/$cmd.out" | cut -c1-160
-  printf '%-9s one core, median of %d: %.2f s wall, %.2f s user, %.2f s sys, peak RSS %.0f MiB (walls: %s)\n' "$cmd" "$REPS" \
-    "$(cut -d' ' -f1 "$WORK/$cmd.times" | median)" "$(cut -d' ' -f2 "$WORK/$cmd.times" | median)" \
-    "$(cut -d' ' -f3 "$WORK/$cmd.times" | median)" "$(cut -d' ' -f4 "$WORK/$cmd.times" | median | awk '{print $1 / 1024}')" \
-    "$(cut -d' ' -f1 "$WORK/$cmd.times" | tr '\n' ' ')"
+  for b in "${builds[@]}"; do
+    t="$WORK/$cmd-$b.times"
+    printf '%-9s %-6s one core, median of %d: %.2f s wall, %.2f s user, %.2f s sys, peak RSS %.0f MiB (walls: %s)\n' "$cmd" "$b" \
+      "$REPS" "$(cut -d' ' -f1 "$t" | median)" "$(cut -d' ' -f2 "$t" | median)" "$(cut -d' ' -f3 "$t" | median)" \
+      "$(cut -d' ' -f4 "$t" | median | awk '{print $1 / 1024}')" "$(cut -d' ' -f1 "$t" | tr '\n' ' ')"
+  done
 done
 rm -rf "$WORK/idx"
 fi
@@ -78,8 +90,8 @@ fi
   --ffn 4096 --heads 16 --query-groups 8 --vocab 32768 --bucket-size 40000000
 bytes=$(du -sb "$WORK/exp" | cut -f1)
 : >"$WORK/plain.rates"
-: >"$WORK/export.rates"
 : >"$WORK/copy.rates"
+for b in "${builds[@]}"; do : >"$WORK/export-$b.rates"; : >"$WORK/export-$b.rss"; done
 for ((i = 0; i < ROUNDS; i++)); do
   [ "${SKIP_EXPORT:-0}" = 1 ] && break
   drop_cache "$WORK/exp"
@@ -93,24 +105,29 @@ for ((i = 0; i < ROUNDS; i++)); do
   t1=$(date +%s.%N)
   rm -f "$EXPORT_OUT/fpgather-bench-megatron-copy"
   echo "$bytes $t0 $t1" | awk '{print $1 / ($3 - $2) / 1e9}' >>"$WORK/copy.rates"
-  drop_cache "$WORK/exp"
-  out="$EXPORT_OUT/fpgather-bench-megatron-export.safetensors"
-  rm -f "$out"
-  /usr/bin/time -f "%e %M" -o "$WORK/export.time" "$FPGATHER" --no-progress convert "$WORK/exp" "$out" --states --dtype fp32 >/dev/null
-  rm -f "$out"
-  read -r wall rss <"$WORK/export.time"
-  echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/export.rates"
-  echo "export peak RSS $((rss / 1024)) MiB" >"$WORK/export.rss"
+  for b in "${builds[@]}"; do
+    drop_cache "$WORK/exp"
+    out="$EXPORT_OUT/fpgather-bench-megatron-export.safetensors"
+    rm -f "$out"
+    /usr/bin/time -f "%e %M" -o "$WORK/export.time" "$(bin_of "$b")" --no-progress convert "$WORK/exp" "$out" --states --dtype fp32 >/dev/null
+    rm -f "$out"
+    read -r wall rss <"$WORK/export.time"
+    echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/export-$b.rates"
+    echo "$((rss / 1024))" >>"$WORK/export-$b.rss"
+  done
 done
 if [ "${SKIP_EXPORT:-0}" != 1 ]; then
 plain=$(median <"$WORK/plain.rates")
 copy=$(median <"$WORK/copy.rates")
-export_rate=$(median <"$WORK/export.rates")
-printf 'export of %.2f GB (cold, to %s), median of %d: plain read %.3f GB/s, plain copy to %s %.3f GB/s, export %.3f GB/s: %.2f of the read, %.2f of the copy; %s\n' \
-  "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$EXPORT_OUT" "$ROUNDS" "$plain" "$EXPORT_OUT" "$copy" "$export_rate" \
-  "$(echo "$export_rate $plain" | awk '{print $1 / $2}')" "$(echo "$export_rate $copy" | awk '{print $1 / $2}')" \
-  "$(cat "$WORK/export.rss")"
-echo "rounds: read $(tr '\n' ' ' <"$WORK/plain.rates"); copy $(tr '\n' ' ' <"$WORK/copy.rates"); export $(tr '\n' ' ' <"$WORK/export.rates")"
+printf 'export of %.2f GB (cold, to %s), median of %d: plain read %.3f GB/s, plain copy to %s %.3f GB/s\n' \
+  "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$EXPORT_OUT" "$ROUNDS" "$plain" "$EXPORT_OUT" "$copy"
+for b in "${builds[@]}"; do
+  rate=$(median <"$WORK/export-$b.rates")
+  printf '  %-6s export %.3f GB/s: %.2f of the read, %.2f of the copy; peak RSS %s MiB (rounds: %s)\n' "$b" "$rate" \
+    "$(echo "$rate $plain" | awk '{print $1 / $2}')" "$(echo "$rate $copy" | awk '{print $1 / $2}')" \
+    "$(sort -g "$WORK/export-$b.rss" | tail -1)" "$(tr '\n' ' ' <"$WORK/export-$b.rates")"
+done
+echo "rounds: read $(tr '\n' ' ' <"$WORK/plain.rates"); copy $(tr '\n' ' ' <"$WORK/copy.rates")"
 fi
 
 # 3. reshard into the same disk, against a synced copy of the same files
@@ -124,10 +141,6 @@ if [ -n "$RESHARD" ]; then
     esac
   }
   : >"$WORK/dup.rates"
-  # BEFORE: another build timed beside FPGATHER in every round (the same cases, the cache dropped alike).
-  builds=(now)
-  [ -n "${BEFORE:-}" ] && builds=(before now)
-  bin_of() { [ "$1" = before ] && echo "$BEFORE" || echo "$FPGATHER"; }
   for c in $RESHARD; do for b in "${builds[@]}"; do : >"$WORK/reshard-$c-$b.rates"; : >"$WORK/reshard-$c-$b.rss"; done; done
   for ((i = 0; i < ROUNDS; i++)); do
     drop_cache "$WORK/exp"

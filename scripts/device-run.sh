@@ -21,6 +21,7 @@
 # RUNS), lt-shapes (each bf16 GEMM shape of a base and a 1b step on cuBLASLt's first eight
 # algorithms: time and bytes per second), ncu-step (Nsight Compute's per-kernel times of a 2-step `train --device cuda` run, one step
 # broken down by scripts/ncu_step_breakdown.py: NCU_MODEL, default 1b; NCU_COMPUTE, default bf16).
+# BEFORE_SRC=TARBALL also builds another tree's CLI, timed beside this one where a step compares builds.
 # Results: $OUT/results.tar.gz (the device tool brings back at most 8 files).
 #
 # Carry .carry/ (xxHash headers unpacked from Debian's libxxhash-dev: see BENCHMARKS.md) with the
@@ -49,6 +50,17 @@ targets=()
 for t in ${TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build $B -j"$jobs" "${targets[@]}" -- -k >>"$RES/build.log" 2>&1 || { grep -E "error" -A5 "$RES/build.log" | head -60; exit 1; }
 echo "built ($SECONDS s)"
+# BEFORE_SRC: a tarball of another tree (`git archive -o .carry/before.tar.gz REV`), built too (the CLI
+# alone) and timed beside this one by the steps that take BEFORE (bench-megatron).
+if [ -n "${BEFORE_SRC:-}" ]; then
+  before=$(mktemp -d)
+  tar -xzf "$BEFORE_SRC" -C "$before" &&
+    cmake -S "$before" -B "$before/$B" -DCMAKE_BUILD_TYPE=Release "${xx[@]}" ${FPGATHER_CMAKE_ARGS:-} >"$RES/build-before.log" 2>&1 &&
+    cmake --build "$before/$B" -j"$jobs" --target fpgather_cli -- -k >>"$RES/build-before.log" 2>&1 ||
+    { grep -E "error" -A5 "$RES/build-before.log" | head -40; exit 1; }
+  export BEFORE="$before/$B/fpgather"
+  echo "built before ($BEFORE_SRC, at $SECONDS s)"
+fi
 for what in "$@"; do
   echo "== $what (at $SECONDS s)"
   case "$what" in

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ckpt/index.h"
+#include "core/byte_buffer.h"
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/shape.h"
@@ -57,6 +58,27 @@ DType dtype_of(const Entry& e, const std::string& file) {
     throw UnsupportedError(file + ": key " + quoted_name(e.fqn) + " has dtype torch." + std::string(e.tensor.dtype->name) +
                       ", which fpgather cannot represent");
   return *e.tensor.dtype->dtype;
+}
+
+// Row-major strides of a key of shape `size`, in elements.
+std::vector<uint64_t> key_strides(const std::vector<uint64_t>& size) {
+  std::vector<uint64_t> stride(size.size(), 1);
+  for (size_t d = size.size(); d-- > 1;) stride[d - 1] = stride[d] * size[d];
+  return stride;
+}
+
+// A chunk's first and last element in its key's flat extent (`stride`: key_strides of the key);
+// false for a chunk of another arity (validate reports it) or of no elements.
+bool chunk_extent(const ChunkMeta& ch, const std::vector<uint64_t>& stride, uint64_t& first, uint64_t& last) {
+  const size_t n = stride.size();
+  if (ch.offsets.size() != n || ch.sizes.size() != n) return false;
+  first = last = 0;
+  for (size_t d = 0; d < n; ++d) {
+    if (ch.sizes[d] == 0) return false;
+    first += ch.offsets[d] * stride[d];
+    last += (ch.offsets[d] + ch.sizes[d] - 1) * stride[d];
+  }
+  return true;
 }
 
 std::string master_or(const std::string& state) {
@@ -278,10 +300,23 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
   // largest candidate the offsets fit, with a bucket spanning more than one shard, whose layout the
   // model keys and the stored chunks confirm, is taken.
   std::set<uint64_t> files;
-  for (const GroupKeys::Key& k : gk.keys)
-    for (const ChunkMeta& ch : md.entries[k.entry].tensor.chunks)
-      if (ch.storage != kNoStorage)
-        if (const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)]) files.insert(*rank);
+  {
+    // A group's chunks name a few files (its DP ranks'), over and over: kept distinct in a sorted
+    // vector as they come, past a few thousand (a hostile index) collected and made distinct at the end.
+    constexpr size_t kSorted = 4096;
+    std::vector<uint64_t> distinct, more;
+    for (const GroupKeys::Key& k : gk.keys)
+      for (const ChunkMeta& ch : md.entries[k.entry].tensor.chunks)
+        if (ch.storage != kNoStorage)
+          if (const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)]) {
+            const auto at = std::lower_bound(distinct.begin(), distinct.end(), *rank);
+            if (at != distinct.end() && *at == *rank) continue;
+            if (distinct.size() < kSorted) distinct.insert(at, *rank);
+            else more.push_back(*rank);
+          }
+    files.insert(distinct.begin(), distinct.end());
+    files.insert(more.begin(), more.end());
+  }
   const uint32_t ranks_stored = static_cast<uint32_t>(std::clamp<size_t>(files.size(), 1, ckpt::kMaxRanks));
   const uint64_t r0 = files.empty() ? 0 : *files.begin();
   const uint64_t step = files.size() > 1 ? *std::next(files.begin()) - r0 : 1;
@@ -301,7 +336,8 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
     KeyChunks kc;
     kc.padded = stored[k.gbuf].numel[k.bucket];
     kc.unpadded = stored[k.gbuf].numel_unpadded[k.bucket];
-    std::map<uint64_t, uint64_t> first;  // DP rank -> the lowest offset its file stores of this key
+    kc.chunks.reserve(e.tensor.chunks.size());
+    std::vector<std::pair<uint64_t, uint64_t>> firsts;  // (DP rank, an offset its file stores of this key)
     for (const ChunkMeta& ch : e.tensor.chunks) {
       if (ch.offsets.size() != 1 || ch.sizes.size() != 1 || ch.sizes[0] > UINT64_MAX - ch.offsets[0]) continue;
       kc.chunks.emplace_back(ch.offsets[0], ch.offsets[0] + ch.sizes[0]);
@@ -309,10 +345,13 @@ bool DcpParams::recover_group(const GroupKeys& gk, OptimizerGroup& group, std::s
       const std::optional<uint64_t>& rank = storage_rank_[static_cast<size_t>(ch.storage)];
       const std::optional<uint64_t> dr = rank ? dp_rank(*rank) : std::nullopt;
       if (!dr || *dr == 0) continue;
-      auto [it, added] = first.emplace(*dr, ch.offsets[0]);
-      if (!added) it->second = std::min(it->second, ch.offsets[0]);
+      firsts.emplace_back(*dr, ch.offsets[0]);
     }
-    for (const auto& [rank, start] : first) {
+    // Per DP rank, the lowest offset its file stores of this key.
+    std::sort(firsts.begin(), firsts.end());
+    for (size_t i = 0; i < firsts.size(); ++i) {
+      if (i > 0 && firsts[i].first == firsts[i - 1].first) continue;
+      const auto [rank, start] = firsts[i];
       const uint64_t shard = start / rank;
       if (start % rank == 0 && shard > 0 && kc.padded % shard == 0 && kc.padded / shard <= ckpt::kMaxRanks)
         candidates.insert(kc.padded / shard);
@@ -848,6 +887,35 @@ std::string DcpParams::object_text(size_t object) const {
   return r_.read_object(r_.metadata().entries.at(object_entries_.at(object))).repr(SIZE_MAX);
 }
 
+const std::vector<std::pair<size_t, size_t>>& DcpParams::read_order(size_t t) const {
+  if (read_order_.size() != sources_.size()) {
+    read_order_.assign(sources_.size(), {});
+    read_order_known_.assign(sources_.size(), false);
+  }
+  if (read_order_known_[t]) return read_order_[t];
+  const Metadata& md = r_.metadata();
+  std::vector<std::pair<size_t, size_t>>& out = read_order_[t];
+  // The chunks of `entry` holding elements [lo, hi) of its flat extent, in chunk order.
+  auto add = [&](size_t entry, uint64_t lo, uint64_t hi) {
+    const Entry& e = md.entries[entry];
+    const std::vector<uint64_t> stride = key_strides(e.tensor.size);
+    for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+      uint64_t first = 0, last = 0;
+      if (chunk_extent(e.tensor.chunks[c], stride, first, last) && first < hi && last >= lo) out.emplace_back(entry, c);
+    }
+  };
+  const Source& s = sources_[t];
+  if (s.pieces.empty()) {
+    const uint32_t eb = t < byte_view_.size() ? byte_view_[t] : 0;
+    const uint64_t numel = tensors_[t].numel();
+    add(s.entry, s.base, s.base + (eb > 1 ? (numel + eb - 1) / eb : numel));
+  } else {
+    for (const Piece& pc : s.pieces) add(pc.entry, pc.base, pc.base + shape_volume(pc.box.sizes));
+  }
+  read_order_known_[t] = true;
+  return out;
+}
+
 void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const {
   // Past the chunks being read, 512 MiB stay asked for (page cache, not the reader's memory): the
   // disk keeps a deep queue while the reader copies, checksums and writes, and the keys of a
@@ -857,32 +925,37 @@ void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now,
   constexpr uint64_t kWindow = uint64_t{512} << 20;
   constexpr size_t kMaxChunks = 256;
   const Metadata& md = r_.metadata();
-  const Position start{t, now.empty() ? chunk : now.front()};
-  if (last_read_ && start < *last_read_) asked_.reset();
-  last_read_ = start;
+  // Each stored item is asked for once per pass: asking again for what the page cache holds or the
+  // disk is reading walks the cache for nothing (a pass over a checkpoint asked for its bytes 22
+  // times over when the reads of a tensor's pieces, out of order, restarted the asking). A read of
+  // the first tensor after later ones starts a new pass.
+  if (asked_.size() != md.storage.size()) asked_.assign(md.storage.size(), 0);
+  if (t == 0 && furthest_read_ > 0) std::fill(asked_.begin(), asked_.end(), 0);
+  furthest_read_ = std::max(furthest_read_, t);
   std::vector<std::pair<size_t, size_t>> ask;  // (entry, chunk)
   // Small chunks too: a norm's state is a small read at a distant offset, which waits on the disk as
   // long as a large one.
-  auto want = [&](size_t tt, size_t e, size_t c) {
-    const Position p{tt, c};
-    if (asked_ && !(*asked_ < p)) return;
-    asked_ = p;
+  auto want = [&](size_t e, size_t c) {
+    const int64_t item = md.entries[e].tensor.chunks[c].storage;
+    if (item == kNoStorage || asked_[static_cast<size_t>(item)]) return;
+    asked_[static_cast<size_t>(item)] = 1;
     ask.emplace_back(e, c);
   };
-  for (size_t c : now) want(t, entry, c);
+  for (size_t c : now) want(entry, c);
+  // Then the chunks the following reads will want, in the order they will read them: this tensor's
+  // after `chunk` of `entry`, then the next tensors' (every piece of each).
+  const std::vector<std::pair<size_t, size_t>>& here = read_order(t);
+  size_t i = 0;
+  while (i < here.size() && here[i] != std::make_pair(entry, chunk)) ++i;
+  i = i < here.size() ? i + 1 : 0;
   uint64_t window = 0;
-  for (size_t n = 0; n < kMaxChunks && window < kWindow; ++n) {
-    while (++chunk >= md.entries[entry].tensor.chunks.size()) {
-      // The key's chunks are done: go on with the next tensor's key.
-      while (++t < sources_.size() && sources_[t].entry == entry) {
-      }
-      if (t >= sources_.size()) break;
-      entry = sources_[t].entry;
-      chunk = SIZE_MAX;  // wraps to chunk 0
+  size_t walked = 0;
+  for (size_t tt = t; tt < sources_.size() && walked < kMaxChunks && window < kWindow; ++tt, i = 0) {
+    const std::vector<std::pair<size_t, size_t>>& order = read_order(tt);
+    for (; i < order.size() && walked < kMaxChunks && window < kWindow; ++i, ++walked) {
+      window += r_.chunk_bytes(md.entries[order[i].first], order[i].second);
+      want(order[i].first, order[i].second);
     }
-    if (t >= sources_.size()) break;
-    window += r_.chunk_bytes(md.entries[entry], chunk);
-    want(t, entry, chunk);
   }
   if (ask.empty()) return;
   // Finished askers go; a few may still wait on the disk's queue, more than that wait here.
@@ -956,7 +1029,6 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   const std::vector<uint64_t>& shape = tensors_.at(t).shape;
   const uint64_t elem = r_.metadata().entries[s.entry].tensor.dtype->element_bytes;
   auto* dst = static_cast<uint8_t*>(out);
-  std::vector<uint8_t> run;
   // The pieces live in distinct keys (one per TP rank's bucket): read at once, each on its own thread
   // but the first, so the disk sees all of them (a cold TP 2 export: 0.75 GB/s read one after the
   // other, 0.91 at once).
@@ -967,7 +1039,8 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       read_flat(t, pc.entry, pc.base, a, b, dst + (box_to_flat(pc.box, shape, a) - lo) * elem);
       return;
     }
-    std::vector<uint8_t> run((b - a) * elem);
+    ByteBuffer run;  // filled whole by the read
+    run.resize((b - a) * elem);
     read_flat(t, pc.entry, pc.base, a, b, run.data());
     const uint64_t row = shape.empty() ? 1 : pc.box.sizes.back();
     for (uint64_t i = a; i < b;) {
@@ -1010,8 +1083,7 @@ void DcpParams::read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, ui
   const uint64_t elem = e.tensor.dtype->element_bytes;
   const uint64_t A = s.base + lo, B = s.base + hi;
   const size_t n = size.size();
-  std::vector<uint64_t> stride(n, 1);
-  for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * size[d];
+  const std::vector<uint64_t> stride = key_strides(size);
   auto* dst = static_cast<uint8_t*>(out);
   uint64_t copied = 0;
   // Chunks that are one run of the key and wanted whole are read straight into `out`, several at
@@ -1032,15 +1104,8 @@ void DcpParams::read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, ui
   size_t last_chunk = SIZE_MAX;
   for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
     const ChunkMeta& ch = e.tensor.chunks[c];
-    if (ch.offsets.size() != n || ch.sizes.size() != n) continue;  // validate reports the arity
     uint64_t first = 0, last = 0;
-    bool empty = false;
-    for (size_t d = 0; d < n; ++d) {
-      empty = empty || ch.sizes[d] == 0;
-      first += ch.offsets[d] * stride[d];
-      last += (ch.offsets[d] + (ch.sizes[d] ? ch.sizes[d] - 1 : 0)) * stride[d];
-    }
-    if (empty || first >= B || last + 1 <= A) continue;
+    if (!chunk_extent(ch, stride, first, last) || first >= B || last + 1 <= A) continue;
     last_chunk = c;
     const bool one_run = is_row_major_run(size, ch.offsets.data(), ch.sizes.data());
     if (A <= first && last < B && one_run) {

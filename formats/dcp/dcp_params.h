@@ -187,9 +187,9 @@ class DcpParams : public ckpt::ParamSource {
   bool recover_group(const GroupKeys& keys, OptimizerGroup& group, std::string& mismatch) const;
   void read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, uint64_t hi, void* out) const;
   // Asks the disk for the chunks `now` of tensor t's entry, which this read is about to copy, and for
-  // what reads after it will want: the chunks after `chunk` of `entry`, then those of the following
-  // tensors' keys, up to a window (large items only: Reader::prefetch). Each chunk is asked for once
-  // while reads go forward; the asking runs on helper threads, as it may wait for the disk's queue.
+  // what reads after it will want, in their order: tensor t's chunks after `chunk` of `entry` (every
+  // piece's), then the following tensors', up to a window (Reader::prefetch). Each stored item is
+  // asked for once per pass; the asking runs on helper threads, as it may wait for the disk's queue.
   void prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const;
 
   const Reader& r_;
@@ -224,13 +224,13 @@ class DcpParams : public ckpt::ParamSource {
   mutable std::mutex cache_mu_;
   mutable Cached cache_;  // under cache_mu_
   mutable std::mutex ask_mu_;
-  // Read order positions (tensor, chunk), under ask_mu_: the furthest chunk asked for, and the
-  // previous read's first chunk (a read before it starts the asking over).
-  struct Position {
-    size_t t = 0, chunk = 0;
-    bool operator<(const Position& o) const { return t != o.t ? t < o.t : chunk < o.chunk; }
-  };
-  mutable std::optional<Position> asked_, last_read_;
+  // Under ask_mu_: per stored item, whether it was asked for in this pass; the furthest tensor read;
+  // per tensor, the (entry, chunk) pairs a read of it takes, in order (made as the asking reaches it).
+  mutable std::vector<uint8_t> asked_;
+  mutable size_t furthest_read_ = 0;
+  mutable std::vector<std::vector<std::pair<size_t, size_t>>> read_order_;
+  mutable std::vector<bool> read_order_known_;
+  const std::vector<std::pair<size_t, size_t>>& read_order(size_t t) const;
   mutable std::vector<std::future<void>> asking_;  // last: waited for before the rest goes
 };
 

@@ -37,9 +37,9 @@ namespace fpg::dcp {
 // The checkpoint's commit file. A checkpoint saved without collectives has instead one
 // `__<rank>.metadata` per rank (metadata/rank_local_metadata.h), read as one.
 constexpr const char* kMetadataFileName = ".metadata";
-// The largest .metadata read (it is read whole, and decoding may take DecodeBudget's multiple of it).
+// The largest .metadata read (decoding may take DecodeBudget's multiple of it).
 // torch writes about 184 bytes per chunk, so this is some 5 million chunks; the unpickler's limit of
-// 64 Mi values (PickleLimits::max_nodes) is reached first, near 3.5 million, so a larger cap would not
+// 64 Mi values (PickleLimits::max_nodes) is reached first, near 4.4 million, so a larger cap would not
 // open a larger checkpoint and none is offered.
 constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 30;
 // Behind the ZStandard extension (zstd_item.h), what an item may decode to. A tensor chunk's item is

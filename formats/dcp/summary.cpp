@@ -13,8 +13,10 @@ Summary summarize(const Reader& r) {
   s.format = s.megatron && s.megatron->sharded_backend == "torch_dist" ? "megatron_torch_dist" : "torch_dcp";
   s.dcp_version = m.version;
   std::set<std::string> files, transforms;
+  const std::string* last = nullptr;  // consecutive entries mostly name one file: inserted once per run
   for (const StorageEntry& st : m.storage) {
-    files.insert(st.relative_path);
+    if (!last || *last != st.relative_path) files.insert(st.relative_path);
+    last = &st.relative_path;
     s.stored_bytes += st.length;
     transforms.insert(st.transform_descriptors.begin(), st.transform_descriptors.end());
   }

@@ -140,14 +140,14 @@ void check_item_lengths(const Metadata& m, ckpt::CappedProblems& out) {
       for (uint64_t d : c.sizes) elements = elements * d > UINT64_MAX ? static_cast<u128>(UINT64_MAX) + 1 : elements * d;
       const u128 bytes = elements * e.tensor.dtype->element_bytes;
       const u128 need = s.transform_descriptors.empty() ? bytes : bytes > 0 ? 1 : 0;
+      if (s.length >= need) continue;
       const std::string what = std::to_string(clamp64(elements)) + " " + std::string(e.tensor.dtype->name) +
                                " elements (" + std::to_string(clamp64(bytes)) + " bytes" +
                                (s.transform_descriptors.empty() ? ")" : ", stream-transformed)");
-      if (s.length < need)
-        out.add(box_problem(ProblemKind::truncated_file, e, c.offsets, c.sizes, s.relative_path,
-                                  "chunk " + std::to_string(i) + " " + box_string(c.offsets, c.sizes) + ": its item of " +
-                                      std::to_string(s.length) + " bytes at offset " + std::to_string(s.offset) +
-                                      " cannot hold " + what));
+      out.add(box_problem(ProblemKind::truncated_file, e, c.offsets, c.sizes, s.relative_path,
+                          "chunk " + std::to_string(i) + " " + box_string(c.offsets, c.sizes) + ": its item of " +
+                              std::to_string(s.length) + " bytes at offset " + std::to_string(s.offset) + " cannot hold " +
+                              what));
     }
   }
 }

@@ -1,7 +1,9 @@
 #include "formats/safetensors/writer.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,8 +99,15 @@ Writer::Writer(std::string path, std::vector<TensorSpec> specs,
   // ---- temporary file next to the final one (same filesystem, so rename is atomic) ----
   fd_ = fs::create_temp_beside(path_, temp_path_);
   try {
-    // Preallocating fails early on a full disk and keeps the file unfragmented.
-    if (file_size_ > 0) {
+    // Preallocating fails early on a full disk and keeps the file unfragmented. Not in memory
+    // (tmpfs): there it fragments nothing and allocates every page before the first is written, a
+    // pass over the whole output before the export reads anything.
+    struct statfs fs_info {};
+    const bool in_memory = ::fstatfs(fd_, &fs_info) == 0 && fs_info.f_type == TMPFS_MAGIC;
+    if (file_size_ > 0 && in_memory) {
+      if (::ftruncate(fd_, static_cast<off_t>(file_size_)) != 0)
+        throw FormatError(temp_path_ + ": cannot size to " + std::to_string(file_size_) + " bytes: " + errno_text(errno));
+    } else if (file_size_ > 0) {
       const int rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(file_size_));
       if (rc == EOPNOTSUPP || rc == EINVAL) {
         if (::ftruncate(fd_, static_cast<off_t>(file_size_)) != 0)

@@ -108,6 +108,8 @@ BucketedLayout bucketed_from_json(const JsonField& doc) {
 
 std::string to_json(const BucketedLayout& layout, int indent) { return bucketed_to_json(layout).dump(indent); }
 
+json to_json_value(const BucketedLayout& layout) { return bucketed_to_json(layout); }
+
 std::string to_json(const LayerWiseLayout& layout, int indent) {
   json ms = json::array();
   for (const OwnedMatrix& m : layout.matrices)

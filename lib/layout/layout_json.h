@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "layout/bucketed_layout.h"
 #include "layout/layer_wise_layout.h"
 
@@ -26,6 +28,8 @@ namespace fpg::layout {
 // indent < 0: one line.
 std::string to_json(const BucketedLayout& layout, int indent = -1);
 std::string to_json(const LayerWiseLayout& layout, int indent = -1);
+// The bucketed document as a JSON value, for a document that embeds it (no text in between).
+nlohmann::json to_json_value(const BucketedLayout& layout);
 
 // FormatError naming `source` and the field on malformed or inconsistent input.
 BucketedLayout bucketed_layout_from_json(std::string_view text, const std::string& source);

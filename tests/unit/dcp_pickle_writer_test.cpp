@@ -182,3 +182,67 @@ TEST_CASE("pickle reader: a pickle large enough for the prefaulting helper keeps
     CHECK(std::string(e.what()).find("holds more than 1048576 values") != std::string::npos);
   }
 }
+
+TEST_CASE("pickle reader: a pickle read through a source in a window decodes as the whole of it in memory",
+          "[dcp][pickle_writer]") {
+  // About 3 MB: a few windows, strings that cross their edges, one longer than a window, memo
+  // references back into earlier ones.
+  PickleWriter w;
+  constexpr int kItems = 60000;
+  w.begin_list(kItems + 2);
+  for (int i = 0; i < kItems; ++i) {
+    w.item();
+    w.begin_tuple(2);
+    w.str("key." + std::to_string(i) + std::string(static_cast<size_t>(i % 37), 'x'));
+    w.integer(int64_t{i} * 40503 - 7);
+    w.end_tuple(2);
+  }
+  w.item();
+  w.str(std::string((size_t{3} << 20) / 2, 'L'));  // longer than the window
+  w.item();
+  w.get(3);
+  w.end();
+  const std::string p = w.finish();
+  REQUIRE(p.size() > (size_t{3} << 20));
+  const auto* data = reinterpret_cast<const uint8_t*>(p.data());
+  size_t reads = 0;
+  const PickleSource source = [&](uint64_t offset, uint8_t* dst, size_t n) {
+    REQUIRE(offset + n <= p.size());
+    std::memcpy(dst, data + offset, n);
+    ++reads;
+  };
+  const PickleDocument whole = read_pickle("p", data, p.size(), AllowList::torch_save());
+  const PickleDocument streamed = read_pickle("p", p.size(), source, AllowList::torch_save());
+  CHECK(reads > 3);
+  CHECK(streamed.to_value(streamed.root()).repr(SIZE_MAX) == whole.to_value(whole.root()).repr(SIZE_MAX));
+  // An error names the same byte either way, past the first window included.
+  for (const size_t at : {size_t{5}, size_t{1} << 20, p.size() - 2}) {
+    std::string bad = p;
+    bad[at] = '\xff';
+    const auto* b = reinterpret_cast<const uint8_t*>(bad.data());
+    const PickleSource bad_source = [&](uint64_t offset, uint8_t* dst, size_t n) { std::memcpy(dst, b + offset, n); };
+    std::string in_memory, from_source;
+    try {
+      read_pickle("p", b, bad.size(), AllowList::torch_save());
+    } catch (const FormatError& e) {
+      in_memory = e.what();
+    }
+    try {
+      read_pickle("p", bad.size(), bad_source, AllowList::torch_save());
+    } catch (const FormatError& e) {
+      from_source = e.what();
+    }
+    INFO("corrupt byte at " << at);
+    CHECK(!in_memory.empty());
+    CHECK(from_source == in_memory);
+  }
+  // Cut short: the same refusal as the truncated bytes in memory.
+  const size_t cut = (size_t{1} << 20) + 17;
+  std::string in_memory;
+  try {
+    read_pickle("p", data, cut, AllowList::torch_save());
+  } catch (const FormatError& e) {
+    in_memory = e.what();
+  }
+  CHECK_THROWS_WITH(read_pickle("p", cut, source, AllowList::torch_save()), in_memory);
+}

@@ -36,21 +36,58 @@ std::string with_expert(const std::string& name, uint64_t expert) {
   return name.substr(0, at) + std::to_string(expert) + "." + name.substr(at);
 }
 
-// The chunks of `key` that hold the parameter at index `lead` of its first axes, in the parameter's
-// own coordinates (a chunk spanning several layers holds each of them).
-std::vector<Box> chunks_inside(const ModelKey& key, const std::vector<uint64_t>& lead) {
-  std::vector<Box> out;
-  const size_t n = lead.size();
-  for (const Box& c : key.chunks) {
-    if (c.offsets.size() != key.shape.size() || c.sizes.size() != key.shape.size()) continue;  // validate reports it
-    bool inside = true;
-    for (size_t d = 0; d < n; ++d) inside = inside && c.offsets[d] <= lead[d] && lead[d] - c.offsets[d] < c.sizes[d];
-    if (!inside) continue;
-    out.push_back({std::vector<uint64_t>(c.offsets.begin() + static_cast<std::ptrdiff_t>(n), c.offsets.end()),
-                   std::vector<uint64_t>(c.sizes.begin() + static_cast<std::ptrdiff_t>(n), c.sizes.end())});
+// The chunks of a model key by their offset along its first axis, to find those that hold one
+// layer without a pass over all of them per layer (a stacked key has a chunk per layer and TP rank).
+class ChunkIndex {
+ public:
+  explicit ChunkIndex(const ModelKey& key) : key_(key) {
+    for (size_t c = 0; c < key.chunks.size(); ++c) {
+      const Box& b = key.chunks[c];
+      if (b.offsets.size() != key.shape.size() || b.sizes.size() != key.shape.size() || key.shape.empty()) continue;
+      by_first_.push_back(c);  // validate reports the others
+      span_ = std::max(span_, b.sizes[0]);
+    }
+    std::stable_sort(by_first_.begin(), by_first_.end(),
+                     [&](size_t a, size_t b) { return key.chunks[a].offsets[0] < key.chunks[b].offsets[0]; });
   }
-  return out;
-}
+  // The chunks that hold the parameter at index `lead` of the key's first axes, in the parameter's
+  // own coordinates and in the key's chunk order (a chunk spanning several layers holds each of them).
+  std::vector<Box> inside(const std::vector<uint64_t>& lead) const {
+    const size_t n = lead.size();
+    std::vector<size_t> hits;
+    auto holds = [&](const Box& c) {
+      bool in = true;
+      for (size_t d = 0; d < n; ++d) in = in && c.offsets[d] <= lead[d] && lead[d] - c.offsets[d] < c.sizes[d];
+      return in;
+    };
+    if (n == 0) {
+      hits = by_first_;
+    } else {
+      // The chunks starting at or before lead[0], back to those that may still reach it.
+      auto it = std::upper_bound(by_first_.begin(), by_first_.end(), lead[0],
+                                 [&](uint64_t v, size_t c) { return v < key_.chunks[c].offsets[0]; });
+      while (it != by_first_.begin()) {
+        --it;
+        const Box& c = key_.chunks[*it];
+        if (lead[0] - c.offsets[0] >= span_) break;
+        if (holds(c)) hits.push_back(*it);
+      }
+    }
+    std::sort(hits.begin(), hits.end());
+    std::vector<Box> out;
+    for (size_t c : hits) {
+      const Box& b = key_.chunks[c];
+      out.push_back({std::vector<uint64_t>(b.offsets.begin() + static_cast<std::ptrdiff_t>(n), b.offsets.end()),
+                     std::vector<uint64_t>(b.sizes.begin() + static_cast<std::ptrdiff_t>(n), b.sizes.end())});
+    }
+    return out;
+  }
+
+ private:
+  const ModelKey& key_;
+  std::vector<size_t> by_first_;  // valid chunks by offset along the first axis
+  uint64_t span_ = 0;             // the most layers one chunk spans
+};
 
 // N of a key naming its layer, "….layers.N.…" (the last "layers." of the key), up to 9 digits.
 std::optional<uint64_t> layer_index(const std::string& key) {
@@ -112,29 +149,34 @@ std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_ke
   // experts along their first axis.
   auto whole = [&](const ModelKey& k) {
     const std::optional<uint64_t> layer = layer_index(k.key);
+    const ChunkIndex index(k);
     if (layer && is_layer_expert_key(k.key) && !k.shape.empty()) {
       for (uint64_t e = 0; e < k.shape[0]; ++e) {
         MegatronParam p{with_expert(strip_module_prefix(k.key), e), k.key, layer, e,
                         std::vector<uint64_t>(k.shape.begin() + 1, k.shape.end()), k.dtype, 0, {}};
         p.key_offset = e * numel_of(p.shape);
-        p.chunks = chunks_inside(k, {e});
+        p.chunks = index.inside({e});
         out.push_back(std::move(p));
       }
       return;
     }
     MegatronParam p{strip_module_prefix(k.key), k.key, layer, std::nullopt, k.shape, k.dtype, 0, {}};
-    p.chunks = chunks_inside(k, {});
+    p.chunks = index.inside({});
     out.push_back(std::move(p));
   };
   for (const ModelKey* k : before) whole(*k);
+  std::vector<ChunkIndex> indices;
+  indices.reserve(stacked.size());
+  for (const ModelKey* k : stacked) indices.emplace_back(*k);
   for (uint64_t i = 0; layers && i < *layers; ++i)
-    for (const ModelKey* k : stacked) {
+    for (size_t ki = 0; ki < stacked.size(); ++ki) {
+      const ModelKey* k = stacked[ki];
       const std::string name = with_layer(strip_module_prefix(k->key), i);
       if (!is_expert_key(k->key) || k->shape.size() < 2) {
         MegatronParam p{name, k->key, i, std::nullopt, std::vector<uint64_t>(k->shape.begin() + 1, k->shape.end()),
                         k->dtype, 0, {}};
         p.key_offset = i * numel_of(p.shape);
-        p.chunks = chunks_inside(*k, {i});
+        p.chunks = indices[ki].inside({i});
         out.push_back(std::move(p));
         continue;
       }
@@ -142,7 +184,7 @@ std::vector<MegatronParam> megatron_params(const std::vector<ModelKey>& model_ke
         MegatronParam p{with_expert(name, e), k->key, i, e, std::vector<uint64_t>(k->shape.begin() + 2, k->shape.end()),
                         k->dtype, 0, {}};
         p.key_offset = (i * k->shape[1] + e) * numel_of(p.shape);
-        p.chunks = chunks_inside(*k, {i, e});
+        p.chunks = indices[ki].inside({i, e});
         out.push_back(std::move(p));
       }
     }

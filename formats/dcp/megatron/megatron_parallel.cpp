@@ -18,12 +18,17 @@ bool is_full(const Box& b, const std::vector<uint64_t>& shape) {
   return b.sizes == shape && std::all_of(b.offsets.begin(), b.offsets.end(), [](uint64_t o) { return o == 0; });
 }
 
-std::string chunk_list(const std::vector<Box>& chunks) {
+std::string chunk_list(const std::vector<const Box*>& chunks) {
   std::string s;
   for (size_t i = 0; i < chunks.size() && i < 8; ++i)
-    s += (i ? ", " : "") + shape_string(chunks[i].offsets) + "+" + shape_string(chunks[i].sizes);
+    s += (i ? ", " : "") + shape_string(chunks[i]->offsets) + "+" + shape_string(chunks[i]->sizes);
   if (chunks.size() > 8) s += ", …";
   return s;
+}
+std::string chunk_list(const std::vector<Box>& chunks) {
+  std::vector<const Box*> all;
+  for (const Box& c : chunks) all.push_back(&c);
+  return chunk_list(all);
 }
 
 // The TP size of a set of parameters: see the header.
@@ -120,13 +125,22 @@ LocalParam ParallelModel::local_of(size_t p, uint32_t rank, uint32_t T) const {
   const MegatronParam& mp = params_[p];
   LocalParam lp;
   lp.param = p;
-  lp.local = mp;
-  std::vector<Box> chunks = mp.chunks;
-  const std::string what = "model key " + quoted_name(mp.key) + " (parameter " + quoted_name(mp.name) + ")";
-  if (chunks.empty()) throw FormatError(what + " has no stored chunk");
+  // The whole parameter's description, without its chunks (the pieces below say what is local): a
+  // rank's local parameters are built per group, and a copy of every TP piece each was most of it.
+  lp.local.name = mp.name;
+  lp.local.key = mp.key;
+  lp.local.layer = mp.layer;
+  lp.local.expert = mp.expert;
+  lp.local.shape = mp.shape;
+  lp.local.dtype = mp.dtype;
+  lp.local.key_offset = mp.key_offset;
+  lp.local.own_bucket = mp.own_bucket;
+  const std::vector<Box>& chunks = mp.chunks;
+  auto what = [&] { return "model key " + quoted_name(mp.key) + " (parameter " + quoted_name(mp.name) + ")"; };
+  if (chunks.empty()) throw FormatError(what() + " has no stored chunk");
   if (chunks.size() == 1) {
     if (!is_full(chunks[0], mp.shape))
-      throw FormatError(what + " stores one chunk, " + chunk_list(chunks) + ", not the whole shape " +
+      throw FormatError(what() + " stores one chunk, " + chunk_list(chunks) + ", not the whole shape " +
                         shape_string(mp.shape));
     lp.pieces.push_back({chunks[0], 0});
     return lp;
@@ -137,25 +151,28 @@ LocalParam ParallelModel::local_of(size_t p, uint32_t rank, uint32_t T) const {
     for (const Box& c : chunks)
       if (c.offsets.size() == mp.shape.size() && c.offsets[d] != chunks[0].offsets[d]) {
         if (axis != SIZE_MAX && axis != d)
-          throw FormatError(what + " has chunks cut along more than one axis (" + chunk_list(chunks) +
+          throw FormatError(what() + " has chunks cut along more than one axis (" + chunk_list(chunks) +
                             "); Megatron splits a parameter over tensor-parallel ranks along one");
         axis = d;
       }
-  if (axis == SIZE_MAX) throw FormatError(what + " stores " + std::to_string(chunks.size()) + " chunks at one offset");
-  std::sort(chunks.begin(), chunks.end(), [&](const Box& a, const Box& b) { return a.offsets[axis] < b.offsets[axis]; });
+  if (axis == SIZE_MAX) throw FormatError(what() + " stores " + std::to_string(chunks.size()) + " chunks at one offset");
+  std::vector<const Box*> sorted;  // by offset along the axis
+  sorted.reserve(chunks.size());
+  for (const Box& c : chunks) sorted.push_back(&c);
+  std::sort(sorted.begin(), sorted.end(), [&](const Box* a, const Box* b) { return a->offsets[axis] < b->offsets[axis]; });
   const bool gated = is_fc1(mp) && axis == 0 && chunks.size() == 2 * uint64_t{T};
   if (chunks.size() != T && !gated)
-    throw FormatError(what + " has " + std::to_string(chunks.size()) + " chunks along axis " + std::to_string(axis) +
-                      " (" + chunk_list(chunks) + "), which do not split over " + std::to_string(T) +
+    throw FormatError(what() + " has " + std::to_string(chunks.size()) + " chunks along axis " + std::to_string(axis) +
+                      " (" + chunk_list(sorted) + "), which do not split over " + std::to_string(T) +
                       " tensor-parallel ranks (" + std::to_string(T) + " chunks, or " + std::to_string(2 * T) +
                       " for a gated linear_fc1)");
   if (!gated) {
-    lp.local.shape = chunks[rank].sizes;
-    lp.pieces.push_back({chunks[rank], 0});
+    lp.local.shape = sorted[rank]->sizes;
+    lp.pieces.push_back({*sorted[rank], 0});
     return lp;
   }
-  const Box& w = chunks[rank];
-  const Box& v = chunks[T + rank];
+  const Box& w = *sorted[rank];
+  const Box& v = *sorted[T + rank];
   if (T == 1) {  // [w_0; v_0] is the parameter itself
     lp.pieces.push_back({Box{std::vector<uint64_t>(mp.shape.size(), 0), mp.shape}, 0});
     return lp;

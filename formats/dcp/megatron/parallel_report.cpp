@@ -130,7 +130,7 @@ nlohmann::json parallel_json(const Reader& reader, const DcpParams& params, bool
                          {"buffers", g.layout.layout.buffers.size()}, {"pad_for_nccl", g.layout.layout.pad_for_nccl},
                          {"local_parameters", g.params.size()}, {"rank_files", g.rank_files}};
     if (g.expert) gj["ep"] = g.ep;
-    if (layouts) gj["layout"] = nlohmann::json::parse(layout::to_json(g.layout.layout));
+    if (layouts) gj["layout"] = layout::to_json_value(g.layout.layout);
     if (g.layout.bucket_size_lo)
       gj["bucket_size_range"] = {*g.layout.bucket_size_lo,
                                  g.layout.bucket_size_hi ? nlohmann::json(*g.layout.bucket_size_hi) : nlohmann::json()};

@@ -9,7 +9,9 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "core/units.h"
+#include "formats/dcp/huge_pages.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -30,6 +32,9 @@ const std::string kStorageMetaClass = std::string(kMetaModule) + "StorageMeta";
 const std::string kMemFormatClass = std::string(kMetaModule) + "_MEM_FORMAT_ENCODING";
 const std::string kStorageInfoClass = "torch.distributed.checkpoint.filesystem._StorageInfo";
 const std::string kSizeClass = "torch.Size";
+const std::string* const kClassNames[] = {&kMetadataClass,     &kTensorClass, &kBytesClass,        &kChunkClass,
+                                          &kPropertiesClass,   &kIndexClass,  &kStorageMetaClass,  &kMemFormatClass,
+                                          &kStorageInfoClass,  &kSizeClass};
 
 std::string key_field(const std::string& parent, const std::string& key) {
   return parent + "[" + safetensors::quote_name(key) + "]";
@@ -71,13 +76,24 @@ class Path {
 class StorageIndex {
  public:
   StorageIndex(const std::vector<StorageEntry>& storage, uint64_t* duplicates) : storage_(storage) {
-    // Each group's entries, in file order: chunked (with offsets) and unchunked (bytes items).
+    // Each group's entries, in file order: chunked (with offsets) and unchunked (bytes items). The
+    // entries of one key share its name's allocation (the decoder makes one per name), found by
+    // address before the name is hashed.
     uint32_t group = 0;
+    std::unordered_map<const std::string*, uint32_t> by_name;
+    const std::string* last = nullptr;
     for (size_t i = 0; i < storage.size(); ++i) {
-      const std::string_view fqn = storage[i].fqn;
-      if (i == 0 || storage[i].fqn != storage[i - 1].fqn) {
-        group = by_fqn_.emplace(fqn, static_cast<uint32_t>(groups_.size())).first->second;
-        if (group == groups_.size()) groups_.emplace_back();
+      const std::string* name = &storage[i].fqn.str();
+      if (name != last) {
+        const auto known = by_name.find(name);
+        if (known != by_name.end()) {
+          group = known->second;
+        } else {
+          group = by_fqn_.try_emplace(*name, static_cast<uint32_t>(groups_.size())).first->second;
+          if (group == groups_.size()) groups_.emplace_back();
+          by_name.emplace(name, group);
+        }
+        last = name;
       }
       Group& g = groups_[group];
       (storage[i].chunk_offsets ? g.chunked : g.unchunked).push_back(static_cast<uint32_t>(i));
@@ -121,7 +137,7 @@ class StorageIndex {
         continue;
       }
       const auto it = std::lower_bound(g->chunked.begin(), g->chunked.end(), c.offsets,
-                                       [&](uint32_t a, const std::vector<uint64_t>& o) { return offsets(a) < o; });
+                                       [&](uint32_t a, const DimVector& o) { return offsets(a) < o; });
       if (it != g->chunked.end() && offsets(*it) == c.offsets) {
         c.storage = *it;
         cursor = static_cast<size_t>(it - g->chunked.begin()) + 1;
@@ -134,7 +150,7 @@ class StorageIndex {
     std::vector<uint32_t> chunked;    // sorted by offsets, unique
     std::vector<uint32_t> unchunked;  // file order; the last one counts
   };
-  const std::vector<uint64_t>& offsets(uint32_t i) const { return *storage_[i].chunk_offsets; }
+  const DimVector& offsets(uint32_t i) const { return *storage_[i].chunk_offsets; }
   const Group* group(std::string_view fqn) const {
     const auto it = by_fqn_.find(fqn);
     return it == by_fqn_.end() ? nullptr : &groups_[it->second];
@@ -168,17 +184,22 @@ class Decoder {
     }
   }
 
-  // `cls` is one of the class name constants above.
-  bool is_object(Ref r, const std::string& cls) const {
-    if (d_.kind(r) != PKind::object) return false;
-    // The objects of a class share its name's text id: compare the name once per id.
-    const uint32_t id = d_.text_id(r);
-    for (const auto& [name, known] : known_classes_)
-      if (known == id) return name == &cls;
-    if (d_.text(r) != cls) return false;
-    if (known_classes_.size() < kKnownClasses) known_classes_.push_back({&cls, id});
-    return true;
+  // Which of the class name constants above an object's name is (nullptr: none). The objects of a
+  // class share its name's text id: the name is compared with the constants once per id (a slot
+  // the ids share keeps the last one's answer).
+  const std::string* class_of(Ref obj) const {
+    const uint32_t id = d_.text_id(obj);
+    ClassSlot& slot = class_slots_[id % kClassSlots];
+    if (slot.id == id) return slot.cls;
+    const std::string& name = d_.text(obj);
+    const std::string* found = nullptr;
+    for (const std::string* c : kClassNames)
+      if (*c == name) found = c;
+    slot = {id, found};
+    return found;
   }
+  // `cls` is one of the class name constants above.
+  bool is_object(Ref r, const std::string& cls) const { return d_.kind(r) == PKind::object && class_of(r) == &cls; }
   void expect_object(Ref r, const std::string& cls, const Path& field) const {
     if (!is_object(r, cls)) throw err(field, "expected " + cls + ", found " + d_.type_name(r));
     if (d_.size(d_.args(r)) != 0) throw err(field, cls + " built with constructor arguments");
@@ -192,6 +213,42 @@ class Decoder {
       if (d_.kind(d_.key(*st, i)) != PKind::str)
         throw err(field, "state has a " + d_.type_name(d_.key(*st, i)) + " key");
     return st;
+  }
+  // The fields of a dataclass that the decoder reads, recognised by the key's text id: a pickler
+  // memoizes each field name once, so a name is compared once, not once per object (a million
+  // chunks and storage entries each name their fields).
+  class FieldNames {
+   public:
+    static constexpr int kUnknown = -1;
+    FieldNames(std::initializer_list<std::string_view> names) : names_(names) {}
+    // The index of the str key `k` among the names, or kUnknown.
+    int find(const PickleDocument& d, Ref k) {
+      const uint32_t id = d.text_id(k);
+      for (const auto& [known, index] : seen_)
+        if (known == id) return index;  // a few ids: one per field name, in the order they came
+      const std::string& name = d.text(k);
+      int index = kUnknown;
+      for (size_t i = 0; i < names_.size(); ++i)
+        if (names_[i] == name) index = static_cast<int>(i);
+      if (seen_.size() < kSeen) seen_.push_back({id, index});
+      return index;
+    }
+
+   private:
+    static constexpr size_t kSeen = 16;
+    std::vector<std::string_view> names_;
+    std::vector<std::pair<uint32_t, int>> seen_;
+  };
+  // Calls on_field(index of the name in `names` or kUnknown, name, value, path of the field) for
+  // each field of a dataclass's state.
+  template <class F>
+  void fields(Ref obj, const Path& field, FieldNames& names, F&& on_field) {
+    if (const auto st = state_dict(obj, field))
+      for (size_t i = 0; i < d_.size(*st); ++i) {
+        const Ref k = d_.key(*st, i);
+        const std::string& name = d_.text(k);
+        on_field(names.find(d_, k), name, d_.value(*st, i), Path(field, std::string_view(name)));
+      }
   }
   // Calls on_field(name, value, path of the field) for each field of a dataclass's state.
   template <class F>
@@ -207,22 +264,29 @@ class Decoder {
     if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
     return d_.text(r);
   }
-  // The string last returned by shared_str: a storage entry's fqn is the previous one's, mostly.
-  struct LastString {
-    uint32_t text_id = UINT32_MAX;
-    SharedString value;
-  };
-  // str(r), shared with `last` where it is the same text (the same memoized pickle string, or equal).
-  SharedString shared_str(Ref r, const Path& field, LastString& last) const {
+  // str(r), one SharedString per distinct text. The storage entries of a key are spread over the
+  // rank files' runs of storage_data and name it through the memo (one text id) or as equal text: a
+  // name is copied and charged once, each text id costs a map entry.
+  const SharedString& shared_str(Ref r, const Path& field) {
     if (d_.kind(r) != PKind::str) throw err(field, "expected str, found " + d_.type_name(r));
-    if (d_.text_id(r) != last.text_id) {
-      if (last.text_id == UINT32_MAX || d_.text(r) != last.value.str()) {
-        charge_string(d_.text(r), field);  // a string of its own only where it is not the last one
-        last.value = SharedString(d_.text(r));
-      }
-      last.text_id = d_.text_id(r);
+    const uint32_t id = d_.text_id(r);  // text ids count the pickle's strings from 0
+    if (id >= names_by_id_.size()) {
+      const size_t grown = std::max<size_t>(id + 1, 2 * names_by_id_.size());
+      charge((grown - names_by_id_.size()) * sizeof(SharedString), field);
+      names_by_id_.resize(grown);
     }
-    return last.value;
+    SharedString& name = names_by_id_[id];
+    if (name.str().empty() && !d_.text(r).empty()) {
+      const std::string& text = d_.text(r);
+      auto named = names_by_text_.find(text);
+      if (named == names_by_text_.end()) {
+        charge(kNameEntryBytes + string_heap_bytes(text.size()) + kSharedStringBytes, field);
+        SharedString made(text);
+        named = names_by_text_.emplace(made.str(), made).first;
+      }
+      name = named->second;
+    }
+    return name;
   }
   std::optional<std::string> opt_str(Ref r, const Path& field) const {
     if (d_.kind(r) == PKind::none) return std::nullopt;
@@ -259,6 +323,17 @@ class Decoder {
     for (size_t i = 0; i < v.size(); ++i) v[i] = u64(d_.item(s, i), Path(field, i));
     return v;
   }
+  void dims(Ref r, const Path& field, DimVector& v) const {
+    const Ref s = int_seq(r, field);
+    const size_t n = d_.size(s);
+    if (n > DimVector::kInline) charge(heap_bytes(n * sizeof(uint64_t)), field);
+    v.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const Ref x = d_.item(s, i);
+      // The element's path is made only for the message (a million chunks have a few each).
+      v[i] = d_.kind(x) == PKind::integer && d_.as_int(x) >= 0 ? static_cast<uint64_t>(d_.as_int(x)) : u64(x, Path(field, i));
+    }
+  }
   std::vector<int64_t> signed_dims(Ref r, const Path& field) const {
     const Ref s = int_seq(r, field);
     charge(heap_bytes(d_.size(s) * sizeof(int64_t)), field);
@@ -281,11 +356,28 @@ class Decoder {
   void resolve_storage();
   void decode_large_fields(std::optional<Ref> sdm, std::optional<Ref> sd);
 
-  static constexpr size_t kKnownClasses = 32;
+  static constexpr size_t kClassSlots = 16;
+  struct ClassSlot {
+    uint32_t id = UINT32_MAX;
+    const std::string* cls = nullptr;
+  };
   const PickleDocument& d_;
   Metadata& m_;
+  enum { kOffsets, kSizes };
+  FieldNames chunk_fields_{"offsets", "sizes"};
+  enum { kProperties, kSize, kChunks };
+  FieldNames tensor_fields_{"properties", "size", "chunks"};
+  enum { kFqn, kIndexOffset, kIndex };
+  FieldNames index_fields_{"fqn", "offset", "index"};
+  enum { kRelativePath, kInfoOffset, kLength, kTransforms };
+  FieldNames info_fields_{"relative_path", "offset", "length", "transform_descriptors"};
   std::set<std::string> noted_;
-  mutable std::vector<std::pair<const std::string*, uint32_t>> known_classes_;
+  // shared_str's names: by text id, and by text for ids of equal text.
+  static constexpr uint64_t kNameEntryBytes = 64;     // a hash map node and its bucket
+  static constexpr uint64_t kSharedStringBytes = 48;  // make_shared's control block and string
+  std::vector<SharedString> names_by_id_;
+  std::unordered_map<std::string_view, SharedString> names_by_text_;
+  mutable ClassSlot class_slots_[kClassSlots];
   mutable DecodeBudget::Meter meter_;
 };
 
@@ -348,15 +440,15 @@ void Decoder::properties(Ref r, const Path& field, TensorMeta& t) {
 void Decoder::chunk(Ref r, const Path& field, ChunkMeta& c) {
   expect_object(r, kChunkClass, field);
   bool offsets = false, sizes = false;
-  fields(r, field, [&](const std::string& k, Ref v, const Path& f) {
-    if (k == "offsets") {
-      c.offsets = dims(v, f);
+  fields(r, field, chunk_fields_, [&](int k, const std::string& name, Ref v, const Path& f) {
+    if (k == kOffsets) {
+      dims(v, f, c.offsets);
       offsets = true;
-    } else if (k == "sizes") {
-      c.sizes = dims(v, f);
+    } else if (k == kSizes) {
+      dims(v, f, c.sizes);
       sizes = true;
     } else {
-      note("ChunkStorageMetadata", k);
+      note("ChunkStorageMetadata", name);
     }
   });
   if (!offsets || !sizes) throw err(field, std::string("ChunkStorageMetadata without ") + (offsets ? "sizes" : "offsets"));
@@ -364,21 +456,21 @@ void Decoder::chunk(Ref r, const Path& field, ChunkMeta& c) {
 
 void Decoder::tensor(Ref r, const Path& field, TensorMeta& t) {
   bool props = false, size = false, chunks = false;
-  fields(r, field, [&](const std::string& k, Ref v, const Path& f) {
-    if (k == "properties") {
+  fields(r, field, tensor_fields_, [&](int k, const std::string& name, Ref v, const Path& f) {
+    if (k == kProperties) {
       properties(v, f, t);
       props = true;
-    } else if (k == "size") {
+    } else if (k == kSize) {
       t.size = dims(v, f);
       size = true;
-    } else if (k == "chunks") {
+    } else if (k == kChunks) {
       if (d_.kind(v) != PKind::list) throw err(f, "expected list, found " + d_.type_name(v));
       charge(heap_bytes(d_.size(v) * sizeof(ChunkMeta)), f);
       t.chunks.resize(d_.size(v));
       for (size_t i = 0; i < t.chunks.size(); ++i) chunk(d_.item(v, i), Path(f, i), t.chunks[i]);
       chunks = true;
     } else {
-      note("TensorStorageMetadata", k);
+      note("TensorStorageMetadata", name);
     }
   });
   if (!props || !size || !chunks)
@@ -410,8 +502,10 @@ void Decoder::storage_data(Ref r, const Path& field) {
   if (d_.kind(r) == PKind::none) return;
   if (d_.kind(r) != PKind::dict) throw err(field, "expected dict, found " + d_.type_name(r));
   charge(heap_bytes(d_.size(r) * sizeof(StorageEntry)), field);
+  // A million entries: 150 MB filled front to back, in huge pages where the kernel allows.
+  m_.storage.reserve(d_.size(r));
+  prefer_huge_pages(m_.storage.data(), m_.storage.capacity() * sizeof(StorageEntry));
   m_.storage.resize(d_.size(r));
-  LastString last_fqn;
   for (size_t i = 0; i < d_.size(r); ++i) {
     StorageEntry& s = m_.storage[i];
     const Path at(field, i);
@@ -419,13 +513,13 @@ void Decoder::storage_data(Ref r, const Path& field) {
     const Ref k = d_.key(r, i);
     expect_object(k, kIndexClass, kf);
     bool fqn = false;
-    fields(k, kf, [&](const std::string& name, Ref v, const Path& f) {
-      if (name == "fqn") {
-        s.fqn = shared_str(v, f, last_fqn);
+    fields(k, kf, index_fields_, [&](int field_index, const std::string& name, Ref v, const Path& f) {
+      if (field_index == kFqn) {
+        s.fqn = shared_str(v, f);
         fqn = true;
-      } else if (name == "offset") {
-        if (d_.kind(v) != PKind::none) s.chunk_offsets = dims(v, f);
-      } else if (name == "index") {
+      } else if (field_index == kIndexOffset) {
+        if (d_.kind(v) != PKind::none) dims(v, f, s.chunk_offsets.emplace());
+      } else if (field_index == kIndex) {
         if (d_.kind(v) != PKind::none) s.index = integer(v, f);
       } else {
         note("MetadataIndex", name);
@@ -436,18 +530,19 @@ void Decoder::storage_data(Ref r, const Path& field) {
     const Ref v = d_.value(r, i);
     expect_object(v, kStorageInfoClass, vf);
     bool path = false, offset = false, length = false;
-    fields(v, vf, [&](const std::string& name, Ref x, const Path& f) {
-      if (name == "relative_path") {
-        s.relative_path = str(x, f);
+    fields(v, vf, info_fields_, [&](int field_index, const std::string& name, Ref x, const Path& f) {
+      if (field_index == kRelativePath) {
+        if (d_.kind(x) != PKind::str) throw err(f, "expected str, found " + d_.type_name(x));
+        s.relative_path = d_.text(x);
         charge_string(s.relative_path, f);
         path = true;
-      } else if (name == "offset") {
+      } else if (field_index == kInfoOffset) {
         s.offset = u64(x, f);
         offset = true;
-      } else if (name == "length") {
+      } else if (field_index == kLength) {
         s.length = u64(x, f);
         length = true;
-      } else if (name == "transform_descriptors") {
+      } else if (field_index == kTransforms) {
         if (d_.kind(x) == PKind::none) return;
         if (d_.kind(x) != PKind::list && d_.kind(x) != PKind::tuple)
           throw err(f, "expected a list, found " + d_.type_name(x));
@@ -547,9 +642,10 @@ void Decoder::resolve_storage() {
 
 void Decoder::decode_large_fields(std::optional<Ref> sdm, std::optional<Ref> sd) {
   // storage_data on a second thread, with a decoder of its own (its notes and class cache), when both
-  // fields are large enough to pay for it.
+  // fields are large enough to pay for it and the run may use more than one thread.
   constexpr size_t kParallelFrom = 4096;
-  const bool parallel = sdm && sd && d_.kind(*sd) == PKind::dict && d_.size(*sd) >= kParallelFrom;
+  const bool parallel = sdm && sd && d_.kind(*sd) == PKind::dict && d_.size(*sd) >= kParallelFrom &&
+                        ThreadPool::global().size() > 1;
   if (!parallel) {
     if (sdm) state_dict_metadata(*sdm, Path("state_dict_metadata"));
     if (sd) storage_data(*sd, Path("storage_data"));
@@ -638,12 +734,23 @@ Metadata decode_metadata(const PickleDocument& doc) {
   return m;
 }
 
-Metadata parse_metadata(const std::string& file, const uint8_t* data, size_t size, const PickleLimits& limits) {
-  const PickleDocument doc = read_pickle(file, data, size, AllowList::dcp_metadata(), limits);
+namespace {
+
+Metadata decode_logged(const PickleDocument& doc) {
   Metadata m = decode_metadata(doc);
-  spdlog::debug("{}: decoding took {} of the {} its size allows", file, byte_size(doc.budget().used()),
+  spdlog::debug("{}: decoding took {} of the {} its size allows", doc.file(), byte_size(doc.budget().used()),
                 byte_size(doc.budget().limit()));
   return m;
+}
+
+}  // namespace
+
+Metadata parse_metadata(const std::string& file, const uint8_t* data, size_t size, const PickleLimits& limits) {
+  return decode_logged(read_pickle(file, data, size, AllowList::dcp_metadata(), limits));
+}
+
+Metadata parse_metadata(const std::string& file, size_t size, const PickleSource& source, const PickleLimits& limits) {
+  return decode_logged(read_pickle(file, size, source, AllowList::dcp_metadata(), limits));
 }
 
 }  // namespace fpg::dcp

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dim_vector.h"
 #include "core/shared_string.h"
 #include "formats/dcp/pickle/pickle_reader.h"
 #include "formats/dcp/pickle/pickle_value.h"
@@ -28,9 +29,9 @@ namespace fpg::dcp {
 constexpr int64_t kNoStorage = -1;
 
 struct ChunkMeta {
-  std::vector<uint64_t> offsets;  // per dimension, in elements
-  std::vector<uint64_t> sizes;
-  int64_t storage = kNoStorage;   // index into Metadata::storage
+  DimVector offsets;  // per dimension, in elements
+  DimVector sizes;
+  int64_t storage = kNoStorage;  // index into Metadata::storage
 };
 
 struct TensorMeta {
@@ -55,7 +56,7 @@ struct Entry {
 // One storage_data entry: where an item's bytes are.
 struct StorageEntry {
   SharedString fqn;  // shared by the entries of one key
-  std::optional<std::vector<uint64_t>> chunk_offsets;  // MetadataIndex.offset; none for bytes
+  std::optional<DimVector> chunk_offsets;  // MetadataIndex.offset; none for bytes
   std::optional<int64_t> index;                        // MetadataIndex.index, a lookup hint
   std::string relative_path;
   uint64_t offset = 0;  // in the file
@@ -101,6 +102,9 @@ Metadata decode_metadata(const PickleDocument& doc);
 
 // Reads and decodes a .metadata image; `file` names it in messages.
 Metadata parse_metadata(const std::string& file, const uint8_t* data, size_t size,
+                        const PickleLimits& limits = {});
+// The same, its `size` bytes read through `source` as the decoding goes (read_pickle's window).
+Metadata parse_metadata(const std::string& file, size_t size, const PickleSource& source,
                         const PickleLimits& limits = {});
 
 }  // namespace fpg::dcp

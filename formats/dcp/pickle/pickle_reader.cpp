@@ -7,6 +7,7 @@
 
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "formats/dcp/huge_pages.h"
 #include "formats/dcp/prefaulter.h"
 #include "formats/safetensors/format.h"
@@ -83,16 +84,21 @@ std::string opcode_name(uint8_t c) {
 // Runs the pickle machine over one input into a document.
 class PickleMachine {
  public:
+  // The whole input in memory.
   PickleMachine(PickleDocument& doc, const uint8_t* data, size_t size, const AllowList& allow)
-      : doc_(doc), p_(data), n_(size), allow_(allow) {
-    next_node_report_ = std::min<uint64_t>(doc_.limits_.max_nodes, kReportEvery);
-  }
+      : doc_(doc), p_(data), n_(size), allow_(allow), end_(size) {}
+  // The input read through `source` into a window as the machine goes: nothing but the window (and a
+  // string longer than it, while it is read) is held.
+  PickleMachine(PickleDocument& doc, const PickleSource& source, size_t size, const AllowList& allow)
+      : doc_(doc), p_(nullptr), n_(size), allow_(allow), source_(&source) {}
 
-  // Reserves the memo for `entries` and has `prefaulter` (started after this) fault in the node, pool
-  // and memo arrays ahead of their use.
-  void prefault(Prefaulter& prefaulter, size_t memo_entries) {
-    memo_.reserve(memo_entries);
+  // Reserves the memo for `entries` (address space, faulted in as it is used, never copied).
+  void reserve_memo(size_t entries) {
+    memo_.reserve(entries);
     prefer_huge_pages(memo_.data(), memo_.capacity() * sizeof(Ref));
+  }
+  // Has `prefaulter` (started after this) fault in the node, pool and memo arrays ahead of their use.
+  void prefault(Prefaulter& prefaulter) {
     prefaulter_ = &prefaulter;
     node_region_ = prefaulter.add(doc_.nodes_.data(), doc_.nodes_.capacity() * sizeof(PickleDocument::Node));
     pool_region_ = prefaulter.add(doc_.pool_.data(), doc_.pool_.capacity() * sizeof(Ref));
@@ -100,19 +106,50 @@ class PickleMachine {
   }
 
   void run();
+  template <class Input>
+  static PickleDocument decode(const std::string& file, size_t size, const Input& input, const AllowList& allow,
+                               const PickleLimits& limits);
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw FormatError(doc_.file_ + ": pickle " + what + " (at byte " + std::to_string(op_pos_) + ")");
+    throw FormatError(doc_.file_ + ": pickle " + what + " (at byte " + std::to_string(op_pos()) + ")");
   }
 
-  size_t remaining() const { return n_ - pos_; }
+  // The input's bytes [base_, base_ + end_) are at p_ (all of them for an input in memory); p_[pos_] is
+  // the next one to read, p_[op_at_] the current opcode (both counted modulo 2^64 from p_).
+  size_t remaining() const { return n_ - (base_ + pos_); }
+  size_t op_pos() const { return base_ + op_at_; }
+  // Streaming: makes k more bytes (at most remaining()) available at p_ + pos_. The unread rest of the
+  // window moves to its start and the source fills the rest.
+  static constexpr size_t kWindow = size_t{1} << 20;
+  [[gnu::noinline]] void refill(size_t k) {
+    const size_t keep = end_ - pos_;
+    const size_t want = std::min(std::max(k, kWindow), remaining());
+    if (window_.size() < want) {
+      std::vector<uint8_t> grown(want);
+      if (keep) std::memcpy(grown.data(), window_.data() + pos_, keep);
+      window_.swap(grown);
+    } else if (keep) {
+      std::memmove(window_.data(), window_.data() + pos_, keep);
+    }
+    (*source_)(base_ + end_, window_.data() + keep, want - keep);
+    base_ += pos_;
+    op_at_ -= pos_;
+    pos_ = 0;
+    end_ = want;
+    p_ = window_.data();
+  }
+  // k bytes past the window: past the input's end, or (streaming) still to be read.
+  [[gnu::noinline]] void more(uint64_t k, const char* what) {
+    if (k > remaining() || !source_) overrun(k, what);
+    refill(static_cast<size_t>(k));
+  }
   [[noreturn, gnu::noinline, gnu::cold]] void overrun(uint64_t k, const char* what) const {
     fail(std::string(what) + " of " + std::to_string(k) + " bytes runs past the end (" + std::to_string(remaining()) +
          " left)");
   }
   const uint8_t* take(uint64_t k, const char* what) {
-    if (k > remaining()) overrun(k, what);
+    if (k > end_ - pos_) more(k, what);
     const uint8_t* q = p_ + pos_;
     pos_ += static_cast<size_t>(k);
     return q;
@@ -120,11 +157,17 @@ class PickleMachine {
   uint64_t le(int bytes, const char* what) {
     const uint8_t* q = take(static_cast<uint64_t>(bytes), what);
     uint64_t v = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(&v, q, static_cast<size_t>(bytes));  // one load for the constant sizes of the opcodes
+#else
     for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | q[i];
+#endif
     return v;
   }
   std::string line(const char* what) {
-    const void* nl = std::memchr(p_ + pos_, '\n', std::min<size_t>(remaining(), 4096));
+    const size_t span = std::min<size_t>(remaining(), 4096);
+    if (span > end_ - pos_) refill(span);
+    const void* nl = std::memchr(p_ + pos_, '\n', span);
     if (!nl) fail(std::string(what) + " has no end of line within 4096 bytes");
     const size_t len = static_cast<const uint8_t*>(nl) - (p_ + pos_);
     std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
@@ -136,25 +179,42 @@ class PickleMachine {
 
   // Every kReportEvery values and pool items, the prefaulter hears of the arrays' growth.
   static constexpr uint64_t kReportEvery = 1u << 16;
+  // Also at each array's capacity, so that its growth is charged before it is allocated.
   [[gnu::noinline]] void report_nodes() {
     if (doc_.nodes_.size() >= doc_.limits_.max_nodes)
       fail("holds more than " + std::to_string(doc_.limits_.max_nodes) + " values");
-    next_node_report_ = std::min<uint64_t>(doc_.limits_.max_nodes, doc_.nodes_.size() + kReportEvery);
+    next_node_report_ = std::min<uint64_t>({doc_.limits_.max_nodes, doc_.nodes_.size() + kReportEvery,
+                                            std::max(doc_.nodes_.capacity(), doc_.nodes_.size() + 1)});
     if (prefaulter_) prefaulter_->used(node_region_, doc_.nodes_.size() * sizeof(PickleDocument::Node));
-    charge_document(0);
+    charge_document(1, 0);
   }
-  // The document's arrays and the machine's own, in bytes, with `more_items` pool items to come.
-  uint64_t document_bytes(uint64_t more_items) const {
-    return doc_.nodes_.size() * sizeof(PickleDocument::Node) + (doc_.pool_.size() + more_items) * sizeof(Ref) +
-           doc_.strings_.size() * sizeof(std::string) + text_bytes_ + memo_.size() * sizeof(Ref) +
-           segments_.size() * sizeof(Segment) + containers_.size() * sizeof(Ref) + stack_.size() * sizeof(Ref);
+  // The heap a vector takes holding `need` elements: its capacity, and while it grows past it the old
+  // buffer and the new one (twice the size, or what is needed) together.
+  template <class V>
+  static uint64_t vector_bytes(const V& v, uint64_t need) {
+    const uint64_t capacity = v.capacity();
+    const uint64_t grown = need <= capacity ? 0 : std::max<uint64_t>(need, 2 * v.size());
+    return (capacity + grown) * sizeof(typename V::value_type);
   }
-  // Charges the growth since the last charge. Called every kReportEvery values or pool items and every
-  // kTextStep bytes of text, so that no run of opcodes grows the document far past its budget unseen.
-  [[gnu::noinline]] void charge_document(uint64_t more_items) {
-    const uint64_t now = document_bytes(more_items);
+  // The document's arrays and the machine's own, in bytes, with `more_nodes` values, `more_items`
+  // pool items and a memo of `memo_need` entries to come: what is allocated, reserved address space
+  // included, and the transient copy of an array that grows.
+  uint64_t document_bytes(uint64_t more_nodes, uint64_t more_items, uint64_t memo_need) const {
+    return vector_bytes(doc_.nodes_, doc_.nodes_.size() + more_nodes) +
+           vector_bytes(doc_.pool_, doc_.pool_.size() + more_items) + vector_bytes(memo_, memo_need) +
+           vector_bytes(doc_.strings_, doc_.strings_.size()) + text_bytes_ + vector_bytes(segments_, segments_.size()) +
+           vector_bytes(chained_, chained_.size()) + vector_bytes(stack_, stack_.size());
+  }
+  // Charges the growth since the last charge. Called every kReportEvery values or pool items, when the
+  // value or pool array is about to grow, when the memo grows, and every kTextStep bytes of text, so
+  // that no run of opcodes grows the document far past its budget unseen.
+  [[gnu::noinline]] void charge_document(uint64_t more_nodes, uint64_t more_items) {
+    charge_document(more_nodes, more_items, memo_.size());
+  }
+  [[gnu::noinline]] void charge_document(uint64_t more_nodes, uint64_t more_items, uint64_t memo_need) {
+    const uint64_t now = document_bytes(more_nodes, more_items, memo_need);
     if (now <= charged_) return;
-    if (!doc_.budget_->add(now - charged_)) doc_.budget_->exceeded("pickle at byte " + std::to_string(op_pos_));
+    if (!doc_.budget_->add(now - charged_)) doc_.budget_->exceeded("pickle at byte " + std::to_string(op_pos()));
     charged_ = now;
   }
   Ref new_node(Kind k) {
@@ -168,7 +228,7 @@ class PickleMachine {
     text_bytes_ += string_heap_bytes(s.size());
     if (text_bytes_ >= next_text_report_) {
       next_text_report_ = text_bytes_ + kTextStep;
-      charge_document(0);
+      charge_document(0, 0);
     }
     const Ref r = new_node(k);
     doc_.nodes_[r].text = static_cast<uint32_t>(doc_.strings_.size());
@@ -182,10 +242,9 @@ class PickleMachine {
     return r;
   }
   Ref new_int(int64_t v) {
-    if (v >= 0 && v < 256) {
-      Ref& cached = small_ints_[v];
-      if (cached == kUnset) cached = new_number(Kind::integer, static_cast<uint64_t>(v));
-      return cached;
+    if (v >= 0 && v < PickleDocument::kImmediateEnd) {
+      ++immediates_;
+      return PickleDocument::kImmediate | static_cast<Ref>(v);
     }
     return new_number(Kind::integer, static_cast<uint64_t>(v));
   }
@@ -194,9 +253,18 @@ class PickleMachine {
   }
   [[gnu::noinline]] void report_pool(size_t n) {
     if (doc_.pool_.size() + n >= kUnset) fail("holds more container items than 32-bit indices address");
-    next_pool_report_ = std::min<uint64_t>(kUnset, doc_.pool_.size() + n + kReportEvery);
+    next_pool_report_ = std::min<uint64_t>({kUnset, doc_.pool_.size() + n + kReportEvery,
+                                            std::max(doc_.pool_.capacity(), doc_.pool_.size() + n) + 1});
     if (prefaulter_) prefaulter_->used(pool_region_, (doc_.pool_.size() + n) * sizeof(Ref));
-    charge_document(n);
+    charge_document(0, n);
+  }
+  // Most containers are one to three items (torch.Size, the arguments of a call): those are pushed.
+  void append_pool(const Ref* items, size_t n) {
+    if (n <= 3) {
+      for (size_t i = 0; i < n; ++i) doc_.pool_.push_back(items[i]);
+    } else {
+      doc_.pool_.insert(doc_.pool_.end(), items, items + n);
+    }
   }
   // A tuple or frozenset: immutable, its items known at once.
   Ref new_seq(Kind k, const Ref* kids, size_t n) {
@@ -205,7 +273,7 @@ class PickleMachine {
     PickleDocument::Node& nd = doc_.nodes_[r];
     nd.a = static_cast<Ref>(doc_.pool_.size());
     nd.b = static_cast<Ref>(n);
-    doc_.pool_.insert(doc_.pool_.end(), kids, kids + n);
+    append_pool(kids, n);
     return r;
   }
   Ref empty_tuple() {
@@ -213,45 +281,58 @@ class PickleMachine {
     return empty_tuple_;
   }
 
-  // A list, dict or set grows by APPEND(S), SETITEM(S) and ADDITEMS while the machine runs: each
-  // growth appends its items to the pool as a segment chained to the container's last one (or
-  // extends that segment when it ends the pool, as consecutive batches do), with no allocation of
-  // its own; finish() then lays each chain out contiguously. Until then a container's node holds
-  // a = first segment, b = last segment (kUnset: none) and text = its item count.
+  // A list, dict or set grows by APPEND(S), SETITEM(S) and ADDITEMS while the machine runs. While
+  // its items are one run of the pool (every batch appended right after the last, as a pickler
+  // writes a container) its node holds them as the document does, a = first item, b = count. A
+  // batch that lands elsewhere in the pool (containers grown in turns) turns the node into a chain
+  // of segments, a = first segment, b = last segment, text = item count, marked kChained; finish()
+  // lays each chain out contiguously.
   struct Segment {
     Ref start, count, next;
   };
+  static constexpr uint8_t kChained = 1;  // a mutable container's role byte (roles are for globals and objects)
+  static bool chained(const PickleDocument::Node& nd) { return nd.role == kChained && mutable_container(nd.kind); }
   static bool mutable_container(Kind k) { return k == Kind::list || k == Kind::dict || k == Kind::set; }
-  Ref new_container(Kind k) {
-    const Ref r = new_node(k);
-    node(r).a = node(r).b = kUnset;
-    containers_.push_back(r);
-    return r;
+  Ref new_container(Kind k) { return new_node(k); }
+  Ref new_segment(Ref start, Ref count) {
+    // Interleaved growth of many containers makes a segment per batch: bounded like the values.
+    if (segments_.size() >= doc_.limits_.max_nodes)
+      fail("grows its containers in more than " + std::to_string(doc_.limits_.max_nodes) + " pieces");
+    segments_.push_back({start, count, kUnset});
+    return static_cast<Ref>(segments_.size() - 1);
   }
   void extend(Ref c, const Ref* items, size_t n) {
     if (n == 0) return;
     check_pool(n);
     PickleDocument::Node& nd = node(c);
     const auto end = static_cast<Ref>(doc_.pool_.size());
-    if (nd.b != kUnset && segments_[nd.b].start + segments_[nd.b].count == end) {
+    if (!chained(nd)) {
+      if (nd.b == 0) nd.a = end;
+      if (nd.a + nd.b == end) {
+        nd.b += static_cast<Ref>(n);  // below kUnset with the pool
+        append_pool(items, n);
+        return;
+      }
+      const Ref first = new_segment(nd.a, nd.b);
+      nd.text = nd.b;
+      nd.a = nd.b = first;
+      nd.role = kChained;
+      chained_.push_back(c);
+    }
+    if (segments_[nd.b].start + segments_[nd.b].count == end) {
       segments_[nd.b].count += static_cast<Ref>(n);
     } else {
-      // Interleaved growth of many containers makes a segment per batch: bounded like the values.
-      if (segments_.size() >= doc_.limits_.max_nodes)
-        fail("grows its containers in more than " + std::to_string(doc_.limits_.max_nodes) + " pieces");
-      const auto s = static_cast<Ref>(segments_.size());
-      segments_.push_back({end, static_cast<Ref>(n), kUnset});
-      if (nd.b == kUnset) nd.a = s;
-      else segments_[nd.b].next = s;
+      const Ref s = new_segment(end, static_cast<Ref>(n));
+      segments_[nd.b].next = s;
       nd.b = s;
     }
     nd.text += static_cast<Ref>(n);  // below kUnset with the pool
-    doc_.pool_.insert(doc_.pool_.end(), items, items + n);
+    append_pool(items, n);
   }
   // Items of a container (mutable or not) while the machine runs.
   std::vector<Ref> copy_items(Ref r) const {
-    const PickleDocument::Node& nd = doc_.nodes_[r];
-    if (!mutable_container(nd.kind)) return std::vector<Ref>(doc_.kids(r), doc_.kids(r) + nd.b);
+    const PickleDocument::Node& nd = doc_.node(r);
+    if (!chained(nd)) return std::vector<Ref>(doc_.kids(r), doc_.kids(r) + nd.b);
     std::vector<Ref> out;
     out.reserve(nd.text);
     for (Ref s = nd.a; s != kUnset; s = segments_[s].next)
@@ -261,33 +342,28 @@ class PickleMachine {
   }
   // Entries of a dict or items of any container while the machine runs.
   size_t count(Ref r) const {
-    const PickleDocument::Node& nd = doc_.nodes_[r];
-    if (!mutable_container(nd.kind)) return nd.b;
-    return nd.text / (nd.kind == Kind::dict ? 2 : 1);
+    const PickleDocument::Node& nd = doc_.node(r);
+    const Ref n = chained(nd) ? nd.text : nd.b;
+    return n / (nd.kind == Kind::dict ? 2 : 1);
   }
   void finish() {
-    for (const Ref c : containers_) {
+    for (const Ref c : chained_) {
       PickleDocument::Node& nd = node(c);
       const Ref n = nd.text;
-      if (nd.a == kUnset) {
-        nd.a = 0;
-      } else if (segments_[nd.a].next == kUnset) {
-        nd.a = segments_[nd.a].start;
-      } else {
-        check_pool(n);
-        const auto start = static_cast<Ref>(doc_.pool_.size());
-        doc_.pool_.reserve(doc_.pool_.size() + n);
-        for (Ref s = nd.a; s != kUnset; s = segments_[s].next)
-          for (Ref i = 0; i < segments_[s].count; ++i) doc_.pool_.push_back(doc_.pool_[segments_[s].start + i]);
-        nd.a = start;
-      }
+      check_pool(n);
+      const auto start = static_cast<Ref>(doc_.pool_.size());
+      doc_.pool_.reserve(doc_.pool_.size() + n);
+      for (Ref s = nd.a; s != kUnset; s = segments_[s].next)
+        for (Ref i = 0; i < segments_[s].count; ++i) doc_.pool_.push_back(doc_.pool_[segments_[s].start + i]);
+      nd.a = start;
       nd.b = n;
       nd.text = 0;
+      nd.role = 0;
     }
   }
   PickleDocument::Node& node(Ref r) { return doc_.nodes_[r]; }
 
-  size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  size_t floor() const { return floor_; }
   void push(Ref r) { stack_.push_back(r); }
   Ref pop() {
     if (stack_.size() <= floor()) fail("stack underflow");
@@ -304,6 +380,7 @@ class PickleMachine {
     if (marks_.empty()) fail("needs a MARK and there is none");
     const size_t at = marks_.back();
     marks_.pop_back();
+    floor_ = marks_.empty() ? 0 : marks_.back();
     return at;
   }
   // The container below the items of a mark popped at `at`.
@@ -314,15 +391,19 @@ class PickleMachine {
 
   void memo_put(uint64_t idx) {
     const Ref v = top();
-    if (idx >= memo_.size()) {
-      if (idx > 2 * doc_.nodes_.size() + 1024) fail("memo index " + std::to_string(idx) + " is out of range");
-      // Linear growth within the reserved capacity (no copy), doubling past it.
-      const size_t grown = memo_.size() + std::max<size_t>(kReportEvery, memo_.capacity() > memo_.size() ? 0 : memo_.size());
-      memo_.resize(std::max<size_t>(static_cast<size_t>(idx) + 1, grown), kUnset);
-      if (prefaulter_) prefaulter_->used(memo_region_, memo_.size() * sizeof(Ref));
-    }
-    if (memo_[idx] == kUnset) ++memo_count_;
+    if (idx >= memo_.size()) grow_memo(idx);
+    memo_count_ += memo_[idx] == kUnset;
     memo_[idx] = v;
+  }
+  [[gnu::noinline]] void grow_memo(uint64_t idx) {
+    if (idx > 2 * (doc_.nodes_.size() + immediates_) + 1024)
+      fail("memo index " + std::to_string(idx) + " is out of range");
+    // Linear growth within the reserved capacity (no copy), doubling past it.
+    const size_t grown = memo_.size() + std::max<size_t>(kReportEvery, memo_.capacity() > memo_.size() ? 0 : memo_.size());
+    const size_t need = std::max<size_t>(static_cast<size_t>(idx) + 1, grown);
+    charge_document(0, 0, need);
+    memo_.resize(need, kUnset);
+    if (prefaulter_) prefaulter_->used(memo_region_, memo_.size() * sizeof(Ref));
   }
   void memo_get(uint64_t idx) {
     if (idx >= memo_.size() || memo_[idx] == kUnset)
@@ -390,15 +471,18 @@ class PickleMachine {
   const uint8_t* p_;
   size_t n_;
   const AllowList& allow_;
-  size_t pos_ = 0;
-  size_t op_pos_ = 0;
+  size_t pos_ = 0, op_at_ = 0, end_ = 0;
+  size_t base_ = 0;
+  const PickleSource* source_ = nullptr;  // streaming: fills window_
+  std::vector<uint8_t> window_;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
+  size_t floor_ = 0;  // the stack size at the last mark (0 without one): what pop() may not go below
   std::vector<Ref> memo_;
   uint64_t memo_count_ = 0;
-  std::vector<Ref> small_ints_ = std::vector<Ref>(256, kUnset);  // BININT1 values, shared
+  uint64_t immediates_ = 0;  // ints pushed as immediates (values without a node)
   std::vector<Segment> segments_;
-  std::vector<Ref> containers_;  // every list, dict and set, for finish()
+  std::vector<Ref> chained_;  // the containers grown in separate pieces, for finish()
   Ref none_ = kUnset, true_ = kUnset, false_ = kUnset, empty_tuple_ = kUnset;
   uint64_t next_node_report_ = 0, next_pool_report_ = 0;
   uint64_t text_bytes_ = 0, next_text_report_ = kTextStep;  // heap bytes of strings_
@@ -518,13 +602,17 @@ void PickleMachine::newobj(bool ex) {
 }
 
 void PickleMachine::run() {
-  bool first = true;
+  if (remaining() != 0 && *take(1, "PROTO") != op::PROTO)
+    fail("does not start with PROTO: protocols 0 and 1 are not supported");
+  pos_ = 0;
+  stack_.reserve(1024);
   while (true) {
-    op_pos_ = pos_;
-    if (remaining() == 0) fail("ends without STOP (truncated)");
+    op_at_ = pos_;
+    if (pos_ == end_) {
+      if (remaining() == 0) fail("ends without STOP (truncated)");
+      refill(1);
+    }
     const uint8_t c = p_[pos_++];
-    if (first && c != op::PROTO) fail("does not start with PROTO: protocols 0 and 1 are not supported");
-    first = false;
     switch (c) {
       case op::PROTO: {
         const uint64_t v = le(1, "PROTO");
@@ -655,6 +743,7 @@ void PickleMachine::run() {
         if (marks_.size() >= doc_.limits_.max_depth)
           fail("marks nest deeper than " + std::to_string(doc_.limits_.max_depth) + " levels");
         marks_.push_back(stack_.size());
+        floor_ = stack_.size();
         break;
       case op::POP:
         if (stack_.size() > floor())
@@ -737,7 +826,7 @@ std::optional<Ref> PickleDocument::find(Ref dict, std::string_view key) const {
   if (kind(dict) != Kind::dict) return std::nullopt;
   for (size_t i = size(dict); i-- > 0;) {
     const Ref k = this->key(dict, i);
-    if (nodes_[k].kind == Kind::str && strings_[nodes_[k].text] == key) return value(dict, i);
+    if (kind(k) == Kind::str && text(k) == key) return value(dict, i);
   }
   return std::nullopt;
 }
@@ -844,8 +933,10 @@ Value PickleDocument::to_value(Ref r, const ObjectHook& object_hook) const {
   return Unfolder(*this, object_hook, limits_.max_value_nodes).run(r, 0);
 }
 
-PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t size,
-                           const AllowList& allow, const PickleLimits& limits) {
+// The input (`size` bytes, in memory or read through a source) into a document.
+template <class Input>
+PickleDocument PickleMachine::decode(const std::string& file, size_t size, const Input& input, const AllowList& allow,
+                      const PickleLimits& limits) {
   PickleDocument doc;
   doc.file_ = file;
   doc.limits_ = limits;
@@ -859,17 +950,29 @@ PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t 
   doc.pool_.reserve(size / 5 + 16);
   prefer_huge_pages(doc.nodes_.data(), doc.nodes_.capacity() * sizeof(PickleDocument::Node));
   prefer_huge_pages(doc.pool_.data(), doc.pool_.capacity() * sizeof(Ref));
-  PickleMachine machine(doc, data, size, allow);
-  // Large pickles only: a helper thread costs more than the faults of a small one.
+  PickleMachine machine(doc, input, size, allow);
+  machine.reserve_memo(std::min<size_t>(size / 8 + 16, limits.max_nodes));
+  // Large pickles only (a helper thread costs more than the faults of a small one), and only where
+  // the run may use a second thread: on one the helper's faults are the decoder's.
   constexpr size_t kPrefaultFrom = size_t{16} << 20;
   Prefaulter prefaulter;
-  if (size >= kPrefaultFrom) {
-    machine.prefault(prefaulter, std::min<size_t>(size / 8 + 16, limits.max_nodes));
+  if (size >= kPrefaultFrom && ThreadPool::global().size() > 1) {
+    machine.prefault(prefaulter);
     prefaulter.start();
   }
   machine.run();
   prefaulter.stop();
   return doc;
+}
+
+PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t size, const AllowList& allow,
+                           const PickleLimits& limits) {
+  return PickleMachine::decode(file, size, data, allow, limits);
+}
+
+PickleDocument read_pickle(const std::string& file, size_t size, const PickleSource& source, const AllowList& allow,
+                           const PickleLimits& limits) {
+  return PickleMachine::decode(file, size, source, allow, limits);
 }
 
 }  // namespace fpg::dcp

@@ -57,7 +57,7 @@ class PickleDocument {
   // whatever a consumer builds from the document (shared values each time they are unfolded).
   DecodeBudget& budget() const { return *budget_; }
 
-  Kind kind(Ref r) const { return nodes_[r].kind; }
+  Kind kind(Ref r) const { return node(r).kind; }
   bool as_bool(Ref r) const { return bits(r) != 0; }
   int64_t as_int(Ref r) const { return static_cast<int64_t>(bits(r)); }
   double as_float(Ref r) const {
@@ -67,15 +67,15 @@ class PickleDocument {
     return f;
   }
   // str, bytes and bytearray: the text; global: "module.name"; object: its class or function's name.
-  const std::string& text(Ref r) const { return strings_[nodes_[r].text]; }
+  const std::string& text(Ref r) const { return strings_[node(r).text]; }
   // An id of the text: nodes with equal ids have equal text (objects share their class's), though
   // equal text may come with distinct ids. Lets a decoder recognise a class name once, not per object.
-  uint32_t text_id(Ref r) const { return nodes_[r].text; }
-  GlobalRole role(Ref r) const { return static_cast<GlobalRole>(nodes_[r].role); }
+  uint32_t text_id(Ref r) const { return node(r).text; }
+  GlobalRole role(Ref r) const { return static_cast<GlobalRole>(node(r).role); }
 
   // tuple, list, set, frozenset: element count; dict: entry count.
   size_t size(Ref r) const {
-    const Node& n = nodes_[r];
+    const Node& n = node(r);
     switch (n.kind) {
       case Kind::tuple:
       case Kind::frozenset:
@@ -91,13 +91,13 @@ class PickleDocument {
   // dict: the value of the last entry whose key is the str `key`.
   std::optional<Ref> find(Ref dict, std::string_view key) const;
   // object: its argument tuple; its BUILD state, if any.
-  Ref args(Ref obj) const { return nodes_[obj].a; }
+  Ref args(Ref obj) const { return node(obj).a; }
   std::optional<Ref> state(Ref obj) const {
-    if (!nodes_[obj].has_state) return std::nullopt;
-    return nodes_[obj].b;
+    if (!node(obj).has_state) return std::nullopt;
+    return node(obj).b;
   }
   // persistent_id: the id value.
-  Ref persistent_id(Ref r) const { return nodes_[r].a; }
+  Ref persistent_id(Ref r) const { return node(r).a; }
 
   // The Python type name of a node for messages: "int", "tuple", "torch.Size", ...
   std::string type_name(Ref r) const;
@@ -111,8 +111,6 @@ class PickleDocument {
 
  private:
   friend class PickleMachine;
-  friend PickleDocument read_pickle(const std::string&, const uint8_t*, size_t, const AllowList&,
-                                    const PickleLimits&);
   // 16 bytes. Children of every container (tuple, list, dict as k0, v0, k1, v1, ..., set,
   // frozenset) are pool_[a, a + b); an object's are a = args and b = BUILD state (when has_state); a
   // persistent id's is a; a bool's, int's or float's 64 bits are b:a.
@@ -124,8 +122,22 @@ class PickleDocument {
     Ref a = 0;
     Ref b = 0;
   };
-  uint64_t bits(Ref r) const { return uint64_t{nodes_[r].b} << 32 | nodes_[r].a; }
-  const Ref* kids(Ref r) const { return pool_.data() + nodes_[r].a; }
+  // An int in [0, kImmediateEnd) is not a node: its Ref is kImmediate | value (Python pickles
+  // lengths, offsets and sizes as such ints; a node each would be most of a .metadata's document).
+  static constexpr Ref kImmediate = Ref{1} << 31;
+  static constexpr Ref kImmediateEnd = kImmediate - 1;  // kImmediate | value stays below the machine's "unset"
+  static bool immediate(Ref r) { return r & kImmediate; }
+  // What an immediate int reads as where a node is asked for: an int, no text, no children.
+  static const Node& immediate_node() {
+    static const Node n{Kind::integer, 0, 0, 0, 0, 0};
+    return n;
+  }
+  const Node& node(Ref r) const { return immediate(r) ? immediate_node() : nodes_[r]; }
+  uint64_t bits(Ref r) const {
+    if (immediate(r)) return r & ~kImmediate;
+    return uint64_t{nodes_[r].b} << 32 | nodes_[r].a;
+  }
+  const Ref* kids(Ref r) const { return pool_.data() + node(r).a; }
   std::string file_;
   PickleLimits limits_;
   std::vector<Node> nodes_;
@@ -138,6 +150,15 @@ class PickleDocument {
 // Decodes `data` (`size` bytes, the whole pickle) under `allow`. `file` names the input in messages,
 // e.g. "ckpt/.metadata" or "ckpt/__0_0.distcp [4096, 5673) archive/data.pkl".
 PickleDocument read_pickle(const std::string& file, const uint8_t* data, size_t size,
+                           const AllowList& allow, const PickleLimits& limits = {});
+
+// Fills `dst` with `size` bytes of the pickle from `offset` (throwing, e.g. fpg::FormatError, when it
+// cannot).
+using PickleSource = std::function<void(uint64_t offset, uint8_t* dst, size_t size)>;
+// The same, reading the `size` bytes of the pickle through `source` as the decoding goes, front to
+// back, into a window of about a megabyte: a large pickle (a .metadata of a million chunks) is never
+// held whole.
+PickleDocument read_pickle(const std::string& file, size_t size, const PickleSource& source,
                            const AllowList& allow, const PickleLimits& limits = {});
 
 }  // namespace fpg::dcp

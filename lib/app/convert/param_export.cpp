@@ -11,6 +11,7 @@
 #include "app/convert/staged_output.h"
 #include "ckpt/format_registry.h"
 #include "ckpt/param_export.h"
+#include "core/byte_buffer.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/tensor_file.h"
@@ -125,7 +126,7 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     src.plan_reads(std::move(plan), 2 * o.slab_bytes);
   }
   struct Slab {
-    std::vector<uint8_t> in, converted;
+    ByteBuffer in, converted;  // filled whole by the read or the conversion: never zero-filled first
   };
   std::vector<Slab> slabs(depth + 1);
   // Declared after the buffers they fill or write: destroyed (waited for) first on an exception.
@@ -157,7 +158,7 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     reading.front().get();
     reading.pop_front();
     sum.bytes_read += b.in.size();
-    const std::vector<uint8_t>* out = &b.in;  // written as read when the dtype is kept
+    const ByteBuffer* out = &b.in;  // written as read when the dtype is kept
     const uint64_t out_elem = t.as_stored ? 1 : dtype_bits(t.spec.dtype) / 8;
     if (!t.as_stored && st.dtype != t.spec.dtype) {
       b.converted.resize((u.hi - u.lo) * out_elem);
