@@ -113,10 +113,12 @@ void register_reshard(CLI::App& app, const GlobalOptions& global, Runner& run) {
                                 "dp_reshardable (default: the source's)"), 1, 1024);
   integer_range(cmd->add_option("--first-stage-layers", a->first_stage_layers,
                                 "Megatron torch_dist: layers of the first pipeline stage, as the loading run's "
-                                "num_layers_in_first_pipeline_stage (default: an even split)"), 1, 100000);
+                                "num_layers_in_first_pipeline_stage (default: SRC's stages at SRC's PP, else an "
+                                "even split)"), 1, 100000);
   integer_range(cmd->add_option("--last-stage-layers", a->last_stage_layers,
                                 "Megatron torch_dist: layers of the last pipeline stage, as the loading run's "
-                                "num_layers_in_last_pipeline_stage (default: an even split)"), 1, 100000);
+                                "num_layers_in_last_pipeline_stage (default: SRC's stages at SRC's PP, else an "
+                                "even split)"), 1, 100000);
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan (keys, bytes read and written, files, peak memory) only");
   cmd->callback([a, &global, &run] { run = [a, &global] { return run_reshard(*a, global); }; });
 }

@@ -155,8 +155,6 @@ int run_train(const TrainArgs& given, const CLI::App& cmd, const GlobalOptions& 
   o.comm = cuda ? "nccl" : a.pipe.comm;
   o.overlap_grad_reduce = a.overlap_grad_reduce;
   o.overlap_param_gather = a.overlap_param_gather;
-  if (a.compute != "fp32" && a.compute != "bf16")
-    throw UsageError("--compute must be fp32 or bf16, not '" + a.compute + "'");
   o.compute = model::parse_compute(a.compute);
   // --threads is split over the ranks (each rank's batched FP8 passes); results do not depend on it.
   o.threads_per_rank = g.threads > o.dp ? g.threads / o.dp : 1;

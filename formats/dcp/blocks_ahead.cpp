@@ -3,13 +3,15 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "formats/dcp/zip/crc32.h"
 
 namespace fpg::dcp {
 
 BlocksAhead::BlocksAhead(std::vector<std::pair<uint64_t, FillBytes>> items, size_t block_bytes, size_t depth)
     : items_(std::move(items)), block_(std::max<size_t>(block_bytes, 1)), depth_(std::max<size_t>(depth, 1)) {
-  producer_ = std::thread([this] { produce(); });
+  // The thread only reads ahead: where the system refuses it, each block is filled when it is asked for.
+  producer_ = try_start_thread([this] { produce(); }).value_or(std::thread());
 }
 
 BlocksAhead::~BlocksAhead() {
@@ -18,7 +20,7 @@ BlocksAhead::~BlocksAhead() {
     stop_ = true;
   }
   room_.notify_all();
-  producer_.join();
+  if (producer_.joinable()) producer_.join();
 }
 
 void BlocksAhead::produce() {
@@ -57,6 +59,7 @@ void BlocksAhead::produce() {
 
 BorrowBytes BlocksAhead::item(size_t i) {
   return [this, i](uint64_t offset, size_t size) -> BorrowedBlock {
+    if (!producer_.joinable()) return fill_now(i, offset, size);
     std::unique_lock<std::mutex> lock(m_);
     if (!lent_.data.empty()) free_.push_back(std::move(lent_.data));  // the writer is done with it
     ready_.wait(lock, [&] { return !queue_.empty() || error_; });
@@ -71,6 +74,15 @@ BorrowBytes BlocksAhead::item(size_t i) {
                           std::to_string(lent_.data.size()) + ")");
     return {lent_.data.data(), lent_.data.size(), lent_.crc};
   };
+}
+
+BorrowedBlock BlocksAhead::fill_now(size_t i, uint64_t offset, size_t size) {
+  lent_.item = i;
+  lent_.offset = offset;
+  lent_.data.resize(size);
+  items_.at(i).second(offset, lent_.data.data(), size);
+  lent_.crc = crc32_update(0, lent_.data.data(), size);
+  return {lent_.data.data(), lent_.data.size(), lent_.crc};
 }
 
 }  // namespace fpg::dcp

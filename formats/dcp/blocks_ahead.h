@@ -2,7 +2,8 @@
 // lent to it block by block (BorrowBytes) with each block's CRC-32: reading the source, checksumming
 // and writing the file overlap instead of taking turns, in memory `depth` blocks. The blocks are the
 // writer's: [k·B, min((k+1)·B, size)) of each item for its block size B, which is how a torch.save
-// record asks for them (zip_writer.h).
+// record asks for them (zip_writer.h). Where the system refuses the thread (core/thread_start.h), the
+// writer's own thread fills each block as it asks for it.
 #pragma once
 
 #include <condition_variable>
@@ -38,6 +39,8 @@ class BlocksAhead {
     uint32_t crc = 0;
   };
   void produce();
+  // Without the producer thread: the block filled here, for the writer that asks for it.
+  BorrowedBlock fill_now(size_t i, uint64_t offset, size_t size);
 
   std::vector<std::pair<uint64_t, FillBytes>> items_;
   size_t block_, depth_;

@@ -39,7 +39,6 @@
 
 #include "core/dtype.h"
 #include "core/shape.h"
-#include "core/shape.h"
 
 namespace fpg::safetensors {
 

@@ -19,7 +19,8 @@ struct ReshardTarget {
   std::string compression;   // fpgather: zstd[:LEVEL][+shuffle] or none
   std::string megatron_form; // Megatron: dp_reshardable or fully_reshardable
   uint32_t tp = 0, pp = 0, ep = 0;  // Megatron: target tensor-, pipeline- and expert-parallel sizes; 0 keeps the source's
-  // Megatron: layers of the first and last pipeline stage (num_layers_in_first/last_pipeline_stage); unset: even
+  // Megatron: layers of the first and last pipeline stage (num_layers_in_first/last_pipeline_stage); both
+  // unset: the source's stages at its own PP, else an even split
   std::optional<uint64_t> first_stage_layers, last_stage_layers;
   std::string bucket_size;   // a positive number of elements, or none (one bucket per buffer)
   std::optional<bool> pad_for_nccl;

@@ -1,9 +1,11 @@
 #include "ckpt/param_export.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/float_codec.h"
+#include "core/float_decode.h"
 
 namespace fpg::ckpt {
 
@@ -18,20 +20,21 @@ void convert_elements(const uint8_t* src, DType from, uint8_t* dst, DType to, ui
     std::memcpy(dst, src, dtype_bytes(from, n));
     return;
   }
-  for (uint64_t i = 0; i < n; ++i) {
-    float v = 0;
-    switch (from) {
-      case DType::F32: std::memcpy(&v, src + 4 * i, 4); break;
-      case DType::BF16: { uint16_t h; std::memcpy(&h, src + 2 * i, 2); v = float_from_bf16(h); break; }
-      case DType::F16: { uint16_t h; std::memcpy(&h, src + 2 * i, 2); v = float_from_fp16(h); break; }
-      case DType::F64: { double d; std::memcpy(&d, src + 8 * i, 8); v = static_cast<float>(d); break; }
-      default: throw InternalError("export: no conversion from " + std::string(dtype_name(from)));
-    }
+  if (from != DType::F32 && from != DType::BF16 && from != DType::F16 && from != DType::F64)
+    throw InternalError("export: no conversion from " + std::string(dtype_name(from)));
+  // Decoded to fp32 a block at a time, then kept or rounded to bf16.
+  constexpr uint64_t kBlock = 4096;
+  float f[kBlock];
+  for (uint64_t at = 0; at < n; at += kBlock) {
+    const uint64_t k = std::min(kBlock, n - at);
+    decode_to_f32(from, src + dtype_bytes(from, at), k, f);
     if (to == DType::F32) {
-      std::memcpy(dst + 4 * i, &v, 4);
-    } else {
-      const uint16_t h = bf16_from_float(v);
-      std::memcpy(dst + 2 * i, &h, 2);
+      std::memcpy(dst + 4 * at, f, 4 * k);
+      continue;
+    }
+    for (uint64_t i = 0; i < k; ++i) {
+      const uint16_t h = bf16_from_float(f[i]);
+      std::memcpy(dst + 2 * (at + i), &h, 2);
     }
   }
 }

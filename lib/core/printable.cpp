@@ -93,4 +93,11 @@ std::string shell_word(std::string_view s) {
   return q + "'";
 }
 
+std::string printable_list(const std::vector<std::string>& names, size_t most) {
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < most; ++i) list += (i ? ", " : "") + printable(names[i]);
+  if (names.size() > most) list += " (and " + std::to_string(names.size() - most) + " more)";
+  return list;
+}
+
 }  // namespace fpg

@@ -3,8 +3,10 @@
 // command by the bytes of a name, nor break the text with bytes that are not UTF-8.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fpg {
 
@@ -22,5 +24,9 @@ std::string quoted_name(std::string_view s);
 // `s` as one word of a POSIX shell command line that a user may paste: as it is when it holds only
 // characters the shell takes literally, else printable(s) between single quotes (a quote within as '\'').
 std::string shell_word(std::string_view s);
+
+// The first `most` of `names`, each printable(), joined by ", ", then " (and N more)" for the rest:
+// names read from a file, listed in a message.
+std::string printable_list(const std::vector<std::string>& names, size_t most = 8);
 
 }  // namespace fpg

@@ -347,7 +347,8 @@ def _size(v: Optional[int], name: str) -> int:
 
 
 def _layers(v: Optional[int], name: str) -> Optional[int]:
-    """A pipeline stage's layer count: None for an even split, else 1 to 100000 as the CLI takes."""
+    """A pipeline stage's layer count: None leaves it to the source's stages or an even split, else 1 to 100000 as
+    the CLI takes."""
     if v is None:
         return None
     if not 1 <= int(v) <= 100000:

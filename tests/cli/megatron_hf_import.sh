@@ -174,6 +174,12 @@ mkbad llama
 st_edit "$H/models/llama/model.safetensors" "$B/model.safetensors" +model.layers.0.self_attn.o_proj.bias:32
 expect_exit 2 "${F[@]}" convert "$B" "$WORK/r9" --to megatron
 expect_in "$WORK/err" "1 tensor with no place in a Megatron-Core GPT model: model.layers.0.self_attn.o_proj.bias"
+# A name from the file is listed as printable text: its escape byte does not reach the terminal.
+mkbad llama
+st_edit "$H/models/llama/model.safetensors" "$B/model.safetensors" +$'model.x\x1b[2J':4
+expect_exit 2 "${F[@]}" convert "$B" "$WORK/r19" --to megatron
+expect_in "$WORK/err" 'no place in a Megatron-Core GPT model: model.x\x1b[2J'
+grep -q $'\x1b' "$WORK/err" && fail "an escape byte of a tensor name reached the message"
 # A tied model's lm_head and rotary frequencies are left out, each said.
 mkbad mistral
 st_edit "$H/models/mistral/model.safetensors" "$B/model.safetensors" +lm_head.weight:3200 \
@@ -190,6 +196,15 @@ mkbad llama
 rm "$B/config.json"
 expect_exit 2 "${F[@]}" convert "$B" "$WORK/r11" --to megatron
 expect_in "$WORK/err" "config.json: no such file"
+# Counts of layers or experts the tensors cannot hold are refused before they size anything.
+mkbad llama
+sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 4000000000/' "$B/config.json"
+expect_exit 2 "${F[@]}" convert "$B" "$WORK/r17" --to megatron
+expect_in "$WORK/err" "num_hidden_layers 4000000000 is more layers than"
+mkbad mixtral
+sed -i 's/"num_local_experts": 4/"num_local_experts": 4000000000/' "$B/config.json"
+expect_exit 2 "${F[@]}" convert "$B" "$WORK/r18" --to megatron
+expect_in "$WORK/err" "4000000000 experts in each of 2 MoE layers are more expert tensors than"
 expect_exit 2 "${F[@]}" convert "$M/tp2-dp1-dp_reshardable/ckpt" "$WORK/r12" --to megatron
 expect_in "$WORK/err" "an import to Megatron reads a Hugging Face model (safetensors and config.json); this is megatron_torch_dist"
 expect_exit 0 "${F[@]}" convert "$H/models/llama" "$WORK/fp8" --fp8 blockwise
@@ -203,7 +218,7 @@ expect_exit 2 "${F[@]}" convert "$H/models/llama" "$WORK/r16.safetensors" --to m
 expect_in "$WORK/err" "a Megatron checkpoint is a directory"
 expect_exit 2 "${F[@]}" convert "$H/models/llama" "$WORK/llama-1" --to megatron --layer-spec local
 expect_in "$WORK/err" "--force"
-for r in r1 r2 r3 r4 r5 r6 r7 r8 r9 r10 r11 r12 r13 r14 r15 r16.safetensors; do
+for r in r1 r2 r3 r4 r5 r6 r7 r8 r9 r10 r11 r12 r13 r14 r15 r16.safetensors r17 r18 r19; do
   [ -e "$WORK/$r" ] && fail "a refused import left $r"
 done
 ls -a "$WORK" | grep -q "staging\|\.tmp-" && fail "a refused import left a staging directory"

@@ -40,3 +40,9 @@ TEST_CASE("printable: its output is its own printable", "[core][printable]") {
     CHECK(printable(once) == once);
   }
 }
+
+TEST_CASE("printable_list: the first names, each printable, then how many more", "[core][printable]") {
+  CHECK(fpg::printable_list({}) == "");
+  CHECK(fpg::printable_list({"a", "b\x1b[2J"}) == "a, b\\x1b[2J");
+  CHECK(fpg::printable_list({"a", "b", "c", "d"}, 2) == "a, b (and 2 more)");
+}

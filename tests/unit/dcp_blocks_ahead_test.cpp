@@ -1,12 +1,16 @@
 // BlocksAhead: items produced ahead in blocks are lent in order with their CRC-32, byte for byte what
 // their fills give; a fill's error reaches the borrower of its bytes; a writer that stops early (the
-// producer blocked on a full queue) does not hang the destructor; out-of-order asks are refused.
+// producer blocked on a full queue) does not hang the destructor; out-of-order asks are refused; where
+// the system refuses the thread, the writer's asks are filled as they come.
 #include <cstdint>
 #include <stdexcept>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "catch.h"
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "formats/dcp/blocks_ahead.h"
 #include "formats/dcp/zip/crc32.h"
 
@@ -68,4 +72,30 @@ TEST_CASE("blocks ahead: errors reach the borrower; an early stop does not hang"
     BlocksAhead ahead(items, 8);
     CHECK_THROWS_AS(ahead.item(1)(0, 8), InternalError);
   }
+}
+
+TEST_CASE("blocks ahead: refused its thread, the writer fills each block as it asks") {
+  size_t refused = 0;
+  const fpg::ThreadStarter previous = set_thread_starter([&refused](std::function<void()>) -> std::thread {
+    ++refused;
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+  });
+  {
+    std::vector<std::pair<uint64_t, FillBytes>> items = {
+        {10, pattern(0)}, {5, [](uint64_t, void*, size_t) { throw FormatError("model.safetensors: read failed"); }}};
+    BlocksAhead ahead(items, 4);
+    CHECK(refused == 1);
+    const BorrowBytes lend = ahead.item(0);
+    std::vector<uint8_t> want(10);
+    pattern(0)(0, want.data(), want.size());
+    for (uint64_t off = 0; off < 10; off += 4) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(4, 10 - off));
+      const BorrowedBlock b = lend(off, n);
+      const auto* got = static_cast<const uint8_t*>(b.data);
+      CHECK(std::vector<uint8_t>(got, got + n) == std::vector<uint8_t>(want.begin() + off, want.begin() + off + n));
+      CHECK(b.crc32 == crc32_update(0, b.data, n));
+    }
+    CHECK_THROWS_AS(ahead.item(1)(0, 4), FormatError);
+  }
+  set_thread_starter(previous);
 }

@@ -399,6 +399,9 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     }
     std::vector<std::pair<uint32_t, const std::vector<StateChunk>*>> jobs;
     for (const auto& [rank, chunks] : by_rank) jobs.emplace_back(rank, &chunks);
+    // Each key's parameters in layer order: the parts of its flat extent.
+    std::map<std::string, std::vector<const MegatronParam*>> layers_of;
+    for (const MegatronParam& p : mparams) layers_of[p.key].push_back(&p);
     constexpr uint64_t kRowBlockBytes = 64ull << 20;
     std::mutex sum_mu;
     ThreadPool pool(shard_writer_threads(jobs.size(), largest_chunk + kRowBlockBytes));
@@ -410,9 +413,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
         const std::string& role = *sc.role;
         const Entry& e = r.entry(key);
         const ChunkMeta& c = e.tensor.chunks[sc.chunk];
-        std::vector<const MegatronParam*> layers;
-        for (const MegatronParam& p : mparams)
-          if (p.key == key) layers.push_back(&p);
+        const std::vector<const MegatronParam*>& layers = layers_of.at(key);
         const uint64_t per = e.tensor.numel() / layers.size();
         const size_t n = e.tensor.size.size();
         std::vector<uint64_t> stride(n, 1);

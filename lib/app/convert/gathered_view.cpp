@@ -5,34 +5,16 @@
 
 #include <fmt/format.h>
 
+#include "ckpt/param_export.h"
 #include "core/error.h"
-#include "core/float_codec.h"
-#include "core/float_decode.h"
 
 namespace fpg::app::convert {
 namespace {
 
+// What ckpt::convert_elements converts.
 bool converts(DType from, DType to) {
-  return from == to || ((to == DType::BF16 || to == DType::F32) && dtype_is_decodable_float(from) &&
+  return from == to || ((to == DType::BF16 || to == DType::F32) &&
                         (from == DType::BF16 || from == DType::F16 || from == DType::F32 || from == DType::F64));
-}
-
-// n elements of `from` at `src` as `to` at `dst`.
-void convert(const uint8_t* src, DType from, uint8_t* dst, DType to, uint64_t n) {
-  constexpr uint64_t kBlock = 4096;
-  float f[kBlock];
-  for (uint64_t at = 0; at < n; at += kBlock) {
-    const uint64_t k = std::min(kBlock, n - at);
-    decode_to_f32(from, src + dtype_bytes(from, at), k, f);
-    if (to == DType::F32) {
-      std::memcpy(dst + 4 * at, f, 4 * k);
-      continue;
-    }
-    for (uint64_t i = 0; i < k; ++i) {
-      const uint16_t h = bf16_from_float(f[i]);
-      std::memcpy(dst + 2 * (at + i), &h, 2);
-    }
-  }
 }
 
 }  // namespace
@@ -86,7 +68,7 @@ void GatheredView::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
     }
     scratch.resize(dtype_bytes(from, n));
     src_->read(*piece.src, a, a + n, scratch.data());
-    convert(scratch.data(), from, dst, tensor.dtype, n);
+    ckpt::convert_elements(scratch.data(), from, dst, tensor.dtype, n);
   });
 }
 

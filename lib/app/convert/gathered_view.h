@@ -1,8 +1,8 @@
 // A ckpt::ParamSource whose tensors are each a sequence of element ranges of another source's tensors
 // (or of zeros), read straight from there: what a model looks like under another model's names and
 // layout (gpt_hf_table.h: a Megatron model as a Hugging Face one and back), without holding more than
-// the range being read. A range of another dtype is converted on the way (BF16, F16, F32 and F64
-// sources into BF16 or F32: widening exactly, narrowing to the nearest even).
+// the range being read. A range of another dtype is converted on the way (ckpt::convert_elements: BF16,
+// F16, F32 and F64 sources into BF16 or F32, widening exactly, narrowing to the nearest even).
 #pragma once
 
 #include <cstdint>

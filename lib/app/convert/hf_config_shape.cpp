@@ -91,6 +91,12 @@ HfModelShape hf_config_shape(HfArch arch, const nlohmann::json& config, const st
   s.arch = arch;
   s.hidden = c.required("hidden_size");
   s.layers = c.required("num_hidden_layers");
+  // Every layer, and every expert of a MoE layer, has tensors of its own in the model (the table of
+  // gpt_hf_table.h names them): counts beyond the model's tensors are refused before they size it.
+  const uint64_t tensors = hf.tensors().size();
+  if (s.layers > tensors)
+    throw UsageError(fmt::format("{}: num_hidden_layers {} is more layers than {} has tensors ({})", config_name,
+                                 s.layers, hf.describe(), tensors));
   s.heads = c.required("num_attention_heads");
   s.kv_heads = c.size("num_key_value_heads").value_or(s.heads);
   if (s.heads % s.kv_heads)
@@ -132,9 +138,9 @@ HfModelShape hf_config_shape(HfArch arch, const nlohmann::json& config, const st
       s.topk = c.required("num_experts_per_tok");
       s.norm_topk_prob = c.flag("norm_topk_prob").value_or(false);  // transformers' default
       const uint64_t step = c.size("decoder_sparse_step").value_or(1);
-      const std::vector<uint64_t> dense = c.layers("mlp_only_layers", s.layers);
-      for (uint64_t l = 0; l < s.layers; ++l)
-        s.moe_layer[l] = std::find(dense.begin(), dense.end(), l) == dense.end() && (l + 1) % step == 0;
+      std::vector<bool> dense(s.layers, false);
+      for (uint64_t l : c.layers("mlp_only_layers", s.layers)) dense[l] = true;
+      for (uint64_t l = 0; l < s.layers; ++l) s.moe_layer[l] = !dense[l] && (l + 1) % step == 0;
       if (std::find(s.moe_layer.begin(), s.moe_layer.end(), false) != s.moe_layer.end())
         s.ffn = c.required("intermediate_size");
       break;
@@ -144,6 +150,10 @@ HfModelShape hf_config_shape(HfArch arch, const nlohmann::json& config, const st
   }
   if (s.topk > s.experts)
     throw UsageError(fmt::format("{}: num_experts_per_tok {} exceeds the {} experts", config_name, s.topk, s.experts));
+  const uint64_t moe_layers = static_cast<uint64_t>(std::count(s.moe_layer.begin(), s.moe_layer.end(), true));
+  if (s.experts * 3 * moe_layers > tensors)  // each expert's gate, up and down projections
+    throw UsageError(fmt::format("{}: {} experts in each of {} MoE layers are more expert tensors than {} has tensors "
+                                 "({})", config_name, s.experts, moe_layers, hf.describe(), tensors));
   return s;
 }
 

@@ -24,7 +24,8 @@ HfArch hf_arch_of_config(const nlohmann::json& config, const std::string& config
 
 // The shape of `hf` (the model's tensors) as `arch` says `config` (named `config_name` in messages).
 // padded_vocab is vocab_size: the caller pads it for the target. UsageError naming the field that is
-// missing or not a size, or the tensor that disagrees with the architecture.
+// missing or not a size, a count of layers or experts the tensors cannot hold, or the tensor that
+// disagrees with the architecture.
 HfModelShape hf_config_shape(HfArch arch, const nlohmann::json& config, const std::string& config_name,
                              const ckpt::ParamSource& hf);
 

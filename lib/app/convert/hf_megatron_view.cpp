@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "core/shape.h"
 
 namespace fpg::app::convert {
@@ -13,13 +14,6 @@ namespace {
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-std::string listed(const std::vector<std::string>& names) {
-  std::string list;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) list += (i ? ", " : "") + names[i];
-  if (names.size() > 8) list += fmt::format(" (and {} more)", names.size() - 8);
-  return list;
 }
 
 }  // namespace
@@ -61,7 +55,7 @@ HfMegatronView::HfMegatronView(const ckpt::ParamSource& hf, const GptHfTable& ta
   if (!missing.empty())
     throw UsageError(fmt::format("{}: {} tensor{} of the model its config.json describes {} missing: {}", hf.describe(),
                                  missing.size(), missing.size() == 1 ? "" : "s", missing.size() == 1 ? "is" : "are",
-                                 listed(missing)));
+                                 printable_list(missing)));
 
   std::vector<std::string> left;
   for (size_t i = 0; i < ts.size(); ++i) {
@@ -69,13 +63,13 @@ HfMegatronView::HfMegatronView(const ckpt::ParamSource& hf, const GptHfTable& ta
     if (ts[i].name == "lm_head.weight")  // the table has none: a tied model
       notes.push_back("lm_head.weight left out: tie_word_embeddings makes the output layer the embedding");
     else if (ends_with(ts[i].name, ".rotary_emb.inv_freq"))
-      notes.push_back(ts[i].name + " left out: rotary frequencies are computed, not loaded");
+      notes.push_back(printable(ts[i].name) + " left out: rotary frequencies are computed, not loaded");
     else
       left.push_back(ts[i].name);
   }
   if (!left.empty())
     throw UsageError(fmt::format("{}: {} tensor{} with no place in a Megatron-Core GPT model: {}", hf.describe(),
-                                 left.size(), left.size() == 1 ? "" : "s", listed(left)));
+                                 left.size(), left.size() == 1 ? "" : "s", printable_list(left)));
 
   for (size_t m = 0; m < table.megatron.size(); ++m) {
     const GptTensor& g = table.megatron[m];

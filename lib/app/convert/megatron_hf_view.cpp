@@ -4,6 +4,7 @@
 
 #include "app/convert/gpt_hf_table.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "core/shape.h"
 
 namespace fpg::app::convert {
@@ -43,13 +44,9 @@ MegatronHfView::MegatronHfView(const MegatronGptTensors& t, const HfModelShape& 
   std::vector<std::string> left;
   for (const auto& [name, i] : t.by_name)
     if (!used[i]) left.push_back(name);
-  if (!left.empty()) {
-    std::string list;
-    for (size_t i = 0; i < left.size() && i < 8; ++i) list += (i ? ", " : "") + left[i];
-    if (left.size() > 8) list += fmt::format(" (and {} more)", left.size() - 8);
+  if (!left.empty())
     throw UsageError(fmt::format("{}: {} tensor{} with no place in a Hugging Face {} model: {}", source().describe(),
-                                 left.size(), left.size() == 1 ? "" : "s", hf_arch_name(s.arch), list));
-  }
+                                 left.size(), left.size() == 1 ? "" : "s", hf_arch_name(s.arch), printable_list(left)));
 }
 
 }  // namespace fpg::app::convert

@@ -29,7 +29,8 @@ struct ReshardOptions {
   // a dp_reshardable target; 0 keeps the source's.
   uint32_t tp = 0, pp = 0, ep = 0;
   // Megatron: the layers of the first and last pipeline stage at a new PP, as the loading run's
-  // num_layers_in_first/last_pipeline_stage; unset: the layers split evenly.
+  // num_layers_in_first/last_pipeline_stage; both unset: the source's stages at its own PP, else the
+  // layers split evenly.
   std::optional<uint64_t> first_stage_layers, last_stage_layers;
   bool dry_run = false;  // plan only: nothing is written
   ProgressCallback progress;  // the bytes written

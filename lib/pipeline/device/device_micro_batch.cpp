@@ -3,11 +3,14 @@
 #if defined(FPGATHER_HAVE_CUDA)
 
 #include <exception>
-#include <future>
+#include <optional>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "core/float_codec.h"
+#include "core/thread_start.h"
 #include "kernels/cuda_check.h"
 #include "pipeline/device/device_buffer.h"
 
@@ -26,8 +29,10 @@ struct DeviceMicroBatches::Impl {
   cudaEvent_t copied[2] = {nullptr, nullptr};  // the last H2D copy out of pinned[i] has completed
   bool pending[2] = {false, false};
   int next_buf = 0;
-  // The micro-batch drawn ahead (draw's `next`) on a thread of its own, into pinned[ahead_buf].
-  std::future<void> ahead;
+  // The micro-batch drawn ahead (draw's `next`) on a thread of its own, into pinned[ahead_buf], and
+  // what that thread threw.
+  std::thread ahead;
+  std::exception_ptr ahead_error;
   int ahead_buf = -1;
   uint64_t ahead_index = 0;
 
@@ -36,7 +41,8 @@ struct DeviceMicroBatches::Impl {
     if (ahead_buf < 0) return false;
     buf = ahead_buf;
     ahead_buf = -1;
-    ahead.get();  // rethrows what the drawing thread threw
+    ahead.join();
+    if (ahead_error) std::rethrow_exception(std::exchange(ahead_error, nullptr));
     return ahead_index == index;
   }
   void wait_copied(int buf) {
@@ -86,7 +92,7 @@ DeviceMicroBatches::DeviceMicroBatches(const model::TeacherTask& task, cudaStrea
 DeviceMicroBatches::~DeviceMicroBatches() {
   if (!impl_) return;
   Impl& m = *impl_;
-  if (m.ahead.valid()) m.ahead.wait();  // its thread writes a pinned buffer
+  if (m.ahead.joinable()) m.ahead.join();  // its thread writes a pinned buffer
   for (int i = 0; i < 2; ++i) {
     if (m.copied[i]) {
       cudaEventSynchronize(m.copied[i]);  // the pinned buffer may still be read by a copy
@@ -112,16 +118,23 @@ void DeviceMicroBatches::upload_inputs(uint64_t index, const model::NetworkDims&
   m.pending[buf] = true;
   m.next_buf = 1 - buf;
   if (next == kNoNext) return;
-  // The next micro-batch's inputs, drawn on the host while the device runs this one.
+  // The next micro-batch's inputs, drawn on the host while the device runs this one; where the system
+  // refuses the thread (core/thread_start.h), the next draw draws its own.
   const int other = 1 - buf;
+  Impl* const im = &m;
+  std::optional<std::thread> t = try_start_thread([im, other, next] {
+    try {
+      FPG_CUDA_CHECK(cudaSetDevice(im->device));
+      im->wait_copied(other);
+      im->task->draw_inputs(next, im->pinned[other]);
+    } catch (...) {
+      im->ahead_error = std::current_exception();  // read once joined
+    }
+  });
+  if (!t) return;
+  m.ahead = std::move(*t);
   m.ahead_buf = other;
   m.ahead_index = next;
-  Impl* const im = &m;
-  m.ahead = std::async(std::launch::async, [im, other, next] {
-    FPG_CUDA_CHECK(cudaSetDevice(im->device));
-    im->wait_copied(other);
-    im->task->draw_inputs(next, im->pinned[other]);
-  });
 }
 
 void DeviceMicroBatches::draw(uint64_t index, DeviceNetwork& net, uint64_t next) {

@@ -36,7 +36,8 @@ class DeviceMicroBatches {
   // buffers are overwritten in stream order, so work enqueued before on that stream still sees them.
   // next: the micro-batch the caller draws after this one, whose inputs a thread of this instance
   // draws on the host meanwhile (a 1b micro-batch's inputs take about 1.5 ms of one core, which the
-  // device would otherwise wait for); a later draw of another index draws its own. The same values.
+  // device would otherwise wait for; where the system refuses the thread, the next draw draws its
+  // own); a later draw of another index draws its own. The same values.
   void draw(uint64_t index, DeviceNetwork& net, uint64_t next = kNoNext);
   // The same for Compute::bf16 (the instance must have been made for it, and the fp32 draw for fp32).
   void draw(uint64_t index, DeviceNetworkBf16& net, uint64_t next = kNoNext);
