@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "core/printable.h"
@@ -408,6 +409,10 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     pool.parallel_for(jobs.size(), [&](size_t j) {
       const uint32_t rank = jobs[j].first;
       std::vector<uint8_t> block;
+      // The chunk's state, reused from chunk to chunk and never zero-filled (the rows read fill every
+      // byte), lent to the writer from here.
+      std::unique_ptr<uint8_t[]> held;
+      uint64_t capacity = 0;
       for (const StateChunk& sc : *jobs[j].second) {
         const std::string& key = *sc.key;
         const std::string& role = *sc.role;
@@ -419,7 +424,11 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
         std::vector<uint64_t> stride(n, 1);
         for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * e.tensor.size[d];
         const uint64_t vol = shape_volume(c.sizes);
-        auto buf = std::make_shared<std::vector<uint8_t>>(vol * 4);
+        if (vol * 4 > capacity) {
+          held.reset(new uint8_t[vol * 4]);
+          capacity = vol * 4;
+        }
+        uint8_t* const buf = held.get();
         const uint64_t run = n ? c.sizes[n - 1] : 1, rows = run ? vol / run : 0;
         // Each row's start in the key's flat extent.
         std::vector<uint64_t> starts(rows);
@@ -442,7 +451,7 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
             for (uint64_t done = 0; done < run;) {
               const uint64_t l = (starts[row] + done) / per, a = (starts[row] + done) % per;
               const uint64_t len = std::min(run - done, per - a);
-              source.read(layers.at(l)->name, role, a, a + len, buf->data() + (row * run + done) * 4);
+              source.read(layers.at(l)->name, role, a, a + len, buf + (row * run + done) * 4);
               done += len;
             }
             ++row;
@@ -454,21 +463,23 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
             ++last;
           const uint64_t end = starts[last] % per + run;
           if (last == row || end - at == (last - row + 1) * run) {  // the rows are one contiguous range
-            source.read(layers.at(layer)->name, role, at, end, buf->data() + row * run * 4);
+            source.read(layers.at(layer)->name, role, at, end, buf + row * run * 4);
           } else {
             block.resize((end - at) * 4);
             source.read(layers.at(layer)->name, role, at, end, block.data());
             for (uint64_t k = row; k <= last; ++k)
-              std::memcpy(buf->data() + k * run * 4, block.data() + (starts[k] % per - at) * 4, run * 4);
+              std::memcpy(buf + k * run * 4, block.data() + (starts[k] % per - at) * 4, run * 4);
           }
           row = last + 1;
         }
         w.rank(rank).write_tensor(model_space_state_key(megatron_state_name(role), key), c.offsets, c.sizes,
-                                  from_buffer(buf));
-        bar.advance(buf->size());
+                                  BorrowBytes([buf](uint64_t offset, size_t size) {
+                                    return BorrowedBlock{buf + offset, size, std::nullopt};
+                                  }));
+        bar.advance(vol * 4);
         const std::lock_guard<std::mutex> lock(sum_mu);
         ++sum.chunks;
-        sum.bytes_written += buf->size();
+        sum.bytes_written += vol * 4;
       }
     });
   }
