@@ -58,9 +58,18 @@ struct Source {
 
   // Elements [lo, hi) of (param, role) into dst (4-byte states).
   void read(const std::string& param, const std::string& role, uint64_t lo, uint64_t hi, void* dst) const {
+    params.read(find(param, role), lo, hi, dst);
+  }
+  // Box `box` of (param, role) into dst where SRC stores exactly that box as one piece (DcpParams).
+  bool read_stored_piece(const std::string& param, const std::string& role, const Box& box, void* dst) const {
+    return params.read_stored_piece(find(param, role), box, dst);
+  }
+
+ private:
+  size_t find(const std::string& param, const std::string& role) const {
     const auto it = tensor.find({param, role});
     if (it == tensor.end()) throw FormatError(r.dir() + ": parameter " + param + " has no " + role);
-    params.read(it->second, lo, hi, dst);
+    return it->second;
   }
 };
 
@@ -72,6 +81,35 @@ FillBytes state_fill(const Source& s, Progress& bar, std::string param, std::str
         bar.advance((b - a) * 4);
       },
       lo);
+}
+
+// Chunk `c` of a model key of shape `key_shape` holding `layers`' parameters one after another
+// (the leading axes the stacked layers and experts), into dst, each layer's part of the chunk read
+// as the piece SRC stores it as; false where one is not a stored piece (what was read then is
+// overwritten by the caller's reads).
+bool read_layer_pieces(const Source& source, const std::vector<const MegatronParam*>& layers, const std::string& role,
+                       const std::vector<uint64_t>& key_shape, const ChunkMeta& c, uint8_t* dst) {
+  const size_t n = key_shape.size(), inner_n = layers.front()->shape.size();
+  if (inner_n > n) return false;
+  const size_t k = n - inner_n;  // the leading axes
+  Box inner;
+  inner.offsets.assign(c.offsets.begin() + static_cast<std::ptrdiff_t>(k), c.offsets.end());
+  inner.sizes.assign(c.sizes.begin() + static_cast<std::ptrdiff_t>(k), c.sizes.end());
+  const uint64_t inner_bytes = shape_volume(inner.sizes) * 4;
+  std::vector<uint64_t> at(k, 0);
+  for (uint64_t done = 0, count = shape_volume(std::vector<uint64_t>(c.sizes.begin(), c.sizes.begin() + static_cast<std::ptrdiff_t>(k)));
+       done < count; ++done) {
+    uint64_t layer = 0;
+    for (size_t d = 0; d < k; ++d) layer = layer * key_shape[d] + c.offsets[d] + at[d];
+    if (layer >= layers.size() || layers[layer]->shape != std::vector<uint64_t>(key_shape.begin() + static_cast<std::ptrdiff_t>(k), key_shape.end()) ||
+        !source.read_stored_piece(layers[layer]->name, role, inner, dst + done * inner_bytes))
+      return false;
+    for (size_t d = k; d-- > 0;) {
+      if (++at[d] < c.sizes[d]) break;
+      at[d] = 0;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -442,10 +480,13 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
             idx[d] = 0;
           }
         }
-        // Rows are read in blocks: the range enclosing consecutive rows of one layer's parameter, up
-        // to kRowBlockBytes, in one read (a chunk cut along a later axis skips the other ranks' parts
-        // of each row: read and dropped, far cheaper than a read per row).
-        for (uint64_t row = 0; row < rows;) {
+        // Where SRC stores each layer's part of the chunk as a piece of its own (the chunk is SRC's
+        // tensor-parallel piece), the pieces are read as they are. Otherwise rows are read in blocks:
+        // the range enclosing consecutive rows of one layer's parameter, up to kRowBlockBytes, in one
+        // read (a chunk cut along a later axis skips the other ranks' parts of each row: read and
+        // dropped, far cheaper than a read per row).
+        const bool as_pieces = read_layer_pieces(source, layers, role, e.tensor.size, c, buf);
+        for (uint64_t row = as_pieces ? rows : 0; row < rows;) {
           const uint64_t layer = starts[row] / per, at = starts[row] % per;
           if (at + run > per) {  // a row crossing from one layer's parameter into the next: in parts
             for (uint64_t done = 0; done < run;) {
