@@ -11,12 +11,15 @@
 #   hf      `convert CKPT OUT_DIR --to hf --hf-config …` to $EXPORT_OUT;
 #   import  `convert HF_DIR OUT --to megatron --tp 2 --pp 2` of that model (kept on the checkpoint's
 #           disk) to $EXPORT_OUT: the same bytes the other way.
-# Rates are model bytes over wall time; medians, hf's ratio to copy and to plain, import's to copy, and
-# the peak RSS of hf and of import (/usr/bin/time).
+# Rates are model bytes over wall time; medians, hf's ratio to copy and to plain, import's to copy, the
+# CPU seconds (user + system) and peak RSS of hf and of import (/usr/bin/time).
+# With BEFORE (another fpgather build), plain, hf and import are timed of it too, in turn with
+# FPGATHER's in each round (before, now), each with its own medians; the outputs of both are compared
+# (sha256) in the first round.
 #
 # Usage: scripts/bench-megatron-hf.sh [WORK_DIR]   (default /tmp/fpgather-bench-megatron-hf, removed at
 # the end). Environment: FPGATHER (default build/fpgather), LAYERS_A (8), LAYERS_B (24), ROUNDS (3),
-# EXPORT_OUT (/dev/shm). Dropping the page cache needs root; otherwise each file is evicted with
+# EXPORT_OUT (/dev/shm), BEFORE. Dropping the page cache needs root; otherwise each file is evicted with
 # `dd iflag=nocache`.
 set -euo pipefail
 
@@ -26,6 +29,11 @@ ROUNDS=${ROUNDS:-3}
 EXPORT_OUT=${EXPORT_OUT:-/dev/shm}
 WORK=${1:-/tmp/fpgather-bench-megatron-hf}
 [ -x "$FPGATHER" ] || { echo "no fpgather binary at $FPGATHER (set FPGATHER)" >&2; exit 2; }
+[ -z "${BEFORE:-}" ] || [ -x "$BEFORE" ] || { echo "no fpgather binary at $BEFORE (BEFORE)" >&2; exit 2; }
+# The builds timed: FPGATHER ("now") and, with BEFORE, that one ("before") ahead of it every time.
+builds=(now)
+[ -n "${BEFORE:-}" ] && builds=(before now)
+bin_of() { [ "$1" = before ] && echo "$BEFORE" || echo "$FPGATHER"; }
 [ -e "$WORK" ] && { echo "$WORK exists; give another WORK_DIR" >&2; exit 2; }
 mkdir -p "$WORK"
 trap 'rm -rf "$WORK" "$EXPORT_OUT"/fpgather-bench-hf*' EXIT
@@ -40,6 +48,16 @@ drop_cache() {
 }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 seconds() { awk -v a="$1" -v b="$2" 'BEGIN {print b - a}'; }
+# timed NAME BUILD CMD...: appends to $WORK/r-NAME-BUILD the rate of $out_bytes, "GB/s cpu-seconds peak-RSS-KiB".
+timed() {
+  local name=$1 build=$2
+  shift 2
+  /usr/bin/time -f "%e %U %S %M" -o "$WORK/t" "$@" >/dev/null
+  read -r wall user sys rss <"$WORK/t"
+  echo "$out_bytes $wall $user $sys $rss" | awk '{print $1 / $2 / 1e9, $3 + $4, $5}' >>"$WORK/r-$name-$build"
+}
+col() { awk -v c="$1" '{print $c}' "$2" | median; }
+out_sum() { find "$1" -type f \( -name '*.safetensors' -o -name '*.distcp' \) | sort | xargs cat | sha256sum | cut -c1-16; }
 
 echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$FPGATHER" --version | head -1
@@ -56,35 +74,46 @@ for layers in "${LAYERS_A:-8}" "${LAYERS_B:-24}"; do
   "$FPGATHER" --no-progress convert "$ck" "$model" --to hf --hf-config "$WORK/config.json" >/dev/null
   out_bytes=$(du -sb "$model" | cut -f1)
   head -c "$out_bytes" /dev/zero >"$WORK/same-size"
-  : >"$WORK/copy" ; : >"$WORK/plain" ; : >"$WORK/hf" ; : >"$WORK/import"
+  rm -f "$WORK"/copy "$WORK"/r-*
+  : >"$WORK/copy"
   for ((i = 0; i < ROUNDS; i++)); do
     drop_cache "$WORK"
     t0=$(date +%s.%N); cat "$WORK/same-size" >"$EXPORT_OUT/fpgather-bench-hf-copy"; t1=$(date +%s.%N)
     rm -f "$EXPORT_OUT/fpgather-bench-hf-copy"
     echo "$out_bytes $(seconds "$t0" "$t1")" | awk '{print $1 / $2 / 1e9}' >>"$WORK/copy"
-    drop_cache "$ck"
-    t0=$(date +%s.%N); "$FPGATHER" --no-progress convert "$ck" "$plain" >/dev/null; t1=$(date +%s.%N)
-    rm -f "$plain"
-    echo "$out_bytes $(seconds "$t0" "$t1")" | awk '{print $1 / $2 / 1e9}' >>"$WORK/plain"
-    drop_cache "$ck"
-    /usr/bin/time -f "%e %M" -o "$WORK/hf.time" "$FPGATHER" --no-progress convert "$ck" "$hf" --to hf \
-      --hf-config "$WORK/config.json" >/dev/null
-    rm -rf "$hf"
-    read -r wall rss <"$WORK/hf.time"
-    echo "$out_bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/hf"
-    drop_cache "$model"
-    /usr/bin/time -f "%e %M" -o "$WORK/import.time" "$FPGATHER" --no-progress convert "$model" "$imp" --to megatron \
-      --tp 2 --pp 2 >/dev/null
-    rm -rf "$imp"
-    read -r iwall irss <"$WORK/import.time"
-    echo "$out_bytes $iwall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/import"
+    for b in "${builds[@]}"; do
+      bin=$(bin_of "$b")
+      drop_cache "$ck"
+      timed plain "$b" "$bin" --no-progress convert "$ck" "$plain"
+      [ "$i" = 0 ] && [ "${#builds[@]}" = 2 ] && echo "plain $(sha256sum <"$plain" | cut -c1-16)" >>"$WORK/sums-$b"
+      rm -f "$plain"
+      drop_cache "$ck"
+      timed hf "$b" "$bin" --no-progress convert "$ck" "$hf" --to hf --hf-config "$WORK/config.json"
+      [ "$i" = 0 ] && [ "${#builds[@]}" = 2 ] && echo "hf $(out_sum "$hf")" >>"$WORK/sums-$b"
+      rm -rf "$hf"
+      drop_cache "$model"
+      timed import "$b" "$bin" --no-progress convert "$model" "$imp" --to megatron --tp 2 --pp 2
+      [ "$i" = 0 ] && [ "${#builds[@]}" = 2 ] && echo "import $(out_sum "$imp")" >>"$WORK/sums-$b"
+      rm -rf "$imp"
+    done
   done
-  c=$(median <"$WORK/copy") p=$(median <"$WORK/plain") h=$(median <"$WORK/hf") m=$(median <"$WORK/import")
-  printf '%d layers: checkpoint %.2f GB, model %.2f GB; median of %d, GB/s of output: copy %.3f, plain export %.3f, hf export %.3f (%.2f of the copy, %.2f of plain); hf peak RSS %d MiB\n' \
-    "$layers" "$(du -sb "$ck" | awk '{print $1 / 1e9}')" "$(echo "$out_bytes" | awk '{print $1 / 1e9}')" "$ROUNDS" \
-    "$c" "$p" "$h" "$(echo "$h $c" | awk '{print $1 / $2}')" "$(echo "$h $p" | awk '{print $1 / $2}')" "$((rss / 1024))"
-  printf '  import (the HF model back, --tp 2 --pp 2): %.3f GB/s (%.2f of the copy); import peak RSS %d MiB\n' \
-    "$m" "$(echo "$m $c" | awk '{print $1 / $2}')" "$((irss / 1024))"
-  echo "  rounds: copy $(tr '\n' ' ' <"$WORK/copy"); plain $(tr '\n' ' ' <"$WORK/plain"); hf $(tr '\n' ' ' <"$WORK/hf"); import $(tr '\n' ' ' <"$WORK/import")"
+  c=$(median <"$WORK/copy")
+  printf '%d layers: checkpoint %.2f GB, model %.2f GB; median of %d; copy %.3f GB/s of output\n' \
+    "$layers" "$(du -sb "$ck" | awk '{print $1 / 1e9}')" "$(echo "$out_bytes" | awk '{print $1 / 1e9}')" "$ROUNDS" "$c"
+  for b in "${builds[@]}"; do
+    p=$(col 1 "$WORK/r-plain-$b") h=$(col 1 "$WORK/r-hf-$b") m=$(col 1 "$WORK/r-import-$b")
+    printf '  %s: plain export %.3f GB/s, %.2f CPU s; hf export %.3f GB/s (%.2f of the copy, %.2f of plain), %.2f CPU s, peak RSS %d MiB\n' \
+      "$b" "$p" "$(col 2 "$WORK/r-plain-$b")" "$h" "$(echo "$h $c" | awk '{print $1 / $2}')" "$(echo "$h $p" | awk '{print $1 / $2}')" \
+      "$(col 2 "$WORK/r-hf-$b")" "$(($(col 3 "$WORK/r-hf-$b") / 1024))"
+    printf '  %s: import (the HF model back, --tp 2 --pp 2) %.3f GB/s (%.2f of the copy), %.2f CPU s, peak RSS %d MiB\n' \
+      "$b" "$m" "$(echo "$m $c" | awk '{print $1 / $2}')" "$(col 2 "$WORK/r-import-$b")" "$(($(col 3 "$WORK/r-import-$b") / 1024))"
+    echo "  $b rounds (GB/s): plain $(cut -d' ' -f1 "$WORK/r-plain-$b" | tr '\n' ' '); hf $(cut -d' ' -f1 "$WORK/r-hf-$b" | tr '\n' ' '); import $(cut -d' ' -f1 "$WORK/r-import-$b" | tr '\n' ' ')"
+  done
+  echo "  copy rounds (GB/s): $(tr '\n' ' ' <"$WORK/copy")"
+  if [ "${#builds[@]}" = 2 ]; then
+    if cmp -s "$WORK/sums-before" "$WORK/sums-now"; then echo "  outputs: before and now identical (sha256)"
+    else echo "  outputs DIFFER: before $(tr '\n' ' ' <"$WORK/sums-before"); now $(tr '\n' ' ' <"$WORK/sums-now")"; fi
+    rm -f "$WORK"/sums-*
+  fi
   rm -rf "$ck" "$model" "$WORK/same-size"
 done

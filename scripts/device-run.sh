@@ -51,7 +51,7 @@ for t in ${TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build $B -j"$jobs" "${targets[@]}" -- -k >>"$RES/build.log" 2>&1 || { grep -E "error" -A5 "$RES/build.log" | head -60; exit 1; }
 echo "built ($SECONDS s)"
 # BEFORE_SRC: a tarball of another tree (`git archive -o .carry/before.tar.gz REV`), built too (the CLI
-# alone) and timed beside this one by the steps that take BEFORE (bench-megatron).
+# alone) and timed beside this one by the steps that take BEFORE (bench-megatron, bench-megatron-hf).
 if [ -n "${BEFORE_SRC:-}" ]; then
   before=$(mktemp -d)
   tar -xzf "$BEFORE_SRC" -C "$before" &&

@@ -61,7 +61,7 @@ BorrowBytes BlocksAhead::item(size_t i) {
   return [this, i](uint64_t offset, size_t size) -> BorrowedBlock {
     if (!producer_.joinable()) return fill_now(i, offset, size);
     std::unique_lock<std::mutex> lock(m_);
-    if (!lent_.data.empty()) free_.push_back(std::move(lent_.data));  // the writer is done with it
+    if (lent_.data.data()) free_.push_back(std::move(lent_.data));  // the writer is done with it
     ready_.wait(lock, [&] { return !queue_.empty() || error_; });
     if (queue_.empty()) std::rethrow_exception(error_);
     lent_ = std::move(queue_.front());

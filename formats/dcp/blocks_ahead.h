@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/byte_buffer.h"
 #include "formats/dcp/byte_sink.h"
 
 namespace fpg::dcp {
@@ -35,7 +36,9 @@ class BlocksAhead {
   struct Block {
     size_t item = 0;
     uint64_t offset = 0;
-    std::vector<uint8_t> data;
+    // Filled whole before it is lent: never zero-filled, and a buffer sized down for an item's last
+    // block keeps its memory for the next item's first.
+    ByteBuffer data;
     uint32_t crc = 0;
   };
   void produce();
@@ -47,7 +50,7 @@ class BlocksAhead {
   std::mutex m_;
   std::condition_variable ready_, room_;
   std::deque<Block> queue_;
-  std::vector<std::vector<uint8_t>> free_;
+  std::vector<ByteBuffer> free_;
   Block lent_;
   bool stop_ = false;
   std::exception_ptr error_;

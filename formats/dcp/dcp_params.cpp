@@ -887,94 +887,6 @@ std::string DcpParams::object_text(size_t object) const {
   return r_.read_object(r_.metadata().entries.at(object_entries_.at(object))).repr(SIZE_MAX);
 }
 
-const std::vector<std::pair<size_t, size_t>>& DcpParams::read_order(size_t t) const {
-  if (read_order_.size() != sources_.size()) {
-    read_order_.assign(sources_.size(), {});
-    read_order_known_.assign(sources_.size(), false);
-  }
-  if (read_order_known_[t]) return read_order_[t];
-  const Metadata& md = r_.metadata();
-  std::vector<std::pair<size_t, size_t>>& out = read_order_[t];
-  // The chunks of `entry` holding elements [lo, hi) of its flat extent, in chunk order.
-  auto add = [&](size_t entry, uint64_t lo, uint64_t hi) {
-    const Entry& e = md.entries[entry];
-    const std::vector<uint64_t> stride = key_strides(e.tensor.size);
-    for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
-      uint64_t first = 0, last = 0;
-      if (chunk_extent(e.tensor.chunks[c], stride, first, last) && first < hi && last >= lo) out.emplace_back(entry, c);
-    }
-  };
-  const Source& s = sources_[t];
-  if (s.pieces.empty()) {
-    const uint32_t eb = t < byte_view_.size() ? byte_view_[t] : 0;
-    const uint64_t numel = tensors_[t].numel();
-    add(s.entry, s.base, s.base + (eb > 1 ? (numel + eb - 1) / eb : numel));
-  } else {
-    for (const Piece& pc : s.pieces) add(pc.entry, pc.base, pc.base + shape_volume(pc.box.sizes));
-  }
-  read_order_known_[t] = true;
-  return out;
-}
-
-void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const {
-  // Past the chunks being read, 512 MiB stay asked for (page cache, not the reader's memory): the
-  // disk keeps a deep queue while the reader copies, checksums and writes, and the keys of a
-  // model-parallel checkpoint (a TP rank's bucket each) are read at once. On the H200 host's disk a
-  // cold TP 2 × PP 2 export went from 0.85 to 0.96 of the copy rate with this window, every chunk
-  // asked for and three slabs in flight (128 MiB, large chunks only, two slabs before).
-  constexpr uint64_t kWindow = uint64_t{512} << 20;
-  constexpr size_t kMaxChunks = 256;
-  const Metadata& md = r_.metadata();
-  // Each stored item is asked for once per pass: asking again for what the page cache holds or the
-  // disk is reading walks the cache for nothing (a pass over a checkpoint asked for its bytes 22
-  // times over when the reads of a tensor's pieces, out of order, restarted the asking). A read of
-  // the first tensor after later ones starts a new pass.
-  if (asked_.size() != md.storage.size()) asked_.assign(md.storage.size(), 0);
-  if (t == 0 && furthest_read_ > 0) std::fill(asked_.begin(), asked_.end(), 0);
-  furthest_read_ = std::max(furthest_read_, t);
-  std::vector<std::pair<size_t, size_t>> ask;  // (entry, chunk)
-  // Small chunks too: a norm's state is a small read at a distant offset, which waits on the disk as
-  // long as a large one.
-  auto want = [&](size_t e, size_t c) {
-    const int64_t item = md.entries[e].tensor.chunks[c].storage;
-    if (item == kNoStorage || asked_[static_cast<size_t>(item)]) return;
-    asked_[static_cast<size_t>(item)] = 1;
-    ask.emplace_back(e, c);
-  };
-  for (size_t c : now) want(entry, c);
-  // Then the chunks the following reads will want, in the order they will read them: this tensor's
-  // after `chunk` of `entry`, then the next tensors' (every piece of each).
-  const std::vector<std::pair<size_t, size_t>>& here = read_order(t);
-  size_t i = 0;
-  while (i < here.size() && here[i] != std::make_pair(entry, chunk)) ++i;
-  i = i < here.size() ? i + 1 : 0;
-  uint64_t window = 0;
-  size_t walked = 0;
-  for (size_t tt = t; tt < sources_.size() && walked < kMaxChunks && window < kWindow; ++tt, i = 0) {
-    const std::vector<std::pair<size_t, size_t>>& order = read_order(tt);
-    for (; i < order.size() && walked < kMaxChunks && window < kWindow; ++i, ++walked) {
-      window += r_.chunk_bytes(md.entries[order[i].first], order[i].second);
-      want(order[i].first, order[i].second);
-    }
-  }
-  if (ask.empty()) return;
-  // Finished askers go; a few may still wait on the disk's queue, more than that wait here.
-  constexpr size_t kMaxAsking = 4;
-  asking_.erase(std::remove_if(asking_.begin(), asking_.end(),
-                               [](std::future<void>& f) {
-                                 return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-                               }),
-                asking_.end());
-  if (asking_.size() >= kMaxAsking) {
-    asking_.front().get();
-    asking_.erase(asking_.begin());
-  }
-  asking_.push_back(std::async(std::launch::async, [this, ask = std::move(ask)] {
-    const Metadata& m = r_.metadata();
-    for (const auto& [e, c] : ask) r_.prefetch(m.entries[e], c);
-  }));
-}
-
 namespace {
 
 // How many elements of `box` come before flat index g of `shape` in row-major order.
@@ -1013,8 +925,153 @@ uint64_t box_to_flat(const Box& box, const std::vector<uint64_t>& shape, uint64_
 
 }  // namespace
 
+template <class F>
+void DcpParams::chunks_in(size_t entry, uint64_t lo, uint64_t hi, F&& f) const {
+  const Entry& e = r_.metadata().entries[entry];
+  const std::vector<uint64_t> stride = key_strides(e.tensor.size);
+  for (size_t c = 0; c < e.tensor.chunks.size(); ++c) {
+    uint64_t first = 0, last = 0;
+    if (chunk_extent(e.tensor.chunks[c], stride, first, last) && first < hi && last >= lo) f(c);
+  }
+}
+
+template <class F>
+void DcpParams::key_ranges(size_t t, uint64_t lo, uint64_t hi, F&& f) const {
+  const Source& s = sources_[t];
+  if (!s.pieces.empty()) {
+    const std::vector<uint64_t>& shape = tensors_[t].shape;
+    for (const Piece& pc : s.pieces) {
+      const uint64_t a = box_elements_before(pc.box, shape, lo), b = box_elements_before(pc.box, shape, hi);
+      if (a < b) f(pc.entry, pc.base + a, pc.base + b);
+    }
+    return;
+  }
+  if (const uint32_t eb = t < byte_view_.size() ? byte_view_[t] : 0; eb > 1) {
+    f(s.entry, s.base + lo / eb, s.base + (hi + eb - 1) / eb);
+    return;
+  }
+  f(s.entry, s.base + lo, s.base + hi);
+}
+
+const std::vector<std::pair<size_t, size_t>>& DcpParams::read_order(size_t t) const {
+  if (read_order_.size() != sources_.size()) {
+    read_order_.assign(sources_.size(), {});
+    read_order_known_.assign(sources_.size(), false);
+  }
+  if (read_order_known_[t]) return read_order_[t];
+  std::vector<std::pair<size_t, size_t>>& out = read_order_[t];
+  key_ranges(t, 0, tensors_[t].numel(), [&](size_t entry, uint64_t lo, uint64_t hi) {
+    chunks_in(entry, lo, hi, [&](size_t c) { out.emplace_back(entry, c); });
+  });
+  read_order_known_[t] = true;
+  return out;
+}
+
+void DcpParams::plan_reads(std::vector<ckpt::ParamRange> reads, uint64_t /*window*/) const {
+  const Metadata& md = r_.metadata();
+  std::lock_guard<std::mutex> lock(ask_mu_);
+  plan_.clear();
+  plan_items_.clear();
+  plan_at_ = 0;
+  asked_.assign(md.storage.size(), 0);
+  std::vector<uint8_t> seen(md.storage.size(), 0);
+  for (const ckpt::ParamRange& r : reads) {
+    if (r.tensor >= sources_.size() || r.lo >= r.hi || r.hi > tensors_[r.tensor].numel()) continue;  // read() says why
+    plan_.push_back({r.tensor, r.lo, r.hi, plan_items_.size()});
+    key_ranges(r.tensor, r.lo, r.hi, [&](size_t entry, uint64_t lo, uint64_t hi) {
+      chunks_in(entry, lo, hi, [&](size_t c) {
+        const int64_t item = md.entries[entry].tensor.chunks[c].storage;
+        if (item == kNoStorage || seen[static_cast<size_t>(item)]) return;
+        seen[static_cast<size_t>(item)] = 1;
+        plan_items_.emplace_back(entry, c);
+      });
+    });
+  }
+}
+
+void DcpParams::follow_plan(size_t t, uint64_t lo, uint64_t hi) const {
+  // Reads a few slabs apart, each of several pieces, start within this many planned reads.
+  constexpr size_t kLookAhead = 1024;
+  std::lock_guard<std::mutex> lock(ask_mu_);
+  for (size_t k = plan_at_; k < plan_.size() && k < plan_at_ + kLookAhead; ++k)
+    if (plan_[k].tensor == t && plan_[k].lo < hi && lo < plan_[k].hi) {
+      plan_at_ = k;
+      return;
+    }
+}
+
+void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const {
+  // Past the chunks being read, 512 MiB stay asked for (page cache, not the reader's memory): the
+  // disk keeps a deep queue while the reader copies, checksums and writes, and the keys of a
+  // model-parallel checkpoint (a TP rank's bucket each) are read at once. On the H200 host's disk a
+  // cold TP 2 × PP 2 export went from 0.85 to 0.96 of the copy rate with this window, every chunk
+  // asked for and three slabs in flight (128 MiB, large chunks only, two slabs before).
+  constexpr uint64_t kWindow = uint64_t{512} << 20;
+  constexpr size_t kMaxChunks = 256;
+  const Metadata& md = r_.metadata();
+  // Each stored item is asked for once per pass: asking again for what the page cache holds or the
+  // disk is reading walks the cache for nothing (a pass over a checkpoint asked for its bytes 22
+  // times over when the reads of a tensor's pieces, out of order, restarted the asking). A read of
+  // the first tensor after later ones starts a new pass.
+  if (asked_.size() != md.storage.size()) asked_.assign(md.storage.size(), 0);
+  if (plan_.empty() && t == 0 && furthest_read_ > 0) std::fill(asked_.begin(), asked_.end(), 0);
+  furthest_read_ = std::max(furthest_read_, t);
+  std::vector<std::pair<size_t, size_t>> ask;  // (entry, chunk)
+  // Small chunks too: a norm's state is a small read at a distant offset, which waits on the disk as
+  // long as a large one.
+  auto want = [&](size_t e, size_t c) {
+    const int64_t item = md.entries[e].tensor.chunks[c].storage;
+    if (item == kNoStorage || asked_[static_cast<size_t>(item)]) return;
+    asked_[static_cast<size_t>(item)] = 1;
+    ask.emplace_back(e, c);
+  };
+  for (size_t c : now) want(entry, c);
+  uint64_t window = 0;
+  size_t walked = 0;
+  if (!plan_.empty()) {
+    // Then the planned reads' items from the read in progress on.
+    for (size_t i = plan_[plan_at_].first_item; i < plan_items_.size() && walked < kMaxChunks && window < kWindow;
+         ++i, ++walked) {
+      window += r_.chunk_bytes(md.entries[plan_items_[i].first], plan_items_[i].second);
+      want(plan_items_[i].first, plan_items_[i].second);
+    }
+  } else {
+    // Then the chunks the following reads will want, in the order they will read them: this tensor's
+    // after `chunk` of `entry`, then the next tensors' (every piece of each).
+    const std::vector<std::pair<size_t, size_t>>& here = read_order(t);
+    size_t i = 0;
+    while (i < here.size() && here[i] != std::make_pair(entry, chunk)) ++i;
+    i = i < here.size() ? i + 1 : 0;
+    for (size_t tt = t; tt < sources_.size() && walked < kMaxChunks && window < kWindow; ++tt, i = 0) {
+      const std::vector<std::pair<size_t, size_t>>& order = read_order(tt);
+      for (; i < order.size() && walked < kMaxChunks && window < kWindow; ++i, ++walked) {
+        window += r_.chunk_bytes(md.entries[order[i].first], order[i].second);
+        want(order[i].first, order[i].second);
+      }
+    }
+  }
+  if (ask.empty()) return;
+  // Finished askers go; a few may still wait on the disk's queue, more than that wait here.
+  constexpr size_t kMaxAsking = 4;
+  asking_.erase(std::remove_if(asking_.begin(), asking_.end(),
+                               [](std::future<void>& f) {
+                                 return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+                               }),
+                asking_.end());
+  if (asking_.size() >= kMaxAsking) {
+    asking_.front().get();
+    asking_.erase(asking_.begin());
+  }
+  asking_.push_back(std::async(std::launch::async, [this, ask = std::move(ask)] {
+    const Metadata& m = r_.metadata();
+    for (const auto& [e, c] : ask) r_.prefetch(m.entries[e], c);
+  }));
+}
+
+
 void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
   const Source& s = sources_.at(t);
+  follow_plan(t, lo, hi);
   if (const uint32_t eb = t < byte_view_.size() ? byte_view_[t] : 0; eb > 1) {
     // Bytes [lo, hi) of the stored elements that hold them.
     const uint64_t a = lo / eb, b = (hi + eb - 1) / eb;
@@ -1079,6 +1136,12 @@ bool DcpParams::read_stored_piece(size_t t, const Box& box, void* out) const {
 }
 
 void DcpParams::finish_reads() const {
+  {
+    std::lock_guard<std::mutex> lock(ask_mu_);
+    plan_.clear();
+    plan_items_.clear();
+    plan_at_ = 0;
+  }
   const Metadata& md = r_.metadata();
   for (const PartCrcLedger::Gap& g : part_crcs_.gaps()) {
     const Entry& e = md.entries[g.item.first];

@@ -113,6 +113,10 @@ class DcpParams : public ckpt::ParamSource {
   // False, nothing read, otherwise.
   bool read_stored_piece(size_t t, const Box& box, void* out) const;
   bool concurrent_reads() const override { return true; }
+  // The reads to come, in order: the asking ahead (see prefetch) follows them instead of the order of
+  // tensors(), so that an export of some tensors (the weights alone, or a model's tensors gathered in
+  // another order) asks the disk for those and nothing else. Until finish_reads.
+  void plan_reads(std::vector<ckpt::ParamRange> reads, uint64_t window) const override;
   // Checks the CRC-32 of the torch.save records read in parts: their unread bytes (padding) are read
   // for it. FormatError naming the record on a mismatch.
   void finish_reads() const override;
@@ -191,10 +195,19 @@ class DcpParams : public ckpt::ParamSource {
   bool recover_group(const GroupKeys& keys, OptimizerGroup& group, std::string& mismatch) const;
   void read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, uint64_t hi, void* out) const;
   // Asks the disk for the chunks `now` of tensor t's entry, which this read is about to copy, and for
-  // what reads after it will want, in their order: tensor t's chunks after `chunk` of `entry` (every
-  // piece's), then the following tensors', up to a window (Reader::prefetch). Each stored item is
-  // asked for once per pass; the asking runs on helper threads, as it may wait for the disk's queue.
+  // what reads after it will want, in their order, up to a window (Reader::prefetch): with a plan
+  // (plan_reads), the stored items of the planned reads from the one in progress on; without, tensor
+  // t's chunks after `chunk` of `entry` (every piece's), then the following tensors'. Each stored item
+  // is asked for once per pass; the asking runs on helper threads, as it may wait for the disk's queue.
   void prefetch(size_t t, size_t entry, const std::vector<size_t>& now, size_t chunk) const;
+  // The ranges of stored keys a read of elements [lo, hi) of tensor t takes: f(entry, first, end),
+  // elements of the key's flat extent.
+  template <class F> void key_ranges(size_t t, uint64_t lo, uint64_t hi, F&& f) const;
+  // The chunks of `entry` holding elements [lo, hi) of its flat extent, in chunk order: f(chunk).
+  template <class F> void chunks_in(size_t entry, uint64_t lo, uint64_t hi, F&& f) const;
+  // Moves the plan's position to the planned read of tensor t that [lo, hi) overlaps, if one lies a
+  // few reads ahead of it (reads run a few at once, so they may start slightly out of order).
+  void follow_plan(size_t t, uint64_t lo, uint64_t hi) const;
 
   const Reader& r_;
   bool megatron_ = false;
@@ -235,6 +248,16 @@ class DcpParams : public ckpt::ParamSource {
   mutable std::vector<std::vector<std::pair<size_t, size_t>>> read_order_;
   mutable std::vector<bool> read_order_known_;
   const std::vector<std::pair<size_t, size_t>>& read_order(size_t t) const;
+  // Under ask_mu_: the planned reads, each with where its stored items begin in plan_items_ (the
+  // plan's items in the order first read, each once); the furthest planned read begun.
+  struct PlannedRead {
+    size_t tensor;
+    uint64_t lo, hi;
+    size_t first_item;
+  };
+  mutable std::vector<PlannedRead> plan_;
+  mutable std::vector<std::pair<size_t, size_t>> plan_items_;  // (entry, chunk)
+  mutable size_t plan_at_ = 0;
   mutable std::vector<std::future<void>> asking_;  // last: waited for before the rest goes
 };
 

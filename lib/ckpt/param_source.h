@@ -63,7 +63,8 @@ class ParamSource {
   // Whether read() may be called from several threads at once: a streaming reader then keeps more
   // than one read in flight.
   virtual bool concurrent_reads() const { return false; }
-  // A hint: the reads that follow, in this order, one at a time. A source may read ahead along them,
+  // A hint: the reads that follow, in this order (one at a time, or a few at once where
+  // concurrent_reads allows, started in this order). A source may read ahead along them,
   // up to `window` bytes past the read in progress, so that the disk is busy between reads. A read
   // that is not one of the next few planned is served as usual (planned reads skipped over are taken
   // as done). Nothing is checked and nothing thrown; errors are left to read(). A new plan replaces

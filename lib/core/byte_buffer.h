@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 namespace fpg {
 
@@ -13,6 +14,20 @@ class ByteBuffer {
  public:
   // Makes size() `n`. Within the capacity it keeps its memory (and bytes); beyond it allocates anew,
   // keeping nothing.
+  ByteBuffer() = default;
+  // A moved-from buffer is empty, holding no memory (a defaulted move would leave it a capacity
+  // without memory).
+  ByteBuffer(ByteBuffer&& o) noexcept : data_(std::move(o.data_)), size_(o.size_), capacity_(o.capacity_) {
+    o.size_ = o.capacity_ = 0;
+  }
+  ByteBuffer& operator=(ByteBuffer&& o) noexcept {
+    data_ = std::move(o.data_);
+    size_ = o.size_;
+    capacity_ = o.capacity_;
+    o.size_ = o.capacity_ = 0;
+    return *this;
+  }
+
   void resize(size_t n) {
     if (n > capacity_) {
       data_.reset();

@@ -85,6 +85,48 @@ TEST_CASE("Megatron layer-wise Muon with Adam equals the optimizers' state", "[d
   check_against_truth("dp1-layerwise-muon");
 }
 
+TEST_CASE("Megatron reads follow a plan of some tensors in another order, and reads outside it", "[dcp][megatron]") {
+  for (const std::string name : {"dp1-one-bucket", "parallel/tp2-dp2-dp_reshardable"}) {
+    INFO(name);
+    dcp::Reader reader(fixture(name) + "/ckpt");
+    dcp::DcpParams src(reader);
+    safetensors::Reader truth(fixture(name) + "/truth.safetensors");
+    auto check = [&](size_t t, uint64_t lo, uint64_t hi) {
+      const ckpt::ParamTensor& pt = src.tensors()[t];
+      INFO(pt.name << " [" << lo << ", " << hi << ")");
+      const auto* want = truth.find(pt.name);
+      REQUIRE(want);
+      const uint64_t elem = want->nbytes() / pt.numel();
+      std::vector<uint8_t> got((hi - lo) * elem);
+      src.read(t, lo, hi, got.data());
+      CHECK(std::memcmp(got.data(), truth.data(*want) + lo * elem, got.size()) == 0);
+    };
+    // The weights alone, last first, each in two halves; ranges that name no tensor's elements are
+    // ignored by the plan (and would be refused by read).
+    std::vector<ckpt::ParamRange> plan;
+    for (size_t t = src.tensors().size(); t-- > 0;)
+      if (const uint64_t n = src.tensors()[t].numel(); src.tensors()[t].role == "weight" && n > 1) {
+        plan.push_back({t, 0, n / 2});
+        plan.push_back({t, n / 2, n});
+      }
+    REQUIRE(plan.size() >= 4);
+    plan.push_back({src.tensors().size() + 5, 0, 1});
+    plan.push_back({0, 5, 2});
+    src.plan_reads(plan, 1 << 20);
+    // The second planned read first, as concurrent reads may start.
+    check(plan[1].tensor, plan[1].lo, plan[1].hi);
+    check(plan[0].tensor, plan[0].lo, plan[0].hi);
+    for (size_t k = 2; k + 2 < plan.size(); ++k) check(plan[k].tensor, plan[k].lo, plan[k].hi);
+    // Tensors the plan does not hold.
+    for (size_t t = 0; t < src.tensors().size(); ++t)
+      if (src.tensors()[t].role != "weight") check(t, 0, src.tensors()[t].numel());
+    src.finish_reads();
+    // A new pass without a plan reads as before.
+    for (size_t t = 0; t < src.tensors().size(); ++t) check(t, 0, src.tensors()[t].numel());
+    src.finish_reads();
+  }
+}
+
 TEST_CASE("Megatron bucket records read in part are CRC-checked, their unread bytes too", "[dcp][megatron]") {
   // A copy of a fixture with one byte of a bucket chunk flipped: the first element of chunk 0 of a
   // state, which a read of each tensor's elements [1, n - 1) never asks for.

@@ -118,9 +118,11 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   // Slabs are read `depth` ahead, each into its own buffer, while the previous one is written in the
   // background: a source that serves concurrent reads keeps the disk busy across slab ends (one read's
   // last chunks overlap the next read's first); one that does not reads them one at a time on this
-  // thread (deferred). Memory: depth + 1 slabs.
+  // thread (deferred). Memory: depth + 1 slabs. Either is told the reads first (plan_reads), so that
+  // the disk reads ahead along them and nothing else: an export of the weights alone asks for the
+  // weights, not the optimizer state stored among them.
   const size_t depth = src.concurrent_reads() ? kSlabsReadAhead : 1;
-  if (depth == 1) {
+  {
     std::vector<ckpt::ParamRange> plan;
     for (const Unit& u : units) plan.push_back({tensors[u.tensor].source, u.lo, u.hi});
     src.plan_reads(std::move(plan), 2 * o.slab_bytes);
