@@ -6,6 +6,10 @@
 # every step:
 #   copy    a file as large as the export's output, on the checkpoint's disk, copied with cat to
 #           $EXPORT_OUT (tmpfs by default): the duplex rate of those bytes;
+#   ranges  the stored items the export reads (every model key's chunks, `inspect --key`: the weights
+#           among the optimizer state of the 8 rank files), each copied with dd from its file to
+#           $EXPORT_OUT, the files at once: the duplex time of the bytes the export must read;
+#   start   `fpgather --version`: the process start alone (its libraries read from the disk);
 #   plain   `convert CKPT OUT.safetensors` (the per-parameter export of the same weights, Megatron
 #           names) to $EXPORT_OUT;
 #   hf      `convert CKPT OUT_DIR --to hf --hf-config …` to $EXPORT_OUT;
@@ -46,6 +50,28 @@ drop_cache() {
     find "$@" -type f -exec dd if={} iflag=nocache count=0 status=none \;
   fi
 }
+# item_ranges CKPT: "FILE OFFSET LENGTH" of every stored chunk of the model's keys (not optimizer.*),
+# by file and offset.
+item_ranges() {
+  "$FPGATHER" --json inspect "$1" --keys | python3 -c '
+import json, sys
+for k in json.load(sys.stdin)["keys"]:
+    if k.get("tensor") and not k["key"].startswith("optimizer"): print(k["key"])' |
+    while read -r key; do
+      "$FPGATHER" --json inspect "$1" --key "$key" |
+        python3 -c 'import json, sys; [print(c["file"], c["offset"], c["length"]) for c in json.load(sys.stdin)["chunks"]]'
+    done | sort -k1,1 -k2,2n
+}
+# copy_ranges CKPT RANGES OUT: each file's ranges copied in order by dd to OUT-FILE, the files at once.
+copy_ranges() {
+  local f
+  for f in $(cut -d' ' -f1 "$2" | uniq); do
+    awk -v f="$f" '$1 == f {print $2, $3}' "$2" | while read -r off len; do
+      dd if="$1/$f" iflag=skip_bytes,count_bytes skip="$off" count="$len" bs=4M status=none
+    done >"$3-$f" &
+  done
+  wait
+}
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 seconds() { awk -v a="$1" -v b="$2" 'BEGIN {print b - a}'; }
 # timed NAME BUILD CMD...: appends to $WORK/r-NAME-BUILD the rate of $out_bytes, "GB/s cpu-seconds peak-RSS-KiB".
@@ -74,13 +100,24 @@ for layers in "${LAYERS_A:-8}" "${LAYERS_B:-24}"; do
   "$FPGATHER" --no-progress convert "$ck" "$model" --to hf --hf-config "$WORK/config.json" >/dev/null
   out_bytes=$(du -sb "$model" | cut -f1)
   head -c "$out_bytes" /dev/zero >"$WORK/same-size"
-  rm -f "$WORK"/copy "$WORK"/r-*
+  item_ranges "$ck" >"$WORK/ranges"
+  range_bytes=$(awk '{s += $3} END {print s}' "$WORK/ranges")
+  rm -f "$WORK"/copy "$WORK"/ranges-s "$WORK"/start-s "$WORK"/r-*
   : >"$WORK/copy"
+  : >"$WORK/ranges-s"
+  : >"$WORK/start-s"
   for ((i = 0; i < ROUNDS; i++)); do
     drop_cache "$WORK"
     t0=$(date +%s.%N); cat "$WORK/same-size" >"$EXPORT_OUT/fpgather-bench-hf-copy"; t1=$(date +%s.%N)
     rm -f "$EXPORT_OUT/fpgather-bench-hf-copy"
     echo "$out_bytes $(seconds "$t0" "$t1")" | awk '{print $1 / $2 / 1e9}' >>"$WORK/copy"
+    drop_cache "$ck"
+    t0=$(date +%s.%N); copy_ranges "$ck" "$WORK/ranges" "$EXPORT_OUT/fpgather-bench-hf-ranges"; t1=$(date +%s.%N)
+    rm -f "$EXPORT_OUT"/fpgather-bench-hf-ranges*
+    seconds "$t0" "$t1" >>"$WORK/ranges-s"
+    drop_cache "$ck"
+    t0=$(date +%s.%N); "$FPGATHER" --version >/dev/null; t1=$(date +%s.%N)
+    seconds "$t0" "$t1" >>"$WORK/start-s"
     for b in "${builds[@]}"; do
       bin=$(bin_of "$b")
       drop_cache "$ck"
@@ -100,16 +137,21 @@ for layers in "${LAYERS_A:-8}" "${LAYERS_B:-24}"; do
   c=$(median <"$WORK/copy")
   printf '%d layers: checkpoint %.2f GB, model %.2f GB; median of %d; copy %.3f GB/s of output\n' \
     "$layers" "$(du -sb "$ck" | awk '{print $1 / 1e9}')" "$(echo "$out_bytes" | awk '{print $1 / 1e9}')" "$ROUNDS" "$c"
+  rs=$(median <"$WORK/ranges-s") ss=$(median <"$WORK/start-s")
+  printf '  ranges: the %.2f GB of stored items the export reads, copied in %.3f s; start: %.3f s (cold fpgather --version)\n' \
+    "$(echo "$range_bytes" | awk '{print $1 / 1e9}')" "$rs" "$ss"
   for b in "${builds[@]}"; do
     p=$(col 1 "$WORK/r-plain-$b") h=$(col 1 "$WORK/r-hf-$b") m=$(col 1 "$WORK/r-import-$b")
     printf '  %s: plain export %.3f GB/s, %.2f CPU s; hf export %.3f GB/s (%.2f of the copy, %.2f of plain), %.2f CPU s, peak RSS %d MiB\n' \
       "$b" "$p" "$(col 2 "$WORK/r-plain-$b")" "$h" "$(echo "$h $c" | awk '{print $1 / $2}')" "$(echo "$h $p" | awk '{print $1 / $2}')" \
       "$(col 2 "$WORK/r-hf-$b")" "$(($(col 3 "$WORK/r-hf-$b") / 1024))"
+    hs=$(echo "$out_bytes $h" | awk '{print $1 / $2 / 1e9}')
+    printf '  %s: hf export %.3f s: %.2f of the ranges copy'"'"'s rate (ranges s / hf s)\n' "$b" "$hs" "$(echo "$rs $hs" | awk '{print $1 / $2}')"
     printf '  %s: import (the HF model back, --tp 2 --pp 2) %.3f GB/s (%.2f of the copy), %.2f CPU s, peak RSS %d MiB\n' \
       "$b" "$m" "$(echo "$m $c" | awk '{print $1 / $2}')" "$(col 2 "$WORK/r-import-$b")" "$(($(col 3 "$WORK/r-import-$b") / 1024))"
     echo "  $b rounds (GB/s): plain $(cut -d' ' -f1 "$WORK/r-plain-$b" | tr '\n' ' '); hf $(cut -d' ' -f1 "$WORK/r-hf-$b" | tr '\n' ' '); import $(cut -d' ' -f1 "$WORK/r-import-$b" | tr '\n' ' ')"
   done
-  echo "  copy rounds (GB/s): $(tr '\n' ' ' <"$WORK/copy")"
+  echo "  copy rounds (GB/s): $(tr '\n' ' ' <"$WORK/copy"); ranges rounds (s): $(tr '\n' ' ' <"$WORK/ranges-s"); start rounds (s): $(tr '\n' ' ' <"$WORK/start-s")"
   if [ "${#builds[@]}" = 2 ]; then
     if cmp -s "$WORK/sums-before" "$WORK/sums-now"; then echo "  outputs: before and now identical (sha256)"
     else echo "  outputs DIFFER: before $(tr '\n' ' ' <"$WORK/sums-before"); now $(tr '\n' ' ' <"$WORK/sums-now")"; fi

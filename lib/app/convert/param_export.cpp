@@ -1,11 +1,15 @@
 #include "app/convert/param_export.h"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <future>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "app/convert/export_files.h"
 #include "app/convert/staged_output.h"
@@ -19,8 +23,9 @@
 namespace fpg::app::convert {
 namespace {
 
-// Slabs read ahead of the one being converted and written, for sources that serve concurrent reads.
-constexpr size_t kSlabsReadAhead = 3;
+// Units read, converted and written at once, for sources that serve concurrent reads: as many slabs
+// in memory.
+constexpr size_t kLanes = 4;
 
 using Planned = ckpt::ExportTensor;
 
@@ -115,67 +120,118 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
       const uint64_t slab = std::max<uint64_t>(1, o.slab_bytes / std::max<uint64_t>(dtype_bits(st.dtype) / 8, 4));
       for (uint64_t lo = 0; lo < n; lo += slab) units.push_back({f, i, lo, std::min(n, lo + slab)});
     }
-  // Slabs are read `depth` ahead, each into its own buffer, while the previous one is written in the
-  // background: a source that serves concurrent reads keeps the disk busy across slab ends (one read's
-  // last chunks overlap the next read's first); one that does not reads them one at a time on this
-  // thread (deferred). Memory: depth + 1 slabs. Either is told the reads first (plan_reads), so that
-  // the disk reads ahead along them and nothing else: an export of the weights alone asks for the
-  // weights, not the optimizer state stored among them.
-  const size_t depth = src.concurrent_reads() ? kSlabsReadAhead : 1;
+  // Units go to `lanes` threads, each taking the next unit in file order and reading, converting and
+  // writing it into its own slab: reads of several units are in flight at once (the disk stays busy
+  // across slab ends), and writes run beside them and beside each other (distinct byte ranges), so
+  // that neither side waits for the other's slowest unit. A source that serves one read at a time
+  // gets its reads in unit order, one after the other, while the other lane writes. Memory: one slab
+  // per lane. The source is told the reads first (plan_reads), so that the disk reads ahead along
+  // them and nothing else: an export of the weights alone asks for the weights, not the optimizer
+  // state stored among them.
+  const bool one_read = !src.concurrent_reads();
+  const size_t lanes = std::min<size_t>(std::max<size_t>(units.size(), 1), one_read ? 2 : kLanes);
   {
     std::vector<ckpt::ParamRange> plan;
     for (const Unit& u : units) plan.push_back({tensors[u.tensor].source, u.lo, u.hi});
     src.plan_reads(std::move(plan), 2 * o.slab_bytes);
   }
-  struct Slab {
+  std::mutex mu;
+  std::condition_variable done_cv;  // a unit written or a lane ended
+  size_t next_unit = 0, lanes_running = lanes;
+  uint64_t bytes_read = 0, bytes_done = 0;
+  std::exception_ptr error;
+  std::atomic<bool> stop{false};
+  std::mutex read_mu;  // one_read: held across each read, taken in unit order (read_turn)
+  std::condition_variable turn_cv;
+  size_t read_turn = 0;
+  auto halt = [&] {
+    stop = true;
+    { std::lock_guard<std::mutex> l(read_mu); }
+    turn_cv.notify_all();
+  };
+  auto lane = [&] {
     ByteBuffer in, converted;  // filled whole by the read or the conversion: never zero-filled first
-  };
-  std::vector<Slab> slabs(depth + 1);
-  // Declared after the buffers they fill or write: destroyed (waited for) first on an exception.
-  std::deque<std::future<void>> reading;  // reads of units [next_read - reading.size(), next_read)
-  size_t next_read = 0;
-  std::future<void> writing;  // the write of the previous unit
-  uint64_t writing_bytes = 0;
-  auto start_read = [&] {
-    if (next_read >= units.size()) return;
-    const Unit& u = units[next_read];
-    const ckpt::ParamTensor& st = src.tensors()[tensors[u.tensor].source];
-    Slab& b = slabs[next_read % slabs.size()];
-    b.in.resize((u.hi - u.lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
-    const auto policy = depth > 1 ? std::launch::async : std::launch::deferred;
-    reading.push_back(std::async(policy, [&src, &u, &b, t = tensors[u.tensor].source] { src.read(t, u.lo, u.hi, b.in.data()); }));
-    ++next_read;
-  };
-  auto finish_write = [&] {
-    if (!writing.valid()) return;
-    writing.get();
-    progress.advance(writing_bytes);
-  };
-  while (next_read < std::min(depth, units.size())) start_read();
-  for (size_t k = 0; k < units.size(); ++k) {
-    const Unit& u = units[k];
-    const Planned& t = tensors[u.tensor];
-    const ckpt::ParamTensor& st = src.tensors()[t.source];
-    Slab& b = slabs[k % slabs.size()];
-    reading.front().get();
-    reading.pop_front();
-    sum.bytes_read += b.in.size();
-    const ByteBuffer* out = &b.in;  // written as read when the dtype is kept
-    const uint64_t out_elem = t.as_stored ? 1 : dtype_bits(t.spec.dtype) / 8;
-    if (!t.as_stored && st.dtype != t.spec.dtype) {
-      b.converted.resize((u.hi - u.lo) * out_elem);
-      ckpt::convert_elements(b.in.data(), st.dtype, b.converted.data(), t.spec.dtype, u.hi - u.lo);
-      out = &b.converted;
+    try {
+      for (;;) {
+        size_t k;
+        {
+          std::lock_guard<std::mutex> l(mu);
+          if (stop || next_unit >= units.size()) break;
+          k = next_unit++;
+        }
+        const Unit& u = units[k];
+        const Planned& t = tensors[u.tensor];
+        const ckpt::ParamTensor& st = src.tensors()[t.source];
+        in.resize((u.hi - u.lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
+        if (one_read) {
+          std::unique_lock<std::mutex> l(read_mu);
+          turn_cv.wait(l, [&] { return read_turn == k || stop; });
+          if (stop) break;
+          src.read(t.source, u.lo, u.hi, in.data());
+          ++read_turn;
+          l.unlock();
+          turn_cv.notify_all();
+        } else {
+          src.read(t.source, u.lo, u.hi, in.data());
+        }
+        const ByteBuffer* out = &in;  // written as read when the dtype is kept
+        const uint64_t out_elem = t.as_stored ? 1 : dtype_bits(t.spec.dtype) / 8;
+        if (!t.as_stored && st.dtype != t.spec.dtype) {
+          converted.resize((u.hi - u.lo) * out_elem);
+          ckpt::convert_elements(in.data(), st.dtype, converted.data(), t.spec.dtype, u.hi - u.lo);
+          out = &converted;
+        }
+        TensorFileWriter& writer = output.writer(u.file);
+        writer.write(writer.index(t.spec.name), u.lo * out_elem, out->data(), out->size());
+        {
+          std::lock_guard<std::mutex> l(mu);
+          bytes_read += in.size();
+          bytes_done += out->size();
+        }
+        done_cv.notify_one();
+      }
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (!error) error = std::current_exception();
+      }
+      halt();
     }
-    finish_write();  // unit k - 1: its slab is the one the next read fills
-    TensorFileWriter& writer = output.writer(u.file);
-    writing = std::async(std::launch::async, [wr = &writer, w = writer.index(t.spec.name), at = u.lo * out_elem, out] {
-      wr->write(w, at, out->data(), out->size());
-    });
-    writing_bytes = out->size();
-    start_read();
+    {
+      std::lock_guard<std::mutex> l(mu);
+      --lanes_running;
+    }
+    done_cv.notify_one();
+  };
+  {
+    std::vector<std::thread> threads;
+    // Stops and joins the lanes however this scope is left (an exception of the progress included).
+    struct Join {
+      std::vector<std::thread>& threads;
+      std::function<void()> halt;
+      bool finished = false;
+      ~Join() {
+        if (!finished) halt();
+        for (std::thread& th : threads) th.join();
+      }
+    } join{threads, halt};
+    for (size_t i = 0; i < lanes; ++i) threads.emplace_back(lane);
+    // Progress is reported on this thread, where it was made (its observer may be bound to it).
+    uint64_t reported = 0;
+    for (;;) {
+      std::unique_lock<std::mutex> l(mu);
+      done_cv.wait(l, [&] { return bytes_done != reported || lanes_running == 0; });
+      const uint64_t step = bytes_done - reported;
+      reported = bytes_done;
+      const bool ended = lanes_running == 0;
+      l.unlock();
+      if (step) progress.advance(step);
+      if (ended) break;
+    }
+    join.finished = true;
   }
-  finish_write();
+  if (error) std::rethrow_exception(error);
+  sum.bytes_read = bytes_read;
   src.finish_reads();
   sum.files = output.commit();
   sum.tensors = tensors.size();

@@ -1,7 +1,7 @@
 // `fpgather convert CKPT OUT` for any checkpoint seen per parameter (ckpt::ParamSource: a PyTorch DCP
 // or Megatron torch_dist checkpoint, or fpgather's own): a safetensors export, streaming slab by slab
-// in bounded memory (a slab written in the background while the next ones are read: two slabs in
-// flight from sources that serve concurrent reads, one otherwise), files placed
+// in bounded memory (lanes that each read, convert and write one slab: four slabs in flight from
+// sources that serve concurrent reads, two otherwise, their reads in order), files placed
 // as app/convert/export_files.h says and the whole output put in place at the end
 // (app/convert/staged_output.h; an existing OUT only with opt.force).
 //
