@@ -13,6 +13,8 @@
 #   plain   `convert CKPT OUT.safetensors` (the per-parameter export of the same weights, Megatron
 #           names) to $EXPORT_OUT;
 #   hf      `convert CKPT OUT_DIR --to hf --hf-config …` to $EXPORT_OUT;
+#   hf-warm the same with only the checkpoint cold: the binary and its libraries read in first (a
+#           `--version` after the drop), as they are for every command but a machine's first;
 #   import  `convert HF_DIR OUT --to megatron --tp 2 --pp 2` of that model (kept on the checkpoint's
 #           disk) to $EXPORT_OUT: the same bytes the other way.
 # Rates are model bytes over wall time; medians, hf's ratio to copy and to plain, import's to copy, the
@@ -128,6 +130,10 @@ for layers in "${LAYERS_A:-8}" "${LAYERS_B:-24}"; do
       timed hf "$b" "$bin" --no-progress convert "$ck" "$hf" --to hf --hf-config "$WORK/config.json"
       [ "$i" = 0 ] && [ "${#builds[@]}" = 2 ] && echo "hf $(out_sum "$hf")" >>"$WORK/sums-$b"
       rm -rf "$hf"
+      drop_cache "$ck"
+      "$bin" --version >/dev/null
+      timed hfwarm "$b" "$bin" --no-progress convert "$ck" "$hf" --to hf --hf-config "$WORK/config.json"
+      rm -rf "$hf"
       drop_cache "$model"
       timed import "$b" "$bin" --no-progress convert "$model" "$imp" --to megatron --tp 2 --pp 2
       [ "$i" = 0 ] && [ "${#builds[@]}" = 2 ] && echo "import $(out_sum "$imp")" >>"$WORK/sums-$b"
@@ -145,11 +151,14 @@ for layers in "${LAYERS_A:-8}" "${LAYERS_B:-24}"; do
     printf '  %s: plain export %.3f GB/s, %.2f CPU s; hf export %.3f GB/s (%.2f of the copy, %.2f of plain), %.2f CPU s, peak RSS %d MiB\n' \
       "$b" "$p" "$(col 2 "$WORK/r-plain-$b")" "$h" "$(echo "$h $c" | awk '{print $1 / $2}')" "$(echo "$h $p" | awk '{print $1 / $2}')" \
       "$(col 2 "$WORK/r-hf-$b")" "$(($(col 3 "$WORK/r-hf-$b") / 1024))"
+    w=$(col 1 "$WORK/r-hfwarm-$b")
+    printf '  %s: hf export, binary warm %.3f GB/s (%.2f of the copy), peak RSS %d MiB\n' "$b" "$w" \
+      "$(echo "$w $c" | awk '{print $1 / $2}')" "$(($(col 3 "$WORK/r-hfwarm-$b") / 1024))"
     hs=$(echo "$out_bytes $h" | awk '{print $1 / $2 / 1e9}')
     printf '  %s: hf export %.3f s: %.2f of the ranges copy'"'"'s rate (ranges s / hf s)\n' "$b" "$hs" "$(echo "$rs $hs" | awk '{print $1 / $2}')"
     printf '  %s: import (the HF model back, --tp 2 --pp 2) %.3f GB/s (%.2f of the copy), %.2f CPU s, peak RSS %d MiB\n' \
       "$b" "$m" "$(echo "$m $c" | awk '{print $1 / $2}')" "$(col 2 "$WORK/r-import-$b")" "$(($(col 3 "$WORK/r-import-$b") / 1024))"
-    echo "  $b rounds (GB/s): plain $(cut -d' ' -f1 "$WORK/r-plain-$b" | tr '\n' ' '); hf $(cut -d' ' -f1 "$WORK/r-hf-$b" | tr '\n' ' '); import $(cut -d' ' -f1 "$WORK/r-import-$b" | tr '\n' ' ')"
+    echo "  $b rounds (GB/s): plain $(cut -d' ' -f1 "$WORK/r-plain-$b" | tr '\n' ' '); hf $(cut -d' ' -f1 "$WORK/r-hf-$b" | tr '\n' ' '); hf-warm $(cut -d' ' -f1 "$WORK/r-hfwarm-$b" | tr '\n' ' '); import $(cut -d' ' -f1 "$WORK/r-import-$b" | tr '\n' ' ')"
   done
   echo "  copy rounds (GB/s): $(tr '\n' ' ' <"$WORK/copy"); ranges rounds (s): $(tr '\n' ' ' <"$WORK/ranges-s"); start rounds (s): $(tr '\n' ' ' <"$WORK/start-s")"
   if [ "${#builds[@]}" = 2 ]; then
