@@ -6,6 +6,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "app/convert/export_files.h"
 #include "app/convert/staged_output.h"
@@ -102,18 +103,32 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   ExportSummary sum;
   sum.checkpoint = src.describe();
   Progress progress("export", total, o.progress);
-  // The export in units of one slab of one tensor, in file order.
+  // The export in units of one slab of one source tensor, in file order, each written to every planned
+  // tensor that holds the same bytes: an fp32 export with states writes a parameter's master twice
+  // (as NAME and NAME.master), read once (a quarter of a Megatron export's reads and checksums).
+  struct Dest {
+    size_t file, tensor;  // tensor: index into `tensors`
+  };
   struct Unit {
-    size_t file, tensor;
+    size_t tensor;    // the first planned tensor of these bytes
     uint64_t lo, hi;  // source elements
+    std::vector<Dest> dests;
   };
   std::vector<Unit> units;
+  std::map<std::tuple<size_t, bool, DType>, std::pair<size_t, size_t>> read_as;  // -> its units [first, end)
   for (size_t f = 0; f < files.names.size(); ++f)
     for (size_t i : files.tensors[f]) {
-      const ckpt::ParamTensor& st = src.tensors()[tensors[i].source];
+      const Planned& t = tensors[i];
+      const auto [it, fresh] = read_as.emplace(std::make_tuple(t.source, t.as_stored, t.spec.dtype), std::make_pair(units.size(), units.size()));
+      if (!fresh) {
+        for (size_t k = it->second.first; k < it->second.second; ++k) units[k].dests.push_back({f, i});
+        continue;
+      }
+      const ckpt::ParamTensor& st = src.tensors()[t.source];
       const uint64_t n = st.numel();
       const uint64_t slab = std::max<uint64_t>(1, o.slab_bytes / std::max<uint64_t>(dtype_bits(st.dtype) / 8, 4));
-      for (uint64_t lo = 0; lo < n; lo += slab) units.push_back({f, i, lo, std::min(n, lo + slab)});
+      for (uint64_t lo = 0; lo < n; lo += slab) units.push_back({i, lo, std::min(n, lo + slab), {{f, i}}});
+      it->second.second = units.size();
     }
   // Slabs are read `depth` ahead, each into its own buffer, while the previous one is written in the
   // background: a source that serves concurrent reads keeps the disk busy across slab ends (one read's
@@ -131,10 +146,25 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     ByteBuffer in, converted;  // filled whole by the read or the conversion: never zero-filled first
   };
   std::vector<Slab> slabs(depth + 1);
+  {
+    // Each buffer is made once at the largest size it takes: one grown slab after slab would be
+    // fresh memory, faulted in and cleared by the kernel page by page, before each read or conversion.
+    uint64_t in = 0, converted = 0;
+    for (const Unit& u : units) {
+      const Planned& t = tensors[u.tensor];
+      const ckpt::ParamTensor& st = src.tensors()[t.source];
+      in = std::max(in, (u.hi - u.lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
+      if (!t.as_stored && st.dtype != t.spec.dtype) converted = std::max(converted, (u.hi - u.lo) * dtype_bits(t.spec.dtype) / 8);
+    }
+    for (Slab& b : slabs) {
+      b.in.resize(static_cast<size_t>(in));
+      b.converted.resize(static_cast<size_t>(converted));
+    }
+  }
   // Declared after the buffers they fill or write: destroyed (waited for) first on an exception.
   std::deque<std::future<void>> reading;  // reads of units [next_read - reading.size(), next_read)
   size_t next_read = 0;
-  std::future<void> writing;  // the write of the previous unit
+  std::future<void> writing;  // the writes of the previous unit
   uint64_t writing_bytes = 0;
   auto start_read = [&] {
     if (next_read >= units.size()) return;
@@ -168,11 +198,13 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
       out = &b.converted;
     }
     finish_write();  // unit k - 1: its slab is the one the next read fills
-    TensorFileWriter& writer = output.writer(u.file);
-    writing = std::async(std::launch::async, [wr = &writer, w = writer.index(t.spec.name), at = u.lo * out_elem, out] {
-      wr->write(w, at, out->data(), out->size());
+    writing = std::async(std::launch::async, [&output, &tensors, &u, at = u.lo * out_elem, out] {
+      for (const Dest& d : u.dests) {
+        TensorFileWriter& writer = output.writer(d.file);
+        writer.write(writer.index(tensors[d.tensor].spec.name), at, out->data(), out->size());
+      }
     });
-    writing_bytes = out->size();
+    writing_bytes = out->size() * u.dests.size();
     start_read();
   }
   finish_write();
