@@ -19,7 +19,8 @@
 #     as many written); then per case of $RESHARD (the page cache dropped before each) `reshard` into
 #     the same disk (committed with fsync, as it always is): --dp 4 (every group re-bucketed at its
 #     TP x PP), --tp 1 --pp 1 --dp 2 (the model-parallel rewrite), --to fully_reshardable. Rates are
-#     the source's bytes over the wall time; medians, their ratios to the copy, and peak RSS.
+#     the source's bytes over the wall time; medians, their ratios to the copy, CPU seconds (user +
+#     system, medians; the copy's too) and peak RSS.
 #
 # Usage: scripts/bench-megatron.sh [WORK_DIR]   (default /tmp/fpgather-bench-megatron, removed at the end)
 # Environment: FPGATHER (default build/fpgather), LAYERS (416), REPS (5), EXPORT_LAYERS (24), ROUNDS (3),
@@ -141,34 +142,38 @@ if [ -n "$RESHARD" ]; then
     esac
   }
   : >"$WORK/dup.rates"
-  for c in $RESHARD; do for b in "${builds[@]}"; do : >"$WORK/reshard-$c-$b.rates"; : >"$WORK/reshard-$c-$b.rss"; done; done
+  : >"$WORK/dup.cpu"
+  for c in $RESHARD; do for b in "${builds[@]}"; do : >"$WORK/reshard-$c-$b.rates"; : >"$WORK/reshard-$c-$b.rss"; : >"$WORK/reshard-$c-$b.cpu"; done; done
   for ((i = 0; i < ROUNDS; i++)); do
     drop_cache "$WORK/exp"
-    t0=$(date +%s.%N)
-    cp -r "$WORK/exp" "$WORK/dup" && sync
-    t1=$(date +%s.%N)
+    /usr/bin/time -f "%e %U %S" -o "$WORK/dup.time" sh -c 'cp -r "$1" "$2" && sync' sh "$WORK/exp" "$WORK/dup"
     rm -rf "$WORK/dup"
-    echo "$bytes $t0 $t1" | awk '{print $1 / ($3 - $2) / 1e9}' >>"$WORK/dup.rates"
+    read -r wall user sys <"$WORK/dup.time"
+    echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/dup.rates"
+    echo "$user $sys" | awk '{print $1 + $2}' >>"$WORK/dup.cpu"
     for c in $RESHARD; do
       for b in "${builds[@]}"; do
         drop_cache "$WORK/exp"
-        /usr/bin/time -f "%e %M" -o "$WORK/reshard.time" "$(bin_of "$b")" --no-progress reshard "$WORK/exp" "$WORK/out-$c" \
+        /usr/bin/time -f "%e %M %U %S" -o "$WORK/reshard.time" "$(bin_of "$b")" --no-progress reshard "$WORK/exp" "$WORK/out-$c" \
           $(reshard_opts "$c") >/dev/null
         rm -rf "$WORK/out-$c"
-        read -r wall rss <"$WORK/reshard.time"
+        read -r wall rss user sys <"$WORK/reshard.time"
         echo "$bytes $wall" | awk '{print $1 / $2 / 1e9}' >>"$WORK/reshard-$c-$b.rates"
+        echo "$user $sys" | awk '{print $1 + $2}' >>"$WORK/reshard-$c-$b.cpu"
         echo "$((rss / 1024))" >>"$WORK/reshard-$c-$b.rss"
       done
     done
   done
   dup=$(median <"$WORK/dup.rates")
-  printf 'reshard of %.2f GB (cold, into %s), median of %d: synced copy %.3f GB/s (rounds: %s)\n' \
-    "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$WORK" "$ROUNDS" "$dup" "$(tr '\n' ' ' <"$WORK/dup.rates")"
+  printf 'reshard of %.2f GB (cold, into %s), median of %d: synced copy %.3f GB/s, %.2f CPU s (rounds: %s)\n' \
+    "$(echo "$bytes" | awk '{print $1 / 1e9}')" "$WORK" "$ROUNDS" "$dup" "$(median <"$WORK/dup.cpu")" \
+    "$(tr '\n' ' ' <"$WORK/dup.rates")"
   for c in $RESHARD; do
     for b in "${builds[@]}"; do
       rate=$(median <"$WORK/reshard-$c-$b.rates")
-      printf '  %-6s reshard %-44s %.3f GB/s = %.2f of the copy, peak RSS %s MiB (rounds: %s)\n' "$b" "$(reshard_opts "$c")" \
-        "$rate" "$(echo "$rate $dup" | awk '{print $1 / $2}')" "$(sort -g "$WORK/reshard-$c-$b.rss" | tail -1)" \
+      printf '  %-6s reshard %-44s %.3f GB/s = %.2f of the copy, %.2f CPU s, peak RSS %s MiB (rounds: %s)\n' "$b" \
+        "$(reshard_opts "$c")" "$rate" "$(echo "$rate $dup" | awk '{print $1 / $2}')" "$(median <"$WORK/reshard-$c-$b.cpu")" \
+        "$(sort -g "$WORK/reshard-$c-$b.rss" | tail -1)" \
         "$(tr '\n' ' ' <"$WORK/reshard-$c-$b.rates")"
     done
   done

@@ -108,6 +108,10 @@ class DcpParams : public ckpt::ParamSource {
   std::string describe() const override;
   const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
   void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override;
+  // Box `box` of tensor t, row-major, into out, where one stored piece of t is exactly that box (a
+  // tensor-parallel piece of a parameter's state): that piece alone read, none of the others' bytes.
+  // False, nothing read, otherwise.
+  bool read_stored_piece(size_t t, const Box& box, void* out) const;
   bool concurrent_reads() const override { return true; }
   // The reads to come, in order: the asking ahead (see prefetch) follows them instead of the order of
   // tensors(), so that an export of some tensors (the weights alone, or a model's tensors gathered in

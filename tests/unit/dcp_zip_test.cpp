@@ -53,7 +53,7 @@ TEST_CASE("crc32: equals the bitwise definition at every length and alignment, w
   std::vector<uint8_t> buf(200000);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
   for (size_t offset = 0; offset < 4; ++offset)
-    for (size_t n = 0; n < 400; ++n) {
+    for (size_t n = 0; n < 1100; ++n) {  // every tail after 0-3 blocks of 256 bytes
       CAPTURE(offset, n);
       REQUIRE(crc32_update(0, buf.data() + offset, n) == reference(buf.data() + offset, n));
     }

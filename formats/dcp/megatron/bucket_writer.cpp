@@ -91,10 +91,15 @@ void declare_group_buckets(DcpWriter& w, const std::string& group, const layout:
                          f32, {L.buffers[b].buckets[k].numel_unpadded});
 }
 
-GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
-                                    const std::vector<std::string>& states, uint32_t object_rank,
-                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill,
-                                    std::optional<uint32_t> dp_rank) {
+namespace {
+
+// write_group_buckets with each fragment's bytes from fragment_bytes(fragment, state, begin, end)
+// (a FillBytes or a BorrowBytes); the gaps between fragments as zeros.
+template <typename FragmentBytes>
+GroupWriteCount write_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
+                              const std::vector<std::string>& states, uint32_t object_rank,
+                              const std::function<uint32_t(uint32_t)>& rank_file, const FragmentBytes& fragment_bytes,
+                              std::optional<uint32_t> dp_rank) {
   GroupWriteCount n;
   if (!dp_rank || *dp_rank == 0) {
     w.rank(object_rank).write_object(group_object_key(group, kPerBucketNumel), bucket_sizes_value(L, true));
@@ -104,6 +109,7 @@ GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, cons
     uint64_t lo, hi;
     const layout::Fragment* frag;
   };
+  const FillBytes zeros = [](uint64_t, void* d, size_t size) { std::memset(d, 0, size); };
   std::vector<Piece> pieces;
   for (uint32_t b = 0; b < L.buffers.size(); ++b) {
     const layout::Buffer& buf = L.buffers[b];
@@ -124,9 +130,12 @@ GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, cons
           DcpRankWriter& out = w.rank(rank_file(shard.rank));
           for (const Piece& p : pieces) {
             if (p.hi <= p.lo) continue;
-            FillBytes f = p.frag ? fill(p.frag->param, state, p.frag->param_range.begin)
-                                 : FillBytes([](uint64_t, void* d, size_t size) { std::memset(d, 0, size); });
-            out.write_tensor(key, {p.lo}, {p.hi - p.lo}, f);
+            if (p.frag) {
+              const uint64_t begin = p.frag->param_range.begin;
+              out.write_tensor(key, {p.lo}, {p.hi - p.lo}, fragment_bytes(p.frag->param, state, begin, begin + (p.hi - p.lo)));
+            } else {
+              out.write_tensor(key, {p.lo}, {p.hi - p.lo}, zeros);
+            }
             ++n.chunks;
             n.bytes += (p.hi - p.lo) * 4;
           }
@@ -135,6 +144,25 @@ GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, cons
     }
   }
   return n;
+}
+
+}  // namespace
+
+GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
+                                    const std::vector<std::string>& states, uint32_t object_rank,
+                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill,
+                                    std::optional<uint32_t> dp_rank) {
+  return write_buckets(
+      w, group, L, states, object_rank, rank_file,
+      [&fill](uint32_t param, const std::string& state, uint64_t begin, uint64_t) { return fill(param, state, begin); },
+      dp_rank);
+}
+
+GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
+                                    const std::vector<std::string>& states, uint32_t object_rank,
+                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentLend& lend,
+                                    std::optional<uint32_t> dp_rank) {
+  return write_buckets(w, group, L, states, object_rank, rank_file, lend, dp_rank);
 }
 
 }  // namespace fpg::dcp

@@ -41,6 +41,10 @@ FillBytes element_fill(std::function<void(uint64_t a, uint64_t b, uint8_t* dst)>
 
 // The fill of elements [param_begin, …) of spec parameter `param`'s state `state` (4-byte elements).
 using FragmentFill = std::function<FillBytes(uint32_t param, const std::string& state, uint64_t param_begin)>;
+// Elements [param_begin, param_end) of spec parameter `param`'s state `state` (4-byte elements) lent
+// from a buffer the producer holds until the fragment is written: no copy into the writer's block.
+using FragmentLend =
+    std::function<BorrowBytes(uint32_t param, const std::string& state, uint64_t param_begin, uint64_t param_end)>;
 
 struct GroupWriteCount {
   uint64_t chunks = 0, bytes = 0;
@@ -63,6 +67,11 @@ void declare_group_buckets(DcpWriter& w, const std::string& group, const layout:
 GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
                                     const std::vector<std::string>& states, uint32_t object_rank,
                                     const std::function<uint32_t(uint32_t)>& rank_file, const FragmentFill& fill,
+                                    std::optional<uint32_t> dp_rank = std::nullopt);
+// The same, each fragment's bytes lent by `lend`.
+GroupWriteCount write_group_buckets(DcpWriter& w, const std::string& group, const layout::BucketedLayout& L,
+                                    const std::vector<std::string>& states, uint32_t object_rank,
+                                    const std::function<uint32_t(uint32_t)>& rank_file, const FragmentLend& lend,
                                     std::optional<uint32_t> dp_rank = std::nullopt);
 
 }  // namespace fpg::dcp

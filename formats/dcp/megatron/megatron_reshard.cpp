@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "core/printable.h"
@@ -57,9 +58,18 @@ struct Source {
 
   // Elements [lo, hi) of (param, role) into dst (4-byte states).
   void read(const std::string& param, const std::string& role, uint64_t lo, uint64_t hi, void* dst) const {
+    params.read(find(param, role), lo, hi, dst);
+  }
+  // Box `box` of (param, role) into dst where SRC stores exactly that box as one piece (DcpParams).
+  bool read_stored_piece(const std::string& param, const std::string& role, const Box& box, void* dst) const {
+    return params.read_stored_piece(find(param, role), box, dst);
+  }
+
+ private:
+  size_t find(const std::string& param, const std::string& role) const {
     const auto it = tensor.find({param, role});
     if (it == tensor.end()) throw FormatError(r.dir() + ": parameter " + param + " has no " + role);
-    params.read(it->second, lo, hi, dst);
+    return it->second;
   }
 };
 
@@ -71,6 +81,35 @@ FillBytes state_fill(const Source& s, Progress& bar, std::string param, std::str
         bar.advance((b - a) * 4);
       },
       lo);
+}
+
+// Chunk `c` of a model key of shape `key_shape` holding `layers`' parameters one after another
+// (the leading axes the stacked layers and experts), into dst, each layer's part of the chunk read
+// as the piece SRC stores it as; false where one is not a stored piece (what was read then is
+// overwritten by the caller's reads).
+bool read_layer_pieces(const Source& source, const std::vector<const MegatronParam*>& layers, const std::string& role,
+                       const std::vector<uint64_t>& key_shape, const ChunkMeta& c, uint8_t* dst) {
+  const size_t n = key_shape.size(), inner_n = layers.front()->shape.size();
+  if (inner_n > n) return false;
+  const size_t k = n - inner_n;  // the leading axes
+  Box inner;
+  inner.offsets.assign(c.offsets.begin() + static_cast<std::ptrdiff_t>(k), c.offsets.end());
+  inner.sizes.assign(c.sizes.begin() + static_cast<std::ptrdiff_t>(k), c.sizes.end());
+  const uint64_t inner_bytes = shape_volume(inner.sizes) * 4;
+  std::vector<uint64_t> at(k, 0);
+  for (uint64_t done = 0, count = shape_volume(std::vector<uint64_t>(c.sizes.begin(), c.sizes.begin() + static_cast<std::ptrdiff_t>(k)));
+       done < count; ++done) {
+    uint64_t layer = 0;
+    for (size_t d = 0; d < k; ++d) layer = layer * key_shape[d] + c.offsets[d] + at[d];
+    if (layer >= layers.size() || layers[layer]->shape != std::vector<uint64_t>(key_shape.begin() + static_cast<std::ptrdiff_t>(k), key_shape.end()) ||
+        !source.read_stored_piece(layers[layer]->name, role, inner, dst + done * inner_bytes))
+      return false;
+    for (size_t d = k; d-- > 0;) {
+      if (++at[d] < c.sizes[d]) break;
+      at[d] = 0;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -408,6 +447,10 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
     pool.parallel_for(jobs.size(), [&](size_t j) {
       const uint32_t rank = jobs[j].first;
       std::vector<uint8_t> block;
+      // The chunk's state, reused from chunk to chunk and never zero-filled (the rows read fill every
+      // byte), lent to the writer from here.
+      std::unique_ptr<uint8_t[]> held;
+      uint64_t capacity = 0;
       for (const StateChunk& sc : *jobs[j].second) {
         const std::string& key = *sc.key;
         const std::string& role = *sc.role;
@@ -419,7 +462,11 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
         std::vector<uint64_t> stride(n, 1);
         for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * e.tensor.size[d];
         const uint64_t vol = shape_volume(c.sizes);
-        auto buf = std::make_shared<std::vector<uint8_t>>(vol * 4);
+        if (vol * 4 > capacity) {
+          held.reset(new uint8_t[vol * 4]);
+          capacity = vol * 4;
+        }
+        uint8_t* const buf = held.get();
         const uint64_t run = n ? c.sizes[n - 1] : 1, rows = run ? vol / run : 0;
         // Each row's start in the key's flat extent.
         std::vector<uint64_t> starts(rows);
@@ -433,16 +480,19 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
             idx[d] = 0;
           }
         }
-        // Rows are read in blocks: the range enclosing consecutive rows of one layer's parameter, up
-        // to kRowBlockBytes, in one read (a chunk cut along a later axis skips the other ranks' parts
-        // of each row: read and dropped, far cheaper than a read per row).
-        for (uint64_t row = 0; row < rows;) {
+        // Where SRC stores each layer's part of the chunk as a piece of its own (the chunk is SRC's
+        // tensor-parallel piece), the pieces are read as they are. Otherwise rows are read in blocks:
+        // the range enclosing consecutive rows of one layer's parameter, up to kRowBlockBytes, in one
+        // read (a chunk cut along a later axis skips the other ranks' parts of each row: read and
+        // dropped, far cheaper than a read per row).
+        const bool as_pieces = read_layer_pieces(source, layers, role, e.tensor.size, c, buf);
+        for (uint64_t row = as_pieces ? rows : 0; row < rows;) {
           const uint64_t layer = starts[row] / per, at = starts[row] % per;
           if (at + run > per) {  // a row crossing from one layer's parameter into the next: in parts
             for (uint64_t done = 0; done < run;) {
               const uint64_t l = (starts[row] + done) / per, a = (starts[row] + done) % per;
               const uint64_t len = std::min(run - done, per - a);
-              source.read(layers.at(l)->name, role, a, a + len, buf->data() + (row * run + done) * 4);
+              source.read(layers.at(l)->name, role, a, a + len, buf + (row * run + done) * 4);
               done += len;
             }
             ++row;
@@ -454,21 +504,23 @@ MegatronReshardSummary reshard_megatron(const std::string& src, const std::strin
             ++last;
           const uint64_t end = starts[last] % per + run;
           if (last == row || end - at == (last - row + 1) * run) {  // the rows are one contiguous range
-            source.read(layers.at(layer)->name, role, at, end, buf->data() + row * run * 4);
+            source.read(layers.at(layer)->name, role, at, end, buf + row * run * 4);
           } else {
             block.resize((end - at) * 4);
             source.read(layers.at(layer)->name, role, at, end, block.data());
             for (uint64_t k = row; k <= last; ++k)
-              std::memcpy(buf->data() + k * run * 4, block.data() + (starts[k] % per - at) * 4, run * 4);
+              std::memcpy(buf + k * run * 4, block.data() + (starts[k] % per - at) * 4, run * 4);
           }
           row = last + 1;
         }
         w.rank(rank).write_tensor(model_space_state_key(megatron_state_name(role), key), c.offsets, c.sizes,
-                                  from_buffer(buf));
-        bar.advance(buf->size());
+                                  BorrowBytes([buf](uint64_t offset, size_t size) {
+                                    return BorrowedBlock{buf + offset, size, std::nullopt};
+                                  }));
+        bar.advance(vol * 4);
         const std::lock_guard<std::mutex> lock(sum_mu);
         ++sum.chunks;
-        sum.bytes_written += buf->size();
+        sum.bytes_written += vol * 4;
       }
     });
   }

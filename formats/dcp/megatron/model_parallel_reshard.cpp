@@ -92,18 +92,60 @@ class BoxReader {
   std::vector<uint8_t> block_;
 };
 
-// A target rank's local parameters' states, each gathered from its pieces of the whole parameter's
-// state once and held while its fragments are written (bucket_writer.h asks for them parameter by
-// parameter). The buffer is reused and never zero-filled: each gather writes every byte it holds.
+// A target rank's local parameters' states, gathered fragment by fragment (bucket_writer.h asks for
+// each fragment once): the rows of the local parameter's pieces that hold the fragment, read from
+// the whole parameter's state into one buffer, reused and never zero-filled (each gather writes
+// every byte it lends), and lent to the writer from there. A parameter split over DP ranks is read
+// once in all, not once per rank.
 class LocalStates {
  public:
   LocalStates(const DcpParams& params, const std::map<std::string, std::string>& role_of)
       : params_(params), role_of_(role_of), boxes_(params) {}
 
-  // Elements [a, b) of local parameter `lp`'s state `state` (4-byte elements) into dst.
-  void read(const LocalParam& lp, const std::string& state, uint64_t a, uint64_t b, uint8_t* dst) {
-    if (held_param_ != &lp || held_state_ != state) gather(lp, state);
-    std::memcpy(dst, local_.get() + a * 4, (b - a) * 4);
+  // Elements [a, b) of local parameter `lp`'s state `state` (4-byte elements), valid until the next call.
+  const uint8_t* gather(const LocalParam& lp, const std::string& state, uint64_t a, uint64_t b) {
+    const MegatronParam& whole_param = params_.megatron_params().at(lp.param);
+    const std::string& role = role_of_.at(state);
+    if (boxes_.element_bytes(whole_param.name, role) != 4)
+      throw FormatError(params_.describe() + ": parameter " + quoted_name(whole_param.name) + "'s " + state +
+                        " is not a 4-byte state");
+    // Each piece's rows (slices along its first axis) that meet [a, b): together one range of the
+    // local tensor, [first, last), as the pieces lie one after another in it.
+    struct Rows {
+      const LocalParam::Piece* piece;
+      uint64_t r0, r1, row;  // rows [r0, r1) of the piece, `row` elements each
+    };
+    std::vector<Rows> rows;
+    uint64_t first = UINT64_MAX, last = 0;
+    for (const LocalParam::Piece& p : lp.pieces) {
+      const uint64_t volume = shape_volume(p.box.sizes);
+      const uint64_t lo = std::max(a, p.local_start), hi = std::min(b, p.local_start + volume);
+      if (lo >= hi) continue;
+      const uint64_t height = p.box.sizes.empty() ? 1 : p.box.sizes[0];
+      const uint64_t row = height ? volume / height : 0;
+      const uint64_t r0 = (lo - p.local_start) / row, r1 = (hi - p.local_start + row - 1) / row;
+      rows.push_back({&p, r0, r1, row});
+      first = std::min(first, p.local_start + r0 * row);
+      last = std::max(last, p.local_start + r1 * row);
+    }
+    if (rows.empty() || first > a || last < b)
+      throw InternalError(params_.describe() + ": parameter " + quoted_name(whole_param.name) + "'s local pieces do not "
+                          "hold elements [" + std::to_string(a) + ", " + std::to_string(b) + ")");
+    const uint64_t bytes = (last - first) * 4;
+    if (bytes > capacity_) {
+      local_.reset(new uint8_t[bytes]);
+      capacity_ = bytes;
+    }
+    for (const Rows& r : rows) {
+      Box box = r.piece->box;
+      if (!box.sizes.empty()) {
+        box.offsets[0] += r.r0;
+        box.sizes[0] = r.r1 - r.r0;
+      }
+      boxes_.read(whole_param.name, role, whole_param.shape, box,
+                  local_.get() + (r.piece->local_start + r.r0 * r.row - first) * 4);
+    }
+    return local_.get() + (a - first) * 4;
   }
 
   // The largest buffers held: a local parameter's state and a block of rows.
@@ -114,31 +156,11 @@ class LocalStates {
   }
 
  private:
-  void gather(const LocalParam& lp, const std::string& state) {
-    const MegatronParam& whole_param = params_.megatron_params().at(lp.param);
-    const std::string& role = role_of_.at(state);
-    if (boxes_.element_bytes(whole_param.name, role) != 4)
-      throw FormatError(params_.describe() + ": parameter " + quoted_name(whole_param.name) + "'s " + state +
-                        " is not a 4-byte state");
-    held_param_ = nullptr;
-    const uint64_t bytes = shape_volume(lp.local.shape) * 4;
-    if (bytes > capacity_) {
-      local_.reset(new uint8_t[bytes]);
-      capacity_ = bytes;
-    }
-    for (const LocalParam::Piece& p : lp.pieces)
-      boxes_.read(whole_param.name, role, whole_param.shape, p.box, local_.get() + p.local_start * 4);
-    held_param_ = &lp;
-    held_state_ = state;
-  }
-
   const DcpParams& params_;
   const std::map<std::string, std::string>& role_of_;
   BoxReader boxes_;
   std::unique_ptr<uint8_t[]> local_;
   uint64_t capacity_ = 0;
-  const LocalParam* held_param_ = nullptr;
-  std::string held_state_;
 };
 
 // The layers of each of `pp` stages. With the first and/or last stage's count given, the other stages
@@ -559,14 +581,12 @@ MegatronReshardSummary reshard_model_parallel(const Reader& r, const DcpParams& 
     LocalStates local_states(params, role_of);
     const GroupWriteCount n = write_group_buckets(
         w, t.prefix, t.layout, states, t.rank_file(0), [&](uint32_t dd) { return t.rank_file(dd); },
-        [&](uint32_t param, const std::string& state, uint64_t begin) {
-          const LocalParam* lp = &t.locals.at(param);
-          return element_fill(
-              [&local_states, &bar, lp, state](uint64_t a, uint64_t b, uint8_t* out) {
-                local_states.read(*lp, state, a, b, out);
-                bar.advance((b - a) * 4);
-              },
-              begin);
+        [&](uint32_t param, const std::string& state, uint64_t begin, uint64_t end) {
+          const uint8_t* data = local_states.gather(t.locals.at(param), state, begin, end);
+          return BorrowBytes([data, &bar](uint64_t offset, size_t size) {
+            bar.advance(size);
+            return BorrowedBlock{data + offset, size, std::nullopt};
+          });
         },
         d);
     const std::lock_guard<std::mutex> lock(sum_mu);
