@@ -329,6 +329,10 @@ int run_bench_reshard(BenchReshardArgs a, const GlobalOptions& g) {
                         {"threads", ThreadPool::global().size()}, {"plain_write_gbps", r.plain_write_gbps},
                         {"plain_read_gbps", r.plain_read_gbps}, {"duplex_gbps", r.duplex_gbps},
                         {"results", nlohmann::json::array()}};
+    if (!a.o.megatron.empty()) {
+      j["megatron_layers"] = a.o.megatron_layers;
+      j["megatron_hidden"] = a.o.megatron_hidden;
+    }
     for (const auto& x : r.rows)
       j["results"].push_back({{"model", x.model}, {"bytes_read", x.bytes_read}, {"bytes_written", x.bytes_written},
                               {"train_s", x.train_s}, {"reshard_s", x.reshard_s}, {"gbps", x.gbps},
@@ -347,10 +351,16 @@ int run_bench_reshard(BenchReshardArgs a, const GlobalOptions& g) {
   std::printf("(ratio = GB/s / min(read, write); serial = GB/s / (1 / (1/read + 1/write)), the bound when reads and "
               "writes share the disk; duplex = GB/s / the duplex rate above; same-size duplex: the duplex rate of as "
               "many bytes as the reshard wrote, measured after it, and GB/s / that rate, the target)\n");
-  std::printf("%-8s %14s %14s %10s %9s %8s %8s %8s %10s %8s %14s\n", "model", "bytes read", "bytes written",
+  if (!a.o.megatron.empty())
+    std::printf("megatron-*: a synthetic TP 2 x PP 2 x DP 2 dp_reshardable torch_dist checkpoint of %llu layers (hidden "
+                "%llu), resharded --dp 4 (dp), --tp 1 --pp 1 --dp 2 --bucket-size 40000000 (tp), --dp 2 --to "
+                "fully_reshardable (full)\n",
+                static_cast<unsigned long long>(a.o.megatron_layers),
+                static_cast<unsigned long long>(a.o.megatron_hidden));
+  std::printf("%-13s %14s %14s %10s %9s %8s %8s %8s %10s %8s %14s\n", "model", "bytes read", "bytes written",
               "reshard s", "GB/s", "ratio", "serial", "duplex", "same GB/s", "/ same", "peak RSS MiB");
   for (const auto& x : r.rows)
-    std::printf("%-8s %14llu %14llu %10.3f %9.3f %8.2f %8.2f %8.2f %10.3f %8.2f %14.1f\n", x.model.c_str(),
+    std::printf("%-13s %14llu %14llu %10.3f %9.3f %8.2f %8.2f %8.2f %10.3f %8.2f %14.1f\n", x.model.c_str(),
                 static_cast<unsigned long long>(x.bytes_read), static_cast<unsigned long long>(x.bytes_written),
                 x.reshard_s, x.gbps, x.ratio, x.serial_ratio, x.duplex_ratio, x.same_size_duplex_gbps,
                 x.same_size_duplex_ratio, x.peak_rss / 1048576.0);
@@ -511,14 +521,31 @@ void register_bench(CLI::App& app, const GlobalOptions& global, Runner& run) {
   auto ra = std::make_shared<BenchReshardArgs>();
   auto* rs = cmd->add_subcommand("reshard", "Reshard throughput vs min(plain read, write), and peak RSS, at two sizes");
   rs->add_option("--dir", ra->o.dir, "Directory for the checkpoints (removed afterwards)")->capture_default_str();
-  rs->add_option("--models", ra->o.models, "Presets to save and reshard (repeatable; default small and base)");
+  auto* models = rs->add_option("--models", ra->o.models,
+                                "Presets to save and reshard (repeatable; default small and base, none with --megatron)");
+  with_values(rs->add_option("--megatron", ra->o.megatron,
+                             "Megatron cases on a synthetic TP 2 x PP 2 x DP 2 torch_dist checkpoint (repeatable): dp "
+                             "(--dp 4), tp (--tp 1 --pp 1 --dp 2), full (--dp 2 --to fully_reshardable)"),
+              {"dp", "tp", "full"});
+  integer_range(rs->add_option("--megatron-layers", ra->o.megatron_layers,
+                               "Layers of the synthetic Megatron checkpoint (12 at hidden 1024: 3.6 GB)"),
+                2, 4096)
+      ->capture_default_str();
+  integer_range(rs->add_option("--megatron-hidden", ra->o.megatron_hidden,
+                               "Hidden size of the synthetic Megatron checkpoint (FFN 4x, 16 heads, 8 query groups, "
+                               "vocabulary 32768)"),
+                16, 65536)
+      ->capture_default_str();
   integer_range(rs->add_option("--from-dp", ra->o.from_dp, "DP size of the saved checkpoint"), 1, comm::kMaxThreadsRanks)
       ->capture_default_str();
   integer_range(rs->add_option("--to-dp", ra->o.to_dp, "DP size to reshard to"), 1, comm::kMaxThreadsRanks)
       ->capture_default_str();
   number_range(rs->add_option("--plain-gib", ra->plain_gib, "Size of the plain-file disk baseline in GiB"), 0, 4096, true)
       ->capture_default_str();
-  rs->callback([ra, &global, &run] { run = [ra, &global] { return run_bench_reshard(*ra, global); }; });
+  rs->callback([ra, models, &global, &run] {
+    if (!ra->o.megatron.empty() && models->count() == 0) ra->o.models.clear();
+    run = [ra, &global] { return run_bench_reshard(*ra, global); };
+  });
 
   auto ex = std::make_shared<BenchExportArgs>();
   auto* e = cmd->add_subcommand("export", "Checkpoint -> safetensors or DCP export vs a plain file write/read, same run");

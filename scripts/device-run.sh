@@ -5,7 +5,8 @@
 #   [TARGETS="t1 t2"] bash scripts/device-run.sh STEP...
 #
 # Steps: tests (all of ctest), gpu-tests, bench-quantize, bench-io, bench-validate, bench-step,
-# bench-reshard, bench-export, bench-export-rounds (scripts/bench-export-rounds.sh; ROUNDS), bench-dcp
+# bench-reshard, bench-reshard-megatron (`bench reshard --megatron dp tp full`; MEGATRON_LAYERS, default 16),
+# bench-export, bench-export-rounds (scripts/bench-export-rounds.sh; ROUNDS), bench-dcp
 # (scripts/bench-dcp.sh), megatron-hf (scripts/check-megatron-hf.sh: transformers and Megatron-Core
 # load fpgather's Hugging Face exports and imports; HF_PARTS "export", "import" or both),
 # bench-megatron-hf (scripts/bench-megatron-hf.sh: convert --to hf and --to megatron against a copy;
@@ -80,6 +81,9 @@ for what in "$@"; do
       $B/fpgather bench step | tee "$RES/bench-step.txt" ;;
     bench-reshard)
       $B/fpgather bench reshard --dir "${BENCH_DIR:-/tmp}" --models small --models base | tee "$RES/bench-reshard.txt" ;;
+    bench-reshard-megatron)
+      $B/fpgather bench reshard --dir "${BENCH_DIR:-/tmp}" --megatron dp tp full --megatron-layers "${MEGATRON_LAYERS:-16}" |
+        tee "$RES/bench-reshard-megatron.txt" ;;
     bench-export)
       d=$(mktemp -d "${BENCH_DIR:-/tmp}/export-XXXX")
       $B/fpgather --no-progress train --model base --steps 1 --dp 1 --compress none --save "$d/ckpt" >/dev/null &&

@@ -9,6 +9,10 @@
 // gives a copy that reads and writes together — measured once at the plain size and again, after
 // each reshard, at that reshard's own size (as `bench export` measures its baseline): a copy of a
 // fraction of a second pays a file's creation and fsync as the plain copy of as many bytes does.
+// Megatron cases (`--megatron dp tp full`): a synthetic TP 2 x PP 2 x DP 2 dp_reshardable torch_dist
+// checkpoint (synthetic_megatron.h, hidden 1024 as scripts/bench-megatron.sh makes it) resharded as
+// `fpgather reshard` does, per case: `--dp 4` (every group re-bucketed), `--tp 1 --pp 1 --dp 2` (the
+// model-parallel rewrite) and `--dp 2 --to fully_reshardable`, with the same figures.
 #pragma once
 
 #include <cstdint>
@@ -20,15 +24,18 @@ namespace fpg::bench {
 struct ReshardBenchOptions {
   std::string dir = "/tmp";        // where the checkpoints go (removed afterwards)
   std::vector<std::string> models = {"small", "base"};
+  std::vector<std::string> megatron;  // Megatron cases: dp, tp, full (none by default)
+  uint64_t megatron_layers = 12;      // layers of the synthetic Megatron checkpoint
+  uint64_t megatron_hidden = 1024;    // its hidden size (FFN 4x; 16 heads, 8 query groups, vocab 32768)
   uint32_t from_dp = 2, to_dp = 4;
   uint64_t plain_bytes = 1ull << 30;  // size of the plain-file baseline
   size_t threads = 0;                 // --threads: split over the training ranks, as `fpgather train` does
 };
 
 struct ReshardBenchRow {
-  std::string model;
+  std::string model;  // a preset, or megatron-CASE
   uint64_t bytes_read = 0, bytes_written = 0;  // as the reshard reports them
-  double train_s = 0, reshard_s = 0;           // wall time of the training and of the reshard
+  double train_s = 0, reshard_s = 0;           // wall time of the training (or the synthetic save) and of the reshard
   double gbps = 0;                             // bytes_written / reshard_s
   double ratio = 0;                            // gbps / min(plain read, plain write)
   // gbps / the serial bound 1 / (1/read + 1/write): what a disk whose reads and writes share one

@@ -127,6 +127,7 @@ json 0 bench bench io --dir "$WORK" --size-gib 0.01 --ranks 2 --reps 1
 json 0 bench bench validate --dir "$WORK" --chunks 1000 --keys 10 --ranks 2
 json 0 bench bench step --model tiny --dp-list 1,2 --steps 1 --min-seconds 0
 json 0 bench bench reshard --dir "$WORK" --models tiny --plain-gib 0.01
+json 0 bench bench reshard --dir "$WORK" --megatron tp full --megatron-layers 2 --megatron-hidden 64 --plain-gib 0.01
 json 0 bench bench dcp-make "$WORK/dcp" --chunks 6 --keys 2 --ranks 2
 json 0 bench bench dcp "$WORK/dcp" --reps 1 --export-reps 1 --export-dir "$WORK"
 json 0 bench bench megatron-make "$WORK/mg" --tp 1 --pp 1 --dp 2 --layers 1 --hidden 64 --ffn 128 --heads 2 \

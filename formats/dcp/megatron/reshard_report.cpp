@@ -57,6 +57,7 @@ ckpt::ReshardReport megatron_reshard_report(const std::string& source, const std
     r.to.pad_for_nccl = s.target.pad_for_nccl;
   }
   r.tensors = s.keys;
+  r.bytes_read = s.plan_read;  // the plan reads every stored item once
   r.bytes_written = s.bytes_written;
 
   nlohmann::json& j = r.document;
