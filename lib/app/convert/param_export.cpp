@@ -119,7 +119,8 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   for (size_t f = 0; f < files.names.size(); ++f)
     for (size_t i : files.tensors[f]) {
       const Planned& t = tensors[i];
-      const auto [it, fresh] = read_as.emplace(std::make_tuple(t.source, t.as_stored, t.spec.dtype), std::make_pair(units.size(), units.size()));
+      const auto [it, fresh] =
+          read_as.emplace(std::make_tuple(t.source, t.as_stored, t.spec.dtype), std::make_pair(units.size(), units.size()));
       if (!fresh) {
         for (size_t k = it->second.first; k < it->second.second; ++k) units[k].dests.push_back({f, i});
         continue;
@@ -154,7 +155,8 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
       const Planned& t = tensors[u.tensor];
       const ckpt::ParamTensor& st = src.tensors()[t.source];
       in = std::max(in, (u.hi - u.lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
-      if (!t.as_stored && st.dtype != t.spec.dtype) converted = std::max(converted, (u.hi - u.lo) * dtype_bits(t.spec.dtype) / 8);
+      if (!t.as_stored && st.dtype != t.spec.dtype)
+        converted = std::max(converted, (u.hi - u.lo) * dtype_bits(t.spec.dtype) / 8);
     }
     for (Slab& b : slabs) {
       b.in.resize(static_cast<size_t>(in));
