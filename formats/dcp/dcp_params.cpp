@@ -1096,14 +1096,23 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       read_flat(t, pc.entry, pc.base, a, b, dst + (box_to_flat(pc.box, shape, a) - lo) * elem);
       return;
     }
-    ByteBuffer run;  // filled whole by the read
-    run.resize((b - a) * elem);
-    read_flat(t, pc.entry, pc.base, a, b, run.data());
+    // Not one run of the tensor (a column block of a row-parallel weight's state): its elements, one
+    // run of its key, are read a block at a time into a buffer that stays in cache and laid out by
+    // rows from there, not read whole into fresh memory and copied out of it afterwards (a pass over
+    // memory and a page fault per 4 KiB more, for a third of a TP-split model's bytes).
+    constexpr uint64_t kBlockBytes = uint64_t{1} << 20;
     const uint64_t row = shape.empty() ? 1 : pc.box.sizes.back();
-    for (uint64_t i = a; i < b;) {
-      const uint64_t len = std::min(row - i % row, b - i);
-      std::memcpy(dst + (box_to_flat(pc.box, shape, i) - lo) * elem, run.data() + (i - a) * elem, len * elem);
-      i += len;
+    const uint64_t block = std::max<uint64_t>(1, kBlockBytes / elem);
+    ByteBuffer run;  // filled whole by each read
+    run.resize(static_cast<size_t>(std::min(block, b - a) * elem));
+    for (uint64_t from = a; from < b; from += block) {
+      const uint64_t to = std::min(b, from + block);
+      read_flat(t, pc.entry, pc.base, from, to, run.data());
+      for (uint64_t i = from; i < to;) {
+        const uint64_t len = std::min(row - i % row, to - i);
+        std::memcpy(dst + (box_to_flat(pc.box, shape, i) - lo) * elem, run.data() + (i - from) * elem, len * elem);
+        i += len;
+      }
     }
   };
   std::vector<std::future<void>> others;

@@ -3,9 +3,13 @@
 // a pass over the memory on the thread that sizes the buffer before the read that overwrites it.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <utility>
 
 namespace fpg {
@@ -28,10 +32,17 @@ class ByteBuffer {
     return *this;
   }
 
+  // A buffer of kHugeFrom bytes or more is aligned to, and asks for, 2 MiB pages where the kernel
+  // gives them for madvise: its first fill faults once per 2 MiB instead of once per 4 KiB (a 64 MiB
+  // slab: 32 faults, not 16,384).
   void resize(size_t n) {
     if (n > capacity_) {
       data_.reset();
-      data_.reset(new uint8_t[n]);
+      const size_t bytes = n >= kHugeFrom ? (n + kHuge - 1) / kHuge * kHuge : n;
+      void* p = n >= kHugeFrom ? std::aligned_alloc(kHuge, bytes) : std::malloc(n);
+      if (!p) throw std::bad_alloc();
+      if (n >= kHugeFrom) madvise(p, bytes, MADV_HUGEPAGE);  // a hint: refused, the pages are 4 KiB
+      data_.reset(static_cast<uint8_t*>(p));
       capacity_ = n;
     }
     size_ = n;
@@ -41,7 +52,11 @@ class ByteBuffer {
   size_t size() const { return size_; }
 
  private:
-  std::unique_ptr<uint8_t[]> data_;
+  static constexpr size_t kHuge = size_t{2} << 20, kHugeFrom = size_t{8} << 20;
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
   size_t size_ = 0, capacity_ = 0;
 };
 

@@ -2,9 +2,11 @@
 // reading ahead of the writer; sources that serve concurrent reads (DCP) read two slabs at once. Cut
 // into many small slabs, both must write exactly what one slab per tensor writes (for DCP, the same
 // data file byte for byte).
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,7 +43,67 @@ std::string file_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
+// A source that counts the elements read of each tensor.
+class CountingSource : public ckpt::ParamSource {
+ public:
+  explicit CountingSource(const ckpt::ParamSource& s) : s_(s), read_(s.tensors().size()) {}
+  std::string describe() const override { return s_.describe(); }
+  const std::vector<ckpt::ParamTensor>& tensors() const override { return s_.tensors(); }
+  void read(size_t t, uint64_t lo, uint64_t hi, void* out) const override {
+    read_.at(t) += hi - lo;
+    s_.read(t, lo, hi, out);
+  }
+  bool concurrent_reads() const override { return s_.concurrent_reads(); }
+  void plan_reads(std::vector<ckpt::ParamRange> reads, uint64_t window) const override {
+    s_.plan_reads(std::move(reads), window);
+  }
+  void finish_reads() const override { s_.finish_reads(); }
+  uint64_t elements_read(size_t t) const { return read_.at(t); }
+
+ private:
+  const ckpt::ParamSource& s_;
+  mutable std::vector<std::atomic<uint64_t>> read_;
+};
+
 }  // namespace
+
+TEST_CASE("an fp32 export with states reads each master once and writes it as the weight and as NAME.master", "[export]") {
+  const auto opened = app::convert::open_params(std::string(FPG_TESTDATA_DIR) + "/megatron/dp1-buckets-padded/ckpt", "export it");
+  const CountingSource src(opened->params());
+  test::CkptTempDir tmp("fpg-param-export");
+  app::convert::ExportOptions o;
+  o.weights = app::convert::ExportWeights::fp32;
+  o.states = true;
+  o.progress = false;
+  o.slab_bytes = 1002;
+  o.max_shard_bytes = 4096;  // shards: a weight and its master in distinct files
+  const app::convert::ExportSummary sum = app::convert::export_params(src, tmp.path + "/out.json", o);
+  REQUIRE(sum.files.size() > 2);
+  uint64_t bytes = 0, masters = 0;
+  for (size_t t = 0; t < src.tensors().size(); ++t) {
+    const ckpt::ParamTensor& p = src.tensors()[t];
+    INFO(p.name);
+    // Every tensor but the bf16 weights (the fp32 export takes the masters) is read whole, once.
+    CHECK(src.elements_read(t) == (p.role == "weight" ? 0 : p.numel()));
+    bytes += dtype_bytes(p.dtype, src.elements_read(t));
+    masters += p.role == "master";
+  }
+  REQUIRE(masters > 2);
+  CHECK(sum.bytes_read == bytes);
+  const auto out = safetensors::Model::open(tmp.path + "/out.json");
+  size_t apart = 0;
+  for (const ckpt::ParamTensor& p : src.tensors())
+    if (p.role == "master") {
+      INFO(p.param);
+      const auto& w = out.tensor(p.param);
+      const auto& m = out.tensor(p.param + ".master");
+      REQUIRE(w.info->dtype == DType::F32);
+      REQUIRE(w.info->nbytes() == m.info->nbytes());
+      CHECK(std::memcmp(out.data(w), out.data(m), w.info->nbytes()) == 0);
+      apart += w.shard != m.shard;
+    }
+  CHECK(apart > 0);
+}
 
 TEST_CASE("per-parameter exports cut into many slabs write what one slab per tensor writes", "[export]") {
   const std::string sources[] = {std::string(FPG_TESTDATA_DIR) + "/ckpt/valid/dp2-bucket",

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "app/convert/export_files.h"
 #include "app/convert/staged_output.h"
@@ -107,18 +108,33 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   ExportSummary sum;
   sum.checkpoint = src.describe();
   Progress progress("export", total, o.progress);
-  // The export in units of one slab of one tensor, in file order.
+  // The export in units of one slab of one source tensor, in file order, each written to every planned
+  // tensor that holds the same bytes: an fp32 export with states writes a parameter's master twice
+  // (as NAME and NAME.master), read once (a quarter of a Megatron export's reads and checksums).
+  struct Dest {
+    size_t file, tensor;  // tensor: index into `tensors`
+  };
   struct Unit {
-    size_t file, tensor;
+    size_t tensor;    // the first planned tensor of these bytes
     uint64_t lo, hi;  // source elements
+    std::vector<Dest> dests;
   };
   std::vector<Unit> units;
+  std::map<std::tuple<size_t, bool, DType>, std::pair<size_t, size_t>> read_as;  // -> its units [first, end)
   for (size_t f = 0; f < files.names.size(); ++f)
     for (size_t i : files.tensors[f]) {
-      const ckpt::ParamTensor& st = src.tensors()[tensors[i].source];
+      const Planned& t = tensors[i];
+      const auto [it, fresh] =
+          read_as.emplace(std::make_tuple(t.source, t.as_stored, t.spec.dtype), std::make_pair(units.size(), units.size()));
+      if (!fresh) {
+        for (size_t k = it->second.first; k < it->second.second; ++k) units[k].dests.push_back({f, i});
+        continue;
+      }
+      const ckpt::ParamTensor& st = src.tensors()[t.source];
       const uint64_t n = st.numel();
       const uint64_t slab = std::max<uint64_t>(1, o.slab_bytes / std::max<uint64_t>(dtype_bits(st.dtype) / 8, 4));
-      for (uint64_t lo = 0; lo < n; lo += slab) units.push_back({f, i, lo, std::min(n, lo + slab)});
+      for (uint64_t lo = 0; lo < n; lo += slab) units.push_back({i, lo, std::min(n, lo + slab), {{f, i}}});
+      it->second.second = units.size();
     }
   // Units go to `lanes` threads, each taking the next unit in file order and reading, converting and
   // writing it into its own slab: reads of several units are in flight at once (the disk stays busy
@@ -134,6 +150,14 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     std::vector<ckpt::ParamRange> plan;
     for (const Unit& u : units) plan.push_back({tensors[u.tensor].source, u.lo, u.hi});
     src.plan_reads(std::move(plan), 2 * o.slab_bytes);
+  }
+  uint64_t largest_in = 0, largest_converted = 0;  // bytes of a lane's buffers
+  for (const Unit& u : units) {
+    const Planned& t = tensors[u.tensor];
+    const ckpt::ParamTensor& st = src.tensors()[t.source];
+    largest_in = std::max(largest_in, (u.hi - u.lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
+    if (!t.as_stored && st.dtype != t.spec.dtype)
+      largest_converted = std::max(largest_converted, (u.hi - u.lo) * dtype_bits(t.spec.dtype) / 8);
   }
   std::mutex mu;
   std::condition_variable done_cv;  // a unit written or a lane ended
@@ -151,6 +175,10 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   };
   auto lane = [&] {
     ByteBuffer in, converted;  // filled whole by the read or the conversion: never zero-filled first
+    // Each buffer made once at the largest size it takes: one grown slab after slab would be fresh
+    // memory, faulted in and cleared by the kernel page by page, before each read or conversion.
+    in.resize(static_cast<size_t>(largest_in));
+    converted.resize(static_cast<size_t>(largest_converted));
     try {
       for (;;) {
         size_t k;
@@ -181,12 +209,14 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
           ckpt::convert_elements(in.data(), st.dtype, converted.data(), t.spec.dtype, u.hi - u.lo);
           out = &converted;
         }
-        TensorFileWriter& writer = output.writer(u.file);
-        writer.write(writer.index(t.spec.name), u.lo * out_elem, out->data(), out->size());
+        for (const Dest& d : u.dests) {
+          TensorFileWriter& writer = output.writer(d.file);
+          writer.write(writer.index(tensors[d.tensor].spec.name), u.lo * out_elem, out->data(), out->size());
+        }
         {
           std::lock_guard<std::mutex> l(mu);
           bytes_read += in.size();
-          bytes_done += out->size();
+          bytes_done += out->size() * u.dests.size();
         }
         done_cv.notify_one();
       }
