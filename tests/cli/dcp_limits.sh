@@ -71,7 +71,13 @@ for c in zero_stride zero_stride_2e34; do
   expect_in "$WORK/err" "and stride [0] views"
   expect_in "$WORK/err" "a tensor item may not repeat its storage's elements"
   capped 3 "${F[@]}" convert --no-validate "$C/$c" "$WORK/$c.safetensors"
-  expect_in "$WORK/err" "a tensor item may not repeat its storage's elements"
+  # The output is preallocated at its full size before anything is read: a disk without room for the
+  # 32 GiB the 2^34 view claims refuses it there, as clearly.
+  if grep -q "cannot preallocate .*No space left on device" "$WORK/err"; then
+    [ $c = zero_stride_2e34 ] || fail "convert --no-validate $c: no room for its output"
+  else
+    expect_in "$WORK/err" "a tensor item may not repeat its storage's elements"
+  fi
 done
 # The same view in an item as long as the 2 GiB it claims (a hole in the file): only the view is wrong.
 capped 0 "${F[@]}" validate "$C/zero_stride_sparse"

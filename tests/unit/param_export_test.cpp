@@ -3,11 +3,14 @@
 // into many small slabs, both must write exactly what one slab per tensor writes (for DCP, the same
 // data file byte for byte).
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "app/convert/checkpoint_params.h"
@@ -65,7 +68,45 @@ class CountingSource : public ckpt::ParamSource {
   mutable std::vector<std::atomic<uint64_t>> read_;
 };
 
+// One fp32 tensor whose reads fail: the first slab's late, a later slab's at once.
+class FailingSource : public ckpt::ParamSource {
+ public:
+  explicit FailingSource(bool concurrent) : concurrent_(concurrent) {
+    ckpt::ParamTensor t;
+    t.name = t.param = "w";
+    t.role = "weight";
+    t.shape = {1024};
+    tensors_.push_back(t);
+  }
+  std::string describe() const override { return "a failing source"; }
+  const std::vector<ckpt::ParamTensor>& tensors() const override { return tensors_; }
+  void read(size_t, uint64_t lo, uint64_t, void*) const override {
+    if (lo == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      throw std::runtime_error("the first slab is wrong");
+    }
+    throw std::runtime_error("a later slab is wrong");
+  }
+  bool concurrent_reads() const override { return concurrent_; }
+
+ private:
+  bool concurrent_;
+  std::vector<ckpt::ParamTensor> tensors_;
+};
+
 }  // namespace
+
+TEST_CASE("an export reports the error of the first slab in file order, whichever lane fails first", "[export]") {
+  for (const bool concurrent : {true, false}) {
+    INFO("concurrent reads: " << concurrent);
+    const FailingSource src(concurrent);
+    test::CkptTempDir tmp("fpg-param-export");
+    app::convert::ExportOptions o;
+    o.progress = false;
+    o.slab_bytes = 256;  // 16 slabs of 64 elements
+    CHECK_THROWS_WITH(app::convert::export_params(src, tmp.path + "/out.safetensors", o), "the first slab is wrong");
+  }
+}
 
 TEST_CASE("an fp32 export with states reads each master once and writes it as the weight and as NAME.master", "[export]") {
   const auto opened = app::convert::open_params(std::string(FPG_TESTDATA_DIR) + "/megatron/dp1-buckets-padded/ckpt", "export it");

@@ -163,29 +163,39 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
   std::condition_variable done_cv;  // a unit written or a lane ended
   size_t next_unit = 0, lanes_running = lanes;
   uint64_t bytes_read = 0, bytes_done = 0;
+  // The error of the first unit in file order that failed, whichever lane saw it first: units after it
+  // are dropped, those before it finish, so that a lane which could not make its buffers while an
+  // earlier unit's read refused the file does not hide what is wrong with the file.
   std::exception_ptr error;
-  std::atomic<bool> stop{false};
+  size_t error_unit = SIZE_MAX;
+  std::atomic<size_t> stop_at{SIZE_MAX};  // units from this one on are not started
   std::mutex read_mu;  // one_read: held across each read, taken in unit order (read_turn)
   std::condition_variable turn_cv;
   size_t read_turn = 0;
-  auto halt = [&] {
-    stop = true;
+  auto halt = [&](size_t from) {
+    for (size_t now = stop_at; from < now && !stop_at.compare_exchange_weak(now, from);) {
+    }
     { std::lock_guard<std::mutex> l(read_mu); }
     turn_cv.notify_all();
   };
   auto lane = [&] {
     ByteBuffer in, converted;  // filled whole by the read or the conversion: never zero-filled first
-    // Each buffer made once at the largest size it takes: one grown slab after slab would be fresh
-    // memory, faulted in and cleared by the kernel page by page, before each read or conversion.
-    in.resize(static_cast<size_t>(largest_in));
-    converted.resize(static_cast<size_t>(largest_converted));
+    size_t k = SIZE_MAX;       // the unit in hand
+    bool sized = false;
     try {
       for (;;) {
-        size_t k;
         {
           std::lock_guard<std::mutex> l(mu);
-          if (stop || next_unit >= units.size()) break;
+          if (next_unit >= std::min(units.size(), stop_at.load())) break;
           k = next_unit++;
+        }
+        // Each buffer made once, with the lane's first unit, at the largest size it takes: one grown
+        // slab after slab would be fresh memory, faulted in and cleared by the kernel page by page,
+        // before each read or conversion.
+        if (!sized) {
+          in.resize(static_cast<size_t>(largest_in));
+          converted.resize(static_cast<size_t>(largest_converted));
+          sized = true;
         }
         const Unit& u = units[k];
         const Planned& t = tensors[u.tensor];
@@ -193,8 +203,8 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
         in.resize((u.hi - u.lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
         if (one_read) {
           std::unique_lock<std::mutex> l(read_mu);
-          turn_cv.wait(l, [&] { return read_turn == k || stop; });
-          if (stop) break;
+          turn_cv.wait(l, [&] { return read_turn == k || k >= stop_at; });
+          if (k >= stop_at) break;
           src.read(t.source, u.lo, u.hi, in.data());
           ++read_turn;
           l.unlock();
@@ -223,9 +233,12 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     } catch (...) {
       {
         std::lock_guard<std::mutex> l(mu);
-        if (!error) error = std::current_exception();
+        if (k < error_unit) {
+          error = std::current_exception();
+          error_unit = k;
+        }
       }
-      halt();
+      halt(k);
     }
     {
       std::lock_guard<std::mutex> l(mu);
@@ -238,10 +251,10 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     // Stops and joins the lanes however this scope is left (an exception of the progress included).
     struct Join {
       std::vector<std::thread>& threads;
-      std::function<void()> halt;
+      std::function<void(size_t)> halt;
       bool finished = false;
       ~Join() {
-        if (!finished) halt();
+        if (!finished) halt(0);
         for (std::thread& th : threads) th.join();
       }
     } join{threads, halt};
