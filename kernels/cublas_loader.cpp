@@ -10,59 +10,31 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <string>
 
-#include "core/error.h"
+#include "core/shared_library.h"
 
 namespace fpg::cuda {
 namespace {
 
-// The directory libcudart was loaded from (cuBLAS ships beside it), or "".
-std::string cudart_directory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&cudaGetDeviceCount), &info) == 0 || !info.dli_fname) return "";
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+// `stem` is "libcublas" or "libcublasLt"; the soname carries the major version of the headers
+// fpgather was built with, the ABI it was compiled against. Searched as the loader does, then beside
+// libcudart (cuBLAS ships with it).
+std::vector<std::string> cublas_names(const std::string& stem) {
+  const std::string soname = stem + ".so." + std::to_string(CUBLAS_VER_MAJOR);
+  return {soname, directory_of(reinterpret_cast<const void*>(&cudaGetDeviceCount)) + soname};
 }
-
-class Library {
- public:
-  // `stem` is "libcublas" or "libcublasLt"; the soname carries the major version of the headers
-  // fpgather was built with, the ABI it was compiled against.
-  explicit Library(const char* stem) : name_(std::string(stem) + ".so." + std::to_string(CUBLAS_VER_MAJOR)) {
-    handle_ = dlopen(name_.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle_) {
-      const std::string first = dlerror();
-      const std::string dir = cudart_directory();
-      if (!dir.empty()) handle_ = dlopen((dir + name_).c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!handle_)
-        throw InternalError("cannot load " + name_ + " (CUDA " + std::to_string(CUBLAS_VER_MAJOR) +
-                            "'s cuBLAS, needed on the GPU): " + first +
-                            "; install it or add its directory to LD_LIBRARY_PATH");
-    }
-  }
-  template <class F>
-  F symbol(const char* name) const {
-    void* p = dlsym(handle_, name);
-    if (!p) throw InternalError(name_ + " has no symbol " + name + " (a cuBLAS older than the headers?)");
-    return reinterpret_cast<F>(p);
-  }
-
- private:
-  std::string name_;
-  void* handle_ = nullptr;
-};
 
 // Function-local statics: loaded once, thread-safely; a failed load throws and is retried next call.
-const Library& cublas() {
-  static const Library lib("libcublas");
+const SharedLibrary& cublas() {
+  static const SharedLibrary lib(cublas_names("libcublas"),
+                                 "CUDA " + std::to_string(CUBLAS_VER_MAJOR) + "'s cuBLAS, needed on the GPU");
   return lib;
 }
-const Library& cublas_lt() {
-  static const Library lib("libcublasLt");
+const SharedLibrary& cublas_lt() {
+  static const SharedLibrary lib(cublas_names("libcublasLt"),
+                                 "CUDA " + std::to_string(CUBLAS_VER_MAJOR) + "'s cuBLASLt, needed on the GPU");
   return lib;
 }
 
@@ -73,7 +45,7 @@ const Library& cublas_lt() {
 #define FPG_CUBLAS_FORWARD(library, ret, name, params, args)                                         \
   extern "C" ret CUBLASWINAPI name params {                                                           \
     using Fn = ret(CUBLASWINAPI*) params;                                                              \
-    static const Fn real = ::fpg::cuda::library().symbol<Fn>(#name);                                   \
+    static const Fn real = ::fpg::cuda::library().function<Fn>(#name);                                   \
     return real args;                                                                                 \
   }
 

@@ -1,12 +1,11 @@
 #include "model/network_compute.h"
 
-#include <cblas.h>
+#include "core/blas.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "core/blas_threads.h"
 #include "core/error.h"
 
 namespace fpg::model {
@@ -15,15 +14,15 @@ namespace {
 // Row-major GEMMs, named by which operand is transposed: C[M,N] = op(A)·op(B) + beta·C.
 // A linear layer's forward is nt (x·Wᵀ), its weight gradient tn (dyᵀ·x), its input gradient nn (dy·W).
 void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta, float* c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(k),
+  blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(k),
               beta, c, int(n));
 }
 void gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(m), b, int(n),
+  blas::sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(m), b, int(n),
               0.0f, c, int(n));
 }
 void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(n),
+  blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(n),
               0.0f, c, int(n));
 }
 
@@ -98,7 +97,7 @@ void rmsnorm_backward(const float* dscaled, const float* w, const float* normed,
 NetworkCompute::NetworkCompute(const NetworkDims& dims, Compute compute) : dims_(dims), compute_(compute) {
   if (dims.input == 0 || dims.hidden == 0 || dims.ffn == 0 || dims.output == 0)
     throw UsageError("network dims must be positive (input, hidden, ffn, output)");
-  use_single_threaded_blas();
+  blas::use_single_threaded();
   uint64_t largest = 0;
   for (const Param& p : network_params(dims)) {
     shapes_numel_.push_back(p.numel());

@@ -20,7 +20,7 @@
 // d act, d(scaled) and dh, and every parameter gradient. Each GEMM sums its bf16 products in fp32.
 //
 // Determinism: a call's results are a function of its inputs alone, bit for bit. Every GEMM is one
-// single-threaded cblas_sgemm (use_single_threaded_blas(), called by the constructor, pins OpenBLAS to
+// single-threaded cblas_sgemm (blas::use_single_threaded(), called by the constructor, pins OpenBLAS to
 // one thread process-wide), every reduction runs in a fixed order, and an instance keeps no state
 // between calls but its scratch buffers. Thread safety: one instance per thread (a DP rank owns one);
 // instances share nothing mutable, so ranks run concurrently and still give the sequential bits.

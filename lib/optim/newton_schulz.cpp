@@ -1,6 +1,6 @@
 #include "optim/newton_schulz.h"
 
-#include <cblas.h>
+#include "core/blas.h"
 
 #include <algorithm>
 #include <cmath>
@@ -62,17 +62,17 @@ void newton_schulz(const float* in, int64_t rows, int64_t cols, const NsOptions&
   const int M = static_cast<int>(m), N = static_cast<int>(n);
   for (int it = 0; it < opt.steps; ++it) {
     // S = X Xᵀ
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, M, N, 1.0f, x.data(), N, x.data(), N, 0.0f,
+    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, M, N, 1.0f, x.data(), N, x.data(), N, 0.0f,
                 s.data(), M);
     for (float& v : s) v = rnd(v);
     // Bm = b·S + c·S·S (one addmm: one rounding)
     std::copy(s.begin(), s.end(), bm.begin());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, M, M, c, s.data(), M, s.data(), M, b,
+    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, M, M, c, s.data(), M, s.data(), M, b,
                 bm.data(), M);
     for (float& v : bm) v = rnd(v);
     // X = a·X + Bm·X
     std::copy(x.begin(), x.end(), xn.begin());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, M, 1.0f, bm.data(), M, x.data(), N, a,
+    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, M, 1.0f, bm.data(), M, x.data(), N, a,
                 xn.data(), N);
     for (float& v : xn) v = rnd(v);
     x.swap(xn);
@@ -103,13 +103,13 @@ void newton_schulz_fp64(const double* in, int64_t rows, int64_t cols, const NsOp
   for (double& v : x) v /= norm;
   const int M = static_cast<int>(m), N = static_cast<int>(n);
   for (int it = 0; it < opt.steps; ++it) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, M, N, 1.0, x.data(), N, x.data(), N, 0.0,
+    blas::dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, M, N, 1.0, x.data(), N, x.data(), N, 0.0,
                 s.data(), M);
     std::copy(s.begin(), s.end(), bm.begin());
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, M, M, opt.coeff.c, s.data(), M, s.data(), M,
+    blas::dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, M, M, opt.coeff.c, s.data(), M, s.data(), M,
                 opt.coeff.b, bm.data(), M);
     std::copy(x.begin(), x.end(), xn.begin());
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, M, 1.0, bm.data(), M, x.data(), N,
+    blas::dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, M, 1.0, bm.data(), M, x.data(), N,
                 opt.coeff.a, xn.data(), N);
     x.swap(xn);
   }
