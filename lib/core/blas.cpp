@@ -39,7 +39,7 @@ class Libraries {
   template <class F>
   F function(const char* symbol) const {
     if (void* p = find(symbol)) return reinterpret_cast<F>(p);
-    throw InternalError(std::string("the BLAS (") + FPGATHER_BLAS_SONAMES + ") has no " + symbol);
+    throw Error(ExitCode::io, std::string("the BLAS (") + FPGATHER_BLAS_SONAMES + ") has no " + symbol);
   }
 
  private:

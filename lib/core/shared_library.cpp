@@ -22,15 +22,17 @@ SharedLibrary::SharedLibrary(std::vector<std::string> names, const std::string& 
     }
     tried += (tried.empty() ? "" : ", ") + n;
   }
-  throw InternalError("cannot load " + what + " (tried " + tried + "): " + first_error +
-                      "; install it or add its directory to LD_LIBRARY_PATH");
+  // A file the work cannot do without is missing: exit 3, as for any missing input.
+  throw Error(ExitCode::io, "cannot load " + what + " (tried " + tried + "): " + first_error +
+                                "; install it or add its directory to LD_LIBRARY_PATH");
 }
 
 void* SharedLibrary::find(const char* symbol) const { return dlsym(handle_, symbol); }
 
 void* SharedLibrary::require(const char* symbol) const {
   void* p = find(symbol);
-  if (!p) throw InternalError(name_ + " has no symbol " + symbol + " (older than the headers fpgather was built with?)");
+  if (!p)
+    throw Error(ExitCode::io, name_ + " has no symbol " + symbol + " (older than the headers fpgather was built with?)");
   return p;
 }
 

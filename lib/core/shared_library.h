@@ -15,14 +15,15 @@ namespace fpg {
 class SharedLibrary {
  public:
   // Opens the first of `names` that loads (a soname, searched as the dynamic loader does, or a
-  // path). Throws InternalError naming `what`, every name tried and the loader's first complaint.
+  // path). Throws Error(ExitCode::io) naming `what`, every name tried and the loader's first
+  // complaint.
   SharedLibrary(std::vector<std::string> names, const std::string& what);
   SharedLibrary(const SharedLibrary&) = delete;
   SharedLibrary& operator=(const SharedLibrary&) = delete;
 
   // The symbol's address, or null where the library has none.
   void* find(const char* symbol) const;
-  // The symbol as a function of type F; throws InternalError where the library has none.
+  // The symbol as a function of type F; throws Error(ExitCode::io) where the library has none.
   template <class F>
   F function(const char* symbol) const {
     return reinterpret_cast<F>(require(symbol));

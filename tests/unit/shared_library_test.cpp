@@ -17,7 +17,8 @@ TEST_CASE("a library that is nowhere is refused with every name tried", "[shared
   try {
     SharedLibrary lib({"libfpgather-nowhere.so.1", "/nonexistent/libfpgather-nowhere.so.1"}, "a test library");
     FAIL("loaded a library that does not exist");
-  } catch (const InternalError& e) {
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::io);
     const std::string what = e.what();
     CHECK(what.find("cannot load a test library (tried libfpgather-nowhere.so.1, /nonexistent/libfpgather-nowhere.so.1)") !=
           std::string::npos);
