@@ -74,11 +74,14 @@ fork=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
 # library-wide state between them). The rerun has the fuzzing run's limit on one allocation, which a
 # single-input run does not apply by default, so that an oom-* finding reproduces with the stack of
 # its allocation; the limit on the process's memory is set above it, so that the memory watcher
-# (which prints no stack) does not report first. The last rerun's report is kept beside the finding.
+# (which prints no stack) does not report first. It has the run's -timeout too: a timeout-* finding
+# (HDF5 1.10.8 loops forever on some global heaps) would otherwise rerun without end; with it the
+# rerun ends with libFuzzer's report and the stack of the loop. The last rerun's report is kept beside
+# the finding.
 classify() (
   set +o pipefail  # the rerun fails, as a finding does
   for _ in 1 2 3; do
-    if ASAN_OPTIONS=$ASAN_OPTIONS:malloc_context_size=30 "$1" -malloc_limit_mb=2048 -rss_limit_mb=4096 \
+    if ASAN_OPTIONS=$ASAN_OPTIONS:malloc_context_size=30 "$1" -malloc_limit_mb=2048 -rss_limit_mb=4096 -timeout=10 \
         "$2" >"$2.report" 2>&1; then
       continue
     fi
