@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <stdexcept>
+#include <system_error>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "catch.h"
 #include "ckpt_test_util.h"
 #include "core/dtype.h"
+#include "core/error.h"
+#include "core/thread_start.h"
 #include "formats/dcp/dcp_params.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/torch_dtype.h"
@@ -105,6 +108,38 @@ TEST_CASE("an export reports the error of the first slab in file order, whicheve
     o.progress = false;
     o.slab_bytes = 256;  // 16 slabs of 64 elements
     CHECK_THROWS_WITH(app::convert::export_params(src, tmp.path + "/out.safetensors", o), "the first slab is wrong");
+  }
+}
+
+TEST_CASE("an export refused threads runs on the lanes it got, and fails with exit 3 with none", "[export]") {
+  const std::string ckpt = std::string(FPG_TESTDATA_DIR) + "/megatron/dp1-buckets-padded/ckpt";
+  const auto opened = app::convert::open_params(ckpt, "export it");
+  test::CkptTempDir tmp("fpg-param-export");
+  app::convert::ExportOptions o;
+  o.progress = false;
+  o.slab_bytes = 1002;  // many units
+  const app::convert::ExportSummary all = app::convert::export_params(opened->params(), tmp.path + "/all.safetensors", o);
+  for (const int allowed : {1, 0}) {
+    INFO("threads allowed: " << allowed);
+    std::atomic<int> started{0};
+    const ThreadStarter previous = set_thread_starter([&](std::function<void()> fn) {
+      if (started++ >= allowed) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+      return std::thread(std::move(fn));
+    });
+    const std::string out = tmp.path + "/refused" + std::to_string(allowed) + ".safetensors";
+    if (allowed) {
+      CHECK(app::convert::export_params(opened->params(), out, o).bytes_read == all.bytes_read);
+      CHECK(file_bytes(out) == file_bytes(tmp.path + "/all.safetensors"));
+    } else {
+      try {
+        app::convert::export_params(opened->params(), out, o);
+        FAIL("exported without a thread");
+      } catch (const Error& e) {
+        CHECK(e.code() == ExitCode::io);
+        CHECK(std::string(e.what()).find("the system refused a thread for the export's reads and writes") != std::string::npos);
+      }
+    }
+    set_thread_starter(previous);
   }
 }
 

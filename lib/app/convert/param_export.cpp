@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -20,6 +21,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/tensor_file.h"
+#include "core/thread_start.h"
 
 namespace fpg::app::convert {
 namespace {
@@ -151,17 +153,23 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
     for (const Unit& u : units) plan.push_back({tensors[u.tensor].source, u.lo, u.hi});
     src.plan_reads(std::move(plan), 2 * o.slab_bytes);
   }
+  // A unit's bytes as read, and as converted (0 when it is written as read).
+  auto read_bytes = [&](const Unit& u) {
+    return (u.hi - u.lo) * std::max<uint64_t>(dtype_bits(src.tensors()[tensors[u.tensor].source].dtype) / 8, 1);
+  };
+  auto converted_bytes = [&](const Unit& u) -> uint64_t {
+    const Planned& t = tensors[u.tensor];
+    if (t.as_stored || src.tensors()[t.source].dtype == t.spec.dtype) return 0;
+    return (u.hi - u.lo) * dtype_bits(t.spec.dtype) / 8;
+  };
   uint64_t largest_in = 0, largest_converted = 0;  // bytes of a lane's buffers
   for (const Unit& u : units) {
-    const Planned& t = tensors[u.tensor];
-    const ckpt::ParamTensor& st = src.tensors()[t.source];
-    largest_in = std::max(largest_in, (u.hi - u.lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
-    if (!t.as_stored && st.dtype != t.spec.dtype)
-      largest_converted = std::max(largest_converted, (u.hi - u.lo) * dtype_bits(t.spec.dtype) / 8);
+    largest_in = std::max(largest_in, read_bytes(u));
+    largest_converted = std::max(largest_converted, converted_bytes(u));
   }
   std::mutex mu;
   std::condition_variable done_cv;  // a unit written or a lane ended
-  size_t next_unit = 0, lanes_running = lanes;
+  size_t next_unit = 0, lanes_running = 0;
   uint64_t bytes_read = 0, bytes_done = 0;
   // The error of the first unit in file order that failed, whichever lane saw it first: units after it
   // are dropped, those before it finish, so that a lane which could not make its buffers while an
@@ -200,7 +208,7 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
         const Unit& u = units[k];
         const Planned& t = tensors[u.tensor];
         const ckpt::ParamTensor& st = src.tensors()[t.source];
-        in.resize((u.hi - u.lo) * std::max<uint64_t>(dtype_bits(st.dtype) / 8, 1));
+        in.resize(read_bytes(u));
         if (one_read) {
           std::unique_lock<std::mutex> l(read_mu);
           turn_cv.wait(l, [&] { return read_turn == k || k >= stop_at; });
@@ -214,8 +222,8 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
         }
         const ByteBuffer* out = &in;  // written as read when the dtype is kept
         const uint64_t out_elem = t.as_stored ? 1 : dtype_bits(t.spec.dtype) / 8;
-        if (!t.as_stored && st.dtype != t.spec.dtype) {
-          converted.resize((u.hi - u.lo) * out_elem);
+        if (const uint64_t c = converted_bytes(u)) {
+          converted.resize(c);
           ckpt::convert_elements(in.data(), st.dtype, converted.data(), t.spec.dtype, u.hi - u.lo);
           out = &converted;
         }
@@ -258,7 +266,21 @@ ExportSummary export_params(const ckpt::ParamSource& src, const std::string& out
         for (std::thread& th : threads) th.join();
       }
     } join{threads, halt};
-    for (size_t i = 0; i < lanes; ++i) threads.emplace_back(lane);
+    // The first lane the export cannot do without; a refused later one only means fewer units in flight.
+    for (size_t i = 0; i < lanes; ++i) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        ++lanes_running;
+      }
+      std::optional<std::thread> th =
+          i == 0 ? std::optional<std::thread>(start_thread(lane, "the export's reads and writes")) : try_start_thread(lane);
+      if (!th) {
+        std::lock_guard<std::mutex> l(mu);
+        --lanes_running;
+        break;
+      }
+      threads.push_back(std::move(*th));
+    }
     // Progress is reported on this thread, where it was made (its observer may be bound to it).
     uint64_t reported = 0;
     for (;;) {
