@@ -1053,19 +1053,18 @@ void DcpParams::prefetch(size_t t, size_t entry, const std::vector<size_t>& now,
   if (ask.empty()) return;
   // Finished askers go; a few may still wait on the disk's queue, more than that wait here.
   constexpr size_t kMaxAsking = 4;
-  asking_.erase(std::remove_if(asking_.begin(), asking_.end(),
-                               [](std::future<void>& f) {
-                                 return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-                               }),
+  asking_.erase(std::remove_if(asking_.begin(), asking_.end(), [](const AsyncTask<void>& f) { return f.ready(); }),
                 asking_.end());
   if (asking_.size() >= kMaxAsking) {
     asking_.front().get();
     asking_.erase(asking_.begin());
   }
-  asking_.push_back(std::async(std::launch::async, [this, ask = std::move(ask)] {
+  // Without a thread (the system refused one), the disk is not asked ahead: the reads ask as they go.
+  std::optional<AsyncTask<void>> asking = try_start_async([this, ask = std::move(ask)] {
     const Metadata& m = r_.metadata();
     for (const auto& [e, c] : ask) r_.prefetch(m.entries[e], c);
-  }));
+  });
+  if (asking) asking_.push_back(std::move(*asking));
 }
 
 
@@ -1115,9 +1114,8 @@ void DcpParams::read(size_t t, uint64_t lo, uint64_t hi, void* out) const {
       }
     }
   };
-  std::vector<std::future<void>> others;
-  for (size_t i = 1; i < s.pieces.size(); ++i)
-    others.push_back(std::async(std::launch::async, read_piece, std::cref(s.pieces[i])));
+  std::vector<AsyncTask<void>> others;
+  for (size_t i = 1; i < s.pieces.size(); ++i) others.push_back(start_async([&read_piece, &s, i] { read_piece(s.pieces[i]); }));
   std::exception_ptr first;
   try {
     read_piece(s.pieces[0]);
@@ -1212,9 +1210,9 @@ void DcpParams::read_flat(size_t t, size_t entry, uint64_t base, uint64_t lo, ui
   // 5% faster than 8; more read-ahead, 256 MiB, was slower).
   constexpr size_t kReaders = 16;
   const size_t readers = std::min(kReaders, whole.size());
-  std::vector<std::future<void>> reading;
+  std::vector<AsyncTask<void>> reading;
   for (size_t k = 1; k < readers; ++k)
-    reading.push_back(std::async(std::launch::async, [&, k] {
+    reading.push_back(start_async([&, k] {
       for (size_t i = k; i < whole.size(); i += readers)
         r_.read_chunk(e, whole[i].chunk, dst + whole[i].at * elem, whole[i].n * elem);
     }));

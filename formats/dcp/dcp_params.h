@@ -37,6 +37,7 @@
 
 #include "ckpt/param_source.h"
 #include "ckpt/problem.h"
+#include "core/thread_start.h"
 #include "formats/dcp/megatron/megatron_common_state.h"
 #include "formats/dcp/megatron/megatron_layout.h"
 #include "formats/dcp/megatron/megatron_parallel.h"
@@ -258,7 +259,7 @@ class DcpParams : public ckpt::ParamSource {
   mutable std::vector<PlannedRead> plan_;
   mutable std::vector<std::pair<size_t, size_t>> plan_items_;  // (entry, chunk)
   mutable size_t plan_at_ = 0;
-  mutable std::vector<std::future<void>> asking_;  // last: waited for before the rest goes
+  mutable std::vector<AsyncTask<void>> asking_;  // last: waited for before the rest goes
 };
 
 }  // namespace fpg::dcp

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/thread_start.h"
 #include "formats/dcp/dcp_writer.h"
 #include "formats/dcp/torch_dtype.h"
 #include "formats/dcp/zip/crc32.h"
@@ -122,7 +123,7 @@ uint64_t write_params(const ckpt::ParamSource& src, const std::vector<ckpt::Expo
   // does not serve concurrent reads has each read wait for the read (not the checksum) before it.
   struct Pending {
     std::shared_future<void> read;   // the block's bytes are in its buffer
-    std::shared_future<void> ready;  // and checksummed
+    AsyncTask<void> ready;           // and checksummed
   };
   std::deque<Pending> reading;  // blocks [next_fill, next_read)
   size_t next_read = 0, next_fill = 0;
@@ -138,17 +139,17 @@ uint64_t write_params(const ckpt::ParamSource& src, const std::vector<ckpt::Expo
     auto read = std::make_shared<std::promise<void>>();
     Pending p;
     p.read = read->get_future().share();
-    p.ready = std::async(std::launch::async, [&b, before, read, &read_block] {
-                try {
-                  if (before.valid()) before.wait();
-                  read_block(b);
-                } catch (...) {
-                  read->set_exception(std::current_exception());
-                  throw;
-                }
-                read->set_value();
-                b.crc = crc32_update(0, b.data(), b.size);
-              }).share();
+    p.ready = start_async([&b, before, read, &read_block] {
+      try {
+        if (before.valid()) before.wait();
+        read_block(b);
+      } catch (...) {
+        read->set_exception(std::current_exception());
+        throw;
+      }
+      read->set_value();
+      b.crc = crc32_update(0, b.data(), b.size);
+    });
     reading.push_back(std::move(p));
     ++next_read;
   };

@@ -256,15 +256,15 @@ constexpr size_t kFinishingAtOnce = 8;
 void CheckpointWriter::finish_rank(uint32_t r) {
   if (r >= ranks_.size() || !ranks_[r] || finishing_started_[r]) return;
   while (!finishing_.empty() && (finishing_.size() >= kFinishingAtOnce ||
-                                 finishing_.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready))
+                                 finishing_.front().ready()))
     reap_one();
   RankWriter* w = ranks_[r].get();
-  finishing_.push_back(std::async(std::launch::async, [w] { return w->finish(); }));
+  finishing_.push_back(start_async([w] { return w->finish(); }));
   finishing_started_[r] = true;  // only once its finish() runs: commit() finishes the others
 }
 
 void CheckpointWriter::reap_one() {
-  std::future<RankManifest> f = std::move(finishing_.front());
+  AsyncTask<RankManifest> f = std::move(finishing_.front());
   finishing_.pop_front();
   try {
     finished_.push_back(f.get());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ckpt/index.h"
+#include "core/thread_start.h"
 #include "formats/fpckpt/rank_writer.h"
 
 namespace fpg::fpckpt {
@@ -112,7 +113,7 @@ class CheckpointWriter final : public ckpt::StateSave {
   WriteOptions opts_;
   std::vector<std::unique_ptr<RankWriter>> ranks_;
   std::vector<bool> finishing_started_;  // by rank
-  std::deque<std::future<RankManifest>> finishing_;  // oldest first
+  std::deque<AsyncTask<RankManifest>> finishing_;  // oldest first
   std::vector<RankManifest> finished_;
   std::exception_ptr finish_error_;
   ckpt::Documents documents_;

@@ -2,8 +2,12 @@
 // replaced starter, as the tests run as root in containers, where RLIMIT_NPROC does not apply.
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "catch.h"
@@ -108,4 +112,52 @@ TEST_CASE("a threads communicator refused a rank's thread fails with an error an
     CHECK(e.code() == fpg::ExitCode::io);
     CHECK(std::string(e.what()).find("rank 2 of 4") != std::string::npos);
   }
+}
+
+TEST_CASE("a task runs on a thread of its own, or on the caller when the system refuses one", "[core][threads]") {
+  const std::thread::id caller = std::this_thread::get_id();
+  for (const size_t allowed : {size_t{1}, size_t{0}}) {
+    INFO("threads allowed: " << allowed);
+    RefuseThreadsAfter limit(allowed);
+    std::thread::id ran_on;
+    fpg::AsyncTask<int> task = fpg::start_async([&] {
+      ran_on = std::this_thread::get_id();
+      return 7;
+    });
+    REQUIRE(task.valid());
+    CHECK(task.get() == 7);
+    CHECK((ran_on == caller) == (allowed == 0));
+    fpg::AsyncTask<void> failing = fpg::start_async([]() -> void { throw std::runtime_error("the task's error"); });
+    CHECK_THROWS_WITH(failing.get(), "the task's error");
+  }
+}
+
+TEST_CASE("work that may be left out is not run when the system refuses its thread", "[core][threads]") {
+  std::atomic<int> ran{0};
+  {
+    RefuseThreadsAfter limit(0);
+    CHECK_FALSE(fpg::try_start_async([&] { ran++; }).has_value());
+  }
+  CHECK(ran == 0);
+  std::optional<fpg::AsyncTask<void>> task = fpg::try_start_async([&] { ran++; });
+  REQUIRE(task.has_value());
+  task->get();
+  CHECK(ran == 1);
+}
+
+TEST_CASE("a task left without get is waited for when it is destroyed or replaced", "[core][threads]") {
+  std::atomic<int> done{0};
+  auto slow = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    done++;
+  };
+  {
+    fpg::AsyncTask<void> task = fpg::start_async(slow);
+  }
+  CHECK(done == 1);
+  fpg::AsyncTask<void> task = fpg::start_async(slow);
+  task = fpg::start_async(slow);  // the first one's thread is joined before it is let go
+  CHECK(done >= 2);
+  task.get();
+  CHECK(done == 3);
 }

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "core/thread_start.h"
 #include "core/units.h"
 #include "formats/dcp/huge_pages.h"
 #include "formats/safetensors/format.h"
@@ -652,7 +653,7 @@ void Decoder::decode_large_fields(std::optional<Ref> sdm, std::optional<Ref> sd)
     return;
   }
   Metadata storage;
-  auto decoding = std::async(std::launch::async, [&] {
+  auto decoding = start_async([&] {
     Decoder(d_, storage).storage_data(*sd, Path("storage_data"));
   });
   std::exception_ptr first;

@@ -20,6 +20,7 @@
 #include "core/progress.h"
 #include "core/shape.h"
 #include "core/tensor_file.h"
+#include "core/thread_start.h"
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"
 
@@ -240,7 +241,7 @@ class Streamer {
       // The other buffer's write must be done before it is refilled: at most one write in flight.
       if (pending_.valid()) pending_.get();
       const uint64_t off = lo * out_elem, size = (hi - lo) * out_elem;
-      pending_ = std::async(std::launch::async, [&w, idx, off, data, size, this] {
+      pending_ = start_async([&w, idx, off, data, size, this] {
         w.write(idx, off, data, size);
         progress_.advance(size);
         // Flush as we go: the disk writes while the next slabs are read, not all in the final fsync.
@@ -268,7 +269,7 @@ class Streamer {
   Progress& progress_;
   Buffers buffers_[2];
   int turn_ = 0;
-  std::future<void> pending_;
+  AsyncTask<void> pending_;
   uint64_t unflushed_ = 0;  // written since the last start_writeback (touched by the writing task only)
   static constexpr uint64_t kWritebackBytes = 64ull << 20;
 };
