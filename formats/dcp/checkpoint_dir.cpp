@@ -12,6 +12,7 @@
 #include "ckpt/index.h"
 #include "core/printable.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "formats/safetensors/format.h"
 
 namespace fpg::dcp {
@@ -36,9 +37,7 @@ DataFile::~DataFile() {
 }
 
 void DataFile::will_need(uint64_t offset, uint64_t len) const {
-  if (offset < size_ && len > 0)
-    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(std::min(len, size_ - offset)),
-                    POSIX_FADV_WILLNEED);
+  if (offset < size_ && len > 0) fs::will_need(fd_, offset, std::min(len, size_ - offset));
 }
 
 void DataFile::read(uint64_t offset, void* dst, uint64_t len) const {

@@ -374,7 +374,7 @@ void CheckpointReader::prefetch(uint32_t key, uint64_t lo, uint64_t hi) const {
     int fd = -1;
     // A chunk that cannot be located is left to read() to report.
     if (locate_stored(*it, addr, size, fd).empty() && size == index_.chunks[*it].stored_bytes)
-      ::posix_fadvise(fd, static_cast<off_t>(addr), static_cast<off_t>(size), POSIX_FADV_WILLNEED);
+      fs::will_need(fd, addr, size);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -37,11 +38,15 @@ void release_pages(const uint8_t* p, uint64_t n) {
 }
 
 // The pages of [p, p + n) asked of the disk at once, so that a cold read of a large range keeps the
-// disk busy instead of faulting one read-ahead window at a time.
+// disk busy instead of faulting one read-ahead window at a time. In pieces of 1 MiB: Linux reads at
+// most a read-ahead window (read_ahead_kb or max_sectors_kb, often 128 KiB and 1.25 MiB) per request
+// and drops the rest of a longer one.
 void ask_pages(const uint8_t* p, uint64_t n) {
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page;
-  ::madvise(reinterpret_cast<void*>(lo), reinterpret_cast<uintptr_t>(p) + n - lo, MADV_WILLNEED);
+  constexpr uintptr_t kPiece = uintptr_t{1} << 20;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page; lo < end; lo += kPiece)
+    ::madvise(reinterpret_cast<void*>(lo), std::min(kPiece, end - lo), MADV_WILLNEED);
 }
 
 // The tensors of a model as parameters: each a weight of its own name. The model is mapped from its

@@ -3,10 +3,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -207,6 +212,51 @@ void start_writeback(int fd) {
   if (fd >= 0) ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 #else
   (void)fd;
+#endif
+}
+
+namespace {
+
+// A number of KiB from a one-line sysfs file, or 0.
+uint64_t sysfs_kib(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (!f) return 0;
+  unsigned long long v = 0;
+  const bool ok = std::fscanf(f, "%llu", &v) == 1;
+  std::fclose(f);
+  return ok ? v : 0;
+}
+
+}  // namespace
+
+uint64_t will_need_piece(int fd) {
+  constexpr uint64_t kUnknown = uint64_t{1} << 20, kLeast = uint64_t{128} << 10, kMost = uint64_t{64} << 20;
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || major(st.st_dev) == 0) return kUnknown;  // 0: no block device (tmpfs, NFS)
+  static std::mutex mu;
+  static std::map<dev_t, uint64_t> known;
+  std::lock_guard<std::mutex> lock(mu);
+  if (const auto it = known.find(st.st_dev); it != known.end()) return it->second;
+  // A partition's queue is its disk's, one level up.
+  const std::string dev = "/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  uint64_t kib = 0;
+  for (const char* queue : {"/queue/", "/../queue/"}) {
+    kib = std::max(sysfs_kib(dev + queue + "read_ahead_kb"), sysfs_kib(dev + queue + "max_sectors_kb"));
+    if (kib) break;
+  }
+  const uint64_t piece = kib ? std::clamp(kib << 10, kLeast, kMost) : kUnknown;
+  known.emplace(st.st_dev, piece);
+  return piece;
+}
+
+void will_need(int fd, uint64_t offset, uint64_t len) {
+#if defined(__linux__)
+  if (fd < 0 || len == 0) return;
+  const uint64_t piece = will_need_piece(fd);
+  for (uint64_t at = offset, end = offset + std::min(len, UINT64_MAX - offset); at < end; at += std::min(piece, end - at))
+    ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(std::min(piece, end - at)), POSIX_FADV_WILLNEED);
+#else
+  (void)fd, (void)offset, (void)len;
 #endif
 }
 

@@ -61,6 +61,14 @@ void pwrite_all(int fd, const std::string& path, uint64_t offset, const void* da
 // never fails.
 void start_writeback(int fd);
 
+// Asks the kernel to read bytes [offset, offset + len) of an open file into the page cache without
+// waiting for them (POSIX_FADV_WILLNEED). Linux reads at most the device's read-ahead or request size
+// (read_ahead_kb, max_sectors_kb) per such request and drops the rest, so a longer range is asked
+// for in pieces of that size. A hint: never fails.
+void will_need(int fd, uint64_t offset, uint64_t len);
+// The most bytes one WILLNEED reads on the device holding fd (1 MiB where the system does not say).
+uint64_t will_need_piece(int fd);
+
 // ---- durability ----
 
 // fsync of an open file: FormatError "<path>: fsync failed: <why>".

@@ -3,14 +3,19 @@
 // never follows a link out of the tree, and errors that name the file and the cause.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "catch.h"
 #include "core/error.h"
@@ -215,4 +220,52 @@ TEST_CASE("fs: copy_file and read_small_file name the file they refuse", "[fs]")
   CHECK(fs::join_path("/a/", "x") == "/a/x");
   CHECK(fs::split_path("/x") == std::make_pair(std::string("/"), std::string("x")));
   CHECK(fs::split_path("x") == std::make_pair(std::string("."), std::string("x")));
+}
+
+namespace {
+
+// Pages of fd's first `bytes` in the page cache.
+size_t resident_pages(int fd, size_t bytes) {
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  REQUIRE(map != MAP_FAILED);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((bytes + page - 1) / page);
+  REQUIRE(::mincore(map, bytes, in.data()) == 0);
+  ::munmap(map, bytes);
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("fs: will_need asks for the whole range, past the device's read-ahead window", "[fs]") {
+  TempDir d;
+  const std::string path = d.path + "/f";
+  // Four times the most one request reads on this disk, and at least 32 MiB.
+  const int probe = fs::create_file(path);
+  const uint64_t piece = fs::will_need_piece(probe);
+  CHECK(piece >= (uint64_t{128} << 10));
+  const size_t bytes = static_cast<size_t>(std::max<uint64_t>(4 * piece, uint64_t{32} << 20));
+  std::vector<char> data(bytes, 'x');
+  fs::pwrite_all(probe, path, 0, data.data(), data.size());
+  fs::fsync_fd(probe, path);
+  fs::close_fd(probe, path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  const size_t pages = resident_pages(fd, bytes), all = bytes / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  if (pages > all / 2) {
+    // tmpfs and some overlay file systems keep their pages: nothing here can show what was asked.
+    WARN("the page cache keeps " << path << " (" << pages << " of " << all << " pages): not checked");
+    ::close(fd);
+    return;
+  }
+  fs::will_need(fd, 0, bytes);
+  // The reads are asynchronous: wait for them (a single request would stop at one window for good).
+  size_t now = 0;
+  for (int i = 0; i < 200 && (now = resident_pages(fd, bytes)) < all; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::close(fd);
+  CHECK(now == all);
 }
