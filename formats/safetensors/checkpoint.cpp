@@ -45,7 +45,7 @@ void ask_pages(const uint8_t* p, uint64_t n) {
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   constexpr uintptr_t kPiece = uintptr_t{1} << 20;
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
-  for (uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page; lo < end; lo += kPiece)
+  for (uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page; lo < end; lo += std::min(kPiece, end - lo))
     ::madvise(reinterpret_cast<void*>(lo), std::min(kPiece, end - lo), MADV_WILLNEED);
 }
 
