@@ -95,6 +95,9 @@ FillBytes box_fill(const ckpt::ParamSource& src, size_t tensor, const std::vecto
       out += count * R.run * E;
       a += count * R.run;
     }
+    // The item's last block: its scratch goes now, not when every item of the rank file is written
+    // (a writer holds all its items' fills from the start: kept, they grew with the layers per stage).
+    if (b == R.rows * R.run) std::vector<uint8_t>().swap(*scratch);
   };
 }
 
